@@ -1,0 +1,39 @@
+# Two commands on a fresh machine: `make run` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+
+.PHONY: run test install install-dev lint typecheck bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+
+install-dev: $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[dev]'
+
+# Install into .venv and start the workbench on its defaults (stdio MCP server).
+run: install
+	$(BIN)/awb start
+
+lint: install-dev
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+typecheck: install-dev
+	$(BIN)/mypy
+
+# Install the test dependencies, lint, type-check and run the whole suite.
+test: install-dev
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/mypy
+	$(BIN)/python -m pytest
+
+bench: install-dev
+	$(BIN)/python benchmarks/ops.py
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache

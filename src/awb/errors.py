@@ -1,0 +1,128 @@
+"""One error hierarchy for the whole workbench.
+
+Every error carries a stable `code`, a human `message` and a `details` dict. Each face
+(MCP, HTTP, CLI) maps these to its own protocol in exactly one function.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class AwbError(Exception):
+    """Base of every error the workbench reports on purpose."""
+
+    code: ClassVar[str] = "internal_error"
+    #: HTTP status the REST face uses; kept here so every face agrees on severity.
+    http_status: ClassVar[int] = 500
+    #: Process exit code the CLI uses.
+    exit_code: ClassVar[int] = 1
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details: dict[str, Any] = details
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "details": self.details}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r}, details={self.details!r})"
+
+
+class ToolNotFound(AwbError):
+    code = "tool_not_found"
+    http_status = 404
+
+
+class ToolDeleted(AwbError):
+    code = "tool_deleted"
+    http_status = 410
+
+
+class InvalidParams(AwbError):
+    code = "invalid_params"
+    http_status = 422
+    exit_code = 2
+
+
+class NameConflict(AwbError):
+    code = "name_conflict"
+    http_status = 409
+
+
+class LimitExceeded(AwbError):
+    code = "limit_exceeded"
+    http_status = 413
+
+
+class ConfigError(AwbError):
+    code = "config_invalid"
+    http_status = 500
+    exit_code = 2
+
+
+class AdmissionFailed(AwbError):
+    """A crafted tool or new version whose examples (or smoke check) failed."""
+
+    code = "admission_failed"
+    http_status = 422
+
+
+class DuplicateTool(AwbError):
+    code = "duplicate_tool"
+    http_status = 409
+
+
+class NotEquippable(AwbError):
+    code = "not_equippable"
+    http_status = 409
+
+
+class Busy(AwbError):
+    code = "busy"
+    http_status = 503
+
+
+class Unavailable(AwbError):
+    """A runtime or optional part that is not installed or not allowed on this machine."""
+
+    code = "unavailable"
+    http_status = 501
+
+
+# --- what a tool's execution can end in -------------------------------------------------------
+
+
+class ExecutionError(AwbError):
+    """Base of the errors a tool run produces; recorded on the call record by code."""
+
+    code = "runtime_error"
+    http_status = 422
+
+
+class ToolRuntimeError(ExecutionError):
+    code = "runtime_error"
+
+
+class ToolTimeout(ExecutionError):
+    code = "timeout"
+    http_status = 504
+
+
+class MemoryExceeded(ExecutionError):
+    code = "memory_exceeded"
+
+
+class OutputExceeded(ExecutionError):
+    code = "output_exceeded"
+
+
+class SandboxViolation(ExecutionError):
+    code = "sandbox_violation"
+
+
+class InvalidOutput(ExecutionError):
+    """The tool returned something that is not JSON or does not match its output schema."""
+
+    code = "invalid_output"

@@ -1,0 +1,121 @@
+"""The records the inventory keeps: tools, their versions, and calls."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Language = Literal["python", "javascript", "wasm"]
+RuntimeName = Literal["monty", "cpython", "javascript", "wasm"]
+MemoryLevel = Literal["short_term", "medium_term", "long_term", "archived"]
+Status = Literal["active", "deleted", "archived"]
+
+MEMORY_LEVELS: tuple[MemoryLevel, ...] = ("short_term", "medium_term", "long_term", "archived")
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class Example(BaseModel):
+    """An admission test: `params` must give `expected` exactly, or fail with `expected_error`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    params: dict[str, Any]
+    expected: Any = None
+    expected_error: str | None = None
+
+
+class ToolMetadata(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tags: list[str] = Field(default_factory=list)
+    problem: str = ""
+    created_by_agent: str = ""
+
+
+class Capabilities(BaseModel):
+    """What a tool may reach beyond its inputs. Granted by configuration, not by agents."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    read_dirs: list[str] = Field(default_factory=list)
+
+
+class ToolVersion(BaseModel):
+    """One immutable version of a tool's behaviour."""
+
+    version: int
+    code: str
+    description: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None = None
+    examples: list[Example] = Field(default_factory=list)
+    runtime: RuntimeName
+    created_at: datetime
+    usage_count: int = 0
+    failure_count: int = 0
+
+
+class Tool(BaseModel):
+    """A tool as the inventory holds it: its current version plus its life so far."""
+
+    tool_id: str
+    name: str
+    description: str
+    language: Language
+    runtime: RuntimeName
+    code: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None = None
+    examples: list[Example] = Field(default_factory=list)
+    metadata: ToolMetadata = Field(default_factory=ToolMetadata)
+    capabilities: Capabilities = Field(default_factory=Capabilities)
+    version: int = 1
+    parent_version: int | None = None
+    created_at: datetime
+    updated_at: datetime
+    last_used_at: datetime | None = None
+    usage_count: int = 0
+    success_count: int = 0
+    failure_count: int = 0
+    memory_level: MemoryLevel = "short_term"
+    status: Status = "active"
+    equipped: bool = False
+
+    def summary(self, score: float | None = None) -> ToolSummary:
+        return ToolSummary(
+            tool_id=self.tool_id,
+            name=self.name,
+            description=self.description,
+            score=score,
+            memory_level=self.memory_level,
+            usage_count=self.usage_count,
+            tags=self.metadata.tags,
+            status=self.status,
+            equipped=self.equipped,
+        )
+
+
+class ToolSummary(BaseModel):
+    """What `list` and `search` return for each tool."""
+
+    tool_id: str
+    name: str
+    description: str
+    score: float | None = None
+    memory_level: MemoryLevel
+    usage_count: int
+    tags: list[str] = Field(default_factory=list)
+    status: Status = "active"
+    equipped: bool = False
+
+
+class CallRecord(BaseModel):
+    tool_id: str
+    version: int
+    at: datetime
+    duration_ms: float
+    ok: bool
+    error_code: str | None = None

@@ -1,0 +1,459 @@
+"""The embedded inventory: one SQLite file in WAL mode, FTS5 kept in step by triggers.
+
+WAL plus a busy timeout lets `awb start` and the CLI use the same file at once. The schema carries a
+version and only moves forward, one migration at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from awb.errors import ConfigError
+from awb.inventory.models import CallRecord, Example, MemoryLevel, Tool, ToolVersion
+from awb.search.fts import split_identifier
+
+BUSY_TIMEOUT_MS = 5000
+
+_V1 = """
+CREATE TABLE tools (
+    rowid INTEGER PRIMARY KEY,
+    tool_id TEXT NOT NULL UNIQUE,
+    name TEXT NOT NULL,
+    search_name TEXT NOT NULL,
+    description TEXT NOT NULL,
+    language TEXT NOT NULL,
+    runtime TEXT NOT NULL,
+    code TEXT NOT NULL,
+    input_schema TEXT NOT NULL,
+    output_schema TEXT,
+    examples TEXT NOT NULL DEFAULT '[]',
+    tags TEXT NOT NULL DEFAULT '[]',
+    tags_text TEXT NOT NULL DEFAULT '',
+    problem TEXT NOT NULL DEFAULT '',
+    created_by_agent TEXT NOT NULL DEFAULT '',
+    capabilities TEXT NOT NULL DEFAULT '{}',
+    version INTEGER NOT NULL DEFAULT 1,
+    parent_version INTEGER,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    last_used_at TEXT,
+    usage_count INTEGER NOT NULL DEFAULT 0,
+    success_count INTEGER NOT NULL DEFAULT 0,
+    failure_count INTEGER NOT NULL DEFAULT 0,
+    memory_level TEXT NOT NULL DEFAULT 'short_term',
+    status TEXT NOT NULL DEFAULT 'active',
+    equipped INTEGER NOT NULL DEFAULT 0
+);
+CREATE UNIQUE INDEX tools_live_name ON tools(name) WHERE status != 'deleted';
+CREATE INDEX tools_level ON tools(status, memory_level);
+CREATE INDEX tools_equipped ON tools(equipped) WHERE equipped = 1;
+
+CREATE TABLE tool_versions (
+    tool_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    code TEXT NOT NULL,
+    description TEXT NOT NULL,
+    input_schema TEXT NOT NULL,
+    output_schema TEXT,
+    examples TEXT NOT NULL DEFAULT '[]',
+    runtime TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    usage_count INTEGER NOT NULL DEFAULT 0,
+    failure_count INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (tool_id, version)
+);
+
+CREATE TABLE calls (
+    id INTEGER PRIMARY KEY,
+    tool_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    at TEXT NOT NULL,
+    duration_ms REAL NOT NULL,
+    ok INTEGER NOT NULL,
+    error_code TEXT
+);
+CREATE INDEX calls_tool ON calls(tool_id, id);
+
+CREATE TABLE staged_writes (
+    id INTEGER PRIMARY KEY,
+    tool_id TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    path TEXT NOT NULL,
+    content TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'pending'
+);
+
+CREATE VIRTUAL TABLE tools_fts USING fts5(
+    search_name, description, problem, tags_text,
+    content='tools', content_rowid='rowid', tokenize='porter unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER tools_fts_insert AFTER INSERT ON tools BEGIN
+    INSERT INTO tools_fts(rowid, search_name, description, problem, tags_text)
+    VALUES (new.rowid, new.search_name, new.description, new.problem, new.tags_text);
+END;
+CREATE TRIGGER tools_fts_delete AFTER DELETE ON tools BEGIN
+    INSERT INTO tools_fts(tools_fts, rowid, search_name, description, problem, tags_text)
+    VALUES ('delete', old.rowid, old.search_name, old.description, old.problem, old.tags_text);
+END;
+CREATE TRIGGER tools_fts_update AFTER UPDATE OF search_name, description, problem, tags_text ON tools BEGIN
+    INSERT INTO tools_fts(tools_fts, rowid, search_name, description, problem, tags_text)
+    VALUES ('delete', old.rowid, old.search_name, old.description, old.problem, old.tags_text);
+    INSERT INTO tools_fts(rowid, search_name, description, problem, tags_text)
+    VALUES (new.rowid, new.search_name, new.description, new.problem, new.tags_text);
+END;
+"""
+
+#: Forward migrations: MIGRATIONS[n] is the SQL that takes a database from schema n to n + 1.
+MIGRATIONS: list[str] = [_V1]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+# BM25 column weights (name, description, problem, tags): a word in the name says more than one
+# in a long description.
+BM25_WEIGHTS = (4.0, 1.0, 1.0, 2.0)
+
+_JSON_FIELDS = {"input_schema", "output_schema", "examples", "capabilities"}
+_TOOL_COLUMNS = (
+    "tool_id name description language runtime code input_schema output_schema examples tags problem "
+    "created_by_agent capabilities version parent_version created_at updated_at last_used_at usage_count "
+    "success_count failure_count memory_level status equipped"
+).split()
+_SELECT = "SELECT " + ", ".join(f"t.{c}" for c in _TOOL_COLUMNS) + " FROM tools t"
+
+
+def _statements(script: str) -> Iterator[str]:
+    """Split a script into statements without `executescript`, which would commit our transaction."""
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            yield buffer.strip()
+            buffer = ""
+    if buffer.strip():
+        yield buffer.strip()
+
+
+def iso(when: datetime | None) -> str | None:
+    return None if when is None else when.isoformat(timespec="microseconds")
+
+
+def _row_to_tool(row: sqlite3.Row) -> Tool:
+    data = dict(zip(_TOOL_COLUMNS, row, strict=True))
+    for key in _JSON_FIELDS:
+        if data[key] is not None:
+            data[key] = json.loads(data[key])
+    data["metadata"] = {
+        "tags": json.loads(data.pop("tags")),
+        "problem": data.pop("problem"),
+        "created_by_agent": data.pop("created_by_agent"),
+    }
+    data["equipped"] = bool(data["equipped"])
+    return Tool.model_validate(data)
+
+
+def _encode(field: str, value: Any) -> Any:
+    if field in _JSON_FIELDS:
+        if value is None:
+            return None
+        if isinstance(value, list):
+            value = [v.model_dump(mode="json") if isinstance(v, Example) else v for v in value]
+        elif hasattr(value, "model_dump"):
+            value = value.model_dump(mode="json")
+        return json.dumps(value)
+    if isinstance(value, datetime):
+        return iso(value)
+    if isinstance(value, bool):
+        return int(value)
+    return value
+
+
+class SQLiteStore:
+    """The `Store` protocol on one SQLite file. Safe to share between threads (one lock)."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if self.path != ":memory:":
+            self._db.execute("PRAGMA journal_mode = WAL")
+        self._db.execute("PRAGMA synchronous = NORMAL")
+        self._db.execute("PRAGMA foreign_keys = ON")
+        self._migrate()
+
+    # --- schema -------------------------------------------------------------------------------
+
+    def _migrate(self) -> None:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                # Read the version inside the write lock: another process may have migrated meanwhile.
+                current = self._db.execute("PRAGMA user_version").fetchone()[0]
+                if current > SCHEMA_VERSION:
+                    raise ConfigError(
+                        f"inventory {self.path} has schema {current}, newer than this awb ({SCHEMA_VERSION}); "
+                        "upgrade agent-workbench",
+                        path=self.path,
+                    )
+                for version in range(current, SCHEMA_VERSION):
+                    for statement in _statements(MIGRATIONS[version]):
+                        self._db.execute(statement)
+                    self._db.execute(f"PRAGMA user_version = {version + 1}")
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def schema_version(self) -> int:
+        with self._lock:
+            return int(self._db.execute("PRAGMA user_version").fetchone()[0])
+
+    def data_version(self) -> int:
+        with self._lock:
+            return int(self._db.execute("PRAGMA data_version").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # --- tools --------------------------------------------------------------------------------
+
+    def add_tool(self, tool: Tool) -> None:
+        values = self._tool_values(tool)
+        columns = ", ".join(values)
+        marks = ", ".join("?" for _ in values)
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute(f"INSERT INTO tools ({columns}) VALUES ({marks})", list(values.values()))
+                self._insert_version(
+                    tool.tool_id,
+                    ToolVersion(
+                        version=tool.version,
+                        code=tool.code,
+                        description=tool.description,
+                        input_schema=tool.input_schema,
+                        output_schema=tool.output_schema,
+                        examples=tool.examples,
+                        runtime=tool.runtime,
+                        created_at=tool.created_at,
+                    ),
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    @staticmethod
+    def _tool_values(tool: Tool) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        for column in _TOOL_COLUMNS:
+            if column in ("tags", "problem", "created_by_agent"):
+                continue
+            values[column] = _encode(column, getattr(tool, column))
+        values["tags"] = json.dumps(tool.metadata.tags)
+        values["tags_text"] = " ".join(tool.metadata.tags)
+        values["problem"] = tool.metadata.problem
+        values["created_by_agent"] = tool.metadata.created_by_agent
+        values["search_name"] = split_identifier(tool.name)
+        return values
+
+    def get(self, tool_id: str) -> Tool | None:
+        with self._lock:
+            row = self._db.execute(f"{_SELECT} WHERE t.tool_id = ?", (tool_id,)).fetchone()
+        return None if row is None else _row_to_tool(row)
+
+    def get_by_name(self, name: str, *, include_deleted: bool = False) -> Tool | None:
+        live = "" if include_deleted else " AND t.status != 'deleted'"
+        with self._lock:
+            row = self._db.execute(
+                f"{_SELECT} WHERE t.name = ?{live} ORDER BY t.status = 'deleted', t.rowid DESC LIMIT 1", (name,)
+            ).fetchone()
+        return None if row is None else _row_to_tool(row)
+
+    def update(self, tool_id: str, **fields: Any) -> None:
+        if not fields:
+            return
+        if "metadata" in fields:
+            meta = fields.pop("metadata")
+            fields.update(
+                tags=json.dumps(meta.tags),
+                tags_text=" ".join(meta.tags),
+                problem=meta.problem,
+                created_by_agent=meta.created_by_agent,
+            )
+        if "name" in fields:
+            fields["search_name"] = split_identifier(fields["name"])
+        assignments = ", ".join(f"{k} = ?" for k in fields)
+        values = [_encode(k, v) for k, v in fields.items()]
+        with self._lock:
+            self._db.execute(f"UPDATE tools SET {assignments} WHERE tool_id = ?", [*values, tool_id])
+
+    def delete_forever(self, tool_ids: list[str]) -> int:
+        """Remove tools and everything recorded about them. Used by purge only."""
+        if not tool_ids:
+            return 0
+        marks = ", ".join("?" for _ in tool_ids)
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for table in ("calls", "tool_versions", "staged_writes"):
+                    self._db.execute(f"DELETE FROM {table} WHERE tool_id IN ({marks})", tool_ids)
+                removed = self._db.execute(f"DELETE FROM tools WHERE tool_id IN ({marks})", tool_ids).rowcount
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return int(removed)
+
+    # --- versions -----------------------------------------------------------------------------
+
+    def _insert_version(self, tool_id: str, version: ToolVersion) -> None:
+        self._db.execute(
+            "INSERT INTO tool_versions (tool_id, version, code, description, input_schema, output_schema, "
+            "examples, runtime, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                tool_id,
+                version.version,
+                version.code,
+                version.description,
+                json.dumps(version.input_schema),
+                None if version.output_schema is None else json.dumps(version.output_schema),
+                json.dumps([e.model_dump(mode="json") for e in version.examples]),
+                version.runtime,
+                iso(version.created_at),
+            ),
+        )
+
+    def add_version(self, tool_id: str, version: ToolVersion) -> None:
+        with self._lock:
+            self._insert_version(tool_id, version)
+
+    def versions(self, tool_id: str) -> list[ToolVersion]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT version, code, description, input_schema, output_schema, examples, runtime, created_at, "
+                "usage_count, failure_count FROM tool_versions WHERE tool_id = ? ORDER BY version",
+                (tool_id,),
+            ).fetchall()
+        return [
+            ToolVersion(
+                version=r[0],
+                code=r[1],
+                description=r[2],
+                input_schema=json.loads(r[3]),
+                output_schema=None if r[4] is None else json.loads(r[4]),
+                examples=json.loads(r[5]),
+                runtime=r[6],
+                created_at=r[7],
+                usage_count=r[8],
+                failure_count=r[9],
+            )
+            for r in rows
+        ]
+
+    # --- listing and search -------------------------------------------------------------------
+
+    def count_active(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT count(*) FROM tools WHERE status != 'deleted'").fetchone()[0])
+
+    def list_tools(
+        self,
+        *,
+        memory_level: MemoryLevel | None = None,
+        tag: str | None = None,
+        include_archived: bool = True,
+        equipped: bool | None = None,
+        limit: int = 50,
+    ) -> list[Tool]:
+        where = ["t.status != 'deleted'"]
+        args: list[Any] = []
+        if memory_level is not None:
+            where.append("t.memory_level = ?")
+            args.append(memory_level)
+        elif not include_archived:
+            where.append("t.memory_level != 'archived'")
+        if tag is not None:
+            where.append("EXISTS (SELECT 1 FROM json_each(t.tags) WHERE json_each.value = ?)")
+            args.append(tag)
+        if equipped is not None:
+            where.append("t.equipped = ?")
+            args.append(int(equipped))
+        # Hot tiers first, then most used, then newest: the order an agent wants to scan.
+        sql = (
+            f"{_SELECT} WHERE {' AND '.join(where)} ORDER BY "
+            "CASE t.memory_level WHEN 'long_term' THEN 0 WHEN 'medium_term' THEN 1 "
+            "WHEN 'short_term' THEN 2 ELSE 3 END, t.usage_count DESC, t.rowid DESC LIMIT ?"
+        )
+        with self._lock:
+            rows = self._db.execute(sql, [*args, limit]).fetchall()
+        return [_row_to_tool(r) for r in rows]
+
+    def search_text(self, match: str, limit: int) -> list[tuple[Tool, float]]:
+        weights = ", ".join(str(w) for w in BM25_WEIGHTS)
+        sql = (
+            f"{_SELECT.replace('SELECT ', 'SELECT bm25(tools_fts, ' + weights + ') AS rank, ', 1)} "
+            "JOIN tools_fts ON tools_fts.rowid = t.rowid "
+            "WHERE tools_fts MATCH ? AND t.status != 'deleted' ORDER BY rank LIMIT ?"
+        )
+        with self._lock:
+            rows = self._db.execute(sql, (match, limit)).fetchall()
+        return [(_row_to_tool(r[1:]), -float(r[0])) for r in rows]
+
+    # --- calls --------------------------------------------------------------------------------
+
+    def record_call(self, call: CallRecord, tool_fields: dict[str, Any]) -> None:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute(
+                    "INSERT INTO calls (tool_id, version, at, duration_ms, ok, error_code) VALUES (?, ?, ?, ?, ?, ?)",
+                    (call.tool_id, call.version, iso(call.at), call.duration_ms, int(call.ok), call.error_code),
+                )
+                self._db.execute(
+                    "UPDATE tool_versions SET usage_count = usage_count + 1, failure_count = failure_count + ? "
+                    "WHERE tool_id = ? AND version = ?",
+                    (0 if call.ok else 1, call.tool_id, call.version),
+                )
+                if tool_fields:
+                    self.update(call.tool_id, **tool_fields)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def calls(self, tool_id: str, limit: int = 20) -> list[CallRecord]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT tool_id, version, at, duration_ms, ok, error_code FROM calls WHERE tool_id = ? "
+                "ORDER BY id DESC LIMIT ?",
+                (tool_id, limit),
+            ).fetchall()
+        return [
+            CallRecord(tool_id=r[0], version=r[1], at=r[2], duration_ms=r[3], ok=bool(r[4]), error_code=r[5])
+            for r in rows
+        ]
+
+    def stage_write(self, tool_id: str, path: str, content: str, at: datetime) -> int:
+        with self._lock:
+            cursor = self._db.execute(
+                "INSERT INTO staged_writes (tool_id, call_id, path, content, created_at) VALUES (?, ?, ?, ?, ?)",
+                (tool_id, "", path, content, iso(at)),
+            )
+        return int(cursor.lastrowid or 0)
+
+    def iter_maintainable(self) -> Iterator[Tool]:
+        with self._lock:
+            rows = self._db.execute(
+                f"{_SELECT} WHERE t.status = 'active' AND t.memory_level IN ('short_term', 'medium_term')"
+            ).fetchall()
+        return iter([_row_to_tool(r) for r in rows])

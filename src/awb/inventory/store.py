@@ -1,0 +1,65 @@
+"""The storage protocol the workbench depends on. SQLite is the embedded default."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any, Protocol
+
+from awb.inventory.models import CallRecord, MemoryLevel, Tool, ToolVersion
+
+
+class Store(Protocol):
+    def close(self) -> None: ...
+
+    def add_tool(self, tool: Tool) -> None: ...
+
+    def get(self, tool_id: str) -> Tool | None: ...
+
+    def get_by_name(self, name: str, *, include_deleted: bool = False) -> Tool | None:
+        """The live tool with this name (or, if asked, the latest deleted one)."""
+        ...
+
+    def update(self, tool_id: str, **fields: Any) -> None: ...
+
+    def delete_forever(self, tool_ids: list[str]) -> int: ...
+
+    def add_version(self, tool_id: str, version: ToolVersion) -> None: ...
+
+    def versions(self, tool_id: str) -> list[ToolVersion]: ...
+
+    def count_active(self) -> int: ...
+
+    def list_tools(
+        self,
+        *,
+        memory_level: MemoryLevel | None = None,
+        tag: str | None = None,
+        include_archived: bool = True,
+        equipped: bool | None = None,
+        limit: int = 50,
+    ) -> list[Tool]: ...
+
+    def search_text(self, match: str, limit: int) -> list[tuple[Tool, float]]:
+        """Tools matching an FTS5 expression with their BM25 scores (higher is better)."""
+        ...
+
+    def record_call(self, call: CallRecord, tool_fields: dict[str, Any]) -> None:
+        """Append a call record and update the tool's counters in one transaction."""
+        ...
+
+    def calls(self, tool_id: str, limit: int = 20) -> list[CallRecord]: ...
+
+    def stage_write(self, tool_id: str, path: str, content: str, at: datetime) -> int:
+        """Keep a write a tool asked for until a person applies or discards it."""
+        ...
+
+    def iter_maintainable(self) -> Iterator[Tool]:
+        """Active tools in short- or medium-term memory."""
+        ...
+
+    def data_version(self) -> int:
+        """A number that changes when another connection commits (to notice CLI changes)."""
+        ...
+
+    def schema_version(self) -> int: ...

@@ -1,0 +1,78 @@
+"""The runtime protocol every sandbox engine implements, and the values that cross it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from awb.errors import InvalidOutput, OutputExceeded
+
+
+@dataclass(frozen=True)
+class Limits:
+    timeout_ms: int = 5000
+    memory_mb: int = 100
+    max_output_bytes: int = 1024 * 1024
+    max_log_bytes: int = 64 * 1024
+
+
+@runtime_checkable
+class HostFunctions(Protocol):
+    """The only bridge from tool code to the outside (see `awb.sandbox.host`)."""
+
+    def log(self, message: str) -> None: ...
+
+    def read_file(self, path: str) -> str: ...
+
+    def write_file(self, path: str, data: str) -> dict[str, Any]: ...
+
+
+@dataclass
+class Execution:
+    """What a successful run gives back."""
+
+    value: Any
+    logs: list[str] = field(default_factory=list)
+    duration_ms: float = 0.0
+
+
+class Runtime(Protocol):
+    """A sandbox engine. Implementations raise `awb.errors.ExecutionError` subclasses on failure."""
+
+    name: str
+    language: str
+
+    async def start(self) -> None:
+        """Warm the engine (worker pools, zygotes); idempotent."""
+
+    async def close(self) -> None: ...
+
+    async def execute(self, code: str, params: dict[str, Any], limits: Limits, host: HostFunctions) -> Execution:
+        """Run the tool's entry point with `params` and return its JSON-serialisable value."""
+        ...
+
+    async def check(self, code: str, limits: Limits) -> None:
+        """Smoke check: the code loads and defines the entry point. Raises on failure."""
+
+    def protections(self) -> dict[str, bool]:
+        """Which isolation layers are active, for `awb doctor` and `awb_inspect`."""
+        ...
+
+
+def encode_output(value: Any, max_output_bytes: int) -> str:
+    """Serialise a tool's result to JSON under the output cap, or raise a structured error."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidOutput(
+            f"the tool returned a value that is not JSON-serialisable: {exc}", type=type(value).__name__
+        ) from exc
+    size = len(text.encode("utf-8"))
+    if size > max_output_bytes:
+        raise OutputExceeded(
+            f"tool output is {size} bytes, over the {max_output_bytes}-byte cap",
+            size=size,
+            limit=max_output_bytes,
+        )
+    return text
