@@ -17,7 +17,7 @@ install-dev: $(BIN)/python
 
 # Install into .venv and start the workbench on its defaults (stdio MCP server).
 run: install
-	$(BIN)/awb start
+	$(BIN)/awb start --transport http
 
 lint: install-dev
 	$(BIN)/ruff check src tests benchmarks

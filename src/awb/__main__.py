@@ -1,0 +1,5 @@
+"""`python -m awb` is `awb`."""
+
+from awb.cli.main import main
+
+main()

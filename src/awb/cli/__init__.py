@@ -1,0 +1,1 @@
+"""The `awb` command line: a thin layer over the Python API."""

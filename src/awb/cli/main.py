@@ -1,0 +1,366 @@
+"""`awb`: initialise, start and stop the workbench, check its health, and look into the inventory."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import typer
+
+from awb import __version__
+from awb.cli.output import console, errors, fail, print_json, table
+from awb.config import CONFIG_FILENAME, Config, default_config_json, load_config
+from awb.errors import AwbError, ConfigError
+from awb.inventory.models import MemoryLevel
+from awb.workbench import Workbench
+
+app = typer.Typer(
+    name="awb",
+    help="Agent Workbench: a crafting table for AI agents, served over MCP.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+inventory_app = typer.Typer(help="Look into the inventory: list, search, inspect.", no_args_is_help=True)
+app.add_typer(inventory_app, name="inventory")
+
+ConfigOption = Annotated[
+    Path | None, typer.Option("--config", "-c", help=f"Path to {CONFIG_FILENAME} (default: ./{CONFIG_FILENAME}).")
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+InventoryOption = Annotated[Path | None, typer.Option("--inventory", help="Path of the inventory database.")]
+
+
+def _config(path: Path | None, as_json: bool = False, **overrides: Any) -> Config:
+    try:
+        config = load_config(path)
+    except ConfigError as error:
+        fail(error, as_json)
+    updates = {key: value for key, value in overrides.items() if value is not None}
+    if "inventory_path" in updates:
+        updates["inventory_path"] = Path(updates["inventory_path"]).resolve()
+    return config.model_copy(update=updates) if updates else config
+
+
+def _setup_logging(config: Config, verbose: bool) -> None:
+    # Logs go to stderr or the log file, never stdout: on stdio, stdout is the MCP channel.
+    handler: logging.Handler
+    if config.log_file is not None:
+        config.log_file.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(config.log_file)
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("awb")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+
+
+# --- set-up and life cycle ---------------------------------------------------------------------
+
+
+@app.command()
+def init(
+    directory: Annotated[Path, typer.Argument(help="Where to create the workbench.")] = Path("."),
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing config.")] = False,
+) -> None:
+    """Create awb.config.json, the inventory database and a tools/ directory."""
+    directory.mkdir(parents=True, exist_ok=True)
+    config_path = directory / CONFIG_FILENAME
+    if config_path.exists() and not force:
+        errors.print(f"[red]{config_path} already exists[/]; use --force to overwrite it")
+        raise typer.Exit(1)
+    config_path.write_text(default_config_json(), encoding="utf-8")
+    config = load_config(config_path)
+    config.tools_dir.mkdir(parents=True, exist_ok=True)
+    Workbench(config).store.close()
+    console.print(f"created {config_path}, {config.inventory_path} and {config.tools_dir}/")
+
+
+@app.command()
+def start(
+    config_path: ConfigOption = None,
+    inventory: InventoryOption = None,
+    port: Annotated[int | None, typer.Option(help="Port for --transport http (default 7777).")] = None,
+    host: Annotated[str | None, typer.Option(help="Address for --transport http (default 127.0.0.1).")] = None,
+    transport: Annotated[str, typer.Option(help="stdio (for MCP clients that spawn awb) or http.")] = "stdio",
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
+) -> None:
+    """Start the MCP server (stdio by default; `--transport http` serves http://127.0.0.1:7777/mcp)."""
+    from awb.server.transports import serve_http, serve_stdio
+
+    if transport not in ("stdio", "http"):
+        errors.print(f"[red]unknown transport {transport!r}[/]: use stdio or http")
+        raise typer.Exit(2)
+    config = _config(config_path, inventory_path=inventory, port=port, host=host)
+    _setup_logging(config, verbose)
+    config.pid_file.parent.mkdir(parents=True, exist_ok=True)
+    config.pid_file.write_text(str(os.getpid()), encoding="utf-8")
+    if transport == "http":
+        errors.print(
+            f"awb {__version__}: MCP on http://{config.host}:{config.port}/mcp (inventory {config.inventory_path})"
+        )
+    try:
+        workbench = Workbench(config)
+        if transport == "http":
+            anyio.run(serve_http, workbench, config.host, config.port)
+        else:
+            anyio.run(serve_stdio, workbench)
+    except AwbError as error:
+        fail(error)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        config.pid_file.unlink(missing_ok=True)
+
+
+@app.command()
+def stop(config_path: ConfigOption = None) -> None:
+    """Stop a workbench started with `awb start` (reads its pid file)."""
+    config = _config(config_path)
+    try:
+        pid = int(config.pid_file.read_text(encoding="utf-8").strip())
+    except (FileNotFoundError, ValueError):
+        console.print(f"no workbench is running (no pid file at {config.pid_file})")
+        raise typer.Exit(0) from None
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        config.pid_file.unlink(missing_ok=True)
+        console.print(f"no workbench is running (stale pid {pid} removed)")
+        raise typer.Exit(0) from None
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        errors.print(f"[red]workbench (pid {pid}) did not stop within 10 s[/]")
+        raise typer.Exit(1)
+    config.pid_file.unlink(missing_ok=True)
+    console.print(f"stopped workbench (pid {pid})")
+
+
+# --- health ----------------------------------------------------------------------------------
+
+
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+async def _doctor_checks(config: Config) -> list[dict[str, Any]]:
+    from awb.inventory.sqlite import SCHEMA_VERSION, SQLiteStore
+
+    checks: list[dict[str, Any]] = [{"check": "config", "ok": True, "detail": "valid"}]
+    try:
+        store = SQLiteStore(config.inventory_path)
+    except Exception as error:
+        return [*checks, {"check": "inventory", "ok": False, "detail": f"{config.inventory_path}: {error}"}]
+    version = store.schema_version()
+    checks.append(
+        {
+            "check": "inventory",
+            "ok": version == SCHEMA_VERSION,
+            "detail": f"{config.inventory_path} writable, schema {version}/{SCHEMA_VERSION}",
+        }
+    )
+    import sqlite3
+
+    try:
+        sqlite3.connect(":memory:").execute("CREATE VIRTUAL TABLE probe USING fts5(x)")
+        checks.append({"check": "fts5", "ok": True, "detail": f"SQLite {sqlite3.sqlite_version} with FTS5"})
+    except sqlite3.OperationalError as error:
+        checks.append({"check": "fts5", "ok": False, "detail": str(error)})
+    async with Workbench(config, store=store) as workbench:
+        for name, runtime in workbench.runtimes.items():
+            try:
+                from awb.sandbox.host import HostBridge
+
+                host = HostBridge(read_dirs=[], stage=None, max_log_bytes=1024)
+                probe = "def run(params):\n    return params['x'] + 1\n"
+                if runtime.language != "python":
+                    continue
+                result = await runtime.execute(probe, {"x": 41}, workbench.limits, host)
+                active = ", ".join(k for k, v in runtime.protections().items() if v)
+                checks.append({"check": f"sandbox:{name}", "ok": result.value == 42, "detail": f"probe ran; {active}"})
+            except AwbError as error:
+                checks.append({"check": f"sandbox:{name}", "ok": False, "detail": error.message})
+    free = _port_free(config.host, config.port)
+    checks.append(
+        {
+            "check": "port",
+            "ok": free,
+            "detail": f"{config.host}:{config.port} " + ("free" if free else "in use (is awb already running?)"),
+        }
+    )
+    checks.append({"check": "search", "ok": True, "detail": f"mode {config.search.mode}"})
+    return checks
+
+
+@app.command()
+def doctor(config_path: ConfigOption = None, as_json: JsonOption = False) -> None:
+    """Check config, inventory, FTS5, sandbox and port. Exit code 0 only when all pass."""
+    try:
+        config = load_config(config_path)
+    except ConfigError as error:
+        checks = [{"check": "config", "ok": False, "detail": error.message}]
+    else:
+        checks = anyio.run(_doctor_checks, config)
+    ok = all(check["ok"] for check in checks)
+    if as_json:
+        print_json({"ok": ok, "checks": checks})
+    else:
+        table(
+            "awb doctor",
+            ["check", "result", "detail"],
+            [(c["check"], "[green]pass[/]" if c["ok"] else "[red]FAIL[/]", c["detail"]) for c in checks],
+        )
+    raise typer.Exit(0 if ok else 1)
+
+
+@app.command()
+def maintain(config_path: ConfigOption = None, as_json: JsonOption = False) -> None:
+    """Run memory maintenance now: demote idle medium-term tools, archive idle short-term ones."""
+    config = _config(config_path, as_json)
+    workbench = Workbench(config)
+    try:
+        changes = workbench.maintain()
+    finally:
+        workbench.store.close()
+    rows = [
+        {"tool_id": c.tool_id, "name": c.name, "before": c.before, "after": c.after, "reason": c.reason}
+        for c in changes
+    ]
+    if as_json:
+        print_json({"changes": rows})
+    elif not rows:
+        console.print("nothing to do: every tool is where it belongs")
+    else:
+        table(
+            "maintenance",
+            ["tool", "from", "to", "why"],
+            [(r["name"], r["before"], r["after"], r["reason"]) for r in rows],
+        )
+
+
+# --- inventory -----------------------------------------------------------------------------
+
+
+def _with_workbench(config_path: Path | None, as_json: bool, action: Any) -> Any:
+    config = _config(config_path, as_json)
+    workbench = Workbench(config)
+    try:
+        return action(workbench)
+    except AwbError as error:
+        fail(error, as_json)
+    finally:
+        workbench.store.close()
+
+
+def _summary_rows(tools: list[Any]) -> list[tuple[Any, ...]]:
+    return [
+        (
+            t.name,
+            t.tool_id,
+            t.memory_level,
+            t.usage_count,
+            "" if t.score is None else f"{t.score:.3f}",
+            t.description[:60],
+        )
+        for t in tools
+    ]
+
+
+SUMMARY_COLUMNS = ["name", "tool_id", "memory", "uses", "score", "description"]
+
+
+@inventory_app.command("list")
+def inventory_list(
+    config_path: ConfigOption = None,
+    memory_level: Annotated[str | None, typer.Option(help="short_term, medium_term, long_term or archived.")] = None,
+    tag: Annotated[str | None, typer.Option(help="Only tools with this tag.")] = None,
+    query: Annotated[str | None, typer.Option(help="Only tools matching this search.")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many.")] = 50,
+    as_json: JsonOption = False,
+) -> None:
+    """List tools, hot ones first."""
+    if memory_level is not None and memory_level not in ("short_term", "medium_term", "long_term", "archived"):
+        errors.print(f"[red]unknown memory level {memory_level!r}[/]")
+        raise typer.Exit(2)
+    level: MemoryLevel | None = memory_level  # type: ignore[assignment]
+    tools = _with_workbench(
+        config_path, as_json, lambda wb: wb.list_tools(memory_level=level, tag=tag, query=query, limit=limit)
+    )
+    if as_json:
+        print_json({"tools": [t.model_dump(mode="json") for t in tools], "count": len(tools)})
+    else:
+        table(f"{len(tools)} tools", SUMMARY_COLUMNS, _summary_rows(tools))
+
+
+@inventory_app.command("search")
+def inventory_search(
+    query: Annotated[str, typer.Argument(help="Words describing the tool.")],
+    config_path: ConfigOption = None,
+    limit: Annotated[int, typer.Option(help="At most this many.")] = 10,
+    as_json: JsonOption = False,
+) -> None:
+    """Search tools by what they do."""
+    result = _with_workbench(config_path, as_json, lambda wb: wb.search(query, limit=limit))
+    if as_json:
+        print_json(result.model_dump(mode="json"))
+    else:
+        table(f"search {query!r} ({result.mode})", SUMMARY_COLUMNS, _summary_rows(result.results))
+
+
+@inventory_app.command("inspect")
+def inventory_inspect(
+    tool: Annotated[str, typer.Argument(help="tool_id or name.")],
+    config_path: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a tool's full record, code, versions and recent calls."""
+    found = _with_workbench(config_path, as_json, lambda wb: wb.inspect(tool))
+    if as_json:
+        print_json(found.model_dump(mode="json"))
+        return
+    record = found.tool
+    table(
+        f"{record.name} ({record.tool_id})",
+        ["field", "value"],
+        [
+            ("description", record.description),
+            ("language / runtime", f"{record.language} / {record.runtime}"),
+            ("version", record.version),
+            ("status", record.status),
+            ("memory level", record.memory_level),
+            ("usage / ok / failed", f"{record.usage_count} / {record.success_count} / {record.failure_count}"),
+            ("last used", record.last_used_at),
+            ("tags", ", ".join(record.metadata.tags)),
+            ("input schema", json.dumps(record.input_schema)),
+        ],
+    )
+    console.print(record.code)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

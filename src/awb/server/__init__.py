@@ -1,0 +1,1 @@
+"""Protocol faces of the workbench that serve agents (MCP)."""

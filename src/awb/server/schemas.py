@@ -1,0 +1,163 @@
+"""Input and output JSON Schemas of the meta-tools, as the MCP face advertises them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_TOOL_REF: dict[str, Any] = {
+    "tool_id": {"type": "string", "minLength": 1, "description": "The tool's id (from craft, list or search)."},
+    "name": {"type": "string", "minLength": 1, "description": "The tool's name; used when tool_id is absent."},
+}
+_REF_REQUIRED = [{"required": ["tool_id"]}, {"required": ["name"]}]
+MEMORY_LEVEL = {"type": "string", "enum": ["short_term", "medium_term", "long_term", "archived"]}
+
+SUMMARY: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "tool_id": {"type": "string"},
+        "name": {"type": "string"},
+        "description": {"type": "string"},
+        "score": {"type": ["number", "null"]},
+        "memory_level": MEMORY_LEVEL,
+        "usage_count": {"type": "integer"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "status": {"type": "string"},
+        "equipped": {"type": "boolean"},
+    },
+    "required": ["tool_id", "name", "description", "memory_level", "usage_count"],
+}
+
+EXAMPLE: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "params": {"type": "object", "description": "Arguments the example passes to run()."},
+        "expected": {"description": "The exact JSON result expected."},
+        "expected_error": {"type": "string", "description": "Or: the error code expected (e.g. runtime_error)."},
+    },
+    "required": ["params"],
+    "additionalProperties": False,
+}
+
+INPUT: dict[str, dict[str, Any]] = {
+    "craft": {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$", "description": "Unique tool name."},
+            "description": {"type": "string", "minLength": 1, "description": "What the tool does, for search."},
+            "code": {
+                "type": "string",
+                "minLength": 1,
+                "description": "Source defining `def run(params: dict)` that returns a JSON-serialisable value.",
+            },
+            "input_schema": {"type": "object", "description": "JSON Schema (type: object) of run()'s params."},
+            "output_schema": {"type": "object", "description": "Optional JSON Schema of the result."},
+            "examples": {"type": "array", "items": EXAMPLE, "description": "Admission tests run before storing."},
+            "language": {"type": "string", "enum": ["python", "javascript", "wasm"], "default": "python"},
+            "runtime": {"type": "string", "enum": ["monty", "cpython", "javascript", "wasm"]},
+            "tags": {"type": "array", "items": {"type": "string", "maxLength": 64}, "maxItems": 32},
+            "problem": {"type": "string", "description": "The problem this tool was made to solve."},
+            "created_by_agent": {"type": "string"},
+        },
+        "required": ["name", "description", "code"],
+        "additionalProperties": False,
+    },
+    "call": {
+        "type": "object",
+        "properties": {**_TOOL_REF, "params": {"type": "object", "description": "Arguments for the tool."}},
+        "anyOf": _REF_REQUIRED,
+        "additionalProperties": False,
+    },
+    "list": {
+        "type": "object",
+        "properties": {
+            "memory_level": MEMORY_LEVEL,
+            "tag": {"type": "string"},
+            "query": {"type": "string"},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50},
+        },
+        "additionalProperties": False,
+    },
+    "search": {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "minLength": 1, "description": "Words describing the tool you need."},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10},
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    },
+    "delete": {"type": "object", "properties": _TOOL_REF, "anyOf": _REF_REQUIRED, "additionalProperties": False},
+    "inspect": {"type": "object", "properties": _TOOL_REF, "anyOf": _REF_REQUIRED, "additionalProperties": False},
+}
+
+OUTPUT: dict[str, dict[str, Any]] = {
+    "craft": {
+        "type": "object",
+        "properties": {
+            "tool_id": {"type": "string"},
+            "name": {"type": "string"},
+            "version": {"type": "integer"},
+            "runtime": {"type": "string"},
+            "memory_level": MEMORY_LEVEL,
+            "similar": {"type": "array", "items": SUMMARY},
+        },
+        "required": ["tool_id", "name", "version", "runtime", "memory_level"],
+    },
+    "call": {
+        "type": "object",
+        "properties": {
+            "tool_id": {"type": "string"},
+            "name": {"type": "string"},
+            "version": {"type": "integer"},
+            "result": {"description": "What the tool's run() returned."},
+            "logs": {"type": "array", "items": {"type": "string"}},
+            "duration_ms": {"type": "number"},
+            "memory_level": MEMORY_LEVEL,
+            "usage_count": {"type": "integer"},
+        },
+        "required": ["tool_id", "name", "version", "result", "duration_ms", "memory_level", "usage_count"],
+    },
+    "list": {
+        "type": "object",
+        "properties": {"tools": {"type": "array", "items": SUMMARY}, "count": {"type": "integer"}},
+        "required": ["tools", "count"],
+    },
+    "search": {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string"},
+            "mode": {"type": "string", "enum": ["text", "hybrid"]},
+            "results": {"type": "array", "items": SUMMARY},
+        },
+        "required": ["query", "mode", "results"],
+    },
+    "delete": {
+        "type": "object",
+        "properties": {"tool_id": {"type": "string"}, "name": {"type": "string"}, "status": {"const": "deleted"}},
+        "required": ["tool_id", "name", "status"],
+    },
+    "inspect": {
+        "type": "object",
+        "properties": {
+            "tool": {"type": "object"},
+            "versions": {"type": "array", "items": {"type": "object"}},
+            "recent_calls": {"type": "array", "items": {"type": "object"}},
+        },
+        "required": ["tool", "versions", "recent_calls"],
+    },
+}
+
+DESCRIPTIONS: dict[str, str] = {
+    "craft": (
+        "Create a new tool: Python code defining `def run(params: dict)` that returns a JSON-serialisable value, "
+        "a description, an input_schema and optional examples ({params, expected}) that must pass before the "
+        "tool is stored. The code runs in a sandbox with no filesystem or network. Returns the new tool_id."
+    ),
+    "call": "Run a crafted tool by tool_id or name with `params` (validated against its input_schema).",
+    "list": "List tools in the inventory, hot ones first; filter by memory_level, tag or query.",
+    "search": "Find tools by what they do (full-text over name, description, problem and tags). Search before crafting.",
+    "delete": "Delete a tool (soft delete: it can no longer be called, but its record stays inspectable).",
+    "inspect": "Show a tool's full record: code, schemas, examples, versions, usage counters and recent calls.",
+}
+
+META_TOOLS = tuple(INPUT)

@@ -1,0 +1,35 @@
+"""Serving the MCP face over stdio or streamable HTTP, with the workbench's life cycle around it."""
+
+from __future__ import annotations
+
+import logging
+
+import uvicorn
+from mcp.server.stdio import stdio_server
+
+from awb.server.mcp import McpFace
+from awb.workbench import Workbench
+
+log = logging.getLogger("awb.server")
+
+MCP_PATH = "/mcp"
+
+
+async def serve_stdio(workbench: Workbench) -> None:
+    """Serve one client on stdin/stdout until it disconnects. Nothing else may write to stdout."""
+    face = McpFace(workbench)
+    async with workbench:
+        log.info("serving MCP on stdio")
+        async with stdio_server() as (read_stream, write_stream):
+            await face.server.run(read_stream, write_stream, face.initialization_options())
+
+
+async def serve_http(workbench: Workbench, host: str, port: int) -> None:
+    """Serve streamable HTTP at http://host:port/mcp until stopped (SIGINT/SIGTERM)."""
+    face = McpFace(workbench)
+    app = face.server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    async with workbench:
+        log.info("serving MCP on http://%s:%d%s", host, port, MCP_PATH)
+        await server.serve()
