@@ -122,6 +122,19 @@ def start(
         config.pid_file.unlink(missing_ok=True)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        # An exited child its parent has not reaped yet is a zombie: gone for our purposes.
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
 @app.command()
 def stop(config_path: ConfigOption = None) -> None:
     """Stop a workbench started with `awb start` (reads its pid file)."""
@@ -139,9 +152,7 @@ def stop(config_path: ConfigOption = None) -> None:
         raise typer.Exit(0) from None
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if not _alive(pid):
             break
         time.sleep(0.05)
     else:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import sys
 
+import anyio
 import uvicorn
 from mcp.server.stdio import stdio_server
 
@@ -30,6 +32,16 @@ async def serve_http(workbench: Workbench, host: str, port: int) -> None:
     app = face.server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
-    async with workbench:
-        log.info("serving MCP on http://%s:%d%s", host, port, MCP_PATH)
+    async with workbench, anyio.create_task_group() as tasks:
+        tasks.start_soon(_announce_when_ready, server, f"http://{host}:{port}{MCP_PATH}")
         await server.serve()
+        tasks.cancel_scope.cancel()
+
+
+async def _announce_when_ready(server: uvicorn.Server, url: str) -> None:
+    # One line on stderr once the socket is bound: scripts and tests wait for it instead of polling.
+    while not server.started:
+        await anyio.sleep(0.01)
+    log.info("serving MCP on %s", url)
+    sys.stderr.write(f"awb: ready on {url}\n")
+    sys.stderr.flush()

@@ -1,0 +1,180 @@
+"""The Workbench domain service: craft rules, limits, calls and their records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from awb.config import Config
+from awb.errors import (
+    AdmissionFailed,
+    InvalidOutput,
+    InvalidParams,
+    LimitExceeded,
+    NameConflict,
+    OutputExceeded,
+    ToolDeleted,
+    ToolNotFound,
+    ToolRuntimeError,
+    ToolTimeout,
+)
+from awb.workbench import Workbench
+from conftest import add_tool
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize("name", ["", "has space", "dot.ted", "x" * 65, "ünï"])
+async def test_names_outside_the_rules_are_refused(workbench: Workbench, name: str) -> None:
+    with pytest.raises(InvalidParams, match="1-64 characters"):
+        await workbench.craft(add_tool(name))
+
+
+async def test_a_64_character_name_with_dashes_and_underscores_is_fine(workbench: Workbench) -> None:
+    name = "a-b_" + "c" * 60
+    assert (await workbench.craft(add_tool(name))).name == name
+
+
+async def test_crafting_a_live_name_twice_is_a_name_conflict(workbench: Workbench) -> None:
+    await workbench.craft(add_tool("twin"))
+    with pytest.raises(NameConflict):
+        await workbench.craft(add_tool("twin"))
+
+
+async def test_max_tools_and_max_code_bytes_are_enforced(tmp_path: Path) -> None:
+    config = Config(inventory_path=tmp_path / "inv.db", max_tools=1, max_code_bytes=100)
+    async with Workbench(config) as workbench:
+        with pytest.raises(LimitExceeded, match="100-byte") as too_big:
+            await workbench.craft(add_tool("big", code="def run(params):\n    return 1\n" + "#" * 100))
+        assert too_big.value.details["limit"] == "max_code_bytes"
+        await workbench.craft(add_tool("only"))
+        with pytest.raises(LimitExceeded, match="maximum of 1") as full:
+            await workbench.craft(add_tool("second"))
+        assert full.value.details["limit"] == "max_tools"
+
+
+async def test_an_input_schema_that_is_not_json_schema_is_refused(workbench: Workbench) -> None:
+    with pytest.raises(InvalidParams, match="input_schema"):
+        await workbench.craft(add_tool(input_schema={"type": "object", "properties": {"a": {"type": 12}}}))
+
+
+async def test_code_without_a_run_function_is_not_admitted(workbench: Workbench) -> None:
+    with pytest.raises(AdmissionFailed, match="does not load"):
+        await workbench.craft({"name": "norun", "description": "d", "code": "x = 1\n"})
+
+
+async def test_code_that_does_not_parse_is_not_admitted(workbench: Workbench) -> None:
+    with pytest.raises(AdmissionFailed, match="does not load"):
+        await workbench.craft({"name": "broken", "description": "d", "code": "def run(params)\n    pass\n"})
+
+
+async def test_a_failing_example_rejects_the_craft_with_a_report(workbench: Workbench) -> None:
+    request = add_tool(
+        examples=[{"params": {"a": 1, "b": 2}, "expected": 3}, {"params": {"a": 1, "b": 1}, "expected": 3}]
+    )
+    with pytest.raises(AdmissionFailed) as caught:
+        await workbench.craft(request)
+    report = caught.value.details["examples"]
+    assert [entry["ok"] for entry in report] == [True, False]
+    assert report[1]["got"] == 2 and report[1]["expected"] == 3
+    with pytest.raises(ToolNotFound):
+        workbench.resolve("add_numbers")
+
+
+async def test_an_example_may_expect_an_error_code(workbench: Workbench) -> None:
+    request = {
+        "name": "strict_div",
+        "description": "divide",
+        "code": "def run(params):\n    return params['a'] / params['b']\n",
+        "examples": [{"params": {"a": 1, "b": 0}, "expected_error": "runtime_error"}],
+    }
+    assert (await workbench.craft(request)).name == "strict_div"
+
+
+async def test_a_call_is_recorded_with_duration_and_outcome(workbench: Workbench) -> None:
+    tool = await workbench.craft(add_tool())
+    await workbench.call(tool.tool_id, {"a": 1, "b": 2})
+    with pytest.raises(InvalidParams):
+        await workbench.call(tool.tool_id, {"a": 1})
+    [record] = workbench.inspect(tool.tool_id).recent_calls
+    assert record.ok and record.error_code is None and record.duration_ms > 0
+
+
+async def test_runtime_errors_carry_the_tools_own_traceback(workbench: Workbench) -> None:
+    code = "def helper(x):\n    return x['missing']\n\ndef run(params):\n    return helper(params)\n"
+    await workbench.craft({"name": "oops", "description": "d", "code": code})
+    with pytest.raises(ToolRuntimeError) as caught:
+        await workbench.call("oops", {})
+    traceback = caught.value.details["traceback"]
+    assert any("return helper(params)" in line for line in traceback)
+    assert any("x['missing']" in line for line in traceback)
+    assert traceback[-1].startswith("KeyError")
+    [record] = workbench.inspect("oops").recent_calls
+    assert (record.ok, record.error_code) == (False, "runtime_error")
+
+
+async def test_a_tool_that_runs_too_long_is_stopped_with_timeout(tmp_path: Path) -> None:
+    config = Config(inventory_path=tmp_path / "inv.db", tool_execution_timeout_ms=200)
+    async with Workbench(config) as workbench:
+        await workbench.craft(
+            {"name": "spin", "description": "d", "code": "def run(p):\n    while True:\n        pass\n"}
+        )
+        with pytest.raises(ToolTimeout):
+            await workbench.call("spin", {})
+        await workbench.craft(add_tool())
+        assert (await workbench.call("add_numbers", {"a": 1, "b": 1})).result == 2
+
+
+async def test_a_result_that_is_not_json_is_a_structured_error(workbench: Workbench) -> None:
+    await workbench.craft({"name": "settish", "description": "d", "code": "def run(p):\n    return {1, 2}\n"})
+    with pytest.raises(InvalidOutput, match="JSON"):
+        await workbench.call("settish", {})
+
+
+async def test_output_over_the_cap_is_a_structured_error(tmp_path: Path) -> None:
+    config = Config(inventory_path=tmp_path / "inv.db", max_output_bytes=1000)
+    async with Workbench(config) as workbench:
+        await workbench.craft({"name": "chatty", "description": "d", "code": "def run(p):\n    return 'x' * 5000\n"})
+        with pytest.raises(OutputExceeded, match="1000-byte"):
+            await workbench.call("chatty", {})
+
+
+async def test_a_tool_that_allocates_too_much_hits_the_memory_limit(tmp_path: Path) -> None:
+    config = Config(inventory_path=tmp_path / "inv.db", tool_memory_mb=16)
+    async with Workbench(config) as workbench:
+        await workbench.craft({"name": "hog", "description": "d", "code": "def run(p):\n    return len([0] * 10**8)\n"})
+        with pytest.raises(Exception) as caught:
+            await workbench.call("hog", {})
+        assert getattr(caught.value, "code", None) == "memory_exceeded"
+
+
+async def test_prints_are_returned_as_logs(workbench: Workbench) -> None:
+    await workbench.craft(
+        {"name": "talker", "description": "d", "code": "def run(p):\n    print('hello')\n    return 1\n"}
+    )
+    result = await workbench.call("talker", {})
+    assert result.logs == ["hello\n"]
+
+
+async def test_a_deleted_tool_cannot_be_called_but_stays_inspectable(workbench: Workbench) -> None:
+    tool = await workbench.craft(add_tool())
+    workbench.delete("add_numbers")
+    with pytest.raises(ToolDeleted):
+        await workbench.call(tool.tool_id, {"a": 1, "b": 1})
+    with pytest.raises(ToolDeleted):
+        workbench.delete(tool.tool_id)
+    assert workbench.inspect(tool.tool_id).tool.status == "deleted"
+
+
+async def test_list_filters_by_level_and_tag_and_caps_the_count(workbench: Workbench) -> None:
+    for i in range(4):
+        await workbench.craft(add_tool(f"tool{i}", tags=["even" if i % 2 == 0 else "odd"]))
+    for _ in range(5):
+        await workbench.call("tool3", {"a": 1, "b": 1})
+    assert [t.name for t in workbench.list_tools(memory_level="medium_term")] == ["tool3"]
+    assert {t.name for t in workbench.list_tools(tag="even")} == {"tool0", "tool2"}
+    assert len(workbench.list_tools(limit=2)) == 2
+    assert workbench.list_tools()[0].name == "tool3"
+    with pytest.raises(InvalidParams):
+        workbench.list_tools(limit=0)
