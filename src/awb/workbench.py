@@ -15,12 +15,15 @@ import jsonschema
 from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from awb import evolve, forget
 from awb.clock import Clock, SystemClock
 from awb.config import Config
+from awb.equip import Armory
 from awb.errors import (
     AdmissionFailed,
     AwbError,
     Busy,
+    DuplicateTool,
     ExecutionError,
     InvalidOutput,
     InvalidParams,
@@ -50,6 +53,7 @@ from awb.inventory.store import Store
 from awb.sandbox.base import Execution, Limits, Runtime
 from awb.sandbox.host import HostBridge
 from awb.sandbox.monty import MontyRuntime
+from awb.search.duplicates import rank_similar
 from awb.search.fts import match_expression
 
 log = logging.getLogger("awb.workbench")
@@ -128,6 +132,7 @@ class Workbench:
         self.clock = clock or SystemClock()
         self.policy = MemoryPolicy(self.config.memory)
         self.events = EventBus()
+        self.armory = Armory(self.store, self.config, self.events)
         self.runtimes: dict[str, Runtime] = runtimes or {"monty": MontyRuntime(pool_size=self.config.sandbox.pool_size)}
         self._validators: dict[tuple[str, int], Draft202012Validator] = {}
         self._running = 0
@@ -229,6 +234,21 @@ class Workbench:
                 limit="max_tools",
             )
         runtime = self._runtime_for(request.language, request.runtime)
+        if self.config.dedupe == "reject":
+            close = [
+                s
+                for s in self.similar(request.name, request.description)
+                if (s.score or 0) >= self.config.dedupe_threshold
+            ]
+            if close:
+                raise DuplicateTool(
+                    f"{close[0].name!r} ({close[0].tool_id}) already does this (similarity {close[0].score}); "
+                    "reuse it, or update it with awb_update",
+                    tool_id=close[0].tool_id,
+                    name=close[0].name,
+                    score=close[0].score,
+                    threshold=self.config.dedupe_threshold,
+                )
         await self._admit(runtime, request.code, request.examples, request.output_schema)
         now = self.clock.now()
         tool = Tool(
@@ -387,6 +407,8 @@ class Workbench:
             self.events.publish(
                 Event("tier_changed", tool.tool_id, {"before": tool.memory_level, "after": updated.memory_level})
             )
+            if updated.memory_level == "long_term":
+                updated = self.armory.auto_equip(updated, now)
         self._calls_since_maintenance += 1
         every = self.config.memory.maintenance_every_calls
         if every and self._calls_since_maintenance >= every:
@@ -412,7 +434,7 @@ class Workbench:
                 for h in hits
                 if (memory_level is None or h.memory_level == memory_level) and (tag is None or tag in h.tags)
             ][:limit]
-        return [t.summary() for t in self.store.list_tools(memory_level=memory_level, tag=tag, limit=limit)]
+        return self.store.list_summaries(memory_level=memory_level, tag=tag, limit=limit)
 
     def search(self, query: str, *, limit: int = 10) -> SearchResult:
         if not isinstance(query, str) or not query.strip():
@@ -422,11 +444,9 @@ class Workbench:
         match = match_expression(query)
         if match is None:
             return SearchResult(query=query, mode="text", results=[])
-        # Archived tools stay findable but rank after every live match.
-        hits = self.store.search_text(match, limit=limit * 3 + 20)
-        hits.sort(key=lambda hit: (hit[0].memory_level == "archived", -hit[1]))
-        results = [tool.summary(score=round(score, 4)) for tool, score in hits[:limit]]
-        return SearchResult(query=query, mode="text", results=results)
+        # Archived tools stay findable but rank after every live match among the best candidates.
+        hits = self.store.search_summaries(match, limit=limit, candidates=limit * 3 + 20)
+        return SearchResult(query=query, mode="text", results=hits)
 
     def inspect(self, ref: str) -> Inspection:
         tool = self.resolve(ref, allow_deleted=True)
@@ -443,6 +463,57 @@ class Workbench:
         self.events.publish(Event("deleted", tool.tool_id, {"equipped": tool.equipped}))
         return tool.model_copy(update={"status": "deleted", "equipped": False, "updated_at": now})
 
+    # --- equip, evolve, find near-duplicates, purge ---------------------------------------------
+
+    def equipped_tools(self) -> list[Tool]:
+        """The equipped set, by name: what the MCP face lists as first-class tools."""
+        return self.armory.equipped()
+
+    def equip(self, ref: str) -> Tool:
+        return self.armory.equip(self.resolve(ref), self.clock.now())
+
+    def unequip(self, ref: str) -> Tool:
+        return self.armory.unequip(self.resolve(ref), self.clock.now())
+
+    async def update(
+        self,
+        ref: str,
+        *,
+        code: str | None = None,
+        description: str | None = None,
+        input_schema: dict[str, Any] | None = None,
+        output_schema: dict[str, Any] | None = None,
+        examples: list[Example] | list[dict[str, Any]] | None = None,
+    ) -> Tool:
+        """A new immutable version of the tool, admitted only when its examples pass."""
+        return await evolve.update(
+            self,
+            ref,
+            code=code,
+            description=description,
+            input_schema=input_schema,
+            output_schema=output_schema,
+            examples=examples,
+        )
+
+    def rollback(self, ref: str, to_version: int) -> Tool:
+        """Make an earlier version current again; the history stays."""
+        return evolve.rollback(self, ref, to_version)
+
+    def similar(self, name: str, description: str, *, exclude: str | None = None, limit: int = 5) -> list[ToolSummary]:
+        """Live tools close to a tool with this name and description, scored 0..1, best first."""
+        query = f"{name} {description}"
+        if match_expression(query) is None:
+            return []
+        candidates = [s for s in self.search(query, limit=25).results if s.tool_id != exclude]
+        return rank_similar(name, description, candidates, limit=limit)
+
+    def purge(
+        self, *, archived_before_days: float | None = None, deleted: bool = False, dry_run: bool = False
+    ) -> list[ToolSummary]:
+        """Remove archived (idle that long) and soft-deleted tools for good; `dry_run` only lists them."""
+        return forget.purge(self, archived_before_days=archived_before_days, deleted=deleted, dry_run=dry_run)
+
     # --- memory maintenance ---------------------------------------------------------------------
 
     def maintain(self) -> list[TierChange]:
@@ -455,11 +526,14 @@ class Workbench:
             if change is None:
                 continue
             fields: dict[str, Any] = {"memory_level": change.after}
+            data: dict[str, Any] = {"before": change.before, "after": change.after}
             if change.after == "archived":
-                fields["status"] = "archived"
+                # Archived tools leave the equipped set; updated_at dates the archiving (for purge).
+                fields.update(status="archived", equipped=False, updated_at=now)
+                data["equipped"] = tool.equipped
             self.store.update(tool.tool_id, **fields)
             changes.append(change)
-            self.events.publish(Event("tier_changed", tool.tool_id, {"before": change.before, "after": change.after}))
+            self.events.publish(Event("tier_changed", tool.tool_id, data))
         if changes:
             log.info("maintenance moved %d tools", len(changes))
         return changes

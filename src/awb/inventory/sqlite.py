@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from awb.errors import ConfigError
-from awb.inventory.models import CallRecord, Example, MemoryLevel, Tool, ToolVersion
+from awb.inventory.models import CallRecord, Example, MemoryLevel, Tool, ToolSummary, ToolVersion
 from awb.search.fts import split_identifier
 
 BUSY_TIMEOUT_MS = 5000
@@ -94,6 +94,7 @@ CREATE VIRTUAL TABLE tools_fts USING fts5(
     search_name, description, problem, tags_text,
     content='tools', content_rowid='rowid', tokenize='porter unicode61 remove_diacritics 2'
 );
+INSERT INTO tools_fts(tools_fts, rank) VALUES ('rank', 'bm25(4.0, 1.0, 1.0, 2.0)');
 CREATE TRIGGER tools_fts_insert AFTER INSERT ON tools BEGIN
     INSERT INTO tools_fts(rowid, search_name, description, problem, tags_text)
     VALUES (new.rowid, new.search_name, new.description, new.problem, new.tags_text);
@@ -110,8 +111,17 @@ CREATE TRIGGER tools_fts_update AFTER UPDATE OF search_name, description, proble
 END;
 """
 
+_TIER_ORDER = (
+    "CASE memory_level WHEN 'long_term' THEN 0 WHEN 'medium_term' THEN 1 WHEN 'short_term' THEN 2 ELSE 3 END"
+)
+
+# Listing walks this index in order and stops at LIMIT instead of sorting every live tool.
+_V2 = f"""
+CREATE INDEX tools_hot ON tools({_TIER_ORDER}, usage_count DESC, rowid DESC) WHERE status != 'deleted';
+"""
+
 #: Forward migrations: MIGRATIONS[n] is the SQL that takes a database from schema n to n + 1.
-MIGRATIONS: list[str] = [_V1]
+MIGRATIONS: list[str] = [_V1, _V2]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # BM25 column weights (name, description, problem, tags): a word in the name says more than one
@@ -155,6 +165,24 @@ def _row_to_tool(row: sqlite3.Row) -> Tool:
     }
     data["equipped"] = bool(data["equipped"])
     return Tool.model_validate(data)
+
+
+_SUMMARY_COLUMNS = "tool_id, name, description, memory_level, usage_count, tags, status, equipped"
+
+
+def _row_to_summary(row: tuple[Any, ...], score: float | None) -> ToolSummary:
+    # Rows come from our own table: skip validation, this is the hot path of list and search.
+    return ToolSummary.model_construct(
+        tool_id=row[0],
+        name=row[1],
+        description=row[2],
+        memory_level=row[3],
+        usage_count=row[4],
+        tags=json.loads(row[5]),
+        status=row[6],
+        equipped=bool(row[7]),
+        score=None if score is None else round(score, 4),
+    )
 
 
 def _encode(field: str, value: Any) -> Any:
@@ -314,6 +342,21 @@ class SQLiteStore:
                 raise
         return int(removed)
 
+    def purge_candidates(self, *, archived_before: datetime | None, deleted: bool) -> list[Tool]:
+        """Archived tools last changed before `archived_before`, and (if asked) every soft-deleted tool."""
+        where: list[str] = []
+        args: list[Any] = []
+        if archived_before is not None:
+            where.append("(t.status = 'archived' AND t.updated_at < ?)")
+            args.append(iso(archived_before))
+        if deleted:
+            where.append("t.status = 'deleted'")
+        if not where:
+            return []
+        with self._lock:
+            rows = self._db.execute(f"{_SELECT} WHERE {' OR '.join(where)} ORDER BY t.rowid", args).fetchall()
+        return [_row_to_tool(r) for r in rows]
+
     # --- versions -----------------------------------------------------------------------------
 
     def _insert_version(self, tool_id: str, version: ToolVersion) -> None:
@@ -390,13 +433,45 @@ class SQLiteStore:
             args.append(int(equipped))
         # Hot tiers first, then most used, then newest: the order an agent wants to scan.
         sql = (
-            f"{_SELECT} WHERE {' AND '.join(where)} ORDER BY "
-            "CASE t.memory_level WHEN 'long_term' THEN 0 WHEN 'medium_term' THEN 1 "
-            "WHEN 'short_term' THEN 2 ELSE 3 END, t.usage_count DESC, t.rowid DESC LIMIT ?"
+            f"{_SELECT} WHERE {' AND '.join(where)} ORDER BY {_TIER_ORDER.replace('memory_level', 't.memory_level')}, "
+            "t.usage_count DESC, t.rowid DESC LIMIT ?"
         )
         with self._lock:
             rows = self._db.execute(sql, [*args, limit]).fetchall()
         return [_row_to_tool(r) for r in rows]
+
+    def list_summaries(
+        self, *, memory_level: MemoryLevel | None = None, tag: str | None = None, limit: int = 50
+    ) -> list[ToolSummary]:
+        """`list_tools` for listings: summary columns only, hot tiers first, no full records built."""
+        where = ["status != 'deleted'"]
+        args: list[Any] = []
+        if memory_level is not None:
+            where.append("memory_level = ?")
+            args.append(memory_level)
+        if tag is not None:
+            where.append("EXISTS (SELECT 1 FROM json_each(tags) WHERE json_each.value = ?)")
+            args.append(tag)
+        sql = (
+            f"SELECT {_SUMMARY_COLUMNS} FROM tools WHERE {' AND '.join(where)} "
+            f"ORDER BY {_TIER_ORDER}, usage_count DESC, rowid DESC LIMIT ?"
+        )
+        with self._lock:
+            rows = self._db.execute(sql, [*args, limit]).fetchall()
+        return [_row_to_summary(r, None) for r in rows]
+
+    def search_summaries(self, match: str, limit: int, *, candidates: int = 50) -> list[ToolSummary]:
+        """Live tools matching an FTS5 expression as summaries with BM25 scores: the best `candidates`
+        by score, then archived ones after live ones, `limit` of them."""
+        sql = (
+            f"SELECT {_SUMMARY_COLUMNS}, hits.score FROM ("
+            "  SELECT rowid, -rank AS score FROM tools_fts WHERE tools_fts MATCH ? ORDER BY rank LIMIT ?"
+            ") AS hits JOIN tools ON tools.rowid = hits.rowid WHERE tools.status != 'deleted' "
+            "ORDER BY tools.memory_level = 'archived', hits.score DESC LIMIT ?"
+        )
+        with self._lock:
+            rows = self._db.execute(sql, (match, max(candidates, limit), limit)).fetchall()
+        return [_row_to_summary(r[:-1], float(r[-1])) for r in rows]
 
     def search_text(self, match: str, limit: int) -> list[tuple[Tool, float]]:
         weights = ", ".join(str(w) for w in BM25_WEIGHTS)
@@ -457,3 +532,25 @@ class SQLiteStore:
                 f"{_SELECT} WHERE t.status = 'active' AND t.memory_level IN ('short_term', 'medium_term')"
             ).fetchall()
         return iter([_row_to_tool(r) for r in rows])
+
+    # --- vectors (awb.inventory.vectors; table from migration 2) -----------------------------------
+
+    def put_vector(self, tool_id: str, model_id: str, values: list[float]) -> None:
+        from awb.inventory import vectors
+
+        with self._lock:
+            vectors.put_vector(self._db, tool_id, model_id, values)
+
+    def load_vectors(self, model_id: str) -> list[tuple[str, int, bytes]]:
+        """(tool_id, dim, little-endian float32 bytes) of live tools embedded by `model_id`."""
+        from awb.inventory import vectors
+
+        with self._lock:
+            return vectors.load_vectors(self._db, model_id)
+
+    def vector_model_ids(self) -> dict[str, int]:
+        """Live tools with a vector, counted per embedding model."""
+        from awb.inventory import vectors
+
+        with self._lock:
+            return vectors.vector_model_ids(self._db)

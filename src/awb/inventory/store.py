@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any, Protocol
 
-from awb.inventory.models import CallRecord, MemoryLevel, Tool, ToolVersion
+from awb.inventory.models import CallRecord, MemoryLevel, Tool, ToolSummary, ToolVersion
 
 
 class Store(Protocol):
@@ -24,6 +24,10 @@ class Store(Protocol):
 
     def delete_forever(self, tool_ids: list[str]) -> int: ...
 
+    def purge_candidates(self, *, archived_before: datetime | None, deleted: bool) -> list[Tool]:
+        """Archived tools last changed before `archived_before`, and (if asked) every soft-deleted tool."""
+        ...
+
     def add_version(self, tool_id: str, version: ToolVersion) -> None: ...
 
     def versions(self, tool_id: str) -> list[ToolVersion]: ...
@@ -39,6 +43,12 @@ class Store(Protocol):
         equipped: bool | None = None,
         limit: int = 50,
     ) -> list[Tool]: ...
+
+    def list_summaries(
+        self, *, memory_level: MemoryLevel | None = None, tag: str | None = None, limit: int = 50
+    ) -> list[ToolSummary]: ...
+
+    def search_summaries(self, match: str, limit: int, *, candidates: int = 50) -> list[ToolSummary]: ...
 
     def search_text(self, match: str, limit: int) -> list[tuple[Tool, float]]:
         """Tools matching an FTS5 expression with their BM25 scores (higher is better)."""

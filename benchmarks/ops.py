@@ -1,0 +1,245 @@
+"""Workbench operation latency with 1,000 and 10,000 tools, in-process and over stdio.
+
+Run: `python benchmarks/ops.py [--sizes 1000,10000] [--repeat 200]`. Prints one table per inventory
+size. Over stdio, each operation is set against a bare SDK echo server measured in the same run; the
+ratio column is awb p50 / echo p50 (ratios survive a noisy, shared machine; absolute numbers don't).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client, StdioServerParameters
+from rich.console import Console
+from rich.table import Table
+
+from awb.config import Config
+from awb.inventory.models import Tool
+from awb.search.fts import STOP_WORDS
+from awb.workbench import Workbench
+
+HERE = Path(__file__).resolve().parent
+TRIVIAL = "def run(params):\n    return params.get('x', 0)\n"
+WORDS = (
+    "image resize crop convert parse csv json yaml text count words translate date time zone weather "
+    "temperature currency exchange rate stock price email send validate url encode decode base64 hash "
+    "sha256 compress zip pdf extract table sort filter merge split join math sum average median prime "
+    "factor matrix vector distance geo route map search index rank score sentiment summary keyword"
+).split()
+
+
+METATOOL = HERE.parent.parent / "shared" / "bench" / "retrieval" / "metatool" / "tools.jsonl"
+
+
+def vocabulary() -> dict[str, int]:
+    """Words of real tool descriptions (MetaTool's 199 tools when present) with their frequencies.
+
+    Padding text draws words with these frequencies, so a padded inventory has the word statistics of
+    real tool descriptions; a tiny uniform vocabulary would make every query match a quarter of the
+    inventory, which no real one does.
+    """
+    counts: dict[str, int] = {}
+    if METATOOL.exists():
+        for line in METATOOL.read_text(encoding="utf-8").splitlines():
+            for word in re.findall(r"[a-z]{3,}", json.loads(line)["description"].lower()):
+                if word not in STOP_WORDS:
+                    counts[word] = counts.get(word, 0) + 1
+    for word in WORDS:
+        counts.setdefault(word, 1)
+    return counts
+
+
+class Words:
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        counts = vocabulary()
+        self.words = list(counts)
+        self.weights = [float(counts[w]) for w in self.words]
+
+    def sample(self, k: int) -> list[str]:
+        return self.rng.choices(self.words, weights=self.weights, k=k)
+
+
+def percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def pad(workbench: Workbench, count: int, rng: random.Random) -> None:
+    """Fill the inventory through the store's own insert path (craft minus the sandbox admission)."""
+    now = datetime.now(UTC)
+    words_of = Words(rng)
+    for i in range(count):
+        words = words_of.sample(10)
+        workbench.store.add_tool(
+            Tool(
+                tool_id=f"tool_pad{i:012d}",
+                name=f"{words[0]}_{words[1]}_{i}",
+                description=" ".join(words),
+                language="python",
+                runtime="monty",
+                code=TRIVIAL,
+                input_schema={"type": "object"},
+                created_at=now,
+                updated_at=now,
+                usage_count=rng.randint(0, 80),
+                memory_level=rng.choice(["short_term", "medium_term", "long_term", "archived"]),
+            )
+        )
+
+
+async def timed(repeat: int, operation: Callable[[int], Awaitable[Any]]) -> list[float]:
+    samples = []
+    for i in range(repeat):
+        started = time.perf_counter()
+        await operation(i)
+        samples.append((time.perf_counter() - started) * 1000)
+    return samples
+
+
+async def in_process(workbench: Workbench, repeat: int, rng: random.Random) -> dict[str, list[float]]:
+    results: dict[str, list[float]] = {}
+    words = Words(rng)
+    crafted: list[str] = []
+
+    async def craft(i: int) -> None:
+        tool = await workbench.craft(
+            {
+                "name": f"bench_craft_{i}_{rng.random():.6f}".replace(".", ""),
+                "description": "bench tool",
+                "code": TRIVIAL,
+            }
+        )
+        crafted.append(tool.tool_id)
+
+    async def list_(i: int) -> None:
+        workbench.list_tools(limit=50)
+
+    async def search(i: int) -> None:
+        workbench.search(" ".join(words.sample(3)), limit=10)
+
+    async def inspect(i: int) -> None:
+        workbench.inspect(crafted[i % len(crafted)])
+
+    async def call(i: int) -> None:
+        await workbench.call(crafted[0], {"x": i})
+
+    async def delete(i: int) -> None:
+        workbench.delete(crafted[i])
+
+    for name, operation in [
+        ("craft", craft),
+        ("list", list_),
+        ("search", search),
+        ("inspect", inspect),
+        ("call (trivial)", call),
+        ("delete", delete),
+    ]:
+        results[name] = await timed(repeat, operation)
+    return results
+
+
+async def over_stdio(inventory: Path, repeat: int, rng: random.Random, max_tools: int) -> dict[str, list[float]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWB_")}
+    env["AWB_INVENTORY_PATH"] = str(inventory)
+    env["AWB_PID_FILE"] = str(inventory.parent / "awb.pid")
+    env["AWB_MAX_TOOLS"] = str(max_tools)
+    awb = StdioServerParameters(command=sys.executable, args=["-m", "awb", "start", "--transport", "stdio"], env=env)
+    echo = StdioServerParameters(command=sys.executable, args=[str(HERE / "echo_server.py")], env=env)
+    results: dict[str, list[float]] = {}
+    words = Words(rng)
+    async with Client(echo) as client:
+        await client.list_tools()
+        results["echo"] = await timed(repeat, lambda i: client.call_tool("echo", {"x": i}))
+    async with Client(awb) as client:
+        await client.list_tools()
+        crafted = await client.call_tool(
+            "awb_craft", {"name": "stdio_bench", "description": "bench tool", "code": TRIVIAL}
+        )
+        assert crafted.structured_content is not None and not crafted.is_error, crafted
+        tool_id = crafted.structured_content["tool_id"]
+        results["list"] = await timed(repeat, lambda i: client.call_tool("awb_list", {"limit": 50}))
+        results["search"] = await timed(
+            repeat, lambda i: client.call_tool("awb_search", {"query": " ".join(words.sample(3))})
+        )
+        results["inspect"] = await timed(repeat, lambda i: client.call_tool("awb_inspect", {"tool_id": tool_id}))
+        results["call (trivial)"] = await timed(
+            repeat, lambda i: client.call_tool("awb_call", {"tool_id": tool_id, "params": {"x": i}})
+        )
+    return results
+
+
+BARS_IN_PROCESS = {"list": 1.0, "search": 1.0, "inspect": 1.0, "delete": 1.0, "craft": 5.0}
+BARS_STDIO = {"list": 1.5, "search": 1.5, "inspect": 1.5, "call (trivial)": 2.0}
+
+
+async def run(sizes: list[int], repeat: int) -> None:
+    console = Console()
+    for size in sizes:
+        rng = random.Random(size)
+        with tempfile.TemporaryDirectory() as tmp:
+            inventory = Path(tmp) / "inventory.db"
+            config = Config(inventory_path=inventory, max_tools=size + 10 * repeat + 100)
+            started = time.perf_counter()
+            async with Workbench(config) as workbench:
+                pad(workbench, size, rng)
+                padded = time.perf_counter() - started
+                local = await in_process(workbench, repeat, rng)
+            remote = await over_stdio(inventory, repeat, rng, config.max_tools)
+        table = Table(title=f"{size:,} tools in the inventory (padded in {padded:.1f} s), {repeat} runs each")
+        for column in ["operation", "where", "p50 ms", "p95 ms", "vs echo (p50)", "bar", "ok"]:
+            table.add_column(column, justify="right" if column not in ("operation", "where") else "left")
+        for name, samples in local.items():
+            p50 = statistics.median(samples)
+            bar = BARS_IN_PROCESS.get(name)
+            ok = "" if bar is None else ("yes" if p50 <= bar else "NO")
+            table.add_row(
+                name,
+                "in-process",
+                f"{p50:.3f}",
+                f"{percentile(samples, 0.95):.3f}",
+                "",
+                "" if bar is None else f"≤ {bar} ms",
+                ok,
+            )
+        echo_p50 = statistics.median(remote["echo"])
+        for name, samples in remote.items():
+            p50 = statistics.median(samples)
+            ratio = p50 / echo_p50
+            bar = BARS_STDIO.get(name)
+            ok = "" if bar is None else ("yes" if ratio <= bar else "NO")
+            table.add_row(
+                name,
+                "stdio",
+                f"{p50:.3f}",
+                f"{percentile(samples, 0.95):.3f}",
+                f"{ratio:.2f}×",
+                "" if bar is None else f"≤ {bar}× echo",
+                ok,
+            )
+        console.print(table)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", default="1000,10000", help="inventory sizes, comma separated")
+    parser.add_argument("--repeat", type=int, default=200, help="runs per operation")
+    args = parser.parse_args()
+    anyio.run(run, [int(s) for s in args.sizes.split(",")], args.repeat)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""The actions a model may take, one per turn: a discriminated union on `action`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from awb.agents.errors import MalformedAction, validation_errors
+
+
+class _Action(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    #: A short observation the model wants to keep in working memory.
+    note: str | None = None
+
+
+class CallTool(_Action):
+    action: Literal["call_tool"] = "call_tool"
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class SpawnSubagent(_Action):
+    action: Literal["spawn_subagent"] = "spawn_subagent"
+    agent: str
+    input: dict[str, Any] | str
+
+
+class RunCode(_Action):
+    action: Literal["run_code"] = "run_code"
+    code: str
+
+
+class Done(_Action):
+    action: Literal["done"] = "done"
+    output: Any
+
+
+Action = Annotated[CallTool | SpawnSubagent | RunCode | Done, Field(discriminator="action")]
+_ADAPTER: TypeAdapter[Action] = TypeAdapter(Action)
+
+#: JSON Schema of one action, for providers that take actions as plain JSON text.
+ACTION_SCHEMA: dict[str, Any] = _ADAPTER.json_schema()
+
+
+def parse_action(data: object) -> Action:
+    """Validate `data` (a dict or JSON text) as one action, or raise `MalformedAction`."""
+    try:
+        if isinstance(data, str | bytes):
+            return _ADAPTER.validate_json(data)
+        return _ADAPTER.validate_python(data)
+    except ValidationError as err:
+        raise MalformedAction(
+            "the reply is not one valid action",
+            errors=validation_errors(err),
+        ) from None

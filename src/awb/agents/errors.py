@@ -1,0 +1,43 @@
+"""Errors the agent runtime reports on purpose; all part of the one `awb.errors` hierarchy."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import ValidationError
+
+from awb.errors import AwbError
+
+
+class ModelError(AwbError):
+    """The model provider failed (HTTP error, unreachable, unusable reply after retries)."""
+
+    code = "model_error"
+    http_status = 502
+
+
+class MalformedAction(AwbError):
+    """The model replied with something that is not exactly one valid action."""
+
+    code = "malformed_action"
+    http_status = 422
+
+
+class AgentNotFound(AwbError):
+    code = "agent_not_found"
+    http_status = 404
+    exit_code = 2
+
+
+class ServerUnavailable(AwbError):
+    """An MCP server named in the run's configuration could not be reached or listed."""
+
+    code = "server_unavailable"
+    http_status = 502
+
+
+def validation_errors(err: ValidationError) -> list[dict[str, Any]]:
+    """Pydantic's errors as plain JSON (lists, not tuples), fit to show a model or print."""
+    errors: list[dict[str, Any]] = json.loads(err.json(include_url=False, include_input=False))
+    return errors

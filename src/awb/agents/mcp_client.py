@@ -1,0 +1,93 @@
+"""Connect to the MCP servers a run names and put their tools into a `Toolbox`.
+
+A server is named by a URL (streamable HTTP), a command line or `StdioServerParameters` (stdio),
+or an in-process SDK server (tests and embedding).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.server import Server
+from mcp.server.mcpserver import MCPServer
+from mcp_types import CallToolResult, TextContent, Tool
+
+from awb.agents.errors import ServerUnavailable
+from awb.agents.toolbox import Handler, Toolbox, ToolOutcome, ToolSpec
+
+ServerTarget = str | Sequence[str] | StdioServerParameters | Server[Any] | MCPServer
+
+#: A server that pages its tool list forever must not hang the run.
+_MAX_PAGES = 50
+
+
+def _client_target(target: ServerTarget) -> Server[Any] | MCPServer | StdioServerParameters | str:
+    if isinstance(target, Server | MCPServer | StdioServerParameters):
+        return target
+    if isinstance(target, str) and target.startswith(("http://", "https://")):
+        return target
+    argv = shlex.split(target) if isinstance(target, str) else list(target)
+    if not argv:
+        raise ServerUnavailable("an MCP server needs a command or a URL")
+    return StdioServerParameters(command=argv[0], args=argv[1:])
+
+
+def describe_result(result: CallToolResult) -> Any:
+    if result.structured_content is not None and not result.is_error:
+        return result.structured_content
+    texts = [b.text if isinstance(b, TextContent) else f"[{b.type} content]" for b in result.content]
+    return "\n".join(texts)
+
+
+def _handler(client: Client, tool: str) -> Handler:
+    async def call(arguments: dict[str, Any]) -> ToolOutcome:
+        try:
+            result = await client.call_tool(tool, arguments)
+        except Exception as err:  # boundary: any transport or protocol failure is an observation
+            return ToolOutcome(ok=False, payload=f"{type(err).__name__}: {err}")
+        return ToolOutcome(ok=not result.is_error, payload=describe_result(result))
+
+    return call
+
+
+async def _list_tools(client: Client) -> list[Tool]:
+    tools: list[Tool] = []
+    cursor: str | None = None
+    for _ in range(_MAX_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return tools
+
+
+@asynccontextmanager
+async def connect_servers(servers: Mapping[str, ServerTarget]) -> AsyncIterator[Toolbox]:
+    """Open every server, list its tools into one toolbox, and close them all on exit."""
+    toolbox = Toolbox()
+    async with AsyncExitStack() as stack:
+        for name, target in servers.items():
+            if "." in name:
+                raise ServerUnavailable(f"server name {name!r} must not contain '.'", server=name)
+            try:
+                client = await stack.enter_async_context(Client(_client_target(target)))
+                tools = await _list_tools(client)
+            except ServerUnavailable:
+                raise
+            except Exception as err:  # boundary: report which server failed, whatever the cause
+                raise ServerUnavailable(f"cannot reach MCP server {name!r}: {err}", server=name) from err
+            for tool in tools:
+                spec = ToolSpec(
+                    name=f"{name}.{tool.name}",
+                    description=tool.description or "",
+                    input_schema=tool.input_schema,
+                    namespace=name,
+                )
+                toolbox.add(spec, _handler(client, tool.name))
+        yield toolbox

@@ -1,0 +1,79 @@
+"""Anthropic Messages API: tools go out as tools, the first `tool_use` block is the action."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from awb.agents.actions import Action
+from awb.agents.errors import MalformedAction
+from awb.agents.models.base import Prompt
+from awb.agents.models.functions import FunctionTable, parse_text_action
+from awb.agents.models.http import ProviderClient
+from awb.agents.result import Usage
+from awb.agents.toolbox import ToolSpec
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+API_VERSION = "2023-06-01"
+_HINT = "Act by using exactly one tool; use `done` with the final output when finished."
+
+
+class AnthropicModel:
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str = DEFAULT_BASE_URL,
+        api_key: str | None = None,
+        max_tokens: int = 4096,
+        max_retries: int = 2,
+        backoff_seconds: float = 0.5,
+        timeout_seconds: float = 120.0,
+    ) -> None:
+        self.model = model
+        self.max_tokens = max_tokens
+        self.usage = Usage()
+        headers = {"anthropic-version": API_VERSION}
+        if api_key:
+            headers["x-api-key"] = api_key
+        self._http = ProviderClient(
+            base_url,
+            headers,
+            secret=api_key,
+            max_retries=max_retries,
+            backoff_seconds=backoff_seconds,
+            timeout_seconds=timeout_seconds,
+        )
+
+    def __repr__(self) -> str:
+        return f"AnthropicModel(model={self.model!r})"
+
+    async def call(self, prompt: Prompt, tools: Sequence[ToolSpec]) -> Action:
+        table = FunctionTable(tools, prompt.output_schema)
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "system": prompt.system,
+            "messages": [{"role": "user", "content": f"{prompt.body}\n\n{_HINT}"}],
+            "tools": [
+                {"name": f.name, "description": f.description, "input_schema": f.parameters} for f in table.functions
+            ],
+            # `done` is a tool too, so insisting on a tool never blocks finishing.
+            "tool_choice": {"type": "any"},
+        }
+        reply = await self._http.post("/v1/messages", payload)
+        self._count(reply.get("usage"))
+        blocks = reply.get("content")
+        if not isinstance(blocks, list):
+            raise MalformedAction("the reply has no content blocks")
+        for block in blocks:
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                return table.to_action(str(block.get("name")), block.get("input"))
+        text = "".join(str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text")
+        return parse_text_action(text)
+
+    def _count(self, usage: object) -> None:
+        self.usage.requests += 1
+        if isinstance(usage, dict):
+            self.usage.input_tokens += int(usage.get("input_tokens") or 0)
+            self.usage.output_tokens += int(usage.get("output_tokens") or 0)

@@ -1,0 +1,70 @@
+"""Tools, subagents and `done` as provider functions, and a provider's function call back as an action.
+
+Providers restrict function names to `[A-Za-z0-9_-]{1,64}`, so `server.tool` is sent as
+`server__tool` and subagents as `subagent__<mode>`; the table maps names back exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from awb.agents.actions import Action, CallTool, Done, SpawnSubagent, parse_action
+from awb.agents.errors import MalformedAction
+from awb.agents.toolbox import ToolSpec
+
+DONE = "done"
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Function:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+def _wire_name(spec: ToolSpec) -> str:
+    raw = spec.name.replace(".", "__") if spec.kind == "tool" else f"subagent__{spec.name}"
+    return _UNSAFE.sub("_", raw)[:64]
+
+
+class FunctionTable:
+    def __init__(self, tools: Sequence[ToolSpec], output_schema: dict[str, Any]) -> None:
+        self._by_wire = {_wire_name(spec): spec for spec in tools}
+        done = Function(DONE, "Finish the task and return the final output.", output_schema)
+        self.functions = [done] + [
+            Function(wire, spec.description or spec.name, spec.input_schema) for wire, spec in self._by_wire.items()
+        ]
+
+    def to_action(self, name: str, arguments: object) -> Action:
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except ValueError:
+                raise MalformedAction(f"arguments of {name!r} are not valid JSON", function=name) from None
+        if not isinstance(arguments, dict):
+            raise MalformedAction(f"arguments of {name!r} must be a JSON object", function=name)
+        if name == DONE:
+            return Done(output=arguments)
+        spec = self._by_wire.get(name)
+        if spec is None:
+            raise MalformedAction(f"there is no function {name!r}", function=name)
+        if spec.kind == "subagent":
+            return SpawnSubagent(agent=spec.name, input=arguments)
+        return CallTool(tool=spec.name, arguments=arguments)
+
+
+def parse_text_action(text: str) -> Action:
+    """A JSON action written as text, tolerating the code fence many models wrap it in."""
+    stripped = text.strip()
+    fenced = _FENCE.match(stripped)
+    if fenced:
+        stripped = fenced.group(1)
+    if not stripped.startswith("{"):
+        raise MalformedAction("expected one JSON action object", reply=text[:200])
+    return parse_action(stripped)

@@ -1,0 +1,60 @@
+"""One catalogue for everything an agent can invoke: MCP tools and subagents alike.
+
+Each entry pairs what the model is shown (a `ToolSpec`) with an async handler that does the work.
+MCP tools are named `<server>.<tool>`, so the server name is the namespace agents allow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass
+from typing import Any, Literal
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    namespace: str
+    kind: Literal["tool", "subagent"] = "tool"
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    ok: bool
+    payload: Any
+
+
+Handler = Callable[[dict[str, Any]], Awaitable[ToolOutcome]]
+
+
+class Toolbox:
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[ToolSpec, Handler]] = {}
+
+    def add(self, spec: ToolSpec, handler: Handler) -> None:
+        self._entries[spec.name] = (spec, handler)
+
+    def view(self, namespaces: Collection[str], *, subagents: bool = True) -> Toolbox:
+        """A narrower toolbox: tools of the allowed namespaces, and subagents unless refused."""
+        narrowed = Toolbox()
+        for spec, handler in self._entries.values():
+            if (spec.kind == "tool" and spec.namespace in namespaces) or (spec.kind == "subagent" and subagents):
+                narrowed.add(spec, handler)
+        return narrowed
+
+    def specs(self, kind: Literal["tool", "subagent"] | None = None) -> list[ToolSpec]:
+        return [spec for spec, _ in self._entries.values() if kind is None or spec.kind == kind]
+
+    def resolve(self, name: str, kind: Literal["tool", "subagent"]) -> ToolSpec | None:
+        """Find by full name; an unqualified tool name is accepted when only one server has it."""
+        entry = self._entries.get(name)
+        if entry is not None:
+            return entry[0] if entry[0].kind == kind else None
+        matches = [s for s in self.specs(kind) if s.name.partition(".")[2] == name]
+        return matches[0] if len(matches) == 1 else None
+
+    async def call(self, spec: ToolSpec, arguments: dict[str, Any]) -> ToolOutcome:
+        _, handler = self._entries[spec.name]
+        return await handler(arguments)

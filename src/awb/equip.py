@@ -1,0 +1,77 @@
+"""The equipped set: the few tools exposed as first-class tools, global to the workbench and capped.
+
+Equipping is a flag on the tool record, so every process that opens the inventory sees the same set.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from awb.config import Config
+from awb.errors import LimitExceeded, NameConflict, NotEquippable
+from awb.events import Event, EventBus
+from awb.inventory.models import Tool
+from awb.inventory.store import Store
+
+#: Verbs of the meta-tools; `awb_<verb>` and `awb.<verb>` are reserved names for equipped tools.
+META_VERBS = ("craft", "call", "list", "search", "delete", "inspect", "update", "equip", "unequip", "rollback")
+RESERVED_NAMES = frozenset(f"awb{sep}{verb}" for verb in META_VERBS for sep in ("_", "."))
+
+
+class Armory:
+    """Rules for the equipped set: who may join it, how big it gets, and who hears about changes."""
+
+    def __init__(self, store: Store, config: Config, events: EventBus) -> None:
+        self.store = store
+        self.config = config
+        self.events = events
+
+    def equipped(self) -> list[Tool]:
+        """The equipped tools, in a stable order (by name)."""
+        tools = self.store.list_tools(equipped=True, limit=max(self.config.max_equipped, 1) + 100)
+        return sorted(tools, key=lambda t: t.name)
+
+    def equip(self, tool: Tool, now: datetime) -> Tool:
+        if tool.equipped:
+            return tool
+        if tool.status != "active":
+            raise NotEquippable(
+                f"tool {tool.name!r} is {tool.status}; call it once (awb_call) to bring it back before equipping",
+                tool_id=tool.tool_id,
+                status=tool.status,
+            )
+        if tool.name in RESERVED_NAMES:
+            raise NameConflict(f"tool {tool.name!r} has the name of a meta-tool and cannot be equipped", name=tool.name)
+        equipped = self.equipped()
+        clash = next((t for t in equipped if t.name == tool.name), None)
+        if clash is not None:
+            raise NameConflict(
+                f"another equipped tool is named {tool.name!r} ({clash.tool_id})", name=tool.name, tool_id=clash.tool_id
+            )
+        if len(equipped) >= self.config.max_equipped:
+            raise LimitExceeded(
+                f"{len(equipped)} tools are equipped, the maximum (max_equipped={self.config.max_equipped}); "
+                "unequip one first",
+                limit="max_equipped",
+                equipped=[t.name for t in equipped],
+            )
+        self.store.update(tool.tool_id, equipped=True, updated_at=now)
+        self.events.publish(Event("equipped", tool.tool_id, {"name": tool.name}))
+        return tool.model_copy(update={"equipped": True, "updated_at": now})
+
+    def unequip(self, tool: Tool, now: datetime) -> Tool:
+        if not tool.equipped:
+            return tool
+        self.store.update(tool.tool_id, equipped=False, updated_at=now)
+        self.events.publish(Event("unequipped", tool.tool_id, {"name": tool.name}))
+        return tool.model_copy(update={"equipped": False, "updated_at": now})
+
+    def auto_equip(self, tool: Tool, now: datetime) -> Tool:
+        """Equip a long-term tool when the config asks for it and there is room; never raises."""
+        if not self.config.auto_equip_long_term or tool.equipped or tool.memory_level != "long_term":
+            return tool
+        if tool.name in RESERVED_NAMES or tool.status != "active":
+            return tool
+        if len(self.equipped()) >= self.config.max_equipped:
+            return tool
+        return self.equip(tool, now)

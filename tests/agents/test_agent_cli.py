@@ -1,0 +1,127 @@
+"""`awb agents run|list` and `artificer agents`, through the real CLI, model and stdio server."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_fixtures import FakeProvider
+from typer.testing import CliRunner
+
+import awb
+from awb.agents.cli import agents_app, artificer_app
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+SRC = str(Path(awb.__file__).resolve().parent.parent)
+runner = CliRunner()
+
+
+def function_call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    call = {"id": "c", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+    return {"choices": [{"message": {"role": "assistant", "tool_calls": [call]}}]}
+
+
+@pytest.fixture(autouse=True)
+def no_provider_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_agents_run_prints_the_structured_result_as_json(fake_provider: FakeProvider) -> None:
+    fake_provider.reply(function_call("greeter__greet", {"name": "Ada"}))
+    fake_provider.reply(function_call("done", {"greeting": "Hello, Ada!"}))
+    server = shlex.join(["env", f"PYTHONPATH={SRC}", sys.executable, str(EXAMPLES / "hello_agent.py"), "serve"])
+    outcome = runner.invoke(
+        agents_app,
+        [
+            "run",
+            "hello",
+            "Ada",
+            "--agents-dir",
+            str(EXAMPLES),
+            "--model",
+            "openai:fake-model",
+            "--base-url",
+            fake_provider.url,
+            "--server",
+            f"greeter={server}",
+        ],
+    )
+    assert outcome.exit_code == 0, outcome.output
+    result = json.loads(outcome.stdout)
+    assert result["termination_reason"] == "done"
+    assert result["output"] == {"greeting": "Hello, Ada!"}
+    assert [c["name"] for c in result["tool_calls"]] == ["greeter.greet"]
+
+
+def test_agents_list_shows_the_agents_in_the_agents_directory() -> None:
+    outcome = runner.invoke(agents_app, ["list", "--agents-dir", str(EXAMPLES)])
+    assert outcome.exit_code == 0, outcome.output
+    assert outcome.stdout.startswith("hello\ttools=greeter\tGreet the person")
+
+
+def test_artificer_agents_runs_an_agent_found_by_dotted_path(
+    fake_provider: FakeProvider, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "artificer_echo_agents.py").write_text(
+        "from pydantic import BaseModel\n"
+        "from awb.agents import Agent\n\n"
+        "class Text(BaseModel):\n    text: str\n\n"
+        "class Echo(Agent):\n    Input = Text\n    Output = Text\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    fake_provider.reply(function_call("done", {"text": "hi"}))
+    outcome = runner.invoke(
+        artificer_app,
+        [
+            "agents",
+            "artificer_echo_agents:Echo",
+            '{"text": "hi"}',
+            "--model",
+            "openai:m",
+            "--base-url",
+            fake_provider.url,
+        ],
+    )
+    assert outcome.exit_code == 0, outcome.output
+    assert json.loads(outcome.stdout)["output"] == {"text": "hi"}
+
+
+def test_unfinished_run_prints_its_result_and_exits_1(fake_provider: FakeProvider) -> None:
+    fake_provider.reply({"error": {"message": "bad model"}}, status=400)
+    outcome = runner.invoke(
+        agents_app,
+        [
+            "run",
+            "hello",
+            "Ada",
+            "--agents-dir",
+            str(EXAMPLES),
+            "--model",
+            "openai:nope",
+            "--base-url",
+            fake_provider.url,
+        ],
+    )
+    assert outcome.exit_code == 1
+    assert json.loads(outcome.stdout)["termination_reason"] == "model_error"
+
+
+def test_unknown_agent_is_reported_with_its_error_code(tmp_path: Path) -> None:
+    outcome = runner.invoke(agents_app, ["run", "ghost", "x", "--agents-dir", str(tmp_path)])
+    assert outcome.exit_code == 2
+    assert json.loads(outcome.stderr)["error"]["code"] == "agent_not_found"
+
+
+def test_server_option_without_a_name_is_a_config_error() -> None:
+    outcome = runner.invoke(
+        agents_app, ["run", "hello", "Ada", "--agents-dir", str(EXAMPLES), "--server", "just-a-command"]
+    )
+    assert outcome.exit_code == 2
+    assert json.loads(outcome.stderr)["error"]["code"] == "config_invalid"

@@ -1,0 +1,67 @@
+"""An agent using an MCP server through the real streamable HTTP transport on loopback."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Sequence
+
+import anyio
+import pytest
+import uvicorn
+from agent_fixtures import math_server
+from pydantic import BaseModel
+
+from awb.agents import Agent, run_agent
+from awb.agents.models import Prompt, ScriptedModel
+from awb.agents.toolbox import ToolSpec
+
+pytestmark = pytest.mark.anyio
+
+
+class Pair(BaseModel):
+    a: int
+    b: int
+
+
+class Sum(BaseModel):
+    total: int
+
+
+class Adder(Agent):
+    mode = "adder"
+    tools = ("math",)
+    system_prompt = "Add the numbers with the math tool."
+    Input = Pair
+    Output = Sum
+
+
+async def test_agent_calls_a_tool_over_streamable_http() -> None:
+    # Bound and listening before uvicorn starts, so the client can connect without waiting for it.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    port = sock.getsockname()[1]
+    app = math_server().streamable_http_app()
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+
+    def script(prompt: Prompt, tools: Sequence[ToolSpec]) -> dict[str, object]:
+        if "tool_result" not in prompt.body:
+            return {"action": "call_tool", "tool": "math.add", "arguments": {"a": 40, "b": 2}}
+        return {"action": "done", "output": {"total": 42 if "42" in prompt.body else 0}}
+
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(server.serve, [sock])
+            try:
+                result = await run_agent(
+                    Adder,
+                    {"a": 40, "b": 2},
+                    model=ScriptedModel(script),
+                    servers={"math": f"http://127.0.0.1:{port}/mcp"},
+                )
+            finally:
+                server.should_exit = True
+    sock.close()
+    assert result.termination_reason == "done"
+    assert result.output == {"total": 42}
+    assert [c.name for c in result.tool_calls] == ["math.add"]
