@@ -126,7 +126,7 @@ async def in_process(workbench: Workbench, repeat: int, rng: random.Random) -> d
         crafted.append(tool.tool_id)
 
     async def list_(i: int) -> None:
-        workbench.list_tools(limit=50)
+        workbench.list_tools(limit=20)
 
     async def search(i: int) -> None:
         workbench.search(" ".join(words.sample(3)), limit=10)
@@ -171,7 +171,7 @@ async def over_stdio(inventory: Path, repeat: int, rng: random.Random, max_tools
         )
         assert crafted.structured_content is not None and not crafted.is_error, crafted
         tool_id = crafted.structured_content["tool_id"]
-        results["list"] = await timed(repeat, lambda i: client.call_tool("awb_list", {"limit": 50}))
+        results["list"] = await timed(repeat, lambda i: client.call_tool("awb_list", {}))
         results["search"] = await timed(
             repeat, lambda i: client.call_tool("awb_search", {"query": " ".join(words.sample(3))})
         )

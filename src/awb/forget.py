@@ -14,7 +14,12 @@ if TYPE_CHECKING:
 
 
 def purge(
-    workbench: Workbench, *, archived_before_days: float | None = None, deleted: bool = False, dry_run: bool = False
+    workbench: Workbench,
+    *,
+    archived_before_days: float | None = None,
+    deleted: bool = False,
+    dry_run: bool = False,
+    only: set[str] | None = None,
 ) -> list[ToolSummary]:
     """Remove archived tools untouched for `archived_before_days` days and, if `deleted`, soft-deleted ones.
 
@@ -26,6 +31,8 @@ def purge(
         raise InvalidParams("archived_before_days must be 0 or more", archived_before_days=archived_before_days)
     cutoff = None if archived_before_days is None else workbench.clock.now() - timedelta(days=archived_before_days)
     doomed = workbench.store.purge_candidates(archived_before=cutoff, deleted=deleted)
+    if only is not None:
+        doomed = [t for t in doomed if t.tool_id in only]
     if dry_run or not doomed:
         return [t.summary() for t in doomed]
     workbench.store.delete_forever([t.tool_id for t in doomed])

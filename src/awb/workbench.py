@@ -423,7 +423,7 @@ class Workbench:
         memory_level: MemoryLevel | None = None,
         tag: str | None = None,
         query: str | None = None,
-        limit: int = 50,
+        limit: int = 20,
     ) -> list[ToolSummary]:
         if limit < 1 or limit > 1000:
             raise InvalidParams("limit must be between 1 and 1000", limit=limit)
@@ -509,10 +509,20 @@ class Workbench:
         return rank_similar(name, description, candidates, limit=limit)
 
     def purge(
-        self, *, archived_before_days: float | None = None, deleted: bool = False, dry_run: bool = False
+        self,
+        *,
+        archived_before_days: float | None = None,
+        deleted: bool = False,
+        dry_run: bool = False,
+        only: set[str] | None = None,
     ) -> list[ToolSummary]:
-        """Remove archived (idle that long) and soft-deleted tools for good; `dry_run` only lists them."""
-        return forget.purge(self, archived_before_days=archived_before_days, deleted=deleted, dry_run=dry_run)
+        """Remove archived (idle that long) and soft-deleted tools for good; `dry_run` only lists them.
+
+        `only` limits the purge to these tool_ids (what a person was shown and confirmed).
+        """
+        return forget.purge(
+            self, archived_before_days=archived_before_days, deleted=deleted, dry_run=dry_run, only=only
+        )
 
     # --- memory maintenance ---------------------------------------------------------------------
 

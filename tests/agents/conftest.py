@@ -9,7 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from agent_fixtures import FakeProvider
+
+from .agent_fixtures import FakeProvider
 
 
 @pytest.fixture

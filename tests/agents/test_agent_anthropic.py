@@ -6,11 +6,12 @@ from typing import Any
 
 import anyio
 import pytest
-from agent_fixtures import FakeProvider, files_server
 from pydantic import BaseModel
 
 from awb.agents import Agent, run_agent
 from awb.agents.models.anthropic import AnthropicModel
+
+from .agent_fixtures import FakeProvider, files_server
 
 pytestmark = pytest.mark.anyio
 

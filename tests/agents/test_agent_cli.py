@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_fixtures import FakeProvider
 from typer.testing import CliRunner
 
 import awb
 from awb.agents.cli import agents_app, artificer_app
+
+from .agent_fixtures import FakeProvider
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

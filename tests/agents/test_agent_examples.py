@@ -22,11 +22,10 @@ def test_hello_agent_example_runs_and_prints_a_typed_result(capsys: pytest.Captu
     assert [call["name"] for call in printed["tool_calls"]] == ["greeter.greet"]
 
 
-def test_docs_show_the_same_example_as_examples_hello_agent() -> None:
-    docs = (ROOT / "docs" / "agents.md").read_text()
-    block = re.search(r"```python\n(.*?)```", docs, re.DOTALL)
-    assert block is not None
-    assert block.group(1) == EXAMPLE.read_text()
+def test_the_readme_shows_the_same_example_as_examples_hello_agent() -> None:
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.DOTALL)
+    assert EXAMPLE.read_text() in blocks
 
 
 @pytest.mark.anyio

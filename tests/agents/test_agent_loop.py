@@ -6,7 +6,6 @@ from collections.abc import Sequence
 
 import anyio
 import pytest
-from agent_fixtures import files_server, math_server
 from pydantic import BaseModel
 
 from awb.agents import Agent, Budget, run_agent
@@ -14,6 +13,8 @@ from awb.agents.actions import Action, CallTool, Done
 from awb.agents.models import Prompt, ScriptedModel
 from awb.agents.toolbox import ToolSpec
 from awb.errors import InvalidParams
+
+from .agent_fixtures import files_server, math_server
 
 pytestmark = pytest.mark.anyio
 

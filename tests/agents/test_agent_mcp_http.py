@@ -8,12 +8,13 @@ from collections.abc import Sequence
 import anyio
 import pytest
 import uvicorn
-from agent_fixtures import math_server
 from pydantic import BaseModel
 
 from awb.agents import Agent, run_agent
 from awb.agents.models import Prompt, ScriptedModel
 from awb.agents.toolbox import ToolSpec
+
+from .agent_fixtures import math_server
 
 pytestmark = pytest.mark.anyio
 

@@ -46,7 +46,7 @@ class _Run:
         budget = self.agent.budget
         while self.iterations < budget.max_iterations:
             self.iterations += 1
-            prompt = Prompt(self.agent.system_prompt, self.context.render(), self.agent.Output.model_json_schema())
+            prompt = Prompt(self.context.system_prompt, self.context.render(), self.agent.Output.model_json_schema())
             try:
                 action = await self.model.call(prompt, self.tools.specs())
             except MalformedAction as err:

@@ -16,6 +16,7 @@ import anyio
 import typer
 
 from awb import __version__
+from awb.agents.cli import agents_app
 from awb.cli.output import console, errors, fail, print_json, table
 from awb.config import CONFIG_FILENAME, Config, default_config_json, load_config
 from awb.errors import AwbError, ConfigError
@@ -31,6 +32,7 @@ app = typer.Typer(
 )
 inventory_app = typer.Typer(help="Look into the inventory: list, search, inspect.", no_args_is_help=True)
 app.add_typer(inventory_app, name="inventory")
+app.add_typer(agents_app, name="agents")
 
 ConfigOption = Annotated[
     Path | None, typer.Option("--config", "-c", help=f"Path to {CONFIG_FILENAME} (default: ./{CONFIG_FILENAME}).")
@@ -367,6 +369,138 @@ def inventory_inspect(
         ],
     )
     console.print(record.code)
+
+
+@inventory_app.command("equip")
+def inventory_equip(
+    tool: Annotated[str, typer.Argument(help="tool_id or name.")],
+    config_path: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Equip a tool: running servers list it as its own MCP tool and notify their clients."""
+    _print_equip(_with_workbench(config_path, as_json, lambda wb: (wb.equip(tool), wb.equipped_tools())), as_json)
+
+
+@inventory_app.command("unequip")
+def inventory_unequip(
+    tool: Annotated[str, typer.Argument(help="tool_id or name.")],
+    config_path: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Unequip a tool: it leaves the servers' tool lists but stays in the inventory."""
+    _print_equip(_with_workbench(config_path, as_json, lambda wb: (wb.unequip(tool), wb.equipped_tools())), as_json)
+
+
+def _print_equip(outcome: Any, as_json: bool) -> None:
+    record, equipped = outcome
+    names = [t.name for t in equipped]
+    if as_json:
+        print_json(
+            {"tool_id": record.tool_id, "name": record.name, "equipped": record.equipped, "equipped_tools": names}
+        )
+    else:
+        state = "equipped" if record.equipped else "not equipped"
+        console.print(f"{record.name} is {state}; equipped now: {', '.join(names) or '(none)'}")
+
+
+@inventory_app.command("versions")
+def inventory_versions(
+    tool: Annotated[str, typer.Argument(help="tool_id or name.")],
+    config_path: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a tool's versions with per-version usage and failures (* marks the current one)."""
+    found = _with_workbench(config_path, as_json, lambda wb: wb.inspect(tool))
+    if as_json:
+        print_json(
+            {
+                "tool_id": found.tool.tool_id,
+                "current": found.tool.version,
+                "versions": [v.model_dump(mode="json", exclude={"code"}) for v in found.versions],
+            }
+        )
+        return
+    table(
+        f"{found.tool.name} ({found.tool.tool_id})",
+        ["version", "created", "uses", "failures", "description"],
+        [
+            (
+                f"{'*' if v.version == found.tool.version else ' '}{v.version}",
+                v.created_at,
+                v.usage_count,
+                v.failure_count,
+                v.description[:60],
+            )
+            for v in found.versions
+        ],
+    )
+
+
+@inventory_app.command("rollback")
+def inventory_rollback(
+    tool: Annotated[str, typer.Argument(help="tool_id or name.")],
+    to_version: Annotated[int, typer.Argument(help="The version to make current.")],
+    config_path: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Make an earlier version of a tool current again."""
+    record = _with_workbench(config_path, as_json, lambda wb: wb.rollback(tool, to_version))
+    if as_json:
+        print_json({"tool_id": record.tool_id, "name": record.name, "version": record.version})
+    else:
+        console.print(f"{record.name} is now at version {record.version}")
+
+
+@inventory_app.command("purge")
+def inventory_purge(
+    config_path: ConfigOption = None,
+    archived_before: Annotated[
+        float | None, typer.Option("--archived-before", help="Remove tools archived more than DAYS days ago.")
+    ] = None,
+    deleted: Annotated[bool, typer.Option("--deleted", help="Remove soft-deleted tools too.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Remove archived and/or deleted tools for good, with their versions and call records."""
+    if archived_before is None and not deleted:
+        errors.print("[red]say what to purge[/]: --archived-before DAYS, --deleted, or both")
+        raise typer.Exit(2)
+
+    def plan(wb: Workbench) -> Any:
+        return wb.purge(archived_before_days=archived_before, deleted=deleted, dry_run=True)
+
+    doomed = _with_workbench(config_path, as_json, plan)
+    if not doomed:
+        if as_json:
+            print_json({"purged": [], "count": 0})
+        else:
+            console.print("nothing to purge")
+        return
+    if not as_json:
+        table(
+            f"{len(doomed)} tools to remove for good",
+            [*SUMMARY_COLUMNS, "status"],
+            [(*row, t.status) for row, t in zip(_summary_rows(doomed), doomed, strict=True)],
+        )
+    if not yes:
+        if not sys.stdin.isatty():
+            errors.print("[red]refusing to purge without confirmation[/]: no terminal to ask on; pass --yes")
+            raise typer.Exit(1)
+        if not typer.confirm(f"remove these {len(doomed)} tools for good?", default=False):
+            errors.print("nothing removed")
+            raise typer.Exit(1)
+    ids = {t.tool_id for t in doomed}
+
+    # Only what was shown: anything archived or deleted since then waits for the next purge.
+    removed = _with_workbench(
+        config_path,
+        as_json,
+        lambda wb: wb.purge(archived_before_days=archived_before, deleted=deleted, only=ids),
+    )
+    if as_json:
+        print_json({"purged": [t.model_dump(mode="json") for t in removed], "count": len(removed)})
+    else:
+        console.print(f"removed {len(removed)} tools for good")
 
 
 def main() -> None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from typing import Any
 
 import mcp_types as types
@@ -20,6 +21,8 @@ from mcp.server.models import InitializationOptions
 
 from awb import __version__
 from awb.errors import AwbError, InvalidParams, ToolNotFound
+from awb.inventory.models import Tool
+from awb.server.notify import ListChangedNotifier
 from awb.server.schemas import DESCRIPTIONS, INPUT, META_TOOLS, OUTPUT
 from awb.workbench import Workbench, schema_errors
 
@@ -27,7 +30,9 @@ log = logging.getLogger("awb.mcp")
 
 INSTRUCTIONS = (
     "Agent Workbench is a crafting table for tools. Search (awb_search) before you craft; craft (awb_craft) a "
-    "tool when none fits, with examples; call it with awb_call; inspect or delete it when it misbehaves."
+    "tool when none fits, with examples; call it with awb_call; inspect or delete it when it misbehaves. "
+    "Equip (awb_equip) the few tools you use often: they then appear as tools of their own. Evolve a tool "
+    "with awb_update; roll back with awb_rollback."
 )
 
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -47,6 +52,30 @@ def _ref(arguments: dict[str, Any]) -> str:
     return str(arguments.get("tool_id") or arguments.get("name"))
 
 
+def _output_schema(tool: Tool) -> dict[str, Any] | None:
+    """MCP output schemas describe objects; other result shapes are left unadvertised."""
+    schema = tool.output_schema
+    return schema if schema is not None and schema.get("type") == "object" else None
+
+
+class _Server(Server[Any]):
+    """The SDK server, advertising `tools.listChanged` on every transport.
+
+    The streamable HTTP manager and the in-memory transport build initialization options without
+    notification options, which would advertise `listChanged: false`.
+    """
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True), experimental_capabilities, extensions
+        )
+
+
 class McpFace:
     """Turns MCP requests into `Workbench` calls."""
 
@@ -61,14 +90,23 @@ class McpFace:
             "search": self._search,
             "delete": self._delete,
             "inspect": self._inspect,
+            "update": self._update,
+            "rollback": self._rollback,
+            "equip": self._equip,
+            "unequip": self._unequip,
         }
-        self.server: Server[Any] = Server(
+        self.notifier = ListChangedNotifier(workbench)
+        self.server: Server[Any] = _Server(
             "agent-workbench",
             version=__version__,
             instructions=INSTRUCTIONS,
+            lifespan=self._lifespan,
+            get_tool_input_schema=self._tool_input_schema,
             on_list_tools=self._on_list_tools,
             on_call_tool=self._on_call_tool,
+            on_subscriptions_listen=self.notifier.listen_handler,
         )
+        self.server.middleware.append(self.notifier.middleware)
 
     def meta_name(self, verb: str) -> str:
         return f"awb{self.separator}{verb}"
@@ -76,10 +114,32 @@ class McpFace:
     def initialization_options(self) -> InitializationOptions:
         return self.server.create_initialization_options(NotificationOptions(tools_changed=True))
 
+    @asynccontextmanager
+    async def _lifespan(self, server: Server[Any]) -> AsyncIterator[dict[str, Any]]:
+        # Entered once per stdio process and once by the HTTP session manager: the notifier runs alongside.
+        async with self.notifier.running():
+            yield {}
+
+    def _tool_input_schema(self, name: str) -> Mapping[str, Any] | None:
+        verb = self._verb(name)
+        if verb in INPUT:
+            return INPUT[verb]
+        tool = self._equipped(name)
+        return None if tool is None else tool.input_schema
+
+    def _verb(self, name: str) -> str:
+        prefix = self.meta_name("")
+        return name[len(prefix) :] if name.startswith(prefix) else ""
+
+    def _equipped(self, name: str) -> Tool | None:
+        tool = self.workbench.store.get_by_name(name)
+        return tool if tool is not None and tool.equipped and tool.status == "active" else None
+
     # --- protocol handlers --------------------------------------------------------------------
 
     def list_tools(self) -> list[types.Tool]:
-        return [
+        """The meta-tools, then every equipped tool as a tool of its own."""
+        meta = [
             types.Tool(
                 name=self.meta_name(verb),
                 description=DESCRIPTIONS[verb],
@@ -88,6 +148,16 @@ class McpFace:
             )
             for verb in META_TOOLS
         ]
+        equipped = [
+            types.Tool(
+                name=tool.name,
+                description=tool.description,
+                input_schema=tool.input_schema,
+                output_schema=_output_schema(tool),
+            )
+            for tool in self.workbench.equipped_tools()
+        ]
+        return meta + equipped
 
     async def _on_list_tools(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=self.list_tools())
@@ -99,12 +169,11 @@ class McpFace:
         """Run one tool call; never raises for anything an agent can send."""
         started = time.perf_counter()
         arguments = {} if arguments is None else arguments
-        prefix = self.meta_name("")
-        verb = name[len(prefix) :] if name.startswith(prefix) else ""
+        verb = self._verb(name)
         try:
             handler = self._handlers.get(verb)
             if handler is None:
-                raise ToolNotFound(f"no MCP tool named {name!r}", name=name)
+                return await self._call_equipped(name, arguments, started)
             problems = schema_errors(self._validators[verb], arguments)
             if problems:
                 raise InvalidParams(f"invalid arguments for {name}", errors=problems)
@@ -117,7 +186,24 @@ class McpFace:
             return to_mcp_error(AwbError(f"internal error: {type(error).__name__}: {error}"))
         log.info("mcp %s ok (%.1f ms)", name, (time.perf_counter() - started) * 1000)
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=json.dumps(structured, default=str))],
+            content=[types.TextContent(type="text", text=json.dumps(structured, default=str, separators=(",", ":")))],
+            structured_content=structured,
+        )
+
+    async def _call_equipped(self, name: str, arguments: dict[str, Any], started: float) -> types.CallToolResult:
+        """An equipped tool called by its own name: the same path as awb_call, the tool's result as the result."""
+        tool = self._equipped(name)
+        if tool is None:
+            raise ToolNotFound(
+                f"no MCP tool named {name!r}; crafted tools that are not equipped are called with "
+                f"{self.meta_name('call')}",
+                name=name,
+            )
+        result = await self.workbench.call(tool.tool_id, arguments)
+        log.info("mcp %s ok (%.1f ms)", name, (time.perf_counter() - started) * 1000)
+        structured = result.result if _output_schema(tool) is not None and isinstance(result.result, dict) else None
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=json.dumps(result.result, default=str))],
             structured_content=structured,
         )
 
@@ -125,12 +211,14 @@ class McpFace:
 
     async def _craft(self, arguments: dict[str, Any]) -> dict[str, Any]:
         tool = await self.workbench.craft(arguments)
+        similar = self.workbench.similar(tool.name, tool.description, exclude=tool.tool_id)
         return {
             "tool_id": tool.tool_id,
             "name": tool.name,
             "version": tool.version,
             "runtime": tool.runtime,
             "memory_level": tool.memory_level,
+            "similar": [s.model_dump(mode="json") for s in similar],
         }
 
     async def _call(self, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -142,7 +230,7 @@ class McpFace:
             memory_level=arguments.get("memory_level"),
             tag=arguments.get("tag"),
             query=arguments.get("query"),
-            limit=arguments.get("limit", 50),
+            limit=arguments.get("limit", 20),
         )
         return {"tools": [t.model_dump(mode="json") for t in tools], "count": len(tools)}
 
@@ -155,6 +243,42 @@ class McpFace:
 
     async def _inspect(self, arguments: dict[str, Any]) -> dict[str, Any]:
         return self.workbench.inspect(_ref(arguments)).model_dump(mode="json")
+
+    async def _update(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        names = ("code", "description", "input_schema", "output_schema", "examples")
+        fields = {k: arguments[k] for k in names if k in arguments}
+        if "to_version" in arguments:
+            if fields:
+                raise InvalidParams("give either to_version (a rollback) or new fields, not both", fields=list(fields))
+            return _version_result(self.workbench.rollback(_ref(arguments), arguments["to_version"]))
+        return _version_result(await self.workbench.update(_ref(arguments), **fields))
+
+    async def _rollback(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        return _version_result(self.workbench.rollback(_ref(arguments), arguments["to_version"]))
+
+    async def _equip(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        return self._equip_result(self.workbench.equip(_ref(arguments)))
+
+    async def _unequip(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        return self._equip_result(self.workbench.unequip(_ref(arguments)))
+
+    def _equip_result(self, tool: Tool) -> dict[str, Any]:
+        return {
+            "tool_id": tool.tool_id,
+            "name": tool.name,
+            "equipped": tool.equipped,
+            "equipped_tools": [t.name for t in self.workbench.equipped_tools()],
+        }
+
+
+def _version_result(tool: Tool) -> dict[str, Any]:
+    return {
+        "tool_id": tool.tool_id,
+        "name": tool.name,
+        "version": tool.version,
+        "parent_version": tool.parent_version,
+        "equipped": tool.equipped,
+    }
 
 
 def build_server(workbench: Workbench) -> McpFace:

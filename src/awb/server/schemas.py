@@ -27,6 +27,18 @@ SUMMARY: dict[str, Any] = {
     "required": ["tool_id", "name", "description", "memory_level", "usage_count"],
 }
 
+# What list and search return per tool. Only the keys are declared: every SDK client validates
+# structuredContent against outputSchema on each call, and per-property schemas cost ~2 ms of client
+# CPU per 50 results (measured), more than the whole server-side listing.
+SUMMARY_ITEM: dict[str, Any] = {
+    "type": "object",
+    "required": SUMMARY["required"],
+    "description": (
+        "tool_id, name, description, score (search relevance or null), memory_level "
+        "(short_term|medium_term|long_term|archived), usage_count, tags, status, equipped"
+    ),
+}
+
 EXAMPLE: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -36,6 +48,29 @@ EXAMPLE: dict[str, Any] = {
     },
     "required": ["params"],
     "additionalProperties": False,
+}
+
+_VERSION_OUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "tool_id": {"type": "string"},
+        "name": {"type": "string"},
+        "version": {"type": "integer", "description": "The version now current."},
+        "parent_version": {"type": ["integer", "null"], "description": "The version current before."},
+        "equipped": {"type": "boolean"},
+    },
+    "required": ["tool_id", "name", "version"],
+}
+
+_EQUIP_OUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "tool_id": {"type": "string"},
+        "name": {"type": "string"},
+        "equipped": {"type": "boolean"},
+        "equipped_tools": {"type": "array", "items": {"type": "string"}, "description": "Names now equipped."},
+    },
+    "required": ["tool_id", "name", "equipped", "equipped_tools"],
 }
 
 INPUT: dict[str, dict[str, Any]] = {
@@ -73,7 +108,7 @@ INPUT: dict[str, dict[str, Any]] = {
             "memory_level": MEMORY_LEVEL,
             "tag": {"type": "string"},
             "query": {"type": "string"},
-            "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 20},
         },
         "additionalProperties": False,
     },
@@ -88,6 +123,37 @@ INPUT: dict[str, dict[str, Any]] = {
     },
     "delete": {"type": "object", "properties": _TOOL_REF, "anyOf": _REF_REQUIRED, "additionalProperties": False},
     "inspect": {"type": "object", "properties": _TOOL_REF, "anyOf": _REF_REQUIRED, "additionalProperties": False},
+    "update": {
+        "type": "object",
+        "properties": {
+            **_TOOL_REF,
+            "code": {"type": "string", "minLength": 1, "description": "New source defining run(params)."},
+            "description": {"type": "string", "minLength": 1},
+            "input_schema": {"type": "object", "description": "New JSON Schema (type: object) of run()'s params."},
+            "output_schema": {"type": "object", "description": "New JSON Schema of the result."},
+            "examples": {
+                "type": "array",
+                "items": EXAMPLE,
+                "description": "New admission tests; left out, the current examples must pass the new code.",
+            },
+            "to_version": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "Instead of a new version: make this earlier version current (a rollback).",
+            },
+        },
+        "anyOf": _REF_REQUIRED,
+        "additionalProperties": False,
+    },
+    "rollback": {
+        "type": "object",
+        "properties": {**_TOOL_REF, "to_version": {"type": "integer", "minimum": 1}},
+        "required": ["to_version"],
+        "anyOf": _REF_REQUIRED,
+        "additionalProperties": False,
+    },
+    "equip": {"type": "object", "properties": _TOOL_REF, "anyOf": _REF_REQUIRED, "additionalProperties": False},
+    "unequip": {"type": "object", "properties": _TOOL_REF, "anyOf": _REF_REQUIRED, "additionalProperties": False},
 }
 
 OUTPUT: dict[str, dict[str, Any]] = {
@@ -119,7 +185,7 @@ OUTPUT: dict[str, dict[str, Any]] = {
     },
     "list": {
         "type": "object",
-        "properties": {"tools": {"type": "array", "items": SUMMARY}, "count": {"type": "integer"}},
+        "properties": {"tools": {"type": "array", "items": SUMMARY_ITEM}, "count": {"type": "integer"}},
         "required": ["tools", "count"],
     },
     "search": {
@@ -127,7 +193,7 @@ OUTPUT: dict[str, dict[str, Any]] = {
         "properties": {
             "query": {"type": "string"},
             "mode": {"type": "string", "enum": ["text", "hybrid"]},
-            "results": {"type": "array", "items": SUMMARY},
+            "results": {"type": "array", "items": SUMMARY_ITEM},
         },
         "required": ["query", "mode", "results"],
     },
@@ -145,19 +211,38 @@ OUTPUT: dict[str, dict[str, Any]] = {
         },
         "required": ["tool", "versions", "recent_calls"],
     },
+    "update": _VERSION_OUT,
+    "rollback": _VERSION_OUT,
+    "equip": _EQUIP_OUT,
+    "unequip": _EQUIP_OUT,
 }
 
 DESCRIPTIONS: dict[str, str] = {
     "craft": (
         "Create a new tool: Python code defining `def run(params: dict)` that returns a JSON-serialisable value, "
         "a description, an input_schema and optional examples ({params, expected}) that must pass before the "
-        "tool is stored. The code runs in a sandbox with no filesystem or network. Returns the new tool_id."
+        "tool is stored. The code runs in a sandbox with no filesystem or network. Returns the new tool_id and "
+        "`similar`: existing tools close to it (reuse them rather than crafting twice)."
     ),
     "call": "Run a crafted tool by tool_id or name with `params` (validated against its input_schema).",
     "list": "List tools in the inventory, hot ones first; filter by memory_level, tag or query.",
     "search": "Find tools by what they do (full-text over name, description, problem and tags). Search before crafting.",
     "delete": "Delete a tool (soft delete: it can no longer be called, but its record stays inspectable).",
-    "inspect": "Show a tool's full record: code, schemas, examples, versions, usage counters and recent calls.",
+    "inspect": (
+        "Show a tool's full record: code, schemas, examples, version history with per-version usage and "
+        "failure counts, usage counters and recent calls."
+    ),
+    "update": (
+        "Evolve a tool: give new code, description, input_schema, output_schema and/or examples; a new immutable "
+        "version is stored only if its examples pass (the old ones stay inspectable). With `to_version`, make an "
+        "earlier version current instead (rollback)."
+    ),
+    "rollback": "Make an earlier version of a tool current again (see awb_inspect for its versions).",
+    "equip": (
+        "Equip a tool: it then appears in tools/list as its own tool, callable directly by name with its own "
+        "parameters. The equipped set is shared and capped (max_equipped); clients are notified of changes."
+    ),
+    "unequip": "Unequip a tool: it leaves tools/list but stays in the inventory (awb_call still works).",
 }
 
 META_TOOLS = tuple(INPUT)

@@ -1,0 +1,318 @@
+"""Kernel lockdown of a sandbox worker: rlimits, no_new_privs, Landlock, capability drop, seccomp.
+
+Standard library only: the zygote loads this file by path under `python -I`, where the `awb` package
+may not be importable. x86_64 Linux only; elsewhere every layer reports itself unavailable.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+import resource
+import struct
+import sys
+from collections.abc import Iterable
+
+_IS_X86_64_LINUX = sys.platform == "linux" and platform.machine() in ("x86_64", "AMD64")
+_libc = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
+if _libc is not None:
+    _libc.syscall.restype = ctypes.c_long
+    _libc.prctl.restype = ctypes.c_int
+
+# --- syscall numbers (x86_64) ---------------------------------------------------------------------
+SYS = {
+    "socket": 41, "connect": 42, "accept": 43, "bind": 49, "listen": 50, "socketpair": 53, "accept4": 288,
+    "clone": 56, "fork": 57, "vfork": 58, "execve": 59, "execveat": 322, "clone3": 435,
+    "kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297,
+    "pidfd_send_signal": 424, "pidfd_open": 434, "pidfd_getfd": 438,
+    "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "kcmp": 312,
+    "unshare": 272, "setns": 308, "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161,
+    "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
+    "mount_setattr": 442,
+    "bpf": 321, "perf_event_open": 298, "keyctl": 250, "add_key": 248, "request_key": 249,
+    "userfaultfd": 323, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+    "kexec_load": 246, "kexec_file_load": 320, "init_module": 175, "finit_module": 313, "delete_module": 176,
+    "reboot": 169, "swapon": 167, "swapoff": 168, "acct": 163, "settimeofday": 164, "clock_settime": 227,
+    "name_to_handle_at": 303, "open_by_handle_at": 304, "quotactl": 179, "syslog": 103,
+}  # fmt: skip
+#: Calls that end the worker at once (SIGSYS): a tool has no business making them.
+DENIED = sorted(name for name in SYS if name not in ("clone", "clone3"))
+_SYS_LANDLOCK_CREATE_RULESET, _SYS_LANDLOCK_ADD_RULE, _SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
+_SYS_CAPSET = 126
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_SECCOMP = 22
+_PR_CAPBSET_DROP = 24
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
+_SECCOMP_MODE_FILTER = 2
+_CLONE_THREAD = 0x00010000
+_CLONE_NEWNET = 0x40000000
+_CLONE_NEWUSER = 0x10000000
+_AUDIT_ARCH_X86_64 = 0xC000003E
+_SECCOMP_RET_KILL_PROCESS = 0x80000000
+_SECCOMP_RET_ERRNO = 0x00050000
+_SECCOMP_RET_ALLOW = 0x7FFF0000
+
+# --- Landlock ---------------------------------------------------------------------------------------
+_LL_EXECUTE, _LL_WRITE_FILE, _LL_READ_FILE, _LL_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+_LL_ALL_V1 = (1 << 13) - 1
+_LL_REFER, _LL_TRUNCATE, _LL_IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
+_LL_FILE_RIGHTS = _LL_EXECUTE | _LL_WRITE_FILE | _LL_READ_FILE | _LL_TRUNCATE | _LL_IOCTL_DEV
+_LL_NET_BIND_TCP, _LL_NET_CONNECT_TCP = 1, 2
+_LL_SCOPE_ABSTRACT_UNIX_SOCKET, _LL_SCOPE_SIGNAL = 1, 2
+_LL_CREATE_RULESET_VERSION = 1
+_LL_RULE_PATH_BENEATH = 1
+
+#: Files and trees outside the interpreter's own that a forked CPython may still need to read
+#: (shared libraries of extension modules, the dynamic loader's cache, time zones).
+SYSTEM_READ_PATHS = (
+    "/usr/lib",
+    "/usr/lib64",
+    "/usr/local/lib",
+    "/usr/share/zoneinfo",
+    "/etc/ld.so.cache",
+    "/etc/localtime",
+    "/dev/urandom",
+)
+LAYERS = ("rlimits", "no_new_privs", "landlock", "capabilities_dropped", "seccomp", "network_namespace")
+
+
+def _syscall(number: int, *args: object) -> int:
+    assert _libc is not None
+    result = int(_libc.syscall(number, *args))
+    if result < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return result
+
+
+def _prctl(option: int, arg2: int = 0, arg3: int = 0, arg4: int = 0, arg5: int = 0) -> int:
+    assert _libc is not None
+    result = int(
+        _libc.prctl(
+            ctypes.c_int(option), ctypes.c_ulong(arg2), ctypes.c_ulong(arg3), ctypes.c_ulong(arg4), ctypes.c_ulong(arg5)
+        )
+    )
+    if result < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return result
+
+
+# --- probes -----------------------------------------------------------------------------------------
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version, 0 when Landlock is missing or disabled."""
+    if not _IS_X86_64_LINUX:
+        return 0
+    try:
+        return _syscall(_SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_LL_CREATE_RULESET_VERSION))
+    except OSError:
+        return 0
+
+
+def seccomp_available() -> bool:
+    if not _IS_X86_64_LINUX:
+        return False
+    try:
+        with open("/proc/sys/kernel/seccomp/actions_avail", encoding="ascii") as handle:
+            return "kill_process" in handle.read()
+    except OSError:
+        return False
+
+
+def probe() -> dict[str, bool]:
+    """Which layers this machine can provide (the network namespace is probed by `enter_network_namespace`)."""
+    linux = _IS_X86_64_LINUX
+    return {
+        "rlimits": linux,
+        "no_new_privs": linux,
+        "landlock": landlock_abi() >= 1,
+        "capabilities_dropped": linux,
+        "seccomp": seccomp_available(),
+    }
+
+
+# --- layers ---------------------------------------------------------------------------------------
+
+
+def enter_network_namespace() -> bool:
+    """Move the calling (single-threaded) process into a fresh, empty network namespace."""
+    if not _IS_X86_64_LINUX:
+        return False
+    assert _libc is not None
+    if os.geteuid() == 0:
+        return _libc.unshare(ctypes.c_int(_CLONE_NEWNET)) == 0
+    uid, gid = os.geteuid(), os.getegid()
+    if _libc.unshare(ctypes.c_int(_CLONE_NEWUSER | _CLONE_NEWNET)) != 0:
+        return False
+    try:
+        with open("/proc/self/setgroups", "w", encoding="ascii") as handle:
+            handle.write("deny")
+        with open("/proc/self/uid_map", "w", encoding="ascii") as handle:
+            handle.write(f"{uid} {uid} 1")
+        with open("/proc/self/gid_map", "w", encoding="ascii") as handle:
+            handle.write(f"{gid} {gid} 1")
+    except OSError:
+        return False
+    return True
+
+
+def die_with_parent() -> None:
+    _prctl(_PR_SET_PDEATHSIG, 9)
+
+
+def set_rlimits(*, nofile: int, fsize_bytes: int, address_space_bytes: int | None, cpu_seconds: int | None) -> None:
+    """Lower the process limits (soft = hard, so tool code cannot raise them back)."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize_bytes, fsize_bytes))
+    if address_space_bytes is not None:
+        resource.setrlimit(resource.RLIMIT_AS, (address_space_bytes, address_space_bytes))
+    if cpu_seconds is not None:
+        # The soft limit sends SIGXCPU (fatal by default); the hard one SIGKILL a second later.
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
+
+
+def set_no_new_privs() -> None:
+    _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+
+
+def landlock_restrict(read_paths: Iterable[str], write_paths: Iterable[str], *, abi: int) -> None:
+    """Allow reading `read_paths` and everything on `write_paths`; deny every other file access,
+    TCP bind/connect (ABI 4+), and signals or abstract sockets out of the domain (ABI 6+)."""
+    handled = _LL_ALL_V1
+    if abi >= 2:
+        handled |= _LL_REFER
+    if abi >= 3:
+        handled |= _LL_TRUNCATE
+    if abi >= 5:
+        handled |= _LL_IOCTL_DEV
+    handled_net = (_LL_NET_BIND_TCP | _LL_NET_CONNECT_TCP) if abi >= 4 else 0
+    scoped = (_LL_SCOPE_ABSTRACT_UNIX_SOCKET | _LL_SCOPE_SIGNAL) if abi >= 6 else 0
+    if abi >= 6:
+        attr = struct.pack("=QQQ", handled, handled_net, scoped)
+    elif abi >= 4:
+        attr = struct.pack("=QQ", handled, handled_net)
+    else:
+        attr = struct.pack("=Q", handled)
+    buffer = ctypes.create_string_buffer(attr, len(attr))
+    ruleset = _syscall(_SYS_LANDLOCK_CREATE_RULESET, buffer, ctypes.c_size_t(len(attr)), ctypes.c_uint32(0))
+    try:
+        read_rights = _LL_READ_FILE | _LL_READ_DIR
+        for paths, rights in ((read_paths, read_rights), (write_paths, handled)):
+            for path in paths:
+                _add_path_rule(ruleset, path, rights & handled)
+        _syscall(_SYS_LANDLOCK_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0))
+    finally:
+        os.close(ruleset)
+
+
+def _add_path_rule(ruleset: int, path: str, rights: int) -> None:
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EACCES):
+            return
+        raise
+    try:
+        if not os.path.isdir(path):
+            rights &= _LL_FILE_RIGHTS
+        rule = ctypes.create_string_buffer(struct.pack("=Qi", rights, fd), 12)
+        _syscall(_SYS_LANDLOCK_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_LL_RULE_PATH_BENEATH), rule, ctypes.c_uint32(0))
+    finally:
+        os.close(fd)
+
+
+def drop_capabilities() -> None:
+    """Empty the bounding, ambient, effective, permitted and inheritable capability sets."""
+    for cap in range(64):
+        try:
+            _prctl(_PR_CAPBSET_DROP, cap)
+        except OSError as exc:
+            if exc.errno == errno.EINVAL:  # past the last capability this kernel knows
+                break
+            if exc.errno != errno.EPERM:  # EPERM: we never held CAP_SETPCAP, nothing to drop
+                raise
+            break
+    _prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL)
+    header = ctypes.create_string_buffer(struct.pack("=Ii", 0x20080522, 0), 8)
+    data = ctypes.create_string_buffer(bytes(24), 24)
+    _syscall(_SYS_CAPSET, header, data)
+
+
+def seccomp_program() -> bytes:
+    """Classic BPF: other architectures and x32 die; denied calls kill the process; clone is
+    allowed only for threads; clone3 answers ENOSYS so the C library falls back to clone."""
+    ld, jeq, jset, jge, ret = 0x20, 0x15, 0x45, 0x35, 0x06
+
+    def ins(code: int, jt: int, jf: int, k: int) -> bytes:
+        return struct.pack("=HBBI", code, jt, jf, k)
+
+    prog = [
+        ins(ld, 0, 0, 4),
+        ins(jeq, 1, 0, _AUDIT_ARCH_X86_64),
+        ins(ret, 0, 0, _SECCOMP_RET_KILL_PROCESS),
+        ins(ld, 0, 0, 0),
+        ins(jge, 0, 1, 0x40000000),
+        ins(ret, 0, 0, _SECCOMP_RET_KILL_PROCESS),
+    ]
+    for name in DENIED:
+        prog += [ins(jeq, 0, 1, SYS[name]), ins(ret, 0, 0, _SECCOMP_RET_KILL_PROCESS)]
+    prog += [
+        ins(jeq, 0, 1, SYS["clone3"]),
+        ins(ret, 0, 0, _SECCOMP_RET_ERRNO | errno.ENOSYS),
+        ins(jeq, 0, 3, SYS["clone"]),
+        ins(ld, 0, 0, 16),
+        ins(jset, 1, 0, _CLONE_THREAD),
+        ins(ret, 0, 0, _SECCOMP_RET_KILL_PROCESS),
+        ins(ret, 0, 0, _SECCOMP_RET_ALLOW),
+    ]
+    return b"".join(prog)
+
+
+def install_seccomp() -> None:
+    program = seccomp_program()
+    count = len(program) // 8
+    filters = ctypes.create_string_buffer(program, len(program))
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
+
+    fprog = SockFprog(count, ctypes.cast(filters, ctypes.c_void_p))
+    _prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog))
+
+
+def lock_down(
+    *,
+    available: dict[str, bool],
+    read_paths: Iterable[str],
+    write_paths: Iterable[str],
+    nofile: int = 64,
+    fsize_bytes: int = 16 * 1024 * 1024,
+) -> dict[str, bool]:
+    """Apply every available layer to the calling process, in the order the kernel needs, and say
+    which ones took. A layer the machine offers but that fails to apply raises."""
+    applied = dict.fromkeys(LAYERS, False)
+    applied["network_namespace"] = available.get("network_namespace", False)
+    if not _IS_X86_64_LINUX:
+        return applied
+    set_rlimits(nofile=nofile, fsize_bytes=fsize_bytes, address_space_bytes=None, cpu_seconds=None)
+    applied["rlimits"] = True
+    set_no_new_privs()
+    applied["no_new_privs"] = True
+    abi = landlock_abi()
+    if available.get("landlock") and abi:
+        landlock_restrict(read_paths, write_paths, abi=abi)
+        applied["landlock"] = True
+    drop_capabilities()
+    applied["capabilities_dropped"] = True
+    if available.get("seccomp"):
+        install_seccomp()
+        applied["seccomp"] = True
+    return applied

@@ -1,0 +1,199 @@
+"""The equipped set, near-duplicates at craft, and purge, on the domain core."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from awb.clock import ManualClock
+from awb.config import Config, MemoryConfig
+from awb.errors import DuplicateTool, InvalidParams, LimitExceeded, NameConflict, NotEquippable
+from awb.events import Event
+from awb.workbench import Workbench
+from conftest import add_tool
+
+pytestmark = pytest.mark.anyio
+
+UPPER = {
+    "description": "Turn text into upper case letters",
+    "code": "def run(params):\n    return params['text'].upper()\n",
+    "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+    "examples": [{"params": {"text": "a"}, "expected": "A"}],
+}
+
+
+def record(workbench: Workbench) -> list[Event]:
+    events: list[Event] = []
+    workbench.events.subscribe(events.append)
+    return events
+
+
+async def test_equip_puts_the_tool_in_the_equipped_set_and_tells_listeners(workbench: Workbench) -> None:
+    tool = await workbench.craft(add_tool())
+    events = record(workbench)
+    equipped = workbench.equip(tool.name)
+    assert equipped.equipped
+    assert [t.name for t in workbench.equipped_tools()] == ["add_numbers"]
+    assert [e.kind for e in events] == ["equipped"]
+    assert events[0].changes_tool_list
+
+
+async def test_equipping_twice_is_harmless_and_silent(workbench: Workbench) -> None:
+    tool = await workbench.craft(add_tool())
+    workbench.equip(tool.tool_id)
+    events = record(workbench)
+    assert workbench.equip(tool.tool_id).equipped
+    assert events == []
+
+
+async def test_the_equipped_set_is_persisted_in_the_inventory(config: Config, clock: ManualClock) -> None:
+    async with Workbench(config, clock=clock) as first:
+        tool = await first.craft(add_tool())
+        first.equip(tool.name)
+    async with Workbench(config, clock=clock) as second:
+        assert [t.tool_id for t in second.equipped_tools()] == [tool.tool_id]
+
+
+async def test_equipping_past_max_equipped_is_limit_exceeded(tmp_path: Path) -> None:
+    config = Config(inventory_path=tmp_path / "inv.db", max_equipped=1)
+    async with Workbench(config) as workbench:
+        await workbench.craft(add_tool("first"))
+        await workbench.craft({**UPPER, "name": "second"})
+        workbench.equip("first")
+        with pytest.raises(LimitExceeded) as raised:
+            workbench.equip("second")
+        assert raised.value.details["limit"] == "max_equipped"
+        assert raised.value.details["equipped"] == ["first"]
+
+
+async def test_a_tool_named_like_a_meta_tool_cannot_be_equipped(workbench: Workbench) -> None:
+    await workbench.craft({**UPPER, "name": "awb_search"})
+    with pytest.raises(NameConflict):
+        workbench.equip("awb_search")
+
+
+async def test_unequip_removes_the_tool_from_the_set_and_tells_listeners(workbench: Workbench) -> None:
+    tool = await workbench.craft(add_tool())
+    workbench.equip(tool.name)
+    events = record(workbench)
+    assert not workbench.unequip(tool.name).equipped
+    assert workbench.equipped_tools() == []
+    assert [e.kind for e in events] == ["unequipped"]
+    assert events[0].changes_tool_list
+
+
+async def test_deleting_an_equipped_tool_unequips_it_and_changes_the_tool_list(workbench: Workbench) -> None:
+    tool = await workbench.craft(add_tool())
+    workbench.equip(tool.name)
+    events = record(workbench)
+    workbench.delete(tool.name)
+    assert workbench.equipped_tools() == []
+    assert events[0].kind == "deleted" and events[0].changes_tool_list
+
+
+async def test_maintenance_that_archives_an_equipped_tool_unequips_it(workbench: Workbench, clock: ManualClock) -> None:
+    tool = await workbench.craft(add_tool())
+    workbench.equip(tool.name)
+    events = record(workbench)
+    clock.advance(days=workbench.config.memory.archive_days_short + 1)
+    workbench.maintain()
+    assert workbench.equipped_tools() == []
+    assert workbench.store.get(tool.tool_id).status == "archived"  # type: ignore[union-attr]
+    assert any(e.changes_tool_list for e in events)
+    with pytest.raises(NotEquippable):
+        workbench.equip(tool.name)
+
+
+async def test_long_term_tools_are_equipped_automatically_when_configured(tmp_path: Path) -> None:
+    config = Config(
+        inventory_path=tmp_path / "inv.db",
+        auto_equip_long_term=True,
+        memory=MemoryConfig(promotion_threshold_medium=1, promotion_threshold_long=2),
+    )
+    async with Workbench(config) as workbench:
+        tool = await workbench.craft(add_tool())
+        await workbench.call(tool.name, {"a": 1, "b": 1})
+        assert workbench.equipped_tools() == []
+        await workbench.call(tool.name, {"a": 1, "b": 1})
+        assert [t.name for t in workbench.equipped_tools()] == ["add_numbers"]
+
+
+async def test_long_term_tools_are_not_equipped_by_default(tmp_path: Path) -> None:
+    config = Config(
+        inventory_path=tmp_path / "inv.db",
+        memory=MemoryConfig(promotion_threshold_medium=1, promotion_threshold_long=1),
+    )
+    async with Workbench(config) as workbench:
+        tool = await workbench.craft(add_tool())
+        result = await workbench.call(tool.name, {"a": 1, "b": 1})
+        assert result.memory_level == "long_term"
+        assert workbench.equipped_tools() == []
+
+
+# --- near-duplicates ------------------------------------------------------------------------------
+
+
+async def test_similar_scores_a_near_duplicate_high_and_an_unrelated_tool_low(workbench: Workbench) -> None:
+    await workbench.craft(add_tool("add_numbers"))
+    await workbench.craft({**UPPER, "name": "upper_case"})
+    similar = workbench.similar("sum_numbers", "Add two numbers and return the sum")
+    assert similar[0].name == "add_numbers"
+    assert similar[0].score is not None and similar[0].score >= 0.85
+    assert all(s.name != "upper_case" for s in similar)
+
+
+async def test_dedupe_warn_admits_a_duplicate(workbench: Workbench) -> None:
+    await workbench.craft(add_tool("add_numbers"))
+    copy = await workbench.craft(add_tool("add_numbers_again"))
+    assert copy.name == "add_numbers_again"
+
+
+async def test_dedupe_reject_refuses_a_duplicate_and_names_the_existing_tool(tmp_path: Path) -> None:
+    config = Config(inventory_path=tmp_path / "inv.db", dedupe="reject")
+    async with Workbench(config) as workbench:
+        original = await workbench.craft(add_tool("add_numbers"))
+        with pytest.raises(DuplicateTool) as raised:
+            await workbench.craft(add_tool("sum_numbers"))
+        assert raised.value.details["tool_id"] == original.tool_id
+        assert raised.value.details["name"] == "add_numbers"
+        assert "add_numbers" in raised.value.message
+        assert (await workbench.craft({**UPPER, "name": "upper_case"})).name == "upper_case"
+
+
+# --- purge ----------------------------------------------------------------------------------------
+
+
+async def test_purge_removes_tools_archived_long_enough_and_dry_run_only_lists(
+    workbench: Workbench, clock: ManualClock
+) -> None:
+    old = await workbench.craft(add_tool("old_tool"))
+    clock.advance(days=workbench.config.memory.archive_days_short + 1)
+    workbench.maintain()
+    clock.advance(days=10)
+    await workbench.craft({**UPPER, "name": "fresh_tool"})
+    planned = workbench.purge(archived_before_days=5, dry_run=True)
+    assert [t.tool_id for t in planned] == [old.tool_id]
+    assert workbench.store.get(old.tool_id) is not None
+    assert workbench.purge(archived_before_days=30) == []
+    removed = workbench.purge(archived_before_days=5)
+    assert [t.tool_id for t in removed] == [old.tool_id]
+    assert workbench.store.get(old.tool_id) is None
+    assert workbench.store.versions(old.tool_id) == []
+    assert workbench.store.calls(old.tool_id) == []
+    assert [t.name for t in workbench.list_tools()] == ["fresh_tool"]
+
+
+async def test_purge_of_deleted_tools_removes_soft_deleted_records(workbench: Workbench) -> None:
+    gone = await workbench.craft(add_tool("gone"))
+    await workbench.call("gone", {"a": 1, "b": 2})
+    workbench.delete("gone")
+    kept = await workbench.craft({**UPPER, "name": "kept"})
+    assert [t.tool_id for t in workbench.purge(deleted=True)] == [gone.tool_id]
+    assert workbench.store.get(gone.tool_id) is None
+    assert workbench.store.get(kept.tool_id) is not None
+
+
+async def test_purge_without_a_target_is_invalid(workbench: Workbench) -> None:
+    with pytest.raises(InvalidParams):
+        workbench.purge()

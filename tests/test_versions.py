@@ -1,0 +1,109 @@
+"""Versions: updates admitted by their examples, immutable history, rollback, counters across versions."""
+
+from __future__ import annotations
+
+import pytest
+
+from awb.errors import AdmissionFailed, InvalidParams, ToolNotFound
+from awb.events import Event
+from awb.workbench import Workbench
+from conftest import add_tool
+
+pytestmark = pytest.mark.anyio
+
+TIMES_CODE = "def run(params):\n    return params['a'] * params['b']\n"
+MULTIPLY = {
+    "code": TIMES_CODE,
+    "description": "Multiply two numbers",
+    "examples": [{"params": {"a": 2, "b": 3}, "expected": 6}],
+}
+
+
+async def test_update_stores_a_new_version_and_keeps_the_old_one_inspectable(workbench: Workbench) -> None:
+    tool = await workbench.craft(add_tool())
+    updated = await workbench.update(tool.tool_id, **MULTIPLY)
+    assert (updated.version, updated.parent_version) == (2, 1)
+    assert (await workbench.call(tool.name, {"a": 4, "b": 5})).result == 20
+    inspection = workbench.inspect(tool.name)
+    assert inspection.tool.version == 2
+    assert [v.version for v in inspection.versions] == [1, 2]
+    assert inspection.versions[0].code == tool.code
+    assert inspection.versions[1].description == "Multiply two numbers"
+
+
+async def test_update_whose_examples_fail_is_rejected_with_a_report_and_changes_nothing(
+    workbench: Workbench,
+) -> None:
+    tool = await workbench.craft(add_tool())
+    with pytest.raises(AdmissionFailed) as raised:
+        await workbench.update(tool.name, code=TIMES_CODE)  # the current example expects 1 + 2 = 3
+    report = raised.value.details["examples"]
+    assert report[0]["ok"] is False and report[0]["got"] == 2 and report[0]["expected"] == 3
+    assert workbench.inspect(tool.name).tool.version == 1
+    assert [v.version for v in workbench.store.versions(tool.tool_id)] == [1]
+
+
+async def test_update_without_any_field_is_invalid(workbench: Workbench) -> None:
+    await workbench.craft(add_tool())
+    with pytest.raises(InvalidParams):
+        await workbench.update("add_numbers")
+
+
+async def test_rollback_makes_an_earlier_version_current_and_the_next_update_gets_a_new_number(
+    workbench: Workbench,
+) -> None:
+    tool = await workbench.craft(add_tool())
+    await workbench.update(tool.name, **MULTIPLY)
+    back = workbench.rollback(tool.name, 1)
+    assert (back.version, back.parent_version) == (1, 2)
+    assert (await workbench.call(tool.name, {"a": 4, "b": 5})).result == 9
+    assert workbench.inspect(tool.name).tool.description == "Add two numbers and return the sum"
+    again = await workbench.update(tool.name, description="Add two numbers (v3)")
+    assert again.version == 3
+    assert [v.version for v in workbench.store.versions(tool.tool_id)] == [1, 2, 3]
+
+
+async def test_rollback_to_a_version_that_does_not_exist_is_tool_not_found(workbench: Workbench) -> None:
+    await workbench.craft(add_tool())
+    with pytest.raises(ToolNotFound) as raised:
+        workbench.rollback("add_numbers", 7)
+    assert raised.value.details["versions"] == [1]
+
+
+async def test_usage_stays_with_the_tool_while_failures_are_counted_per_version(workbench: Workbench) -> None:
+    tool = await workbench.craft(add_tool())
+    await workbench.call(tool.name, {"a": 1, "b": 1})
+    await workbench.update(
+        tool.name,
+        code="def run(params):\n    return 1 // params['a'] + params['b'] - 1\n",
+        examples=[{"params": {"a": 1, "b": 1}, "expected": 1}],
+    )
+    await workbench.call(tool.name, {"a": 1, "b": 2})
+    with pytest.raises(Exception):  # noqa: B017 - any execution error will do
+        await workbench.call(tool.name, {"a": 0, "b": 2})
+    inspection = workbench.inspect(tool.name)
+    assert inspection.tool.usage_count == 2  # successes across both versions
+    assert inspection.tool.failure_count == 1
+    v1, v2 = inspection.versions
+    assert (v1.usage_count, v1.failure_count) == (1, 0)
+    assert (v2.usage_count, v2.failure_count) == (2, 1)
+
+
+async def test_a_new_version_of_an_equipped_tool_changes_the_tool_list(workbench: Workbench) -> None:
+    tool = await workbench.craft(add_tool())
+    workbench.equip(tool.name)
+    events: list[Event] = []
+    workbench.events.subscribe(events.append)
+    await workbench.update(tool.name, **MULTIPLY)
+    workbench.rollback(tool.name, 1)
+    assert [e.kind for e in events] == ["updated", "updated"]
+    assert all(e.changes_tool_list for e in events)
+    assert workbench.equipped_tools()[0].version == 1
+
+
+async def test_a_new_version_of_an_unequipped_tool_leaves_the_tool_list_alone(workbench: Workbench) -> None:
+    tool = await workbench.craft(add_tool())
+    events: list[Event] = []
+    workbench.events.subscribe(events.append)
+    await workbench.update(tool.name, **MULTIPLY)
+    assert [e.changes_tool_list for e in events] == [False]
