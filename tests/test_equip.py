@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,7 @@ from awb.config import Config, MemoryConfig
 from awb.errors import DuplicateTool, InvalidParams, LimitExceeded, NameConflict, NotEquippable
 from awb.events import Event
 from awb.workbench import Workbench
-from conftest import add_tool
+from conftest import add_tool, awb_env
 
 pytestmark = pytest.mark.anyio
 
@@ -197,3 +199,33 @@ async def test_purge_of_deleted_tools_removes_soft_deleted_records(workbench: Wo
 async def test_purge_without_a_target_is_invalid(workbench: Workbench) -> None:
     with pytest.raises(InvalidParams):
         workbench.purge()
+
+
+async def test_purge_from_the_cli_refuses_without_a_terminal_and_removes_with_yes(tmp_path: Path) -> None:
+    config = Config(inventory_path=tmp_path / "inventory.db")
+    async with Workbench(config) as workbench:
+        await workbench.craft(add_tool("doomed"))
+        workbench.delete("doomed")
+    refused = subprocess.run(
+        [sys.executable, "-m", "awb", "inventory", "purge", "--deleted"],
+        env=awb_env(tmp_path),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert refused.returncode == 1 and "--yes" in refused.stderr
+    assert "doomed" in refused.stdout
+    done = subprocess.run(
+        [sys.executable, "-m", "awb", "inventory", "purge", "--deleted", "--yes", "--json"],
+        env=awb_env(tmp_path),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert '"count": 1' in done.stdout
+    async with Workbench(config) as workbench:
+        assert workbench.purge(deleted=True, dry_run=True) == []

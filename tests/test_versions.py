@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from awb.errors import AdmissionFailed, InvalidParams, ToolNotFound
+from awb.errors import AdmissionFailed, ExecutionError, InvalidParams, ToolNotFound
 from awb.events import Event
 from awb.workbench import Workbench
 from conftest import add_tool
@@ -79,7 +79,7 @@ async def test_usage_stays_with_the_tool_while_failures_are_counted_per_version(
         examples=[{"params": {"a": 1, "b": 1}, "expected": 1}],
     )
     await workbench.call(tool.name, {"a": 1, "b": 2})
-    with pytest.raises(Exception):  # noqa: B017 - any execution error will do
+    with pytest.raises(ExecutionError):
         await workbench.call(tool.name, {"a": 0, "b": 2})
     inspection = workbench.inspect(tool.name)
     assert inspection.tool.usage_count == 2  # successes across both versions

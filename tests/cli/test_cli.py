@@ -7,8 +7,8 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
-import click
 import pytest
 import typer.main
 from typer.testing import CliRunner
@@ -119,8 +119,8 @@ def test_maintain_reports_what_it_moved(tmp_path: Path) -> None:
     assert json.loads(result.stdout) == {"changes": []}
 
 
-def _command_paths(command: click.Command, prefix: str = "awb") -> list[str]:
-    if isinstance(command, click.Group):
+def _command_paths(command: Any, prefix: str = "awb") -> list[str]:
+    if hasattr(command, "commands"):
         paths = []
         for name, sub in command.commands.items():
             paths.extend(_command_paths(sub, f"{prefix} {name}"))

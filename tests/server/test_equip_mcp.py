@@ -330,25 +330,3 @@ async def test_equip_over_streamable_http_on_the_2025_handshake(http_server: str
             await standalone_stream_open(client, notes)
             await equip_journey(client, (notes.next, notes.forget))
             await cli_journey(client, tmp_path, (notes.next, notes.forget))
-
-
-async def test_purge_from_the_cli_refuses_without_a_terminal_and_removes_with_yes(tmp_path: Path) -> None:
-    config = Config(inventory_path=tmp_path / "inventory.db")
-    async with Workbench(config) as workbench:
-        await workbench.craft(add_tool("doomed"))
-        workbench.delete("doomed")
-    refused = subprocess.run(
-        [sys.executable, "-m", "awb", "inventory", "purge", "--deleted"],
-        env=awb_env(tmp_path),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
-    assert refused.returncode == 1 and "--yes" in refused.stderr
-    assert "doomed" in refused.stdout
-    done = await awb_cli(tmp_path, "inventory", "purge", "--deleted", "--yes", "--json")
-    assert '"count": 1' in done
-    async with Workbench(config) as workbench:
-        assert workbench.purge(deleted=True, dry_run=True) == []

@@ -6,6 +6,8 @@ resolving symlinks and `..`. `write_file` never writes: it stages the write for 
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,9 @@ from awb.errors import OutputExceeded, SandboxViolation
 #: Staging callback: (path, content) -> staged write id.
 Stager = Callable[[str, str], int]
 MAX_READ_BYTES = 4 * 1024 * 1024
+MAX_WRITE_BYTES = 4 * 1024 * 1024
+MAX_STAGED_PER_CALL = 100
+MAX_PATH_CHARS = 4096
 
 
 class HostBridge:
@@ -28,6 +33,11 @@ class HostBridge:
         self.logs: list[str] = []
         self.staged: list[int] = []
 
+    @property
+    def read_dirs(self) -> list[str]:
+        """The granted directories, resolved (runtimes with kernel sandboxes mirror them)."""
+        return [str(root) for root in self._roots]
+
     def log(self, message: str) -> None:
         text = str(message)
         size = len(text.encode("utf-8"))
@@ -37,29 +47,64 @@ class HostBridge:
         self.logs.append(text)
 
     def _granted(self, path: str) -> Path:
+        _check_path(path)
         if not self._roots:
             raise SandboxViolation("this tool has no granted directories; read_file is refused", path=path)
         candidate = Path(path)
         for root in self._roots:
             resolved = (root / candidate).resolve() if not candidate.is_absolute() else candidate.resolve()
-            if resolved == root or root in resolved.parents:
+            if _inside(resolved, root):
                 return resolved
         raise SandboxViolation(f"read outside the granted directories refused: {path}", path=path)
 
     def read_file(self, path: str) -> str:
-        target = self._granted(str(path))
+        target = self._granted(path)
+        # Open without following a final symlink and check what was opened: a link swapped in after
+        # the resolve above cannot lead out of the granted directories.
         try:
-            with target.open("rb") as handle:
-                data = handle.read(MAX_READ_BYTES + 1)
+            fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
         except OSError as exc:
             raise SandboxViolation(f"cannot read {path}: {exc.strerror}", path=path) from None
+        with os.fdopen(fd, "rb") as handle:
+            opened = Path(os.readlink(f"/proc/self/fd/{fd}")) if Path("/proc/self/fd").is_dir() else target
+            if not any(_inside(opened, root) for root in self._roots):
+                raise SandboxViolation(f"read outside the granted directories refused: {path}", path=path)
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise SandboxViolation(f"{path} is not a regular file", path=path)
+            data = handle.read(MAX_READ_BYTES + 1)
         if len(data) > MAX_READ_BYTES:
             raise OutputExceeded(f"{path} is larger than {MAX_READ_BYTES} bytes", path=path)
         return data.decode("utf-8", errors="replace")
 
     def write_file(self, path: str, data: str) -> dict[str, Any]:
+        """Stage a write for a person to apply (`awb staged apply`); nothing touches the disk here.
+
+        A relative path is taken inside the first granted directory; the staged path is absolute."""
         if self._stage is None:
             raise SandboxViolation("write_file is not available here", path=path)
-        staged_id = self._stage(str(path), str(data))
+        _check_path(path)
+        if not isinstance(data, str):
+            raise SandboxViolation("write_file takes text data", path=path)
+        size = len(data.encode("utf-8"))
+        if size > MAX_WRITE_BYTES:
+            raise OutputExceeded(f"staged write of {size} bytes is over the {MAX_WRITE_BYTES}-byte cap", path=path)
+        if len(self.staged) >= MAX_STAGED_PER_CALL:
+            raise OutputExceeded(f"a call may stage at most {MAX_STAGED_PER_CALL} writes", path=path)
+        candidate = Path(path)
+        if not candidate.is_absolute():
+            if not self._roots:
+                raise SandboxViolation("write_file needs an absolute path (this tool has no granted directory)", path=path)
+            candidate = self._roots[0] / candidate
+        target = Path(os.path.normpath(candidate))
+        staged_id = self._stage(str(target), data)
         self.staged.append(staged_id)
-        return {"staged": True, "id": staged_id, "path": str(path)}
+        return {"staged": True, "id": staged_id, "path": str(target)}
+
+
+def _check_path(path: object) -> None:
+    if not isinstance(path, str) or not path or "\x00" in path or len(path) > MAX_PATH_CHARS:
+        raise SandboxViolation("a path must be a non-empty string without NUL characters", path=str(path)[:200])
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents

@@ -1,0 +1,534 @@
+"""The `cpython` runtime, server side: owns the zygote, keeps a few locked-down workers pre-forked,
+drives one worker per call (host functions, wall-clock timeout, RSS watchdog) and kills it after.
+
+A runtime instance belongs to the event loop it was started on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from awb.errors import (
+    Busy,
+    ExecutionError,
+    MemoryExceeded,
+    OutputExceeded,
+    SandboxViolation,
+    ToolRuntimeError,
+    ToolTimeout,
+    Unavailable,
+)
+from awb.sandbox.base import Execution, HostFunctions, Limits
+from awb.sandbox.cpython import lockdown
+from awb.sandbox.wire import (
+    BadFrame,
+    FrameTooLarge,
+    encode_frame,
+    error_from_worker,
+    frame_limit,
+    host_call,
+    read_frame,
+)
+
+log = logging.getLogger("awb.sandbox.cpython")
+
+ZYGOTE_PATH = Path(__file__).with_name("zygote.py")
+#: Every layer a worker must show before it gets code, unless degraded mode is allowed.
+REQUIRED_LAYERS = lockdown.LAYERS
+START_TIMEOUT_S = 15.0
+SPAWN_TIMEOUT_S = 5.0
+#: After a worker's socket closes, how long to wait for the zygote to report how it died.
+EXIT_STATUS_WAIT_S = 1.0
+RSS_POLL_S = 0.01
+
+
+@dataclass
+class _Worker:
+    pid: int
+    pidfd: int
+    sock: socket.socket
+    scratch: str
+    exited: asyncio.Future[int]
+    killed: bool = False
+    reader: asyncio.StreamReader | None = None
+    writer: asyncio.StreamWriter | None = None
+    #: The worker's "ready" frame: the layers it applied and its resident size before any code.
+    ready: dict[str, Any] = field(default_factory=dict)
+
+    def kill(self) -> None:
+        if not self.killed:
+            self.killed = True
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+
+    def close(self) -> None:
+        self.kill()
+        with contextlib.suppress(OSError):
+            os.close(self.pidfd)
+        if self.writer is not None:
+            self.writer.close()
+        else:
+            self.sock.close()
+
+
+@dataclass
+class _Zygote:
+    process: subprocess.Popen[bytes]
+    control: socket.socket
+    loop: asyncio.AbstractEventLoop
+    available: dict[str, bool] = field(default_factory=dict)
+    landlock_abi: int = 0
+    spawns: dict[int, asyncio.Future[_Worker]] = field(default_factory=dict)
+    exits: dict[int, asyncio.Future[int]] = field(default_factory=dict)
+    ready: asyncio.Future[dict[str, Any]] | None = None
+    next_id: int = 0
+    dead: bool = False
+
+    def on_readable(self) -> None:
+        while True:
+            try:
+                data, fds, _flags, _addr = socket.recv_fds(self.control, 1 << 16, 4)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                data, fds = b"", []
+            if not data:
+                for fd in fds:
+                    os.close(fd)
+                self._died()
+                return
+            try:
+                self._dispatch(json.loads(data), fds)
+            except Exception:  # a malformed message must not kill the reader
+                log.exception("bad message from the cpython zygote")
+                for fd in fds:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+
+    def _dispatch(self, message: dict[str, Any], fds: list[int]) -> None:
+        op = message.get("op")
+        if op == "ready" and self.ready is not None and not self.ready.done():
+            self.ready.set_result(message)
+        elif op == "spawned":
+            worker_fd, pidfd = fds
+            pid = int(message["pid"])
+            exited = self.exits.setdefault(pid, self.loop.create_future())
+            sock = socket.socket(fileno=worker_fd)
+            sock.setblocking(False)
+            worker = _Worker(pid=pid, pidfd=pidfd, sock=sock, scratch=str(message["scratch"]), exited=exited)
+            future = self.spawns.pop(int(message["id"]), None)
+            if future is None or future.done():
+                worker.close()
+            else:
+                future.set_result(worker)
+        elif op == "exited":
+            future = self.exits.pop(int(message["pid"]), None)
+            if future is None:
+                future = self.loop.create_future()
+            if not future.done():
+                future.set_result(int(message["status"]))
+        elif op == "error":
+            pending = self.spawns.pop(int(message.get("id") or 0), None)
+            if pending is not None and not pending.done():
+                pending.set_exception(Unavailable(f"the cpython zygote could not fork: {message.get('message')}"))
+
+    def _died(self) -> None:
+        if self.dead:
+            return
+        self.dead = True
+        with contextlib.suppress(ValueError, OSError):
+            self.loop.remove_reader(self.control.fileno())
+        error = Unavailable("the cpython zygote exited")
+        if self.ready is not None and not self.ready.done():
+            self.ready.set_exception(error)
+        for future in self.spawns.values():
+            if not future.done():
+                future.set_exception(error)
+        self.spawns.clear()
+
+    async def spawn(self) -> _Worker:
+        if self.dead:
+            raise Unavailable("the cpython zygote is not running")
+        self.next_id += 1
+        future: asyncio.Future[_Worker] = self.loop.create_future()
+        self.spawns[self.next_id] = future
+        self.control.send(json.dumps({"op": "spawn", "id": self.next_id}).encode())
+        return await asyncio.wait_for(future, SPAWN_TIMEOUT_S)
+
+    def close(self) -> None:
+        self._died()
+        self.control.close()
+        try:
+            self.process.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=2)
+
+
+class CPythonRuntime:
+    """Full CPython in pre-forked, kernel-locked-down, single-use workers."""
+
+    name = "cpython"
+    language = "python"
+
+    def __init__(
+        self,
+        *,
+        pool_size: int = 2,
+        max_concurrent: int = 8,
+        grants: list[str] | None = None,
+        allow_degraded: bool = False,
+        python: str | None = None,
+    ) -> None:
+        self._pool_size = pool_size
+        self._max_concurrent = max_concurrent
+        self._grants = sorted({str(Path(g).resolve()) for g in grants or []})
+        self._allow_degraded = allow_degraded
+        self._python = python or sys.executable
+        self._zygote: _Zygote | None = None
+        self._ready: deque[_Worker] = deque()
+        self._filling = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._active = 0
+        self._start_lock: asyncio.Lock | None = None
+        self._refusal: str | None = None
+
+    # --- life cycle -------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._zygote is not None and not self._zygote.dead:
+            return
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        async with self._start_lock:
+            if self._zygote is not None and not self._zygote.dead:
+                return
+            if not sys.platform.startswith("linux"):
+                raise Unavailable("the cpython runtime needs Linux (seccomp, Landlock, namespaces)")
+            self._zygote = await self._start_zygote()
+            missing = [layer for layer in REQUIRED_LAYERS if not self._zygote.available.get(layer)]
+            self._refusal = None
+            if missing and not self._allow_degraded:
+                self._refusal = (
+                    f"the cpython runtime refuses to run: protections missing on this machine: {', '.join(missing)} "
+                    "(set sandbox.allow_degraded_cpython to run with fewer protections)"
+                )
+                log.warning(self._refusal)
+                return
+            self._fill()
+
+    async def _start_zygote(self) -> _Zygote:
+        loop = asyncio.get_running_loop()
+        server_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            process = subprocess.Popen(
+                [self._python, "-I", "-B", str(ZYGOTE_PATH), str(zygote_end.fileno())],
+                env={},
+                pass_fds=(zygote_end.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                cwd="/",
+                start_new_session=True,
+            )
+        except OSError as exc:
+            server_end.close()
+            raise Unavailable(f"cannot start the cpython zygote: {exc}") from None
+        finally:
+            zygote_end.close()
+        server_end.setblocking(False)
+        zygote = _Zygote(process=process, control=server_end, loop=loop, ready=loop.create_future())
+        loop.add_reader(server_end.fileno(), zygote.on_readable)
+        server_end.send(json.dumps({"op": "config", "grants": self._grants, "network_namespace": True}).encode())
+        try:
+            assert zygote.ready is not None
+            ready = await asyncio.wait_for(zygote.ready, START_TIMEOUT_S)
+        except (Unavailable, TimeoutError):
+            zygote.close()
+            detail = _drain(process)
+            raise Unavailable(f"the cpython zygote did not start: {detail or 'no output'}") from None
+        finally:
+            if process.stderr is not None:
+                process.stderr.close()
+        zygote.available = {k: bool(v) for k, v in dict(ready.get("available") or {}).items()}
+        zygote.landlock_abi = int(ready.get("landlock_abi") or 0)
+        log.info("cpython zygote %s up; protections %s", ready.get("pid"), zygote.available)
+        return zygote
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(BaseException):
+                await task
+        while self._ready:
+            self._ready.popleft().close()
+        if self._zygote is not None:
+            zygote, self._zygote = self._zygote, None
+            zygote.close()
+
+    def protections(self) -> dict[str, bool]:
+        if self._zygote is not None:
+            layers = dict(self._zygote.available)
+        else:
+            layers = lockdown.probe()
+            layers["network_namespace"] = os.geteuid() == 0 or _user_namespaces_allowed()
+        layers["worker_process"] = True
+        layers["single_use_workers"] = True
+        return layers
+
+    def refusal(self) -> str | None:
+        """Why this runtime refuses to run tools here, or None."""
+        return self._refusal
+
+    # --- the pool -----------------------------------------------------------------------------------
+
+    def _fill(self) -> None:
+        while len(self._ready) + self._filling < self._pool_size:
+            self._filling += 1
+            task = asyncio.get_running_loop().create_task(self._add_worker())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _add_worker(self) -> None:
+        try:
+            self._ready.append(await self._new_worker())
+        except (Unavailable, TimeoutError, OSError) as exc:
+            log.warning("could not pre-fork a cpython worker: %s", exc)
+        finally:
+            self._filling -= 1
+
+    async def _new_worker(self) -> _Worker:
+        """Fork a worker and wait until it reports itself locked down."""
+        assert self._zygote is not None
+        try:
+            worker = await self._zygote.spawn()
+        except TimeoutError:
+            raise Unavailable("the cpython zygote did not fork a worker in time") from None
+        try:
+            worker.reader, worker.writer = await asyncio.open_connection(sock=worker.sock)
+            ready = await asyncio.wait_for(read_frame(worker.reader, 1 << 16), SPAWN_TIMEOUT_S)
+        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError, FrameTooLarge, BadFrame):
+            worker.close()
+            raise Unavailable("a cpython worker failed to lock itself down") from None
+        except BaseException:
+            worker.close()
+            raise
+        layers = ready.get("layers") if isinstance(ready.get("layers"), dict) else {}
+        missing = [layer for layer in REQUIRED_LAYERS if not layers.get(layer)]
+        if missing and not self._allow_degraded:
+            worker.close()
+            raise Unavailable(f"a cpython worker came up without {', '.join(missing)}; refusing to run code")
+        worker.ready = ready
+        return worker
+
+    async def _checkout(self) -> _Worker:
+        await self.start()
+        if self._refusal is not None:
+            raise Unavailable(self._refusal, runtime=self.name)
+        while self._ready:
+            worker = self._ready.popleft()
+            if not worker.exited.done():
+                return worker
+            worker.close()
+        return await self._new_worker()
+
+    # --- execution ----------------------------------------------------------------------------------
+
+    async def execute(self, code: str, params: dict[str, Any], limits: Limits, host: HostFunctions) -> Execution:
+        started = time.perf_counter()
+        value, logs = await self._run("run", code, params, limits, host)
+        return Execution(value=value, logs=logs, duration_ms=(time.perf_counter() - started) * 1000)
+
+    async def check(self, code: str, limits: Limits) -> None:
+        await self._run("check", code, {}, limits, None)
+
+    async def _run(
+        self, mode: str, code: str, params: dict[str, Any], limits: Limits, host: HostFunctions | None
+    ) -> tuple[Any, list[str]]:
+        if self._active >= self._max_concurrent:
+            raise Busy(
+                f"{self._active} cpython executions are running, the maximum; try again shortly",
+                limit=self._max_concurrent,
+            )
+        self._active += 1
+        try:
+            worker = await self._checkout()
+            try:
+                return await self._drive(worker, mode, code, params, limits, host)
+            finally:
+                worker.close()
+        finally:
+            self._active -= 1
+            if self._zygote is not None and not self._zygote.dead and self._refusal is None:
+                self._fill()
+
+    async def _drive(
+        self,
+        worker: _Worker,
+        mode: str,
+        code: str,
+        params: dict[str, Any],
+        limits: Limits,
+        host: HostFunctions | None,
+    ) -> tuple[Any, list[str]]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limits.timeout_ms / 1000
+        reader, writer = worker.reader, worker.writer
+        assert reader is not None and writer is not None
+        memory_hit = asyncio.Event()
+        watchdog: asyncio.Task[None] | None = None
+        try:
+            read_dirs = list(getattr(host, "read_dirs", []) or [])
+            job = {
+                "op": "job",
+                "mode": mode,
+                "code": code,
+                "params": params,
+                "limits": {
+                    "timeout_ms": limits.timeout_ms,
+                    "memory_mb": limits.memory_mb,
+                    "max_output_bytes": limits.max_output_bytes,
+                    "max_log_bytes": limits.max_log_bytes,
+                },
+                "read_dirs": read_dirs,
+            }
+            writer.write(encode_frame(job))
+            await writer.drain()
+            base_rss = int(worker.ready.get("base_rss") or 0)
+            watchdog = loop.create_task(
+                _watch_rss(worker, base_rss + limits.memory_mb * 1024 * 1024, memory_hit)
+            )
+            while True:
+                message = await self._next_frame(worker, reader, limits, deadline, memory_hit)
+                op = message.get("op")
+                if op == "host":
+                    if host is None:
+                        reply: dict[str, Any] = {
+                            "ok": False,
+                            "error": {"code": "sandbox_violation", "message": "no host functions while checking"},
+                        }
+                    else:
+                        reply = host_call(host, message)
+                    writer.write(encode_frame(reply))
+                    await writer.drain()
+                elif op == "result":
+                    return _result(message)
+                else:
+                    raise SandboxViolation(f"the worker sent an unexpected {op!r} frame")
+        except (ConnectionError, BrokenPipeError):
+            raise await self._death(worker, limits, memory_hit) from None
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+            worker.kill()
+
+    async def _next_frame(
+        self,
+        worker: _Worker,
+        reader: asyncio.StreamReader,
+        limits: Limits,
+        deadline: float,
+        memory_hit: asyncio.Event,
+    ) -> dict[str, Any]:
+        remaining = deadline - asyncio.get_running_loop().time()
+        try:
+            return await asyncio.wait_for(
+                read_frame(reader, frame_limit(limits.max_output_bytes, limits.max_log_bytes)), max(remaining, 0.001)
+            )
+        except TimeoutError:
+            worker.kill()
+            raise ToolTimeout(f"the tool ran past {limits.timeout_ms} ms", limit_ms=limits.timeout_ms) from None
+        except FrameTooLarge as exc:
+            worker.kill()
+            raise OutputExceeded(
+                f"the tool sent {exc.size} bytes, over the output cap", size=exc.size, limit=limits.max_output_bytes
+            ) from None
+        except BadFrame as exc:
+            worker.kill()
+            raise ToolRuntimeError(str(exc)) from None
+        except (asyncio.IncompleteReadError, ConnectionError):
+            raise await self._death(worker, limits, memory_hit) from None
+
+    async def _death(self, worker: _Worker, limits: Limits, memory_hit: asyncio.Event) -> ExecutionError:
+        """The error for a worker that went away without a result."""
+        if memory_hit.is_set():
+            return MemoryExceeded(f"the tool went over its {limits.memory_mb} MB memory limit", limit_mb=limits.memory_mb)
+        try:
+            status = await asyncio.wait_for(asyncio.shield(worker.exited), EXIT_STATUS_WAIT_S)
+        except TimeoutError:
+            return ToolRuntimeError("the sandbox worker died")
+        if os.WIFSIGNALED(status):
+            number = os.WTERMSIG(status)
+            if number == signal.SIGSYS:
+                return SandboxViolation(
+                    "the tool made a system call the sandbox forbids "
+                    "(process creation, exec, sockets, signals, ptrace, namespaces) and was stopped",
+                    signal="SIGSYS",
+                )
+            if number in (signal.SIGXCPU, signal.SIGKILL):
+                return ToolTimeout(f"the tool used up its CPU time ({limits.timeout_ms} ms)", limit_ms=limits.timeout_ms)
+            try:
+                name = signal.Signals(number).name
+            except ValueError:
+                name = str(number)
+            return ToolRuntimeError(f"the sandbox worker crashed ({name})", signal=name)
+        return ToolRuntimeError(f"the sandbox worker exited with status {os.WEXITSTATUS(status)} without a result")
+
+
+def _result(message: dict[str, Any]) -> tuple[Any, list[str]]:
+    if not message.get("ok"):
+        raise error_from_worker(message.get("error"))
+    try:
+        value = json.loads(str(message.get("value", "null")))
+    except json.JSONDecodeError:
+        raise ToolRuntimeError("the worker sent a result that is not JSON") from None
+    raw_logs = message.get("logs")
+    logs = [str(line) for line in raw_logs] if isinstance(raw_logs, list) else []
+    return value, logs
+
+
+async def _watch_rss(worker: _Worker, limit_bytes: int, hit: asyncio.Event) -> None:
+    page = os.sysconf("SC_PAGE_SIZE")
+    path = f"/proc/{worker.pid}/statm"
+    while True:
+        try:
+            with open(path, encoding="ascii") as handle:
+                rss = int(handle.read().split()[1]) * page
+        except (OSError, IndexError, ValueError):
+            return
+        if rss > limit_bytes:
+            hit.set()
+            worker.kill()
+            return
+        await asyncio.sleep(RSS_POLL_S)
+
+
+def _drain(process: subprocess.Popen[bytes]) -> str:
+    if process.stderr is None:
+        return ""
+    with contextlib.suppress(OSError, ValueError):
+        os.set_blocking(process.stderr.fileno(), False)
+        data = process.stderr.read(8192) or b""
+        return data.decode("utf-8", "replace").strip().splitlines()[-1] if data.strip() else ""
+    return ""
+
+
+def _user_namespaces_allowed() -> bool:
+    try:
+        return int(Path("/proc/sys/user/max_user_namespaces").read_text()) > 0
+    except (OSError, ValueError):
+        return False

@@ -1,0 +1,189 @@
+"""The CPython zygote: started once by the server (`python -I`, empty environment), it enters an empty
+network namespace, preloads the interpreter and forks single-use workers on request.
+
+Standard library only; run by path. Control channel: a SOCK_SEQPACKET socket whose number is argv[1],
+one JSON object per message.
+
+server -> zygote  {"op": "config", "grants": [dirs], "network_namespace": bool}   (first message)
+zygote -> server  {"op": "ready", "pid", "available": {layer: bool}, "landlock_abi"}
+server -> zygote  {"op": "spawn", "id": n}
+zygote -> server  {"op": "spawned", "id": n, "pid", "scratch"} + fds [worker socket, pidfd]
+zygote -> server  {"op": "exited", "pid", "status"}        (raw wait status, when a worker is reaped)
+zygote -> server  {"op": "error", "id": n, "message"}
+The zygote exits when the control socket closes, killing its workers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import json
+import os
+import selectors
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import lockdown  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
+import worker  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
+
+#: Modules tools commonly need, imported once here so a worker does not pay for them.
+PRELOAD = (
+    "base64 bisect calendar collections csv dataclasses datetime decimal difflib enum fractions functools "
+    "hashlib heapq html itertools math operator random re statistics string textwrap typing unicodedata "
+    "urllib.parse uuid zlib"
+).split()
+_M_ARENA_MAX = -8
+
+
+def interpreter_paths() -> list[str]:
+    paths = {os.path.realpath(p) for p in sys.path if p and os.path.exists(p)}
+    for path in (sys.prefix, sys.base_prefix, sys.exec_prefix):
+        lib = os.path.join(path, "lib")
+        if os.path.isdir(lib):
+            paths.add(os.path.realpath(lib))
+    paths.update(os.path.realpath(p) for p in lockdown.SYSTEM_READ_PATHS if os.path.exists(p))
+    return sorted(paths)
+
+
+class Zygote:
+    def __init__(self, control: socket.socket) -> None:
+        self.control = control
+        self.children: dict[int, str] = {}
+        self.base = ""
+        self.read_paths: list[str] = []
+        self.grants: list[str] = []
+        self.available: dict[str, bool] = {}
+
+    def setup(self, config: dict[str, Any]) -> None:
+        self.grants = sorted({os.path.realpath(g) for g in config.get("grants", []) if isinstance(g, str)})
+        self.available = lockdown.probe()
+        netns = bool(config.get("network_namespace", True)) and lockdown.enter_network_namespace()
+        self.available["network_namespace"] = netns
+        with contextlib.suppress(OSError, AttributeError):
+            # One malloc arena: per-thread arenas reserve 64 MB of address space each.
+            ctypes.CDLL(None).mallopt(_M_ARENA_MAX, 1)
+        for name in PRELOAD:
+            with contextlib.suppress(ImportError):
+                __import__(name)
+        worker.warm_up()
+        # Objects alive now are never collected in a worker: keeping the collector off them keeps
+        # their pages shared with the zygote instead of copied on the first collection.
+        gc.collect()
+        gc.freeze()
+        self.base = tempfile.mkdtemp(prefix="awb-cpython-")
+        os.chmod(self.base, 0o700)
+        self.read_paths = interpreter_paths()
+
+    def spawn(self, request_id: int) -> None:
+        parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        scratch = tempfile.mkdtemp(dir=self.base)
+        pid = os.fork()
+        if pid == 0:  # the worker
+            try:
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                lockdown.die_with_parent()
+                fd = child_end.fileno()
+                os.closerange(3, fd)
+                os.closerange(fd + 1, 1 << 20)
+                worker.child_main(child_end, scratch, self.read_paths, self.grants, self.available)
+            finally:
+                os._exit(72)
+        child_end.close()
+        self.children[pid] = scratch
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError as exc:
+            os.kill(pid, signal.SIGKILL)
+            parent_end.close()
+            self._send({"op": "error", "id": request_id, "message": f"pidfd_open failed: {exc}"})
+            return
+        try:
+            message = {"op": "spawned", "id": request_id, "pid": pid, "scratch": scratch}
+            socket.send_fds(self.control, [json.dumps(message).encode()], [parent_end.fileno(), pidfd])
+        finally:
+            os.close(pidfd)
+            parent_end.close()
+
+    def reap(self) -> None:
+        while self.children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            scratch = self.children.pop(pid, None)
+            if scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
+            self._send({"op": "exited", "pid": pid, "status": status})
+
+    def _send(self, message: dict[str, Any]) -> None:
+        with contextlib.suppress(OSError):
+            self.control.send(json.dumps(message).encode())
+
+    def shutdown(self) -> None:
+        for pid in list(self.children):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in list(self.children):
+            with contextlib.suppress(OSError):
+                os.waitpid(pid, 0)
+        if self.base:
+            shutil.rmtree(self.base, ignore_errors=True)
+
+    def serve(self) -> None:
+        wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+        selector = selectors.DefaultSelector()
+        selector.register(self.control, selectors.EVENT_READ, "control")
+        selector.register(wake_r, selectors.EVENT_READ, "child")
+        while True:
+            for key, _ in selector.select():
+                if key.data == "child":
+                    with contextlib.suppress(BlockingIOError):
+                        while os.read(wake_r, 512):
+                            pass
+                    self.reap()
+                    continue
+                data = self.control.recv(1 << 16)
+                if not data:
+                    return
+                message = json.loads(data)
+                if message.get("op") == "spawn":
+                    try:
+                        self.spawn(int(message.get("id", 0)))
+                    except OSError as exc:
+                        self._send({"op": "error", "id": message.get("id"), "message": str(exc)})
+
+
+def main() -> None:
+    control = socket.socket(fileno=int(sys.argv[1]))
+    zygote = Zygote(control)
+    try:
+        zygote.setup(json.loads(control.recv(1 << 20)))
+        ready = {
+            "op": "ready",
+            "pid": os.getpid(),
+            "available": zygote.available,
+            "landlock_abi": lockdown.landlock_abi(),
+        }
+        control.send(json.dumps(ready).encode())
+        devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(devnull, 2)  # from here on nothing may block on a pipe the server stopped reading
+        os.close(devnull)
+        zygote.serve()
+    finally:
+        zygote.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,231 @@
+"""The `javascript` runtime: QuickJS (PyPI `quickjs`) in locked-down worker processes, never in the
+server. A fresh QuickJS context per call with memory and stack limits; the wall-clock limit is
+enforced by killing the worker. Tool contract: `function run(params) { ... }` returning a JSON value;
+host functions `log`, `readFile`/`read_file`, `writeFile`/`write_file`; `console.log` goes to logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import json
+import logging
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from awb.errors import Busy, OutputExceeded, ToolRuntimeError, ToolTimeout, Unavailable
+from awb.sandbox.base import Execution, HostFunctions, Limits
+from awb.sandbox.cpython import lockdown
+from awb.sandbox.wire import (
+    BadFrame,
+    FrameTooLarge,
+    encode_frame,
+    error_from_worker,
+    frame_limit,
+    host_call,
+    read_frame,
+)
+
+log = logging.getLogger("awb.sandbox.javascript")
+
+WORKER_PATH = Path(__file__).with_name("javascript_worker.py")
+START_TIMEOUT_S = 15.0
+REQUIRED_LAYERS = ("rlimits", "no_new_privs", "seccomp", "landlock")
+
+
+def quickjs_missing() -> str | None:
+    """Why the runtime cannot work here, or None."""
+    if importlib.util.find_spec("quickjs") is None:
+        return "the javascript runtime needs the `quickjs` package: pip install 'agent-workbench[javascript]'"
+    return None
+
+
+@dataclass
+class _JsWorker:
+    process: asyncio.subprocess.Process
+    layers: dict[str, bool] = field(default_factory=dict)
+
+    @property
+    def reader(self) -> asyncio.StreamReader:
+        assert self.process.stdout is not None
+        return self.process.stdout
+
+    async def send(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(encode_frame(message))
+        await self.process.stdin.drain()
+
+    async def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self.process.kill()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.process.wait(), 5)
+
+
+class JavaScriptRuntime:
+    name = "javascript"
+    language = "javascript"
+
+    def __init__(self, *, pool_size: int = 2, max_concurrent: int = 8, python: str | None = None) -> None:
+        self._pool_size = pool_size
+        self._max_concurrent = max_concurrent
+        self._python = python or sys.executable
+        self._idle: list[_JsWorker] = []
+        self._active = 0
+        self._started = False
+        self._layers: dict[str, bool] = {}
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        missing = quickjs_missing()
+        if missing is not None:
+            raise Unavailable(missing, runtime=self.name)
+        self._started = True
+        workers = await asyncio.gather(*(self._spawn() for _ in range(self._pool_size)), return_exceptions=True)
+        for worker in workers:
+            if isinstance(worker, BaseException):
+                log.warning("could not start a javascript worker: %s", worker)
+            else:
+                self._idle.append(worker)
+
+    async def close(self) -> None:
+        idle, self._idle = self._idle, []
+        for worker in idle:
+            await worker.kill()
+        self._started = False
+
+    def protections(self) -> dict[str, bool]:
+        base = self._layers or {layer: value for layer, value in lockdown.probe().items() if layer in REQUIRED_LAYERS}
+        return {**base, "worker_process": True, "engine_memory_limit": True, "no_filesystem": True}
+
+    async def _spawn(self) -> _JsWorker:
+        process = await asyncio.create_subprocess_exec(
+            self._python,
+            "-I",
+            "-B",
+            str(WORKER_PATH),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={},
+            cwd="/",
+            start_new_session=True,
+        )
+        worker = _JsWorker(process)
+        try:
+            ready = await asyncio.wait_for(read_frame(worker.reader, 1 << 16), START_TIMEOUT_S)
+        except (TimeoutError, asyncio.IncompleteReadError, FrameTooLarge, BadFrame):
+            await worker.kill()
+            raise Unavailable("a javascript worker did not start (is quickjs importable?)") from None
+        raw = ready.get("layers")
+        worker.layers = {k: bool(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
+        self._layers = worker.layers
+        return worker
+
+    async def execute(self, code: str, params: dict[str, Any], limits: Limits, host: HostFunctions) -> Execution:
+        started = time.perf_counter()
+        value, logs = await self._run("run", code, params, limits, host)
+        return Execution(value=value, logs=logs, duration_ms=(time.perf_counter() - started) * 1000)
+
+    async def check(self, code: str, limits: Limits) -> None:
+        await self._run("check", code, {}, limits, None)
+
+    async def _run(
+        self, mode: str, code: str, params: dict[str, Any], limits: Limits, host: HostFunctions | None
+    ) -> tuple[Any, list[str]]:
+        if self._active >= self._max_concurrent:
+            raise Busy(
+                f"{self._active} javascript executions are running, the maximum; try again shortly",
+                limit=self._max_concurrent,
+            )
+        self._active += 1
+        try:
+            await self.start()
+            worker = self._idle.pop() if self._idle else await self._spawn()
+            healthy = False
+            try:
+                result = await self._drive(worker, mode, code, params, limits, host)
+                healthy = True
+                return result
+            except _WorkerReported as reported:
+                # The worker is fine after a tool's own error: the QuickJS context is thrown away.
+                healthy = True
+                raise reported.error from None
+            finally:
+                if healthy and len(self._idle) < self._pool_size and self._started:
+                    self._idle.append(worker)
+                else:
+                    await worker.kill()
+        finally:
+            self._active -= 1
+
+    async def _drive(
+        self,
+        worker: _JsWorker,
+        mode: str,
+        code: str,
+        params: dict[str, Any],
+        limits: Limits,
+        host: HostFunctions | None,
+    ) -> tuple[Any, list[str]]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limits.timeout_ms / 1000
+        job = {
+            "op": "job",
+            "mode": mode,
+            "code": code,
+            "params": params,
+            "limits": {
+                "memory_mb": limits.memory_mb,
+                "max_output_bytes": limits.max_output_bytes,
+                "max_log_bytes": limits.max_log_bytes,
+            },
+        }
+        try:
+            await worker.send(job)
+            while True:
+                remaining = max(deadline - loop.time(), 0.001)
+                message = await asyncio.wait_for(
+                    read_frame(worker.reader, frame_limit(limits.max_output_bytes, limits.max_log_bytes)), remaining
+                )
+                if message.get("op") == "host":
+                    if host is None:
+                        reply: dict[str, Any] = {
+                            "ok": False,
+                            "error": {"code": "sandbox_violation", "message": "no host functions while checking"},
+                        }
+                    else:
+                        reply = host_call(host, message)
+                    await worker.send(reply)
+                    continue
+                if message.get("op") != "result":
+                    raise ToolRuntimeError("the javascript worker sent an unexpected frame")
+                if not message.get("ok"):
+                    raise _WorkerReported(error_from_worker(message.get("error")))
+                try:
+                    value = json.loads(str(message.get("value", "null")))
+                except json.JSONDecodeError:
+                    raise ToolRuntimeError("the javascript worker sent a result that is not JSON") from None
+                raw_logs = message.get("logs")
+                logs = [str(line) for line in raw_logs] if isinstance(raw_logs, list) else []
+                return value, logs
+        except TimeoutError:
+            raise ToolTimeout(f"the tool ran past {limits.timeout_ms} ms", limit_ms=limits.timeout_ms) from None
+        except FrameTooLarge as exc:
+            raise OutputExceeded(
+                f"the tool sent {exc.size} bytes, over the output cap", size=exc.size, limit=limits.max_output_bytes
+            ) from None
+        except (asyncio.IncompleteReadError, ConnectionError, BadFrame):
+            raise ToolRuntimeError("the javascript worker died during the call") from None
+
+
+class _WorkerReported(Exception):
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error

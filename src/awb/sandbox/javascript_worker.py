@@ -1,0 +1,170 @@
+"""A JavaScript worker process: QuickJS behind the same lockdown as CPython workers, one fresh
+context per call. Run by path (`python -I javascript_worker.py`); standard library plus `quickjs`.
+
+Frames (4-byte big-endian length + JSON) on stdin/stdout, as in `awb.sandbox.cpython.worker`:
+server -> worker {"op": "job", "mode": "run"|"check", "code", "params", "limits"}; the worker may ask
+{"op": "host", "fn", "args"} any number of times, then answers {"op": "result", ...}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+from typing import Any, BinaryIO
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpython"))
+
+import lockdown  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
+import quickjs  # noqa: E402
+from worker import HEADER, MAX_JOB_BYTES, MAX_REPLY_BYTES  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
+
+#: Address space over the worker's own: a backstop under QuickJS's exact per-context memory limit.
+ADDRESS_SPACE_HEADROOM = 1024 * 1024 * 1024
+STACK_BYTES = 1024 * 1024
+
+PRELUDE = r"""
+"use strict";
+globalThis.__awb_call = function (fn, args) {
+  const reply = JSON.parse(__awb_host(fn, JSON.stringify(args)));
+  if (!reply.ok) {
+    const error = new Error(reply.error.message);
+    error.awbCode = reply.error.code;
+    throw error;
+  }
+  return reply.value;
+};
+globalThis.log = (message) => { __awb_call("log", [String(message)]); };
+globalThis.readFile = globalThis.read_file = (path) => __awb_call("read_file", [String(path)]);
+globalThis.writeFile = globalThis.write_file = (path, data) => __awb_call("write_file", [String(path), String(data)]);
+globalThis.console = { log: (...parts) => __awb_print(parts.map(String).join(" ")) };
+"""
+
+CALL = r"""
+(function () {
+  try {
+    if (typeof run !== "function") {
+      return JSON.stringify({ ok: false, code: "runtime_error", message: "the tool's code does not define function run(params)" });
+    }
+    if (__awb_mode === "check") { return JSON.stringify({ ok: true, value: null }); }
+    const value = run(JSON.parse(__awb_params));
+    const text = JSON.stringify(value === undefined ? null : value);
+    return JSON.stringify({ ok: true, text: text === undefined ? "null" : text });
+  } catch (e) {
+    return JSON.stringify({ ok: false, code: (e && e.awbCode) || null, message: String(e), stack: String((e && e.stack) || "") });
+  }
+})()
+"""
+
+
+def send(out: BinaryIO, message: dict[str, Any]) -> None:
+    data = json.dumps(message, ensure_ascii=False).encode("utf-8")
+    out.write(HEADER.pack(len(data)) + data)
+    out.flush()
+
+
+def recv(inp: BinaryIO, limit: int) -> dict[str, Any]:
+    header = inp.read(HEADER.size)
+    if len(header) < HEADER.size:
+        raise EOFError
+    (size,) = HEADER.unpack(header)
+    if size > limit:
+        raise EOFError
+    data = inp.read(size)
+    if len(data) < size:
+        raise EOFError
+    message = json.loads(data)
+    if not isinstance(message, dict):
+        raise EOFError
+    return message
+
+
+def _error(code: str, message: str, **details: Any) -> dict[str, Any]:
+    return {"op": "result", "ok": False, "error": {"code": code, "message": message, "details": details}}
+
+
+def run_job(inp: BinaryIO, out: BinaryIO, job: dict[str, Any]) -> dict[str, Any]:
+    limits = job.get("limits") or {}
+    memory = int(limits.get("memory_mb", 100)) * 1024 * 1024
+    max_output = int(limits.get("max_output_bytes", 1 << 20))
+    max_log = int(limits.get("max_log_bytes", 64 * 1024))
+    printed: list[str] = []
+    printed_size = [0, False]
+
+    def host(fn: str, args_json: str) -> str:
+        send(out, {"op": "host", "fn": fn, "args": json.loads(args_json)})
+        return json.dumps(recv(inp, MAX_REPLY_BYTES))
+
+    def print_(text: str) -> None:
+        size = len(text.encode("utf-8", "replace")) + 1
+        if printed_size[0] + size > max_log:
+            printed_size[1] = True
+            return
+        printed_size[0] += size
+        printed.append(text + "\n")
+
+    context = quickjs.Context()
+    context.set_memory_limit(memory)
+    context.set_max_stack_size(STACK_BYTES)
+    context.add_callable("__awb_host", host)
+    context.add_callable("__awb_print", print_)
+    try:
+        context.eval(PRELUDE)
+        context.set("__awb_params", json.dumps(job.get("params") or {}))
+        context.set("__awb_mode", str(job.get("mode", "run")))
+        context.eval(str(job.get("code", "")))
+        outcome = json.loads(context.eval(CALL))
+    except quickjs.StackOverflow as exc:
+        return _error("runtime_error", f"stack overflow: {_first_line(exc)}", exception="StackOverflow")
+    except quickjs.JSException as exc:
+        return _classify(_first_line(exc), None, str(exc))
+    except MemoryError:
+        return _error("memory_exceeded", f"the tool went over its {limits.get('memory_mb')} MB memory limit")
+    if printed_size[1]:
+        return _error("output_exceeded", f"console output is over the {max_log}-byte cap")
+    if not outcome.get("ok"):
+        return _classify(str(outcome.get("message")), outcome.get("code"), str(outcome.get("stack", "")))
+    text = str(outcome.get("text", "null"))
+    size = len(text.encode("utf-8"))
+    if size > max_output:
+        return _error("output_exceeded", f"tool output is {size} bytes, over the {max_output}-byte cap", size=size)
+    return {"op": "result", "ok": True, "value": text, "logs": ["".join(printed)] if printed else []}
+
+
+def _classify(message: str, code: Any, stack: str) -> dict[str, Any]:
+    if isinstance(code, str) and code:
+        return _error(code, message)
+    if "out of memory" in message:
+        return _error("memory_exceeded", "the tool went over its memory limit")
+    if "stack overflow" in message:
+        return _error("runtime_error", "stack overflow", exception="InternalError")
+    lines = [line.strip() for line in stack.splitlines() if line.strip()][:20]
+    return _error("runtime_error", message, exception=message.split(":", 1)[0], traceback=lines)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
+
+
+def main() -> None:
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing else may write frames
+    available = lockdown.probe()
+    available["network_namespace"] = lockdown.enter_network_namespace()
+    with open("/proc/self/statm", encoding="ascii") as handle:
+        base_vsz = int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    run_job(inp, out, {"mode": "check", "code": "function run(p) { return p; }", "params": {}})  # warm-up
+    layers = lockdown.lock_down(available=available, read_paths=[], write_paths=[])
+    resource.setrlimit(resource.RLIMIT_AS, (base_vsz + ADDRESS_SPACE_HEADROOM,) * 2)
+    send(out, {"op": "ready", "layers": layers})
+    while True:
+        try:
+            job = recv(inp, MAX_JOB_BYTES)
+        except (EOFError, ValueError):
+            return
+        send(out, run_job(inp, out, job))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""The server's side of the worker wire (length-prefixed JSON frames) and of host-function calls
+coming from a worker. Nothing a worker sends is trusted: sizes are capped, shapes checked."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import struct
+from typing import Any
+
+from awb.errors import (
+    AwbError,
+    ExecutionError,
+    InvalidOutput,
+    MemoryExceeded,
+    OutputExceeded,
+    SandboxViolation,
+    ToolRuntimeError,
+    ToolTimeout,
+)
+from awb.sandbox.base import HostFunctions
+
+HEADER = struct.Struct(">I")
+#: Frame budget on top of the output and log caps: JSON quoting of the value text and envelope.
+FRAME_SLACK = 64 * 1024
+
+
+class FrameTooLarge(Exception):
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"frame of {size} bytes is over {limit}")
+        self.size = size
+        self.limit = limit
+
+
+class BadFrame(Exception):
+    pass
+
+
+async def read_frame(reader: asyncio.StreamReader, limit: int) -> dict[str, Any]:
+    """One frame; `asyncio.IncompleteReadError` when the worker is gone."""
+    (size,) = HEADER.unpack(await reader.readexactly(HEADER.size))
+    if size > limit:
+        raise FrameTooLarge(size, limit)
+    data = await reader.readexactly(size)
+    try:
+        message = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadFrame(f"worker sent a frame that is not JSON: {exc}") from None
+    if not isinstance(message, dict):
+        raise BadFrame("worker sent a frame that is not a JSON object")
+    return message
+
+
+def encode_frame(message: dict[str, Any]) -> bytes:
+    data = json.dumps(message, ensure_ascii=False).encode("utf-8")
+    return HEADER.pack(len(data)) + data
+
+
+def frame_limit(max_output_bytes: int, max_log_bytes: int) -> int:
+    # A result carries the value as JSON text inside JSON: quoting can at most double it.
+    return 2 * (max_output_bytes + max_log_bytes) + FRAME_SLACK
+
+
+_ARITY = {"log": 1, "read_file": 1, "write_file": 2}
+
+
+def host_call(host: HostFunctions, message: dict[str, Any]) -> dict[str, Any]:
+    """Run one host function a worker asked for; the reply the worker gets."""
+    fn = message.get("fn")
+    args = message.get("args")
+    if fn not in _ARITY or not isinstance(args, list) or len(args) != _ARITY[str(fn)]:
+        return _refusal(SandboxViolation(f"unknown host function call {fn!r}", fn=str(fn)))
+    if not all(isinstance(a, str) for a in args):
+        return _refusal(SandboxViolation(f"{fn} takes string arguments", fn=fn))
+    try:
+        if fn == "log":
+            host.log(args[0])
+            value: Any = None
+        elif fn == "read_file":
+            value = host.read_file(args[0])
+        else:
+            value = host.write_file(args[0], args[1])
+    except AwbError as exc:
+        return _refusal(exc)
+    except Exception as exc:  # a host function must never take the server down
+        return _refusal(ToolRuntimeError(f"{fn} failed: {exc}", fn=fn))
+    return {"ok": True, "value": value}
+
+
+def _refusal(exc: AwbError) -> dict[str, Any]:
+    code = exc.code if isinstance(exc, ExecutionError) else "sandbox_violation"
+    return {"ok": False, "error": {"code": code, "message": exc.message}}
+
+
+_ERRORS: dict[str, type[ExecutionError]] = {
+    cls.code: cls for cls in (ToolRuntimeError, ToolTimeout, MemoryExceeded, OutputExceeded, SandboxViolation, InvalidOutput)
+}
+_MAX_DETAIL_CHARS = 4000
+
+
+def error_from_worker(error: Any) -> ExecutionError:
+    """The structured error a worker reported, rebuilt from untrusted data (known codes, bounded text)."""
+    if not isinstance(error, dict):
+        return ToolRuntimeError("the sandbox worker sent a malformed error")
+    cls = _ERRORS.get(str(error.get("code")), ToolRuntimeError)
+    message = str(error.get("message", "the tool failed"))[:_MAX_DETAIL_CHARS]
+    raw = error.get("details") if isinstance(error.get("details"), dict) else {}
+    details: dict[str, Any] = {}
+    if isinstance(raw.get("traceback"), list):
+        details["traceback"] = [str(line)[:500] for line in raw["traceback"][-30:]]
+    if isinstance(raw.get("exception"), str):
+        details["exception"] = raw["exception"][:200]
+    if isinstance(raw.get("size"), int):
+        details["size"] = raw["size"]
+    return cls(message, **details)
