@@ -13,7 +13,7 @@ from awb.config import Config, MemoryConfig
 from awb.errors import DuplicateTool, InvalidParams, LimitExceeded, NameConflict, NotEquippable
 from awb.events import Event
 from awb.workbench import Workbench
-from conftest import add_tool, awb_env
+from support import add_tool, awb_env
 
 pytestmark = pytest.mark.anyio
 

@@ -7,7 +7,7 @@ import pytest
 from awb.errors import AdmissionFailed, ExecutionError, InvalidParams, ToolNotFound
 from awb.events import Event
 from awb.workbench import Workbench
-from conftest import add_tool
+from support import add_tool
 
 pytestmark = pytest.mark.anyio
 

@@ -20,7 +20,7 @@ from awb.errors import (
     ToolTimeout,
 )
 from awb.workbench import Workbench
-from conftest import add_tool
+from support import add_tool
 
 pytestmark = pytest.mark.anyio
 

@@ -52,7 +52,7 @@ from awb.inventory.sqlite import SQLiteStore
 from awb.inventory.store import Store
 from awb.sandbox.base import Execution, Limits, Runtime
 from awb.sandbox.host import HostBridge
-from awb.sandbox.monty import MontyRuntime
+from awb.sandbox.registry import build_runtimes, choose_python_runtime
 from awb.search.duplicates import rank_similar
 from awb.search.fts import match_expression
 
@@ -133,16 +133,21 @@ class Workbench:
         self.policy = MemoryPolicy(self.config.memory)
         self.events = EventBus()
         self.armory = Armory(self.store, self.config, self.events)
-        self.runtimes: dict[str, Runtime] = runtimes or {"monty": MontyRuntime(pool_size=self.config.sandbox.pool_size)}
+        self.runtimes: dict[str, Runtime] = runtimes or build_runtimes(self.config)
         self._validators: dict[tuple[str, int], Draft202012Validator] = {}
         self._running = 0
         self._calls_since_maintenance = 0
 
     # --- life cycle ---------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        for runtime in self.runtimes.values():
-            await runtime.start()
+    async def start(self, *, warm_all: bool = False) -> None:
+        """Warm the default Python runtime; `warm_all` (the server) also pre-forks the others.
+
+        Runtimes not warmed start on first use, so libraries and the CLI never pay for a zygote or a
+        JavaScript worker they do not need."""
+        for name, runtime in self.runtimes.items():
+            if warm_all or name == "monty":
+                await runtime.start()
 
     async def close(self) -> None:
         for runtime in self.runtimes.values():
@@ -233,7 +238,10 @@ class Workbench:
                 f"the inventory holds its maximum of {self.config.max_tools} tools; delete some first",
                 limit="max_tools",
             )
-        runtime = self._runtime_for(request.language, request.runtime)
+        requested = request.runtime
+        if request.language == "python" and requested is None and self.config.sandbox.python_runtime == "auto":
+            requested = await choose_python_runtime(self.runtimes, request.code, request.examples, self.limits)  # type: ignore[assignment]
+        runtime = self._runtime_for(request.language, requested)
         if self.config.dedupe == "reject":
             close = [
                 s

@@ -17,7 +17,7 @@ from awb.cli.main import app
 from awb.clock import ManualClock
 from awb.config import load_config
 from awb.workbench import Workbench
-from conftest import REPO, add_tool, awb_env
+from support import REPO, add_tool, awb_env
 
 pytestmark = pytest.mark.anyio
 runner = CliRunner()
@@ -69,7 +69,7 @@ def test_stop_says_clearly_when_nothing_runs(tmp_path: Path) -> None:
 
 
 def test_start_and_stop_through_the_pid_file(tmp_path: Path) -> None:
-    from conftest import free_port, wait_for_ready
+    from support import free_port, wait_for_ready
 
     process = subprocess.Popen(
         [sys.executable, "-m", "awb", "start", "--transport", "http", "--port", str(free_port())],

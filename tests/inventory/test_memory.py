@@ -7,7 +7,7 @@ import pytest
 from awb.clock import ManualClock
 from awb.config import Config, MemoryConfig
 from awb.workbench import Workbench
-from conftest import add_tool
+from support import add_tool
 
 pytestmark = pytest.mark.anyio
 

@@ -13,7 +13,7 @@ from awb.config import Config
 from awb.errors import ConfigError
 from awb.inventory.sqlite import SCHEMA_VERSION, SQLiteStore
 from awb.workbench import Workbench
-from conftest import add_tool, awb_env
+from support import add_tool, awb_env
 
 pytestmark = pytest.mark.anyio
 

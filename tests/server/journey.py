@@ -6,7 +6,7 @@ from typing import Any
 
 from mcp import Client
 
-from conftest import ADD_CODE, ADD_SCHEMA
+from support import ADD_CODE, ADD_SCHEMA
 
 
 async def call(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:

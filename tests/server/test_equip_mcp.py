@@ -22,8 +22,8 @@ from mcp.client.session import IncomingMessage
 from awb.config import Config
 from awb.server.mcp import McpFace
 from awb.workbench import Workbench
-from conftest import add_tool, awb_env
 from journey import call
+from support import add_tool, awb_env
 
 pytestmark = pytest.mark.anyio
 

@@ -12,8 +12,8 @@ from mcp import Client
 from awb.config import Config
 from awb.server.mcp import McpFace
 from awb.workbench import Workbench
-from conftest import ADD_SCHEMA, add_tool
 from journey import call
+from support import ADD_SCHEMA, add_tool
 
 pytestmark = pytest.mark.anyio
 

@@ -12,8 +12,8 @@ from mcp import Client, StdioServerParameters
 from awb.config import Config
 from awb.server.mcp import McpFace
 from awb.workbench import Workbench
-from conftest import add_tool, awb_env
 from journey import call, run_journey
+from support import add_tool, awb_env
 
 pytestmark = pytest.mark.anyio
 

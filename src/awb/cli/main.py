@@ -18,6 +18,7 @@ import typer
 from awb import __version__
 from awb.agents.cli import agents_app
 from awb.cli.output import console, errors, fail, print_json, table
+from awb.cli.staged import staged_app
 from awb.config import CONFIG_FILENAME, Config, default_config_json, load_config
 from awb.errors import AwbError, ConfigError
 from awb.inventory.models import MemoryLevel
@@ -33,6 +34,7 @@ app = typer.Typer(
 inventory_app = typer.Typer(help="Look into the inventory: list, search, inspect.", no_args_is_help=True)
 app.add_typer(inventory_app, name="inventory")
 app.add_typer(agents_app, name="agents")
+app.add_typer(staged_app, name="staged")
 
 ConfigOption = Annotated[
     Path | None, typer.Option("--config", "-c", help=f"Path to {CONFIG_FILENAME} (default: ./{CONFIG_FILENAME}).")
@@ -177,6 +179,39 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
+PROBES = {
+    "python": "def run(params):\n    return params['x'] + 1\n",
+    "javascript": "function run(params) { return params.x + 1; }",
+}
+
+
+async def _sandbox_checks(workbench: Workbench) -> list[dict[str, Any]]:
+    """Probe every runtime that can run; only Monty, the default, is required to pass."""
+    from awb.sandbox.host import HostBridge
+    from awb.sandbox.registry import describe_protections
+
+    checks = []
+    for name, entry in describe_protections(workbench.runtimes).items():
+        required = name == "monty"
+        runtime = workbench.runtimes.get(name)
+        if runtime is None or not entry["available"]:
+            detail = f"not available: {entry.get('reason', 'not installed')}"
+            checks.append({"check": f"sandbox:{name}", "ok": not required, "detail": detail})
+            continue
+        active = ", ".join(layer for layer, on in entry["protections"].items() if on)
+        probe = PROBES.get(runtime.language)
+        if probe is None:
+            checks.append({"check": f"sandbox:{name}", "ok": True, "detail": f"available; {active}"})
+            continue
+        try:
+            host = HostBridge(read_dirs=[], stage=None, max_log_bytes=1024)
+            result = await runtime.execute(probe, {"x": 41}, workbench.limits, host)
+            checks.append({"check": f"sandbox:{name}", "ok": result.value == 42, "detail": f"probe ran; {active}"})
+        except AwbError as error:
+            checks.append({"check": f"sandbox:{name}", "ok": not required, "detail": f"probe failed: {error.message}"})
+    return checks
+
+
 async def _doctor_checks(config: Config) -> list[dict[str, Any]]:
     from awb.inventory.sqlite import SCHEMA_VERSION, SQLiteStore
 
@@ -201,19 +236,7 @@ async def _doctor_checks(config: Config) -> list[dict[str, Any]]:
     except sqlite3.OperationalError as error:
         checks.append({"check": "fts5", "ok": False, "detail": str(error)})
     async with Workbench(config, store=store) as workbench:
-        for name, runtime in workbench.runtimes.items():
-            try:
-                from awb.sandbox.host import HostBridge
-
-                host = HostBridge(read_dirs=[], stage=None, max_log_bytes=1024)
-                probe = "def run(params):\n    return params['x'] + 1\n"
-                if runtime.language != "python":
-                    continue
-                result = await runtime.execute(probe, {"x": 41}, workbench.limits, host)
-                active = ", ".join(k for k, v in runtime.protections().items() if v)
-                checks.append({"check": f"sandbox:{name}", "ok": result.value == 42, "detail": f"probe ran; {active}"})
-            except AwbError as error:
-                checks.append({"check": f"sandbox:{name}", "ok": False, "detail": error.message})
+        checks.extend(await _sandbox_checks(workbench))
     free = _port_free(config.host, config.port)
     checks.append(
         {

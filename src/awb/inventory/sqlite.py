@@ -554,3 +554,51 @@ class SQLiteStore:
 
         with self._lock:
             return vectors.vector_model_ids(self._db)
+
+    def text_scores(self, match: str, limit: int) -> list[tuple[str, float]]:
+        """(tool_id, BM25) of the best live matches, without loading the records (hybrid search fuses ids)."""
+        weights = ", ".join(str(w) for w in BM25_WEIGHTS)
+        sql = (
+            f"SELECT tools.tool_id, hits.score FROM (SELECT rowid, -bm25(tools_fts, {weights}) AS score "
+            "FROM tools_fts WHERE tools_fts MATCH ? ORDER BY score DESC LIMIT ?) AS hits "
+            "JOIN tools ON tools.rowid = hits.rowid WHERE tools.status != 'deleted' ORDER BY hits.score DESC"
+        )
+        with self._lock:
+            return [(str(r[0]), float(r[1])) for r in self._db.execute(sql, (match, limit)).fetchall()]
+
+    # --- staged writes (used by awb.sandbox.staging) ----------------------------------------------
+
+    def staged_writes(self, status: str | None = None) -> list[dict[str, Any]]:
+        """Staged writes, oldest first; all of them, or those with `status`."""
+        query = "SELECT id, tool_id, call_id, path, content, created_at, status FROM staged_writes"
+        args: tuple[Any, ...] = ()
+        if status is not None:
+            query += " WHERE status = ?"
+            args = (status,)
+        with self._lock:
+            rows = self._db.execute(query + " ORDER BY id", args).fetchall()
+        return [self._staged_row(r) for r in rows]
+
+    def get_staged(self, staged_id: int) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT id, tool_id, call_id, path, content, created_at, status FROM staged_writes WHERE id = ?",
+                (staged_id,),
+            ).fetchone()
+        return None if row is None else self._staged_row(row)
+
+    def set_staged_status(self, staged_id: int, status: str, *, expected: str | None = None) -> bool:
+        """Set a staged write's status; with `expected`, only if it currently has that status."""
+        query = "UPDATE staged_writes SET status = ? WHERE id = ?"
+        args: tuple[Any, ...] = (status, staged_id)
+        if expected is not None:
+            query += " AND status = ?"
+            args = (status, staged_id, expected)
+        with self._lock:
+            cursor = self._db.execute(query, args)
+        return cursor.rowcount == 1
+
+    @staticmethod
+    def _staged_row(row: Any) -> dict[str, Any]:
+        keys = ("id", "tool_id", "call_id", "path", "content", "created_at", "status")
+        return dict(zip(keys, tuple(row), strict=True))

@@ -65,12 +65,16 @@ class HostBridge:
             fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
         except OSError as exc:
             raise SandboxViolation(f"cannot read {path}: {exc.strerror}", path=path) from None
-        with os.fdopen(fd, "rb") as handle:
+        try:
             opened = Path(os.readlink(f"/proc/self/fd/{fd}")) if Path("/proc/self/fd").is_dir() else target
             if not any(_inside(opened, root) for root in self._roots):
                 raise SandboxViolation(f"read outside the granted directories refused: {path}", path=path)
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise SandboxViolation(f"{path} is not a regular file", path=path)
+        except BaseException:
+            os.close(fd)
+            raise
+        with os.fdopen(fd, "rb") as handle:
             data = handle.read(MAX_READ_BYTES + 1)
         if len(data) > MAX_READ_BYTES:
             raise OutputExceeded(f"{path} is larger than {MAX_READ_BYTES} bytes", path=path)
@@ -93,7 +97,9 @@ class HostBridge:
         candidate = Path(path)
         if not candidate.is_absolute():
             if not self._roots:
-                raise SandboxViolation("write_file needs an absolute path (this tool has no granted directory)", path=path)
+                raise SandboxViolation(
+                    "write_file needs an absolute path (this tool has no granted directory)", path=path
+                )
             candidate = self._roots[0] / candidate
         target = Path(os.path.normpath(candidate))
         staged_id = self._stage(str(target), data)

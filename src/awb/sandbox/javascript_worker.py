@@ -16,9 +16,9 @@ from typing import Any, BinaryIO
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpython"))
 
-import lockdown  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
-import quickjs  # noqa: E402
-from worker import HEADER, MAX_JOB_BYTES, MAX_REPLY_BYTES  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
+import lockdown  # type: ignore[import-not-found,unused-ignore]
+import quickjs
+from worker import HEADER, MAX_JOB_BYTES, MAX_REPLY_BYTES  # type: ignore[import-not-found,unused-ignore]
 
 #: Address space over the worker's own: a backstop under QuickJS's exact per-context memory limit.
 ADDRESS_SPACE_HEADROOM = 1024 * 1024 * 1024

@@ -93,7 +93,8 @@ def _refusal(exc: AwbError) -> dict[str, Any]:
 
 
 _ERRORS: dict[str, type[ExecutionError]] = {
-    cls.code: cls for cls in (ToolRuntimeError, ToolTimeout, MemoryExceeded, OutputExceeded, SandboxViolation, InvalidOutput)
+    cls.code: cls
+    for cls in (ToolRuntimeError, ToolTimeout, MemoryExceeded, OutputExceeded, SandboxViolation, InvalidOutput)
 }
 _MAX_DETAIL_CHARS = 4000
 
@@ -104,7 +105,8 @@ def error_from_worker(error: Any) -> ExecutionError:
         return ToolRuntimeError("the sandbox worker sent a malformed error")
     cls = _ERRORS.get(str(error.get("code")), ToolRuntimeError)
     message = str(error.get("message", "the tool failed"))[:_MAX_DETAIL_CHARS]
-    raw = error.get("details") if isinstance(error.get("details"), dict) else {}
+    raw_details = error.get("details")
+    raw: dict[str, Any] = raw_details if isinstance(raw_details, dict) else {}
     details: dict[str, Any] = {}
     if isinstance(raw.get("traceback"), list):
         details["traceback"] = [str(line)[:500] for line in raw["traceback"][-30:]]

@@ -20,6 +20,7 @@ MCP_PATH = "/mcp"
 async def serve_stdio(workbench: Workbench) -> None:
     """Serve one client on stdin/stdout until it disconnects. Nothing else may write to stdout."""
     face = McpFace(workbench)
+    await workbench.start(warm_all=True)
     async with workbench:
         log.info("serving MCP on stdio")
         async with stdio_server() as (read_stream, write_stream):
@@ -32,6 +33,7 @@ async def serve_http(workbench: Workbench, host: str, port: int) -> None:
     app = face.server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
+    await workbench.start(warm_all=True)
     async with workbench, anyio.create_task_group() as tasks:
         tasks.start_soon(_announce_when_ready, server, f"http://{host}:{port}{MCP_PATH}")
         await server.serve()

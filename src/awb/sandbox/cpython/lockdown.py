@@ -111,7 +111,9 @@ def landlock_abi() -> int:
     if not _IS_X86_64_LINUX:
         return 0
     try:
-        return _syscall(_SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_LL_CREATE_RULESET_VERSION))
+        return _syscall(
+            _SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_LL_CREATE_RULESET_VERSION)
+        )
     except OSError:
         return 0
 
@@ -147,7 +149,7 @@ def enter_network_namespace() -> bool:
         return False
     assert _libc is not None
     if os.geteuid() == 0:
-        return _libc.unshare(ctypes.c_int(_CLONE_NEWNET)) == 0
+        return bool(_libc.unshare(ctypes.c_int(_CLONE_NEWNET)) == 0)
     uid, gid = os.geteuid(), os.getegid()
     if _libc.unshare(ctypes.c_int(_CLONE_NEWUSER | _CLONE_NEWNET)) != 0:
         return False
@@ -224,7 +226,9 @@ def _add_path_rule(ruleset: int, path: str, rights: int) -> None:
         if not os.path.isdir(path):
             rights &= _LL_FILE_RIGHTS
         rule = ctypes.create_string_buffer(struct.pack("=Qi", rights, fd), 12)
-        _syscall(_SYS_LANDLOCK_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_LL_RULE_PATH_BENEATH), rule, ctypes.c_uint32(0))
+        _syscall(
+            _SYS_LANDLOCK_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_LL_RULE_PATH_BENEATH), rule, ctypes.c_uint32(0)
+        )
     finally:
         os.close(fd)
 

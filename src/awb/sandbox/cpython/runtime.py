@@ -135,11 +135,9 @@ class _Zygote:
             else:
                 future.set_result(worker)
         elif op == "exited":
-            future = self.exits.pop(int(message["pid"]), None)
-            if future is None:
-                future = self.loop.create_future()
-            if not future.done():
-                future.set_result(int(message["status"]))
+            exit_future = self.exits.pop(int(message["pid"]), None)
+            if exit_future is not None and not exit_future.done():
+                exit_future.set_result(int(message["status"]))
         elif op == "error":
             pending = self.spawns.pop(int(message.get("id") or 0), None)
             if pending is not None and not pending.done():
@@ -192,8 +190,10 @@ class CPythonRuntime:
         grants: list[str] | None = None,
         allow_degraded: bool = False,
         python: str | None = None,
+        network_namespace: bool = True,
     ) -> None:
         self._pool_size = pool_size
+        self._network_namespace = network_namespace
         self._max_concurrent = max_concurrent
         self._grants = sorted({str(Path(g).resolve()) for g in grants or []})
         self._allow_degraded = allow_degraded
@@ -252,7 +252,9 @@ class CPythonRuntime:
         server_end.setblocking(False)
         zygote = _Zygote(process=process, control=server_end, loop=loop, ready=loop.create_future())
         loop.add_reader(server_end.fileno(), zygote.on_readable)
-        server_end.send(json.dumps({"op": "config", "grants": self._grants, "network_namespace": True}).encode())
+        server_end.send(
+            json.dumps({"op": "config", "grants": self._grants, "network_namespace": self._network_namespace}).encode()
+        )
         try:
             assert zygote.ready is not None
             ready = await asyncio.wait_for(zygote.ready, START_TIMEOUT_S)
@@ -327,7 +329,8 @@ class CPythonRuntime:
         except BaseException:
             worker.close()
             raise
-        layers = ready.get("layers") if isinstance(ready.get("layers"), dict) else {}
+        raw_layers = ready.get("layers")
+        layers: dict[str, Any] = raw_layers if isinstance(raw_layers, dict) else {}
         missing = [layer for layer in REQUIRED_LAYERS if not layers.get(layer)]
         if missing and not self._allow_degraded:
             worker.close()
@@ -409,9 +412,7 @@ class CPythonRuntime:
             writer.write(encode_frame(job))
             await writer.drain()
             base_rss = int(worker.ready.get("base_rss") or 0)
-            watchdog = loop.create_task(
-                _watch_rss(worker, base_rss + limits.memory_mb * 1024 * 1024, memory_hit)
-            )
+            watchdog = loop.create_task(_watch_rss(worker, base_rss + limits.memory_mb * 1024 * 1024, memory_hit))
             while True:
                 message = await self._next_frame(worker, reader, limits, deadline, memory_hit)
                 op = message.get("op")
@@ -466,7 +467,9 @@ class CPythonRuntime:
     async def _death(self, worker: _Worker, limits: Limits, memory_hit: asyncio.Event) -> ExecutionError:
         """The error for a worker that went away without a result."""
         if memory_hit.is_set():
-            return MemoryExceeded(f"the tool went over its {limits.memory_mb} MB memory limit", limit_mb=limits.memory_mb)
+            return MemoryExceeded(
+                f"the tool went over its {limits.memory_mb} MB memory limit", limit_mb=limits.memory_mb
+            )
         try:
             status = await asyncio.wait_for(asyncio.shield(worker.exited), EXIT_STATUS_WAIT_S)
         except TimeoutError:
@@ -480,7 +483,9 @@ class CPythonRuntime:
                     signal="SIGSYS",
                 )
             if number in (signal.SIGXCPU, signal.SIGKILL):
-                return ToolTimeout(f"the tool used up its CPU time ({limits.timeout_ms} ms)", limit_ms=limits.timeout_ms)
+                return ToolTimeout(
+                    f"the tool used up its CPU time ({limits.timeout_ms} ms)", limit_ms=limits.timeout_ms
+                )
             try:
                 name = signal.Signals(number).name
             except ValueError:

@@ -158,9 +158,7 @@ def _narrow(
     wanted = [d for d in job.get("read_dirs") or [] if isinstance(d, str)]
     if layers.get("landlock") and sorted(set(wanted)) != sorted(set(grants)):
         # A second Landlock layer narrows the zygote-wide grants to this tool's own.
-        lockdown.landlock_restrict(
-            read_paths + wanted, [scratch, "/dev/null"], abi=lockdown.landlock_abi()
-        )
+        lockdown.landlock_restrict(read_paths + wanted, [scratch, "/dev/null"], abi=lockdown.landlock_abi())
 
 
 def _run_job(sock: socket.socket, job: dict[str, Any]) -> dict[str, Any]:
@@ -229,9 +227,7 @@ def _run_job(sock: socket.socket, job: dict[str, Any]) -> dict[str, Any]:
         if capture.over:
             return _error("output_exceeded", f"printed output is over the {capture.cap}-byte cap")
         kind = type(exc).__name__
-        return _error(
-            "runtime_error", f"{kind}: {exc}", exception=kind, traceback=_tool_traceback(exc)
-        )
+        return _error("runtime_error", f"{kind}: {exc}", exception=kind, traceback=_tool_traceback(exc))
     finally:
         sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
 

@@ -30,8 +30,8 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import lockdown  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
-import worker  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
+import lockdown  # type: ignore[import-not-found,unused-ignore]
+import worker  # type: ignore[import-not-found,unused-ignore]
 
 #: Modules tools commonly need, imported once here so a worker does not pay for them.
 PRELOAD = (

@@ -1,0 +1,116 @@
+"""Which runtimes this workbench has, how `python_runtime: auto` picks one, and what they protect."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from awb.config import Config
+from awb.errors import ExecutionError, ToolRuntimeError, Unavailable
+from awb.inventory.models import Example
+from awb.sandbox.base import Limits, Runtime
+from awb.sandbox.host import HostBridge
+from awb.sandbox.monty import MontyRuntime
+
+log = logging.getLogger("awb.sandbox")
+
+
+def build_runtimes(config: Config) -> dict[str, Runtime]:
+    """Monty always; cpython on Linux; javascript and wasm when their packages are installed.
+
+    A runtime whose machine lacks protections is still listed: it raises `Unavailable` with the
+    reason when used (and `describe_protections` says why)."""
+    sandbox = config.sandbox
+    runtimes: dict[str, Runtime] = {"monty": MontyRuntime(pool_size=sandbox.pool_size)}
+    try:
+        from awb.sandbox.cpython import CPythonRuntime
+
+        grants = sorted({d for dirs in sandbox.grants.values() for d in dirs})
+        runtimes["cpython"] = CPythonRuntime(
+            pool_size=sandbox.pool_size,
+            max_concurrent=sandbox.max_concurrent,
+            grants=grants,
+            allow_degraded=sandbox.allow_degraded_cpython,
+        )
+    except (ImportError, OSError) as exc:  # not Linux, or no ctypes/libc
+        log.info("cpython runtime unavailable: %s", exc)
+    from awb.sandbox.javascript import JavaScriptRuntime, quickjs_missing
+
+    if quickjs_missing() is None:
+        runtimes["javascript"] = JavaScriptRuntime(pool_size=sandbox.pool_size, max_concurrent=sandbox.max_concurrent)
+    from awb.sandbox.wasm import WasmRuntime, wasmtime_missing
+
+    if wasmtime_missing() is None:
+        runtimes["wasm"] = WasmRuntime(max_concurrent=sandbox.max_concurrent)
+    return runtimes
+
+
+async def choose_python_runtime(
+    runtimes: dict[str, Runtime], code: str, examples: list[Example], limits: Limits
+) -> str:
+    """`python_runtime: auto`: Monty when it can load the code and run every example it has;
+    `cpython` when Monty cannot run it (unsupported syntax or module). A tool that is simply wrong
+    stays on Monty so the admission test reports its real error."""
+    monty = runtimes.get("monty")
+    if monty is None:
+        return "cpython"
+    try:
+        await monty.check(code, limits)
+        for example in examples:
+            host = HostBridge(read_dirs=[], stage=None, max_log_bytes=limits.max_log_bytes)
+            try:
+                await monty.execute(code, example.params, limits, host)
+            except ExecutionError as exc:
+                if _unsupported(exc):
+                    raise
+                # A wrong answer or an expected error is the admission test's business, not ours.
+    except ExecutionError as exc:
+        if _unsupported(exc) and "cpython" in runtimes:
+            log.info("Monty cannot run this tool (%s); choosing cpython", exc.message)
+            return "cpython"
+    return "monty"
+
+
+def _unsupported(exc: ExecutionError) -> bool:
+    if isinstance(exc, ToolRuntimeError) and exc.details.get("unsupported"):
+        return True
+    # Syntax Monty does not implement surfaces as a parse error of valid Python.
+    return isinstance(exc, ToolRuntimeError) and "does not parse" in exc.message
+
+
+def describe_protections(runtimes: dict[str, Runtime]) -> dict[str, Any]:
+    """For `awb doctor`: per runtime, its language, its protection layers and whether it will run."""
+    report: dict[str, Any] = {}
+    for name, runtime in sorted(runtimes.items()):
+        entry: dict[str, Any] = {"language": runtime.language, "protections": runtime.protections()}
+        refusal = getattr(runtime, "refusal", None)
+        reason = refusal() if callable(refusal) else None
+        if reason is None and name == "cpython":
+            from awb.sandbox.cpython.runtime import REQUIRED_LAYERS
+
+            missing = [layer for layer in REQUIRED_LAYERS if not entry["protections"].get(layer)]
+            allow = getattr(runtime, "_allow_degraded", False)
+            if missing and not allow:
+                reason = f"protections missing on this machine: {', '.join(missing)}"
+        entry["available"] = reason is None
+        if reason is not None:
+            entry["reason"] = reason
+        report[name] = entry
+    for name, why in _optional_missing(runtimes).items():
+        report[name] = {"available": False, "reason": why}
+    return report
+
+
+def _optional_missing(runtimes: dict[str, Runtime]) -> dict[str, str]:
+    from awb.sandbox.javascript import quickjs_missing
+    from awb.sandbox.wasm import wasmtime_missing
+
+    out: dict[str, str] = {}
+    for name, check in (("javascript", quickjs_missing), ("wasm", wasmtime_missing)):
+        reason = check()
+        if name not in runtimes and reason is not None:
+            out[name] = reason
+    return out
+
+
+__all__ = ["Unavailable", "build_runtimes", "choose_python_runtime", "describe_protections"]

@@ -1,0 +1,332 @@
+"""The `wasm` runtime: WebAssembly on wasmtime, JSON in and JSON out. The engine gives a module no
+access to the host but the three functions we link; wall-clock limit by epoch interruption, memory by
+the store's limiter.
+
+The tool's code is the module, as WAT text (starts with `(`) or base64 of the binary. The ABI:
+
+exports
+  memory                       the module's linear memory
+  alloc(len: i32) -> i32       returns a pointer to `len` writable bytes (the host writes into it)
+  run(ptr: i32, len: i32) -> i64
+                               gets the params as UTF-8 JSON at [ptr, ptr+len); returns the result,
+                               UTF-8 JSON in its memory, packed as (result_ptr << 32) | result_len
+imports (module "awb", all optional)
+  log(ptr: i32, len: i32)                          a UTF-8 message into the call's logs
+  read_file(ptr: i32, len: i32) -> i64             path in, file text out (packed ptr/len, via alloc)
+  write_file(path_ptr, path_len, data_ptr, data_len: i32) -> i64
+                                                   stages a write; returns the staging receipt as JSON
+A refused host call (e.g. a read outside the granted directories) traps the module; the call ends in
+that host error (`sandbox_violation`, ...). Growing memory past the limit makes `memory.grow` return
+-1, as the WebAssembly spec says; a module whose declared minimum is over the limit does not start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextvars
+import hashlib
+import importlib.util
+import json
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from awb.errors import (
+    Busy,
+    ExecutionError,
+    MemoryExceeded,
+    OutputExceeded,
+    SandboxViolation,
+    ToolRuntimeError,
+    ToolTimeout,
+    Unavailable,
+)
+from awb.sandbox.base import Execution, HostFunctions, Limits, encode_output
+
+TICK_S = 0.005
+MODULE_CACHE_SIZE = 64
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+
+def wasmtime_missing() -> str | None:
+    if importlib.util.find_spec("wasmtime") is None:
+        return "the wasm runtime needs the `wasmtime` package: pip install 'agent-workbench[wasm]'"
+    return None
+
+
+@dataclass
+class _Call:
+    """What host functions of one running instance can reach."""
+
+    host: HostFunctions | None
+    logs: list[str] = field(default_factory=list)
+    error: ExecutionError | None = None
+
+
+_current: contextvars.ContextVar[_Call] = contextvars.ContextVar("awb_wasm_call")
+
+
+class WasmRuntime:
+    name = "wasm"
+    language = "wasm"
+
+    def __init__(self, *, max_concurrent: int = 8) -> None:
+        self._max_concurrent = max_concurrent
+        self._active = 0
+        self._engine: Any = None
+        self._linker: Any = None
+        self._modules: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+
+    async def start(self) -> None:
+        if self._engine is not None:
+            return
+        missing = wasmtime_missing()
+        if missing is not None:
+            raise Unavailable(missing, runtime=self.name)
+        import wasmtime
+
+        config = wasmtime.Config()
+        config.epoch_interruption = True
+        config.max_wasm_stack = 512 * 1024
+        self._engine = wasmtime.Engine(config)
+        self._linker = _make_linker(self._engine)
+        self._stop.clear()
+        self._ticker = threading.Thread(target=self._tick, name="awb-wasm-epoch", daemon=True)
+        self._ticker.start()
+
+    def _tick(self) -> None:
+        engine = self._engine
+        while not self._stop.wait(TICK_S):
+            engine.increment_epoch()
+
+    async def close(self) -> None:
+        self._stop.set()
+        if self._ticker is not None:
+            await asyncio.to_thread(self._ticker.join, 2)
+            self._ticker = None
+        self._engine = None
+        self._linker = None
+        self._modules.clear()
+
+    def protections(self) -> dict[str, bool]:
+        return {"engine_isolation": True, "epoch_deadline": True, "memory_limit": True, "no_filesystem": True}
+
+    async def execute(self, code: str, params: dict[str, Any], limits: Limits, host: HostFunctions) -> Execution:
+        started = time.perf_counter()
+        value, logs = await self._run(code, params, limits, host, check=False)
+        encode_output(value, limits.max_output_bytes)
+        return Execution(value=value, logs=logs, duration_ms=(time.perf_counter() - started) * 1000)
+
+    async def check(self, code: str, limits: Limits) -> None:
+        await self._run(code, {}, limits, None, check=True)
+
+    async def _run(
+        self, code: str, params: dict[str, Any], limits: Limits, host: HostFunctions | None, *, check: bool
+    ) -> tuple[Any, list[str]]:
+        if self._active >= self._max_concurrent:
+            raise Busy(
+                f"{self._active} wasm executions are running, the maximum; try again shortly",
+                limit=self._max_concurrent,
+            )
+        self._active += 1
+        try:
+            await self.start()
+            module = self._module(code)
+            call = _Call(host)
+            token = _current.set(call)
+            try:
+                # The epoch deadline stops the module; the extra second only bounds a stuck host call.
+                return await asyncio.wait_for(
+                    asyncio.to_thread(self._instantiate_and_run, module, params, limits, call, check),
+                    limits.timeout_ms / 1000 + 1,
+                )
+            except TimeoutError:
+                raise ToolTimeout(f"the tool ran past {limits.timeout_ms} ms", limit_ms=limits.timeout_ms) from None
+            finally:
+                _current.reset(token)
+        finally:
+            self._active -= 1
+
+    def _module(self, code: str) -> Any:
+        import wasmtime
+
+        key = hashlib.sha256(code.encode("utf-8")).hexdigest()
+        with self._lock:
+            module = self._modules.get(key)
+            if module is not None:
+                self._modules.move_to_end(key)
+                return module
+        text = code.strip()
+        source: str | bytes
+        if text.startswith("("):
+            source = text
+        else:
+            try:
+                source = base64.b64decode(text, validate=True)
+            except (binascii.Error, ValueError):
+                raise ToolRuntimeError("wasm code must be WAT text or base64 of a WebAssembly binary") from None
+        try:
+            module = wasmtime.Module(self._engine, source)
+        except wasmtime.WasmtimeError as exc:
+            raise ToolRuntimeError(f"the module does not compile: {_first_line(exc)}") from None
+        with self._lock:
+            self._modules[key] = module
+            while len(self._modules) > MODULE_CACHE_SIZE:
+                self._modules.popitem(last=False)
+        return module
+
+    def _instantiate_and_run(
+        self, module: Any, params: dict[str, Any], limits: Limits, call: _Call, check: bool
+    ) -> tuple[Any, list[str]]:
+        import wasmtime
+
+        store = wasmtime.Store(self._engine)
+        store.set_limits(memory_size=limits.memory_mb * 1024 * 1024, instances=1, tables=4, memories=1)
+        store.set_epoch_deadline(max(1, int(limits.timeout_ms / 1000 / TICK_S)))
+        try:
+            instance = self._linker.instantiate(store, module)
+            exports = instance.exports(store)
+            memory, alloc, run = exports.get("memory"), exports.get("alloc"), exports.get("run")
+            if (
+                not isinstance(memory, wasmtime.Memory)
+                or not isinstance(alloc, wasmtime.Func)
+                or not isinstance(run, wasmtime.Func)
+            ):
+                raise ToolRuntimeError(
+                    "the module must export memory, alloc(len) and run(ptr, len) (see docs/sandbox.md)"
+                )
+            if check:
+                return None, []
+            data = json.dumps(params, ensure_ascii=False).encode("utf-8")
+            ptr = int(alloc(store, len(data)))
+            _write(memory, store, ptr, data)
+            packed = int(run(store, ptr, len(data))) & 0xFFFFFFFFFFFFFFFF
+            out_ptr, out_len = packed >> 32, packed & 0xFFFFFFFF
+            if out_len > limits.max_output_bytes:
+                raise OutputExceeded(
+                    f"tool output is {out_len} bytes, over the {limits.max_output_bytes}-byte cap",
+                    size=out_len,
+                    limit=limits.max_output_bytes,
+                )
+            text = _read(memory, store, out_ptr, out_len).decode("utf-8", "replace")
+            try:
+                value = json.loads(text) if text.strip() else None
+            except json.JSONDecodeError as exc:
+                raise ToolRuntimeError(f"the module's result is not JSON: {exc}") from None
+            return value, call.logs
+        except wasmtime.Trap as exc:
+            if call.error is not None:
+                raise call.error from None
+            raise _trap_error(exc, limits) from None
+        except wasmtime.WasmtimeError as exc:
+            if call.error is not None:
+                raise call.error from None
+            message = _first_line(exc)
+            if "memory" in message and ("limit" in message or "minimum" in message):
+                raise MemoryExceeded(
+                    f"the module needs more than its {limits.memory_mb} MB memory limit", limit_mb=limits.memory_mb
+                ) from None
+            if "unknown import" in message:
+                raise SandboxViolation(
+                    f"the module imports something the sandbox does not provide: {message}"
+                ) from None
+            raise ToolRuntimeError(f"the module failed: {message}") from None
+        except ExecutionError:
+            raise
+        except Exception as exc:
+            if call.error is not None:
+                raise call.error from None
+            raise ToolRuntimeError(f"the module failed: {_first_line(exc)}") from None
+
+
+def _trap_error(exc: Any, limits: Limits) -> ExecutionError:
+    import wasmtime
+
+    code = getattr(exc, "trap_code", None)
+    message = _first_line(exc)
+    if code == wasmtime.TrapCode.INTERRUPT:
+        return ToolTimeout(f"the tool ran past {limits.timeout_ms} ms", limit_ms=limits.timeout_ms)
+    if code == wasmtime.TrapCode.STACK_OVERFLOW:
+        return ToolRuntimeError("stack overflow in the module", trap="stack_overflow")
+    name = code.name.lower() if code is not None else "trap"
+    return ToolRuntimeError(f"the module trapped ({name})", trap=name, detail=message[:500])
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _read(memory: Any, store: Any, ptr: int, length: int) -> bytes:
+    if length > MAX_MESSAGE_BYTES * 2 or ptr < 0 or ptr + length > memory.data_len(store):
+        raise ToolRuntimeError("the module pointed outside its memory")
+    return bytes(memory.read(store, ptr, ptr + length))
+
+
+def _write(memory: Any, store: Any, ptr: int, data: bytes) -> None:
+    if ptr < 0 or ptr + len(data) > memory.data_len(store):
+        raise ToolRuntimeError("alloc returned a pointer outside the module's memory")
+    memory.write(store, data, ptr)
+
+
+def _make_linker(engine: Any) -> Any:
+    """One linker per engine; host functions find their call through a context variable."""
+    import wasmtime
+
+    i32, i64 = wasmtime.ValType.i32(), wasmtime.ValType.i64()
+    linker = wasmtime.Linker(engine)
+
+    def guarded(fn: Any) -> Any:
+        def wrapper(caller: Any, *args: int) -> Any:
+            call = _current.get()
+            if call.host is None:
+                call.error = SandboxViolation("host functions are not available while checking a module")
+                raise call.error
+            try:
+                return fn(call, caller, *args)
+            except ExecutionError as exc:
+                call.error = exc
+                raise
+            except Exception as exc:
+                call.error = ToolRuntimeError(f"host function failed: {exc}")
+                raise call.error from None
+
+        return wrapper
+
+    def text(caller: Any, ptr: int, length: int) -> str:
+        memory = caller.get("memory")
+        if length > MAX_MESSAGE_BYTES:
+            raise OutputExceeded(f"a host call argument of {length} bytes is over the cap")
+        return _read(memory, caller, ptr, length).decode("utf-8", "replace")
+
+    def give(caller: Any, payload: str) -> int:
+        data = payload.encode("utf-8")
+        ptr = int(caller.get("alloc")(caller, len(data)))
+        _write(caller.get("memory"), caller, ptr, data)
+        return (ptr << 32) | len(data)
+
+    def log(call: _Call, caller: Any, ptr: int, length: int) -> None:
+        assert call.host is not None
+        call.host.log(text(caller, ptr, length))
+
+    def read_file(call: _Call, caller: Any, ptr: int, length: int) -> int:
+        assert call.host is not None
+        return give(caller, call.host.read_file(text(caller, ptr, length)))
+
+    def write_file(call: _Call, caller: Any, pp: int, pl: int, dp: int, dl: int) -> int:
+        assert call.host is not None
+        receipt = call.host.write_file(text(caller, pp, pl), text(caller, dp, dl))
+        return give(caller, json.dumps(receipt))
+
+    linker.define_func("awb", "log", wasmtime.FuncType([i32, i32], []), guarded(log), access_caller=True)
+    linker.define_func("awb", "read_file", wasmtime.FuncType([i32, i32], [i64]), guarded(read_file), access_caller=True)
+    linker.define_func(
+        "awb", "write_file", wasmtime.FuncType([i32, i32, i32, i32], [i64]), guarded(write_file), access_caller=True
+    )
+    return linker

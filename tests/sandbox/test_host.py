@@ -1,0 +1,66 @@
+"""Host functions: reads confined to granted directories, writes only staged."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from awb.errors import OutputExceeded, SandboxViolation
+from awb.sandbox.host import HostBridge
+from sandbox_support import Staged
+
+
+def test_read_inside_a_granted_dir_by_relative_and_absolute_path(host_factory: Any, dirs: dict[str, Path]) -> None:
+    host = host_factory()
+    assert host.read_file("data.txt") == "hello from a granted dir"
+    assert host.read_file(str(dirs["granted"] / "data.txt")) == "hello from a granted dir"
+
+
+@pytest.mark.parametrize("path", ["../outside/secret.txt", "link.txt", "/etc/passwd", "", "a\x00b", "."])
+def test_read_escaping_the_granted_dir_is_refused(host_factory: Any, path: str) -> None:
+    with pytest.raises(SandboxViolation):
+        host_factory().read_file(path)
+
+
+def test_read_of_a_fifo_is_refused_without_blocking(host_factory: Any, dirs: dict[str, Path]) -> None:
+    os.mkfifo(dirs["granted"] / "pipe")
+    with pytest.raises(SandboxViolation, match="regular file"):
+        host_factory().read_file("pipe")
+
+
+def test_read_without_grants_is_refused(host_factory: Any) -> None:
+    with pytest.raises(SandboxViolation, match="no granted"):
+        host_factory(grant=False).read_file("data.txt")
+
+
+def test_write_is_staged_with_an_absolute_path(host_factory: Any, staged: Staged, dirs: dict[str, Path]) -> None:
+    receipt = host_factory().write_file("sub/../new.txt", "data")
+    assert receipt == {"staged": True, "id": 1, "path": str(dirs["granted"] / "new.txt")}
+    assert staged.writes == [(str(dirs["granted"] / "new.txt"), "data")]
+    assert not (dirs["granted"] / "new.txt").exists()
+
+
+def test_relative_write_without_a_granted_dir_is_refused(host_factory: Any) -> None:
+    with pytest.raises(SandboxViolation, match="absolute"):
+        host_factory(grant=False).write_file("new.txt", "data")
+
+
+def test_oversized_or_too_many_writes_are_refused(host_factory: Any) -> None:
+    host = host_factory()
+    with pytest.raises(OutputExceeded):
+        host.write_file("/tmp/big", "x" * (4 * 1024 * 1024 + 1))
+    for i in range(100):
+        host.write_file(f"/tmp/f{i}", "x")
+    with pytest.raises(OutputExceeded, match="at most"):
+        host.write_file("/tmp/one-more", "x")
+
+
+def test_log_is_capped() -> None:
+    host = HostBridge(read_dirs=[], stage=None, max_log_bytes=10)
+    host.log("12345")
+    with pytest.raises(OutputExceeded):
+        host.log("123456")
+    assert host.logs == ["12345"]

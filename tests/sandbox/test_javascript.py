@@ -1,0 +1,121 @@
+"""The javascript runtime: QuickJS in worker processes, host functions, and hostile tools."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from awb.sandbox.javascript import JavaScriptRuntime
+from sandbox_support import LIMITS, SHORT, Staged, failure
+
+pytestmark = pytest.mark.anyio
+
+ADD = "function run(params) { return params.a + params.b; }"
+
+
+async def assert_still_serves(runtime: JavaScriptRuntime, host_factory: Any) -> None:
+    with anyio.fail_after(10):
+        assert (await runtime.execute(ADD, {"a": 2, "b": 3}, LIMITS, host_factory())).value == 5
+
+
+async def test_run_returns_a_json_value_and_console_output_is_logged(
+    javascript: JavaScriptRuntime, host_factory: Any
+) -> None:
+    host = host_factory()
+    code = (
+        "function run(p) { console.log('seen', p.n); log('logged'); return {double: p.n * 2, list: [1, 'a', null]}; }"
+    )
+    result = await javascript.execute(code, {"n": 21}, LIMITS, host)
+    assert result.value == {"double": 42, "list": [1, "a", None]}
+    assert result.logs == ["seen 21\n"]
+    assert host.logs == ["logged"]
+
+
+async def test_host_functions_read_granted_files_and_stage_writes(
+    javascript: JavaScriptRuntime, host_factory: Any, staged: Staged, dirs: dict[str, Path]
+) -> None:
+    target = str(dirs["outside"] / "out.txt")
+    code = "function run(p) { const text = readFile('data.txt'); return writeFile(p.target, text.toUpperCase()); }"
+    result = await javascript.execute(code, {"target": target}, LIMITS, host_factory())
+    assert result.value["staged"] is True
+    assert staged.writes == [(target, "HELLO FROM A GRANTED DIR")]
+    assert not Path(target).exists()
+
+
+async def test_a_refused_host_call_can_be_caught_by_the_tool(javascript: JavaScriptRuntime, host_factory: Any) -> None:
+    code = "function run(p) { try { read_file('/etc/passwd'); } catch (e) { return 'refused'; } }"
+    assert (await javascript.execute(code, {}, LIMITS, host_factory())).value == "refused"
+
+
+async def test_check_refuses_code_without_run(javascript: JavaScriptRuntime) -> None:
+    with pytest.raises(Exception, match="does not define"):
+        await javascript.check("const x = 1;", LIMITS)
+
+
+HOSTILE: list[tuple[str, str, set[str]]] = [
+    ("read_etc_passwd", "function run(p) { return readFile('/etc/passwd'); }", {"sandbox_violation"}),
+    (
+        "read_server_environ",
+        "function run(p) { return readFile('/proc/' + p.pid + '/environ'); }",
+        {"sandbox_violation"},
+    ),
+    ("read_through_dotdot", "function run(p) { return readFile('../outside/secret.txt'); }", {"sandbox_violation"}),
+    ("read_through_symlink", "function run(p) { return readFile('link.txt'); }", {"sandbox_violation"}),
+    ("node_apis_are_absent", "function run(p) { return require('child_process').execSync('id'); }", {"runtime_error"}),
+    ("infinite_loop", "function run(p) { for (;;) {} }", {"timeout"}),
+    ("allocate_1gb", "function run(p) { const a = []; for (;;) a.push(new Array(1e6).fill(1)); }", {"memory_exceeded"}),
+    (
+        "big_buffer",
+        "function run(p) { return new ArrayBuffer(1 << 30).byteLength; }",
+        {"memory_exceeded", "runtime_error"},
+    ),
+    (
+        "print_100mb",
+        "function run(p) { for (let i = 0; i < 100; i++) console.log('x'.repeat(1e6)); }",
+        {"output_exceeded"},
+    ),
+    ("return_5mb", "function run(p) { return 'x'.repeat(5e6); }", {"output_exceeded"}),
+    ("deep_recursion", "function run(p) { function f() { return f() + 1; } return f(); }", {"runtime_error"}),
+]
+
+
+@pytest.mark.parametrize(("name", "code", "codes"), HOSTILE, ids=[h[0] for h in HOSTILE])
+async def test_hostile_tool_ends_in_a_structured_error_and_the_next_call_succeeds(
+    javascript: JavaScriptRuntime, host_factory: Any, name: str, code: str, codes: set[str]
+) -> None:
+    limits = SHORT if name == "infinite_loop" else LIMITS
+    with anyio.fail_after(20):
+        error = await failure(javascript, code, {"pid": os.getpid()}, host_factory(), limits)
+    assert error.code in codes, error
+    await assert_still_serves(javascript, host_factory)
+
+
+async def test_twenty_hostile_calls_in_parallel_leave_normal_calls_working(
+    javascript: JavaScriptRuntime, host_factory: Any
+) -> None:
+    hostile = [HOSTILE[i % len(HOSTILE)][1] for i in range(20)]
+
+    async def attack(code: str) -> str:
+        try:
+            await javascript.execute(code, {"pid": 1}, SHORT, host_factory())
+        except Exception as exc:
+            return type(exc).__name__
+        return "succeeded"
+
+    async def normal(i: int) -> Any:
+        return (await javascript.execute(ADD, {"a": i, "b": 1}, LIMITS, host_factory())).value
+
+    with anyio.fail_after(60):
+        results = await asyncio.gather(*(attack(c) for c in hostile), *(normal(i) for i in range(10)))
+    assert "succeeded" not in results[:20]
+    assert results[20:] == [i + 1 for i in range(10)]
+
+
+async def test_worker_runs_under_the_kernel_lockdown(javascript: JavaScriptRuntime) -> None:
+    layers = javascript.protections()
+    assert layers["worker_process"] and layers["seccomp"] and layers["no_new_privs"]

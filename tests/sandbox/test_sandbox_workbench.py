@@ -1,0 +1,98 @@
+"""The sandbox runtimes through the Workbench: craft, call, hostile calls, staged writes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import wat
+
+from awb.config import Config
+from awb.errors import ExecutionError
+from awb.sandbox import staging
+from awb.sandbox.registry import build_runtimes
+from awb.workbench import Workbench
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def wb(tmp_path: Path) -> AsyncIterator[Workbench]:
+    granted = tmp_path / "granted"
+    granted.mkdir()
+    (granted / "in.txt").write_text("granted text")
+    config = Config(inventory_path=tmp_path / "inv.db")
+    config.sandbox.grants = {"reader": [str(granted)]}
+    workbench = Workbench(config, runtimes=build_runtimes(config))
+    async with workbench:
+        yield workbench
+
+
+async def test_cpython_tool_is_crafted_and_called(wb: Workbench) -> None:
+    code = "import statistics\n\ndef run(params):\n    return statistics.median(params['xs'])\n"
+    tool = await wb.craft(
+        {
+            "name": "median",
+            "description": "median of numbers",
+            "code": code,
+            "runtime": "cpython",
+            "examples": [{"params": {"xs": [3, 1, 2]}, "expected": 2}],
+        }
+    )
+    assert tool.runtime == "cpython"
+    assert (await wb.call("median", {"xs": [5, 1, 9]})).result == 5
+
+
+async def test_hostile_cpython_call_is_recorded_as_a_failure_and_the_tool_keeps_working(wb: Workbench) -> None:
+    code = "import os\n\ndef run(params):\n    if params.get('evil'):\n        os.system('id')\n    return 'fine'\n"
+    await wb.craft({"name": "maybe_evil", "description": "d", "code": code, "runtime": "cpython"})
+    with pytest.raises(ExecutionError) as info:
+        await wb.call("maybe_evil", {"evil": True})
+    assert info.value.code == "sandbox_violation"
+    assert (await wb.call("maybe_evil", {})).result == "fine"
+    assert wb.resolve("maybe_evil").failure_count == 1
+
+
+async def test_granted_tool_reads_and_stages_a_write_a_person_applies(wb: Workbench, tmp_path: Path) -> None:
+    target = tmp_path / "result" / "out.txt"
+    code = "def run(params):\n    return write_file(params['to'], read_file('in.txt').upper())\n"
+    await wb.craft({"name": "reader", "description": "copies upper-cased", "code": code, "runtime": "cpython"})
+    receipt = (await wb.call("reader", {"to": str(target)})).result
+    assert not target.exists()
+    store = wb.store
+    pending = staging.list_staged(store)  # type: ignore[arg-type]
+    assert [w.id for w in pending] == [receipt["id"]]
+    staging.apply_staged(store, receipt["id"])  # type: ignore[arg-type]
+    assert target.read_text() == "GRANTED TEXT"
+
+
+async def test_javascript_and_wasm_tools_are_crafted_and_called(wb: Workbench) -> None:
+    await wb.craft(
+        {
+            "name": "js_add",
+            "description": "adds",
+            "language": "javascript",
+            "code": "function run(p) { return p.a + p.b; }",
+            "examples": [{"params": {"a": 1, "b": 2}, "expected": 3}],
+        }
+    )
+    assert (await wb.call("js_add", {"a": 40, "b": 2})).result == 42
+    await wb.craft({"name": "wasm_echo", "description": "echoes", "language": "wasm", "code": wat.ECHO})
+    assert (await wb.call("wasm_echo", {"k": "v"})).result == {"k": "v"}
+
+
+async def test_timeout_through_the_workbench_is_structured(wb: Workbench) -> None:
+    wb.config.tool_execution_timeout_ms = 500
+    await wb.craft(
+        {
+            "name": "spin",
+            "description": "spins",
+            "code": "def run(params):\n    while params.get('spin'):\n        pass\n    return 0\n",
+            "runtime": "cpython",
+        }
+    )
+    with pytest.raises(ExecutionError) as info:
+        await wb.call("spin", {"spin": True})
+    assert info.value.code == "timeout"
+    assert (await wb.call("spin", {})).result == 0

@@ -1,0 +1,48 @@
+"""`awb staged`: list, show, apply, discard through the Typer app."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from awb.cli.staged import staged_app
+from awb.inventory.sqlite import SQLiteStore
+
+
+def _setup(tmp_path: Path) -> tuple[Path, Path, int]:
+    config = tmp_path / "awb.config.json"
+    config.write_text(json.dumps({"inventory_path": "inv.db"}))
+    store = SQLiteStore(tmp_path / "inv.db")
+    target = tmp_path / "out" / "file.txt"
+    staged_id = store.stage_write("tool_x", str(target), "staged content", datetime.now(UTC))
+    store.close()
+    return config, target, staged_id
+
+
+def test_list_show_apply_and_refused_second_apply(tmp_path: Path) -> None:
+    config, target, staged_id = _setup(tmp_path)
+    runner = CliRunner()
+    listed = runner.invoke(staged_app, ["list", "--config", str(config), "--json"])
+    assert listed.exit_code == 0, listed.output
+    assert [w["id"] for w in json.loads(listed.output)] == [staged_id]
+    shown = runner.invoke(staged_app, ["show", str(staged_id), "--config", str(config)])
+    assert "staged content" in shown.output
+    applied = runner.invoke(staged_app, ["apply", str(staged_id), "--config", str(config)])
+    assert applied.exit_code == 0, applied.output
+    assert target.read_text() == "staged content"
+    again = runner.invoke(staged_app, ["apply", str(staged_id), "--config", str(config), "--json"])
+    assert again.exit_code != 0
+    assert json.loads(again.output)["error"]["code"] == "invalid_params"
+
+
+def test_discard_writes_nothing(tmp_path: Path) -> None:
+    config, target, staged_id = _setup(tmp_path)
+    result = CliRunner().invoke(staged_app, ["discard", str(staged_id), "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    assert "discarded" in result.output
+    assert not target.exists()
+    listed = CliRunner().invoke(staged_app, ["list", "--config", str(config)])
+    assert "no pending staged writes" in listed.output

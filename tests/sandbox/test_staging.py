@@ -1,0 +1,61 @@
+"""Staged writes: listed, applied once for real, or discarded."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from awb.errors import InvalidParams
+from awb.inventory.sqlite import SQLiteStore
+from awb.sandbox import staging
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SQLiteStore:
+    return SQLiteStore(tmp_path / "inv.db")
+
+
+def test_apply_writes_the_file_creating_parents_and_marks_it_applied(store: SQLiteStore, tmp_path: Path) -> None:
+    target = tmp_path / "deep" / "dir" / "out.txt"
+    staged_id = store.stage_write("tool_1", str(target), "content", datetime.now(UTC))
+    assert [w.id for w in staging.list_staged(store)] == [staged_id]
+    applied = staging.apply_staged(store, staged_id)
+    assert applied.status == "applied"
+    assert target.read_text() == "content"
+    assert staging.list_staged(store) == []
+    assert [w.status for w in staging.list_staged(store, None)] == ["applied"]
+
+
+def test_applying_twice_is_refused(store: SQLiteStore, tmp_path: Path) -> None:
+    target = tmp_path / "out.txt"
+    staged_id = store.stage_write("tool_1", str(target), "one", datetime.now(UTC))
+    staging.apply_staged(store, staged_id)
+    target.write_text("changed by a person")
+    with pytest.raises(InvalidParams, match="applied, not pending"):
+        staging.apply_staged(store, staged_id)
+    assert target.read_text() == "changed by a person"
+
+
+def test_discard_writes_nothing_and_cannot_then_be_applied(store: SQLiteStore, tmp_path: Path) -> None:
+    target = tmp_path / "out.txt"
+    staged_id = store.stage_write("tool_1", str(target), "x", datetime.now(UTC))
+    assert staging.discard_staged(store, staged_id).status == "discarded"
+    with pytest.raises(InvalidParams):
+        staging.apply_staged(store, staged_id)
+    assert not target.exists()
+
+
+def test_unknown_id_is_reported(store: SQLiteStore) -> None:
+    with pytest.raises(InvalidParams, match="no staged write"):
+        staging.apply_staged(store, 999)
+
+
+def test_failed_apply_leaves_the_write_pending(store: SQLiteStore, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    staged_id = store.stage_write("tool_1", str(blocker / "out.txt"), "x", datetime.now(UTC))
+    with pytest.raises(InvalidParams, match="cannot write"):
+        staging.apply_staged(store, staged_id)
+    assert staging.get_staged(store, staged_id).status == "pending"

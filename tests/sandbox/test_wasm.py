@@ -1,0 +1,111 @@
+"""The wasm runtime: the JSON ABI, host imports, limits."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import wat
+
+from awb.errors import ToolRuntimeError
+from awb.sandbox.wasm import WasmRuntime
+from sandbox_support import LIMITS, SHORT, failure
+
+pytestmark = pytest.mark.anyio
+
+
+async def assert_still_serves(runtime: WasmRuntime, host_factory: Any) -> None:
+    with anyio.fail_after(10):
+        assert (await runtime.execute(wat.ECHO, {"ok": 1}, LIMITS, host_factory())).value == {"ok": 1}
+
+
+async def test_module_gets_params_as_json_and_returns_json(wasm: WasmRuntime, host_factory: Any) -> None:
+    assert (await wasm.execute(wat.ECHO, {"a": [1, "b"]}, LIMITS, host_factory())).value == {"a": [1, "b"]}
+    assert (await wasm.execute(wat.constant({"x": 2}), {}, LIMITS, host_factory())).value == {"x": 2}
+
+
+async def test_binary_module_is_accepted_as_base64(wasm: WasmRuntime, host_factory: Any) -> None:
+    import wasmtime
+
+    binary = base64.b64encode(wasmtime.wat2wasm(wat.constant(7))).decode()
+    assert (await wasm.execute(binary, {}, LIMITS, host_factory())).value == 7
+
+
+async def test_read_file_import_reads_a_granted_file(wasm: WasmRuntime, host_factory: Any) -> None:
+    # data.txt is not JSON, so read a JSON file written for the purpose.
+    host = host_factory()
+    Path(host.read_dirs[0], "value.json").write_text('{"from": "file"}')
+    assert (await wasm.execute(wat.read_file("value.json"), {}, LIMITS, host)).value == {"from": "file"}
+
+
+async def test_check_refuses_a_module_without_the_abi_exports(wasm: WasmRuntime) -> None:
+    with pytest.raises(ToolRuntimeError, match="must export"):
+        await wasm.check("(module)", LIMITS)
+    with pytest.raises(ToolRuntimeError, match="WAT text or base64"):
+        await wasm.check("not a module", LIMITS)
+
+
+async def test_module_importing_anything_else_is_refused(wasm: WasmRuntime, host_factory: Any) -> None:
+    code = wat.module(
+        '(func (export "run") (param i32 i32) (result i64) (i64.const 0))',
+        imports='(import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32)))',
+    )
+    error = await failure(wasm, code, {}, host_factory())
+    assert error.code == "sandbox_violation"
+
+
+HOSTILE: list[tuple[str, str, set[str]]] = [
+    ("read_etc_passwd", wat.read_file("/etc/passwd"), {"sandbox_violation"}),
+    ("read_through_dotdot", wat.read_file("../outside/secret.txt"), {"sandbox_violation"}),
+    ("read_through_symlink", wat.read_file("link.txt"), {"sandbox_violation"}),
+    ("infinite_loop", wat.LOOP, {"timeout"}),
+    ("grow_memory_by_1gb", wat.GROW_1GB, {"runtime_error", "memory_exceeded"}),
+    (
+        "declare_2gb_minimum",
+        wat.module('(func (export "run") (param i32 i32) (result i64) (i64.const 0))').replace(
+            '(memory (export "memory") 1)', '(memory (export "memory") 32768)'
+        ),
+        {"memory_exceeded"},
+    ),
+    (
+        "return_a_huge_length",
+        wat.module('(func (export "run") (param i32 i32) (result i64) (i64.const 0x7fffffff))'),
+        {"output_exceeded"},
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "code", "codes"), HOSTILE, ids=[h[0] for h in HOSTILE])
+async def test_hostile_module_ends_in_a_structured_error_and_the_next_call_succeeds(
+    wasm: WasmRuntime, host_factory: Any, name: str, code: str, codes: set[str]
+) -> None:
+    limits = SHORT if name == "infinite_loop" else LIMITS
+    with anyio.fail_after(20):
+        error = await failure(wasm, code, {}, host_factory(), limits)
+    assert error.code in codes, error
+    await assert_still_serves(wasm, host_factory)
+
+
+async def test_twenty_hostile_calls_in_parallel_leave_normal_calls_working(
+    wasm: WasmRuntime, host_factory: Any
+) -> None:
+    async def attack(code: str) -> str:
+        try:
+            await wasm.execute(code, {}, SHORT, host_factory())
+        except Exception as exc:
+            return type(exc).__name__
+        return "succeeded"
+
+    async def normal(i: int) -> Any:
+        return (await wasm.execute(wat.ECHO, {"i": i}, LIMITS, host_factory())).value
+
+    with anyio.fail_after(60):
+        results = await asyncio.gather(
+            *(attack(HOSTILE[i % len(HOSTILE)][1]) for i in range(20)), *(normal(i) for i in range(10))
+        )
+    assert "succeeded" not in results[:20]
+    assert results[20:] == [{"i": i} for i in range(10)]

