@@ -54,7 +54,9 @@ from awb.sandbox.base import Execution, Limits, Runtime
 from awb.sandbox.host import HostBridge
 from awb.sandbox.registry import build_runtimes, choose_python_runtime
 from awb.search.duplicates import rank_similar
+from awb.search.embeddings import create_embedder
 from awb.search.fts import match_expression
+from awb.search.hybrid import HybridSearch
 
 log = logging.getLogger("awb.workbench")
 
@@ -133,6 +135,9 @@ class Workbench:
         self.policy = MemoryPolicy(self.config.memory)
         self.events = EventBus()
         self.armory = Armory(self.store, self.config, self.events)
+        self.search_engine = _search_engine(self.store, self.config)
+        # Vectors follow every craft, new version, rollback and delete, whichever path made them.
+        self.events.subscribe(self._keep_search_in_step)
         self.runtimes: dict[str, Runtime] = runtimes or build_runtimes(self.config)
         self._validators: dict[tuple[str, int], Draft202012Validator] = {}
         self._running = 0
@@ -145,9 +150,20 @@ class Workbench:
 
         Runtimes not warmed start on first use, so libraries and the CLI never pay for a zygote or a
         JavaScript worker they do not need."""
+        self.search_engine.warm_up()
         for name, runtime in self.runtimes.items():
             if warm_all or name == "monty":
                 await runtime.start()
+
+    def _keep_search_in_step(self, event: Event) -> None:
+        if self.search_engine.mode != "hybrid" or event.tool_id is None:
+            return
+        if event.kind == "deleted":
+            self.search_engine.remove_tool(event.tool_id)
+        elif event.kind in ("crafted", "updated"):
+            tool = self.store.get(event.tool_id)
+            if tool is not None:
+                self.search_engine.index_tool(tool)
 
     async def close(self) -> None:
         for runtime in self.runtimes.values():
@@ -449,6 +465,11 @@ class Workbench:
             raise InvalidParams("the search query is empty", field="query")
         if limit < 1 or limit > 1000:
             raise InvalidParams("limit must be between 1 and 1000", limit=limit)
+        if self.search_engine.mode == "hybrid":
+            mode, scored = self.search_engine.search(query, limit)
+            if mode == "hybrid":
+                results = [tool.summary(score=round(score, 4)) for tool, score in scored]
+                return SearchResult(query=query, mode="hybrid", results=results)
         match = match_expression(query)
         if match is None:
             return SearchResult(query=query, mode="text", results=[])
@@ -555,6 +576,14 @@ class Workbench:
         if changes:
             log.info("maintenance moved %d tools", len(changes))
         return changes
+
+
+def _search_engine(store: Store, config: Config) -> HybridSearch:
+    """Hybrid search when configured and the `embed` extra is installed; text-only otherwise, with why."""
+    if config.search.mode != "hybrid":
+        return HybridSearch(store, None, config.search, reason="search.mode is 'text'")
+    embedder, reason = create_embedder(config.search.embedding_provider)
+    return HybridSearch(store, embedder, config.search, reason=reason)
 
 
 def _pydantic_errors(exc: ValidationError) -> list[dict[str, str]]:

@@ -237,6 +237,11 @@ async def _doctor_checks(config: Config) -> list[dict[str, Any]]:
         checks.append({"check": "fts5", "ok": False, "detail": str(error)})
     async with Workbench(config, store=store) as workbench:
         checks.extend(await _sandbox_checks(workbench))
+        status = workbench.search_engine.status().to_dict()
+    detail = f"mode {status['mode']}: {status.get('reason', '')}"
+    if status.get("needs_reindex"):
+        detail += " (vectors from another model or missing: run `awb reindex`)"
+    checks.append({"check": "search", "ok": True, "detail": detail})
     free = _port_free(config.host, config.port)
     checks.append(
         {
@@ -245,7 +250,7 @@ async def _doctor_checks(config: Config) -> list[dict[str, Any]]:
             "detail": f"{config.host}:{config.port} " + ("free" if free else "in use (is awb already running?)"),
         }
     )
-    checks.append({"check": "search", "ok": True, "detail": f"mode {config.search.mode}"})
+
     return checks
 
 
@@ -293,6 +298,14 @@ def maintain(config_path: ConfigOption = None, as_json: JsonOption = False) -> N
             ["tool", "from", "to", "why"],
             [(r["name"], r["before"], r["after"], r["reason"]) for r in rows],
         )
+
+
+@app.command()
+def reindex(config_path: ConfigOption = None, as_json: JsonOption = False) -> None:
+    """Recompute every live tool's embedding with the current model (hybrid search), with progress."""
+    from awb.cli.reindex import reindex_command
+
+    reindex_command(config_path, as_json)
 
 
 # --- inventory -----------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import Any
 
 from awb.errors import ConfigError
 from awb.inventory.models import CallRecord, Example, MemoryLevel, Tool, ToolSummary, ToolVersion
+from awb.inventory.vectors import VECTORS_SQL
 from awb.search.fts import split_identifier
 
 BUSY_TIMEOUT_MS = 5000
@@ -111,9 +112,7 @@ CREATE TRIGGER tools_fts_update AFTER UPDATE OF search_name, description, proble
 END;
 """
 
-_TIER_ORDER = (
-    "CASE memory_level WHEN 'long_term' THEN 0 WHEN 'medium_term' THEN 1 WHEN 'short_term' THEN 2 ELSE 3 END"
-)
+_TIER_ORDER = "CASE memory_level WHEN 'long_term' THEN 0 WHEN 'medium_term' THEN 1 WHEN 'short_term' THEN 2 ELSE 3 END"
 
 # Listing walks this index in order and stops at LIMIT instead of sorting every live tool.
 _V2 = f"""
@@ -121,7 +120,7 @@ CREATE INDEX tools_hot ON tools({_TIER_ORDER}, usage_count DESC, rowid DESC) WHE
 """
 
 #: Forward migrations: MIGRATIONS[n] is the SQL that takes a database from schema n to n + 1.
-MIGRATIONS: list[str] = [_V1, _V2]
+MIGRATIONS: list[str] = [_V1, _V2, VECTORS_SQL]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # BM25 column weights (name, description, problem, tags): a word in the name says more than one

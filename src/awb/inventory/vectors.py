@@ -10,7 +10,7 @@ import sqlite3
 import struct
 from collections.abc import Sequence
 
-#: Migration 2 of the SQLite inventory. Deleting a tool forever removes its vector too.
+#: Migration 3 of the SQLite inventory. Deleting a tool forever removes its vector too.
 VECTORS_SQL = """
 CREATE TABLE tool_vectors (
     tool_id TEXT PRIMARY KEY,

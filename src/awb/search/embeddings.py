@@ -80,7 +80,7 @@ def local_model_files() -> tuple[Path, Path]:
 class LocalEmbedder:
     """all-MiniLM-L6-v2 (int8 ONNX): mean pooling over word pieces, then L2 normalisation.
 
-    Construction is free. `start_loading()` loads the model in a daemon thread; `embed()` waits for it.
+    Construction is free. `start_loading()` loads the model in a background thread; `embed()` waits for it.
     """
 
     model_id = LOCAL_MODEL_ID
@@ -103,7 +103,9 @@ class LocalEmbedder:
         """Begin loading in the background; returns at once. Safe to call more than once."""
         with self._lock:
             if self._thread is None:
-                self._thread = threading.Thread(target=self._load, name="awb-embedder-load", daemon=True)
+                # Not a daemon: a short-lived process (the CLI) that exits while ONNX Runtime builds its
+                # session would abort in C++ ("terminate called without an active exception").
+                self._thread = threading.Thread(target=self._load, name="awb-embedder-load")
                 self._thread.start()
 
     def wait_loaded(self, timeout_s: float | None = None) -> None:
@@ -134,6 +136,8 @@ class LocalEmbedder:
             options.intra_op_num_threads = self._threads
             options.inter_op_num_threads = 1
             options.log_severity_level = 3
+            # Idle ORT threads spin by default and starve numpy's search right after every query.
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             session = ort.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
             self._needs_token_types = any(i.name == "token_type_ids" for i in session.get_inputs())
             self._tokenizer, self._session = tokenizer, session
@@ -163,6 +167,10 @@ class LocalEmbedder:
         return result
 
 
+_shared: LocalEmbedder | None = None
+_shared_lock = threading.Lock()
+
+
 def create_embedder(provider: str) -> tuple[Embedder | None, str]:
     """The embedder a config asks for, or None with the reason search will be text-only."""
     if provider == "none":
@@ -171,7 +179,12 @@ def create_embedder(provider: str) -> tuple[Embedder | None, str]:
         local_model_files()
     except EmbedderUnavailable as exc:
         return None, str(exc)
-    return LocalEmbedder(), f"local model {LOCAL_MODEL_ID} (loaded on first use, in the background)"
+    global _shared
+    with _shared_lock:
+        # One model per process: every Workbench in it (tests, the server's) shares the loaded session.
+        if _shared is None:
+            _shared = LocalEmbedder()
+    return _shared, f"local model {LOCAL_MODEL_ID} (loaded in the background)"
 
 
 __all__ = ["LOCAL_MODEL_ID", "Embedder", "EmbedderUnavailable", "LocalEmbedder", "create_embedder", "local_model_files"]
