@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from awb.config import Config  # noqa: E402
 from awb.inventory.models import Tool  # noqa: E402
-from awb.search.embeddings import LocalEmbedder, create_embedder  # noqa: E402
+from awb.search.embeddings import LocalEmbedder  # noqa: E402
 from awb.search.hybrid import HybridSearch, Mode  # noqa: E402
 from awb.workbench import Workbench  # noqa: E402
 
@@ -175,14 +175,13 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         config = Config(inventory_path=Path(tmp) / "inventory.db", max_tools=100_000)
         config.search.mode = "hybrid"
-        embedder, reason = create_embedder("local")
-        if embedder is None:
-            sys.exit(f"the embed extra is needed: {reason}")
-        async with Workbench(config, embedder=embedder) as workbench:
-            started = time.perf_counter()
-            workbench.search_engine.warm_up()
+        config.search.embedding_provider = "local"
+        started = time.perf_counter()
+        async with Workbench(config) as workbench:
             start_ms = (time.perf_counter() - started) * 1000
-            assert isinstance(embedder, LocalEmbedder)
+            embedder = workbench.search_engine.embedder
+            if not isinstance(embedder, LocalEmbedder):
+                sys.exit(f"the embed extra is needed: {workbench.search_engine.reason}")
             embedder.wait_loaded()
             load_seconds = embedder.load_seconds or 0.0
             started = time.perf_counter()
@@ -191,7 +190,7 @@ async def main() -> None:
             engine: HybridSearch = workbench.search_engine
             engine.query_cache_size = 0
             print(f"MetaTool: {len(tools)} tools crafted in {craft_s:.1f} s, {len(queries)} queries")
-            print(f"search: {engine.status().reason}; warm_up returned in {start_ms:.2f} ms")
+            print(f"search: {engine.status().reason}; Workbench created and started in {start_ms:.0f} ms")
             rows = []
             for mode in MODES:
                 scores, latencies = run_queries(workbench, queries, names, mode)

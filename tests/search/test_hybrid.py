@@ -226,3 +226,16 @@ def test_vectors_written_by_another_connection_are_picked_up(store: SQLiteStore,
     finally:
         other.close()
     assert top_name(engine, "how many euros is 20 dollars") == "currency_converter"
+
+
+@pytest.mark.anyio
+async def test_workbench_keeps_vectors_in_step_with_craft_and_delete(workbench: Any) -> None:
+    workbench.search_engine = HybridSearch(workbench.store, ConceptEmbedder(), SearchConfig(mode="hybrid"))
+    code = "def run(params):\n    return None\n"
+    for name, description in TOOLS:
+        await workbench.craft({"name": name, "description": description, "code": code})
+    found = workbench.search("will I need an umbrella", limit=3)
+    assert found.mode == "hybrid"
+    assert found.results[0].name == "weather_forecast"
+    workbench.delete("weather_forecast")
+    assert "weather_forecast" not in [r.name for r in workbench.search("will I need an umbrella", limit=6).results]
