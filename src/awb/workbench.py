@@ -22,7 +22,6 @@ from awb.equip import Armory
 from awb.errors import (
     AdmissionFailed,
     AwbError,
-    Busy,
     DuplicateTool,
     ExecutionError,
     InvalidOutput,
@@ -50,7 +49,7 @@ from awb.inventory.models import (
 )
 from awb.inventory.sqlite import SQLiteStore
 from awb.inventory.store import Store
-from awb.sandbox.base import Execution, Limits, Runtime
+from awb.sandbox.base import Execution, ExecutionSlots, Limits, Runtime
 from awb.sandbox.host import HostBridge
 from awb.sandbox.registry import build_runtimes, choose_python_runtime
 from awb.search.duplicates import rank_similar
@@ -140,7 +139,7 @@ class Workbench:
         self.events.subscribe(self._keep_search_in_step)
         self.runtimes: dict[str, Runtime] = runtimes or build_runtimes(self.config)
         self._validators: dict[tuple[str, int], Draft202012Validator] = {}
-        self._running = 0
+        self._slots = ExecutionSlots(self.config.sandbox.max_concurrent, "tool")
         self._calls_since_maintenance = 0
 
     # --- life cycle ---------------------------------------------------------------------------
@@ -361,30 +360,23 @@ class Workbench:
         runtime = self.runtimes.get(tool.runtime)
         if runtime is None:
             raise Unavailable(f"runtime {tool.runtime!r} of {tool.name!r} is not available here")
-        if self._running >= self.config.sandbox.max_concurrent:
-            raise Busy(
-                f"{self._running} tool executions are running, the maximum; try again shortly",
-                limit=self.config.sandbox.max_concurrent,
-            )
         host = HostBridge(
             read_dirs=tool.capabilities.read_dirs,
             stage=lambda path, data: self.store.stage_write(tool.tool_id, path, data, self.clock.now()),
             max_log_bytes=self.limits.max_log_bytes,
         )
-        self._running += 1
         started = time.perf_counter()
         error: AwbError | None = None
         execution: Execution | None = None
-        try:
-            execution = await runtime.execute(tool.code, params, self.limits, host)
-            if tool.output_schema is not None:
-                out_problems = schema_errors(Draft202012Validator(tool.output_schema), execution.value)
-                if out_problems:
-                    raise InvalidOutput("the tool's result does not match its output_schema", errors=out_problems)
-        except ExecutionError as exc:
-            error = exc
-        finally:
-            self._running -= 1
+        with self._slots.take():
+            try:
+                execution = await runtime.execute(tool.code, params, self.limits, host)
+                if tool.output_schema is not None:
+                    out_problems = schema_errors(Draft202012Validator(tool.output_schema), execution.value)
+                    if out_problems:
+                        raise InvalidOutput("the tool's result does not match its output_schema", errors=out_problems)
+            except ExecutionError as exc:
+                error = exc
         duration_ms = (time.perf_counter() - started) * 1000
         tool = self._record(tool, duration_ms, error)
         if error is not None:

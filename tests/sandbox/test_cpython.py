@@ -227,7 +227,7 @@ async def test_runtime_past_its_concurrency_cap_answers_busy(host_factory: Any) 
             runtime.execute("def run(params):\n    while True: pass\n", {}, SHORT, host_factory())
         )
         with anyio.fail_after(10):
-            while runtime._active == 0:
+            while runtime._slots.active == 0:
                 await asyncio.sleep(0.01)
             with pytest.raises(Busy):
                 await runtime.execute(ADD, {"a": 1, "b": 1}, LIMITS, host_factory())

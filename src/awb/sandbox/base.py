@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from awb.errors import InvalidOutput, OutputExceeded
+from awb.errors import Busy, InvalidOutput, OutputExceeded
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,28 @@ class Runtime(Protocol):
     def protections(self) -> dict[str, bool]:
         """Which isolation layers are active, for `awb doctor` and `awb_inspect`."""
         ...
+
+
+class ExecutionSlots:
+    """A cap on executions at once. Past it a call fails fast with `busy` rather than queueing,
+    so a burst of slow tools cannot pile up work the server would finish long after anyone waits."""
+
+    def __init__(self, limit: int, what: str) -> None:
+        self.limit = limit
+        self.what = what
+        self.active = 0
+
+    @contextmanager
+    def take(self) -> Iterator[None]:
+        if self.active >= self.limit:
+            raise Busy(
+                f"{self.active} {self.what} executions are running, the maximum; try again shortly", limit=self.limit
+            )
+        self.active += 1
+        try:
+            yield
+        finally:
+            self.active -= 1
 
 
 def encode_output(value: Any, max_output_bytes: int) -> str:

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from awb.errors import Busy, OutputExceeded, ToolRuntimeError, ToolTimeout, Unavailable
-from awb.sandbox.base import Execution, HostFunctions, Limits
+from awb.errors import OutputExceeded, ToolRuntimeError, ToolTimeout, Unavailable
+from awb.sandbox.base import Execution, ExecutionSlots, HostFunctions, Limits
 from awb.sandbox.cpython import lockdown
 from awb.sandbox.wire import (
     BadFrame,
@@ -73,10 +73,9 @@ class JavaScriptRuntime:
 
     def __init__(self, *, pool_size: int = 2, max_concurrent: int = 8, python: str | None = None) -> None:
         self._pool_size = pool_size
-        self._max_concurrent = max_concurrent
         self._python = python or sys.executable
         self._idle: list[_JsWorker] = []
-        self._active = 0
+        self._slots = ExecutionSlots(max_concurrent, "javascript")
         self._started = False
         self._layers: dict[str, bool] = {}
 
@@ -139,13 +138,7 @@ class JavaScriptRuntime:
     async def _run(
         self, mode: str, code: str, params: dict[str, Any], limits: Limits, host: HostFunctions | None
     ) -> tuple[Any, list[str]]:
-        if self._active >= self._max_concurrent:
-            raise Busy(
-                f"{self._active} javascript executions are running, the maximum; try again shortly",
-                limit=self._max_concurrent,
-            )
-        self._active += 1
-        try:
+        with self._slots.take():
             await self.start()
             worker = self._idle.pop() if self._idle else await self._spawn()
             healthy = False
@@ -162,8 +155,6 @@ class JavaScriptRuntime:
                     self._idle.append(worker)
                 else:
                     await worker.kill()
-        finally:
-            self._active -= 1
 
     async def _drive(
         self,

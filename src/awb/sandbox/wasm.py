@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from awb.errors import (
-    Busy,
     ExecutionError,
     MemoryExceeded,
     OutputExceeded,
@@ -45,7 +44,7 @@ from awb.errors import (
     ToolTimeout,
     Unavailable,
 )
-from awb.sandbox.base import Execution, HostFunctions, Limits, encode_output
+from awb.sandbox.base import Execution, ExecutionSlots, HostFunctions, Limits, encode_output
 
 TICK_S = 0.005
 MODULE_CACHE_SIZE = 64
@@ -75,8 +74,7 @@ class WasmRuntime:
     language = "wasm"
 
     def __init__(self, *, max_concurrent: int = 8) -> None:
-        self._max_concurrent = max_concurrent
-        self._active = 0
+        self._slots = ExecutionSlots(max_concurrent, "wasm")
         self._engine: Any = None
         self._linker: Any = None
         self._modules: OrderedDict[str, Any] = OrderedDict()
@@ -130,13 +128,7 @@ class WasmRuntime:
     async def _run(
         self, code: str, params: dict[str, Any], limits: Limits, host: HostFunctions | None, *, check: bool
     ) -> tuple[Any, list[str]]:
-        if self._active >= self._max_concurrent:
-            raise Busy(
-                f"{self._active} wasm executions are running, the maximum; try again shortly",
-                limit=self._max_concurrent,
-            )
-        self._active += 1
-        try:
+        with self._slots.take():
             await self.start()
             module = self._module(code)
             call = _Call(host)
@@ -151,8 +143,6 @@ class WasmRuntime:
                 raise ToolTimeout(f"the tool ran past {limits.timeout_ms} ms", limit_ms=limits.timeout_ms) from None
             finally:
                 _current.reset(token)
-        finally:
-            self._active -= 1
 
     def _module(self, code: str) -> Any:
         import wasmtime

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from awb.errors import (
-    Busy,
     ExecutionError,
     MemoryExceeded,
     OutputExceeded,
@@ -31,7 +30,7 @@ from awb.errors import (
     ToolTimeout,
     Unavailable,
 )
-from awb.sandbox.base import Execution, HostFunctions, Limits
+from awb.sandbox.base import Execution, ExecutionSlots, HostFunctions, Limits
 from awb.sandbox.cpython import lockdown
 from awb.sandbox.wire import (
     BadFrame,
@@ -194,7 +193,6 @@ class CPythonRuntime:
     ) -> None:
         self._pool_size = pool_size
         self._network_namespace = network_namespace
-        self._max_concurrent = max_concurrent
         self._grants = sorted({str(Path(g).resolve()) for g in grants or []})
         self._allow_degraded = allow_degraded
         self._python = python or sys.executable
@@ -202,7 +200,7 @@ class CPythonRuntime:
         self._ready: deque[_Worker] = deque()
         self._filling = 0
         self._tasks: set[asyncio.Task[None]] = set()
-        self._active = 0
+        self._slots = ExecutionSlots(max_concurrent, "cpython")
         self._start_lock: asyncio.Lock | None = None
         self._refusal: str | None = None
 
@@ -362,20 +360,14 @@ class CPythonRuntime:
     async def _run(
         self, mode: str, code: str, params: dict[str, Any], limits: Limits, host: HostFunctions | None
     ) -> tuple[Any, list[str]]:
-        if self._active >= self._max_concurrent:
-            raise Busy(
-                f"{self._active} cpython executions are running, the maximum; try again shortly",
-                limit=self._max_concurrent,
-            )
-        self._active += 1
         try:
-            worker = await self._checkout()
-            try:
-                return await self._drive(worker, mode, code, params, limits, host)
-            finally:
-                worker.close()
+            with self._slots.take():
+                worker = await self._checkout()
+                try:
+                    return await self._drive(worker, mode, code, params, limits, host)
+                finally:
+                    worker.close()
         finally:
-            self._active -= 1
             if self._zygote is not None and not self._zygote.dead and self._refusal is None:
                 self._fill()
 
