@@ -40,6 +40,7 @@ ConfigOption = Annotated[
     Path | None, typer.Option("--config", "-c", help=f"Path to {CONFIG_FILENAME} (default: ./{CONFIG_FILENAME}).")
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+ToolArgument = Annotated[str, typer.Argument(help="tool_id or name.")]
 InventoryOption = Annotated[Path | None, typer.Option("--inventory", help="Path of the inventory database.")]
 
 
@@ -379,7 +380,7 @@ def inventory_search(
 
 @inventory_app.command("inspect")
 def inventory_inspect(
-    tool: Annotated[str, typer.Argument(help="tool_id or name.")],
+    tool: ToolArgument,
     config_path: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -409,7 +410,7 @@ def inventory_inspect(
 
 @inventory_app.command("equip")
 def inventory_equip(
-    tool: Annotated[str, typer.Argument(help="tool_id or name.")],
+    tool: ToolArgument,
     config_path: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -419,7 +420,7 @@ def inventory_equip(
 
 @inventory_app.command("unequip")
 def inventory_unequip(
-    tool: Annotated[str, typer.Argument(help="tool_id or name.")],
+    tool: ToolArgument,
     config_path: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -441,7 +442,7 @@ def _print_equip(outcome: Any, as_json: bool) -> None:
 
 @inventory_app.command("versions")
 def inventory_versions(
-    tool: Annotated[str, typer.Argument(help="tool_id or name.")],
+    tool: ToolArgument,
     config_path: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -474,7 +475,7 @@ def inventory_versions(
 
 @inventory_app.command("rollback")
 def inventory_rollback(
-    tool: Annotated[str, typer.Argument(help="tool_id or name.")],
+    tool: ToolArgument,
     to_version: Annotated[int, typer.Argument(help="The version to make current.")],
     config_path: ConfigOption = None,
     as_json: JsonOption = False,
