@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from typing import Any
+from typing import Any, Literal
 
 import jsonschema
 from jsonschema import Draft202012Validator
@@ -138,7 +138,7 @@ class Workbench:
         # Vectors follow every craft, new version, rollback and delete, whichever path made them.
         self.events.subscribe(self._keep_search_in_step)
         self.runtimes: dict[str, Runtime] = runtimes or build_runtimes(self.config)
-        self._validators: dict[tuple[str, int], Draft202012Validator] = {}
+        self._validators: dict[tuple[str, int, str], Draft202012Validator] = {}
         self._slots = ExecutionSlots(self.config.sandbox.max_concurrent, "tool")
         self._calls_since_maintenance = 0
 
@@ -339,11 +339,13 @@ class Workbench:
 
     # --- call ---------------------------------------------------------------------------------
 
-    def _validator(self, tool: Tool) -> Draft202012Validator:
-        key = (tool.tool_id, tool.version)
+    def _validator(self, tool: Tool, which: Literal["input", "output"] = "input") -> Draft202012Validator:
+        """The compiled schema of a tool version; versions are immutable, so compile once per version."""
+        key = (tool.tool_id, tool.version, which)
         validator = self._validators.get(key)
         if validator is None:
-            validator = self._validators[key] = Draft202012Validator(tool.input_schema)
+            schema = tool.input_schema if which == "input" else tool.output_schema
+            validator = self._validators[key] = Draft202012Validator(schema or {})
         return validator
 
     async def call(self, ref: str, params: dict[str, Any] | None = None) -> CallResult:
@@ -372,7 +374,7 @@ class Workbench:
             try:
                 execution = await runtime.execute(tool.code, params, self.limits, host)
                 if tool.output_schema is not None:
-                    out_problems = schema_errors(Draft202012Validator(tool.output_schema), execution.value)
+                    out_problems = schema_errors(self._validator(tool, "output"), execution.value)
                     if out_problems:
                         raise InvalidOutput("the tool's result does not match its output_schema", errors=out_problems)
             except ExecutionError as exc:
