@@ -1,8 +1,10 @@
 """Workbench operation latency with 1,000 and 10,000 tools, in-process and over stdio.
 
 Run: `python benchmarks/ops.py [--sizes 1000,10000] [--repeat 200]`. Prints one table per inventory
-size. Over stdio, each operation is set against a bare SDK echo server measured in the same run; the
-ratio column is awb p50 / echo p50 (ratios survive a noisy, shared machine; absolute numbers don't).
+size. Over stdio, each operation is set against a bare SDK echo server in the same run: the two servers
+run side by side and their calls alternate, so the ratio column (awb p50 / echo p50 of the echo calls
+made between that operation's calls) compares them on the same machine at the same moment. Ratios
+survive a noisy, shared machine; absolute numbers don't.
 """
 
 from __future__ import annotations
@@ -128,8 +130,10 @@ async def in_process(workbench: Workbench, repeat: int, rng: random.Random) -> d
     async def list_(i: int) -> None:
         workbench.list_tools(limit=20)
 
+    queries = [" ".join(words.sample(3)) for _ in range(repeat)]
+
     async def search(i: int) -> None:
-        workbench.search(" ".join(words.sample(3)), limit=10)
+        workbench.search(queries[i], limit=10)
 
     async def inspect(i: int) -> None:
         workbench.inspect(crafted[i % len(crafted)])
@@ -152,33 +156,56 @@ async def in_process(workbench: Workbench, repeat: int, rng: random.Random) -> d
     return results
 
 
-async def over_stdio(inventory: Path, repeat: int, rng: random.Random, max_tools: int) -> dict[str, list[float]]:
+async def interleaved(
+    repeat: int, echo: Callable[[int], Awaitable[Any]], operation: Callable[[int], Awaitable[Any]]
+) -> tuple[list[float], list[float]]:
+    """Time `operation` and the echo call alternately, so both see the same machine at the same moment."""
+    ours: list[float] = []
+    baseline: list[float] = []
+    for i in range(repeat):
+        for call, samples in ((echo, baseline), (operation, ours)):
+            started = time.perf_counter()
+            await call(i)
+            samples.append((time.perf_counter() - started) * 1000)
+    return ours, baseline
+
+
+async def over_stdio(
+    inventory: Path, repeat: int, rng: random.Random, max_tools: int
+) -> dict[str, tuple[list[float], list[float]]]:
+    """Each operation over stdio with its own interleaved echo samples: {name: (awb, echo)}."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWB_")}
     env["AWB_INVENTORY_PATH"] = str(inventory)
     env["AWB_PID_FILE"] = str(inventory.parent / "awb.pid")
     env["AWB_MAX_TOOLS"] = str(max_tools)
+    # The server logs every call at INFO, as it does for an MCP host that keeps its stderr in a file.
+    env["AWB_LOG_FILE"] = str(inventory.parent / "awb.log")
     awb = StdioServerParameters(command=sys.executable, args=["-m", "awb", "start", "--transport", "stdio"], env=env)
     echo = StdioServerParameters(command=sys.executable, args=[str(HERE / "echo_server.py")], env=env)
-    results: dict[str, list[float]] = {}
     words = Words(rng)
-    async with Client(echo) as client:
-        await client.list_tools()
-        results["echo"] = await timed(repeat, lambda i: client.call_tool("echo", {"x": i}))
-    async with Client(awb) as client:
+    queries = [" ".join(words.sample(3)) for _ in range(repeat)]
+    results: dict[str, tuple[list[float], list[float]]] = {}
+    async with Client(echo) as bare, Client(awb) as client:
+        await bare.list_tools()
         await client.list_tools()
         crafted = await client.call_tool(
             "awb_craft", {"name": "stdio_bench", "description": "bench tool", "code": TRIVIAL}
         )
         assert crafted.structured_content is not None and not crafted.is_error, crafted
         tool_id = crafted.structured_content["tool_id"]
-        results["list"] = await timed(repeat, lambda i: client.call_tool("awb_list", {}))
-        results["search"] = await timed(
-            repeat, lambda i: client.call_tool("awb_search", {"query": " ".join(words.sample(3))})
-        )
-        results["inspect"] = await timed(repeat, lambda i: client.call_tool("awb_inspect", {"tool_id": tool_id}))
-        results["call (trivial)"] = await timed(
-            repeat, lambda i: client.call_tool("awb_call", {"tool_id": tool_id, "params": {"x": i}})
-        )
+
+        async def echo_call(i: int) -> Any:
+            return await bare.call_tool("echo", {"x": i})
+
+        operations: dict[str, Callable[[int], Awaitable[Any]]] = {
+            "list": lambda i: client.call_tool("awb_list", {}),
+            "search": lambda i: client.call_tool("awb_search", {"query": queries[i]}),
+            "inspect": lambda i: client.call_tool("awb_inspect", {"tool_id": tool_id}),
+            "call (trivial)": lambda i: client.call_tool("awb_call", {"tool_id": tool_id, "params": {"x": i}}),
+        }
+        for name, operation in operations.items():
+            await interleaved(max(repeat // 10, 5), echo_call, operation)  # warm both sides first
+            results[name] = await interleaved(repeat, echo_call, operation)
     return results
 
 
@@ -215,10 +242,20 @@ async def run(sizes: list[int], repeat: int) -> None:
                 "" if bar is None else f"≤ {bar} ms",
                 ok,
             )
-        echo_p50 = statistics.median(remote["echo"])
-        for name, samples in remote.items():
+        echo_all = [sample for _, echo_samples in remote.values() for sample in echo_samples]
+        table.add_row(
+            "echo (bare SDK server)",
+            "stdio",
+            f"{statistics.median(echo_all):.3f}",
+            f"{percentile(echo_all, 0.95):.3f}",
+            "1.00×",
+            "",
+            "",
+        )
+        for name, (samples, echo_samples) in remote.items():
             p50 = statistics.median(samples)
-            ratio = p50 / echo_p50
+            # Against the echo calls made between this operation's own calls.
+            ratio = p50 / statistics.median(echo_samples)
             bar = BARS_STDIO.get(name)
             ok = "" if bar is None else ("yes" if ratio <= bar else "NO")
             table.add_row(

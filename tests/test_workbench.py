@@ -178,3 +178,32 @@ async def test_list_filters_by_level_and_tag_and_caps_the_count(workbench: Workb
     assert workbench.list_tools()[0].name == "tool3"
     with pytest.raises(InvalidParams):
         workbench.list_tools(limit=0)
+
+
+async def test_every_call_starts_from_fresh_globals(workbench: Workbench) -> None:
+    # Monty sessions are checked out ahead of calls and handed back afterwards: never reused.
+    code = (
+        "def run(params):\n"
+        "    global marker\n"
+        "    try:\n"
+        "        before = marker\n"
+        "    except NameError:\n"
+        "        before = None\n"
+        "    marker = params['x']\n"
+        "    return before\n"
+    )
+    tool = await workbench.craft({"name": "stateful", "description": "remembers", "code": code})
+    results = [(await workbench.call(tool.tool_id, {"x": i})).result for i in range(5)]
+    assert results == [None] * 5
+
+
+async def test_a_call_after_a_timeout_gets_a_working_session(tmp_path: Path) -> None:
+    async with Workbench(Config(inventory_path=tmp_path / "inv.db", tool_execution_timeout_ms=300)) as workbench:
+        slow = await workbench.craft(
+            {"name": "slow", "description": "spins", "code": "def run(params):\n    while True:\n        pass\n"}
+        )
+        quick = await workbench.craft(add_tool())
+        for _ in range(2):
+            with pytest.raises(ToolTimeout):
+                await workbench.call(slow.tool_id, {})
+            assert (await workbench.call(quick.tool_id, {"a": 1, "b": 2})).result == 3

@@ -54,7 +54,7 @@ from awb.sandbox.host import HostBridge
 from awb.sandbox.registry import build_runtimes, choose_python_runtime
 from awb.search.duplicates import rank_similar
 from awb.search.embeddings import create_embedder
-from awb.search.fts import match_expression
+from awb.search.fts import search_words
 from awb.search.hybrid import HybridSearch
 
 log = logging.getLogger("awb.workbench")
@@ -81,6 +81,8 @@ class CraftRequest(BaseModel):
 
 
 class CallResult(BaseModel):
+    #: The id on the call's record (awb_inspect's recent_calls) and on any write it staged.
+    call_id: str
     tool_id: str
     name: str
     version: int
@@ -350,6 +352,7 @@ class Workbench:
 
     async def call(self, ref: str, params: dict[str, Any] | None = None) -> CallResult:
         """Run a tool in its sandbox. Failures are recorded and raised as `ExecutionError`s."""
+        call_id = "call_" + uuid.uuid4().hex[:16]
         tool = self.resolve(ref)
         params = {} if params is None else params
         if not isinstance(params, dict):
@@ -364,7 +367,9 @@ class Workbench:
             raise Unavailable(f"runtime {tool.runtime!r} of {tool.name!r} is not available here")
         host = HostBridge(
             read_dirs=tool.capabilities.read_dirs,
-            stage=lambda path, data: self.store.stage_write(tool.tool_id, path, data, self.clock.now()),
+            stage=lambda path, data: self.store.stage_write(
+                tool.tool_id, path, data, self.clock.now(), call_id=call_id
+            ),
             max_log_bytes=self.limits.max_log_bytes,
         )
         started = time.perf_counter()
@@ -380,12 +385,13 @@ class Workbench:
             except ExecutionError as exc:
                 error = exc
         duration_ms = (time.perf_counter() - started) * 1000
-        tool = self._record(tool, duration_ms, error)
+        tool = self._record(tool, call_id, duration_ms, error)
         if error is not None:
             log.info("call %s failed: %s", tool.name, error.code)
             raise error
         assert execution is not None
         return CallResult(
+            call_id=call_id,
             tool_id=tool.tool_id,
             name=tool.name,
             version=tool.version,
@@ -396,7 +402,7 @@ class Workbench:
             usage_count=tool.usage_count,
         )
 
-    def _record(self, tool: Tool, duration_ms: float, error: AwbError | None) -> Tool:
+    def _record(self, tool: Tool, call_id: str, duration_ms: float, error: AwbError | None) -> Tool:
         now = self.clock.now()
         fields: dict[str, Any]
         if error is None:
@@ -413,6 +419,7 @@ class Workbench:
         else:
             fields = {"failure_count": tool.failure_count + 1}
         call = CallRecord(
+            call_id=call_id,
             tool_id=tool.tool_id,
             version=tool.version,
             at=now,
@@ -465,11 +472,11 @@ class Workbench:
             if mode == "hybrid":
                 results = [tool.summary(score=round(score, 4)) for tool, score in scored]
                 return SearchResult(query=query, mode="hybrid", results=results)
-        match = match_expression(query)
-        if match is None:
+        words = search_words(query)
+        if not words:
             return SearchResult(query=query, mode="text", results=[])
         # Archived tools stay findable but rank after every live match among the best candidates.
-        hits = self.store.search_summaries(match, limit=limit, candidates=limit * 3 + 20)
+        hits = self.store.search_summaries(words, limit=limit, candidates=limit * 3 + 20)
         return SearchResult(query=query, mode="text", results=hits)
 
     def inspect(self, ref: str) -> Inspection:
@@ -527,7 +534,7 @@ class Workbench:
     def similar(self, name: str, description: str, *, exclude: str | None = None, limit: int = 5) -> list[ToolSummary]:
         """Live tools close to a tool with this name and description, scored 0..1, best first."""
         query = f"{name} {description}"
-        if match_expression(query) is None:
+        if not search_words(query):
             return []
         candidates = [s for s in self.search(query, limit=25).results if s.tool_id != exclude]
         return rank_similar(name, description, candidates, limit=limit)

@@ -11,7 +11,7 @@ import pytest
 
 from awb.config import Config
 from awb.errors import ConfigError
-from awb.inventory.sqlite import SCHEMA_VERSION, SQLiteStore
+from awb.inventory.sqlite import MIGRATIONS, SCHEMA_VERSION, SQLiteStore
 from awb.workbench import Workbench
 from support import add_tool, awb_env
 
@@ -33,6 +33,41 @@ def test_an_inventory_from_a_newer_awb_is_refused_clearly(tmp_path: Path) -> Non
     db.close()
     with pytest.raises(ConfigError, match="newer than this awb"):
         SQLiteStore(tmp_path / "inv.db")
+
+
+def test_an_inventory_from_before_call_ids_migrates_and_keeps_its_rows(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / "inv.db")
+    for script in MIGRATIONS[:3]:
+        db.executescript(script)
+    db.execute(
+        "INSERT INTO tools (tool_id, name, search_name, description, language, runtime, code, input_schema, "
+        "created_at, updated_at) VALUES ('tool_old', 'old_tool', 'old tool', 'an old tool', 'python', 'monty', "
+        "'def run(params):\n    return 1\n', '{}', '2024-01-01T00:00:00+00:00', '2024-01-01T00:00:00+00:00')"
+    )
+    db.execute(
+        "INSERT INTO calls (tool_id, version, at, duration_ms, ok, error_code) "
+        "VALUES ('tool_old', 1, '2024-01-02T00:00:00+00:00', 1.5, 0, 'timeout')"
+    )
+    db.execute(
+        "INSERT INTO staged_writes (tool_id, call_id, path, content, created_at) "
+        "VALUES ('tool_old', '', '/tmp/old.txt', 'old content', '2024-01-02T00:00:00+00:00')"
+    )
+    db.execute("PRAGMA user_version = 3")
+    db.commit()
+    db.close()
+
+    store = SQLiteStore(tmp_path / "inv.db")
+    assert store.schema_version() == SCHEMA_VERSION
+    tool = store.get("tool_old")
+    assert tool is not None and tool.name == "old_tool"
+    [old_call] = store.calls("tool_old")
+    assert (old_call.call_id, old_call.ok, old_call.error_code, old_call.duration_ms) == ("", False, "timeout", 1.5)
+    [old_write] = store.staged_writes()
+    assert (old_write["call_id"], old_write["content"]) == ("", "old content")
+    new_call = old_call.model_copy(update={"call_id": "call_0123456789abcdef", "ok": True, "error_code": None})
+    store.record_call(new_call, {})
+    assert [c.call_id for c in store.calls("tool_old")] == ["call_0123456789abcdef", ""]
+    store.close()
 
 
 async def test_tools_and_counters_survive_reopening(tmp_path: Path) -> None:

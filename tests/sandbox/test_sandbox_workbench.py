@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import wat
 
 from awb.config import Config
 from awb.errors import ExecutionError
+from awb.inventory.sqlite import SQLiteStore
 from awb.sandbox import staging
 from awb.sandbox.registry import build_runtimes
 from awb.workbench import Workbench
@@ -65,6 +67,34 @@ async def test_granted_tool_reads_and_stages_a_write_a_person_applies(wb: Workbe
     assert [w.id for w in pending] == [receipt["id"]]
     staging.apply_staged(store, receipt["id"])  # type: ignore[arg-type]
     assert target.read_text() == "GRANTED TEXT"
+
+
+async def test_staged_writes_carry_the_id_of_the_call_that_staged_them(wb: Workbench, tmp_path: Path) -> None:
+    code = (
+        "def run(params):\n"
+        "    write_file(params['to'], 'one')\n"
+        "    write_file(params['to'], 'two')\n"
+        "    if params['fail']:\n"
+        "        raise ValueError('failed after staging')\n"
+        "    return 'staged'\n"
+    )
+    await wb.craft({"name": "stager", "description": "stages two writes", "code": code})
+    first, second = str(tmp_path / "first.txt"), str(tmp_path / "second.txt")
+    result = await wb.call("stager", {"to": first, "fail": False})
+    with pytest.raises(ExecutionError):
+        await wb.call("stager", {"to": second, "fail": True})
+    failed, succeeded = wb.inspect("stager").recent_calls
+    assert succeeded.ok and not failed.ok
+    assert re.fullmatch(r"call_[0-9a-f]{16}", succeeded.call_id) and re.fullmatch(r"call_[0-9a-f]{16}", failed.call_id)
+    assert succeeded.call_id != failed.call_id
+    assert result.call_id == succeeded.call_id
+    assert isinstance(wb.store, SQLiteStore)
+    assert [(w["call_id"], w["path"]) for w in wb.store.staged_writes()] == [
+        (succeeded.call_id, first),
+        (succeeded.call_id, first),
+        (failed.call_id, second),
+        (failed.call_id, second),
+    ]
 
 
 async def test_javascript_and_wasm_tools_are_crafted_and_called(wb: Workbench) -> None:

@@ -17,7 +17,7 @@ def _setup(tmp_path: Path) -> tuple[Path, Path, int]:
     config.write_text(json.dumps({"inventory_path": "inv.db"}))
     store = SQLiteStore(tmp_path / "inv.db")
     target = tmp_path / "out" / "file.txt"
-    staged_id = store.stage_write("tool_x", str(target), "staged content", datetime.now(UTC))
+    staged_id = store.stage_write("tool_x", str(target), "staged content", datetime.now(UTC), call_id="call_1")
     store.close()
     return config, target, staged_id
 
@@ -46,3 +46,16 @@ def test_discard_writes_nothing(tmp_path: Path) -> None:
     assert not target.exists()
     listed = CliRunner().invoke(staged_app, ["list", "--config", str(config)])
     assert "no pending staged writes" in listed.output
+
+
+def test_list_and_show_name_the_call_that_staged_the_write(tmp_path: Path) -> None:
+    config, _, staged_id = _setup(tmp_path)
+    runner = CliRunner()
+    listed = runner.invoke(staged_app, ["list", "--config", str(config), "--json"])
+    assert [w["call_id"] for w in json.loads(listed.output)] == ["call_1"]
+    shown = runner.invoke(staged_app, ["show", str(staged_id), "--config", str(config), "--json"])
+    assert json.loads(shown.output)["call_id"] == "call_1"
+    for command in (["list"], ["show", str(staged_id)]):
+        result = runner.invoke(staged_app, [*command, "--config", str(config)], terminal_width=200)
+        assert result.exit_code == 0, result.output
+        assert "call_1" in result.output

@@ -19,7 +19,7 @@ def store(tmp_path: Path) -> SQLiteStore:
 
 def test_apply_writes_the_file_creating_parents_and_marks_it_applied(store: SQLiteStore, tmp_path: Path) -> None:
     target = tmp_path / "deep" / "dir" / "out.txt"
-    staged_id = store.stage_write("tool_1", str(target), "content", datetime.now(UTC))
+    staged_id = store.stage_write("tool_1", str(target), "content", datetime.now(UTC), call_id="call_1")
     assert [w.id for w in staging.list_staged(store)] == [staged_id]
     applied = staging.apply_staged(store, staged_id)
     assert applied.status == "applied"
@@ -30,7 +30,7 @@ def test_apply_writes_the_file_creating_parents_and_marks_it_applied(store: SQLi
 
 def test_applying_twice_is_refused(store: SQLiteStore, tmp_path: Path) -> None:
     target = tmp_path / "out.txt"
-    staged_id = store.stage_write("tool_1", str(target), "one", datetime.now(UTC))
+    staged_id = store.stage_write("tool_1", str(target), "one", datetime.now(UTC), call_id="call_1")
     staging.apply_staged(store, staged_id)
     target.write_text("changed by a person")
     with pytest.raises(InvalidParams, match="applied, not pending"):
@@ -40,7 +40,7 @@ def test_applying_twice_is_refused(store: SQLiteStore, tmp_path: Path) -> None:
 
 def test_discard_writes_nothing_and_cannot_then_be_applied(store: SQLiteStore, tmp_path: Path) -> None:
     target = tmp_path / "out.txt"
-    staged_id = store.stage_write("tool_1", str(target), "x", datetime.now(UTC))
+    staged_id = store.stage_write("tool_1", str(target), "x", datetime.now(UTC), call_id="call_1")
     assert staging.discard_staged(store, staged_id).status == "discarded"
     with pytest.raises(InvalidParams):
         staging.apply_staged(store, staged_id)
@@ -55,7 +55,7 @@ def test_unknown_id_is_reported(store: SQLiteStore) -> None:
 def test_failed_apply_leaves_the_write_pending(store: SQLiteStore, tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    staged_id = store.stage_write("tool_1", str(blocker / "out.txt"), "x", datetime.now(UTC))
+    staged_id = store.stage_write("tool_1", str(blocker / "out.txt"), "x", datetime.now(UTC), call_id="call_1")
     with pytest.raises(InvalidParams, match="cannot write"):
         staging.apply_staged(store, staged_id)
     assert staging.get_staged(store, staged_id).status == "pending"

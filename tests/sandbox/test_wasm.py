@@ -11,7 +11,7 @@ import anyio
 import pytest
 import wat
 
-from awb.errors import ToolRuntimeError
+from awb.errors import MemoryExceeded, ToolRuntimeError
 from awb.sandbox.wasm import WasmRuntime
 from sandbox_support import LIMITS, SHORT, failure
 
@@ -71,6 +71,12 @@ HOSTILE: list[tuple[str, str, set[str]]] = [
         ),
         {"memory_exceeded"},
     ),
+    ("grow_memory_until_refused", wat.grow_until_refused(1), {"memory_exceeded"}),
+    (
+        "declare_a_table_of_a_million_entries",
+        wat.module('(table 1000000 funcref) (func (export "run") (param i32 i32) (result i64) (i64.const 0))'),
+        {"memory_exceeded"},
+    ),
     (
         "return_a_huge_length",
         wat.module('(func (export "run") (param i32 i32) (result i64) (i64.const 0x7fffffff))'),
@@ -88,6 +94,33 @@ async def test_hostile_module_ends_in_a_structured_error_and_the_next_call_succe
         error = await failure(wasm, code, {}, host_factory(), limits)
     assert error.code in codes, error
     await assert_still_serves(wasm, host_factory)
+
+
+@pytest.mark.parametrize("pages", [1, 16])
+async def test_module_growing_memory_past_the_limit_ends_in_memory_exceeded_and_the_next_call_succeeds(
+    wasm: WasmRuntime, host_factory: Any, pages: int
+) -> None:
+    with anyio.fail_after(20):
+        error = await failure(wasm, wat.grow_until_refused(pages), {}, host_factory())
+    assert isinstance(error, MemoryExceeded)
+    assert error.details["limit_mb"] == LIMITS.memory_mb
+    assert f"{LIMITS.memory_mb} MB limit" in error.message
+    assert error.details["used_mb"] > LIMITS.memory_mb * 15 / 16
+    await assert_still_serves(wasm, host_factory)
+
+
+async def test_a_trap_with_memory_to_spare_stays_a_runtime_error(wasm: WasmRuntime, host_factory: Any) -> None:
+    code = wat.module('(func (export "run") (param i32 i32) (result i64) unreachable)')
+    error = await failure(wasm, code, {}, host_factory())
+    assert error.code == "runtime_error"
+    assert error.details["trap"] == "unreachable"
+
+
+async def test_a_table_cannot_grow_past_its_element_cap(wasm: WasmRuntime, host_factory: Any) -> None:
+    # Table entries live outside the memory limit, so the cap is what keeps 50M entries (~400 MB) out.
+    assert (await wasm.execute(wat.grow_table(50_000_000), {}, LIMITS, host_factory())).value == 0
+    with pytest.raises(ToolRuntimeError):
+        await wasm.execute(wat.grow_table(10), {}, LIMITS, host_factory())
 
 
 async def test_twenty_hostile_calls_in_parallel_leave_normal_calls_working(

@@ -50,6 +50,26 @@ GROW_1GB = module(
 )
 
 
+def grow_until_refused(pages: int) -> str:
+    """A tool that grows its memory `pages` at a time until `memory.grow` returns -1, then traps."""
+    return module(
+        f"""(func (export "run") (param i32 i32) (result i64)
+    (loop $more (br_if $more (i32.ne (memory.grow (i32.const {pages})) (i32.const -1))))
+    unreachable)"""
+    )
+
+
+def grow_table(entries: int) -> str:
+    """A tool that returns 0 when growing a table by `entries` is refused and traps when it is not."""
+    return module(
+        f"""(table $t 1 funcref)
+  (func (export "run") (param i32 i32) (result i64)
+    (if (i32.ne (table.grow $t (ref.null func) (i32.const {entries})) (i32.const -1)) (then unreachable))
+    (i64.or (i64.shl (i64.const 16) (i64.const 32)) (i64.const 1)))""",
+        data="0",
+    )
+
+
 def read_file(path: str) -> str:
     """A tool that reads `path` through the host and returns the text as its JSON result."""
     return module(

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
+import logging.handlers
 import os
+import queue
 import signal
 import socket
 import sys
@@ -55,6 +58,14 @@ def _config(path: Path | None, as_json: bool = False, **overrides: Any) -> Confi
     return config.model_copy(update=updates) if updates else config
 
 
+class _InProcessQueueHandler(logging.handlers.QueueHandler):
+    """Hands records to the log thread as they are: formatting and writing happen there, after the
+    response has gone out (`QueueHandler.prepare` would format here, for pickling we do not need)."""
+
+    def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
+        return record
+
+
 def _setup_logging(config: Config, verbose: bool) -> None:
     # Logs go to stderr or the log file, never stdout: on stdio, stdout is the MCP channel.
     handler: logging.Handler
@@ -64,8 +75,18 @@ def _setup_logging(config: Config, verbose: bool) -> None:
     else:
         handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    # Every MCP request logs a line; keep that off the request's path (the logging HOWTO's
+    # "Optimization" settings: no caller lookup, no thread or process names we never print).
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
+    records: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
+    listener = logging.handlers.QueueListener(records, handler)
+    listener.start()
+    atexit.register(listener.stop)
     root = logging.getLogger("awb")
-    root.handlers[:] = [handler]
+    root.handlers[:] = [_InProcessQueueHandler(records)]
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
 
 

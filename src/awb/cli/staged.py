@@ -66,10 +66,10 @@ def list_command(
         console.print(f"no {'' if status == 'all' else status + ' '}staged writes")
         return
     table = Table(title="staged writes")
-    for column in ("id", "tool", "path", "bytes", "staged at", "status"):
+    for column in ("id", "tool", "call", "path", "bytes", "staged at", "status"):
         table.add_column(column)
     for w in writes:
-        table.add_row(str(w.id), names[w.tool_id], w.path, str(w.size), w.created_at, w.status)
+        table.add_row(str(w.id), names[w.tool_id], w.call_id or "-", w.path, str(w.size), w.created_at, w.status)
     console.print(table)
 
 
@@ -87,7 +87,10 @@ def show_command(staged_id: int, config: ConfigOption = None, as_json: JsonOptio
     if as_json:
         typer.echo(json.dumps({**write.to_dict(), "tool": name}, indent=2))
         return
-    console.print(f"[bold]#{write.id}[/bold] {write.path}  ({write.size} bytes, {write.status}, by {name})")
+    console.print(
+        f"[bold]#{write.id}[/bold] {write.path}  ({write.size} bytes, {write.status}, by {name}, "
+        f"call {write.call_id or '-'})"
+    )
     console.rule()
     console.print(write.content, markup=False, highlight=False)
 

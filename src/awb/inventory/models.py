@@ -113,6 +113,9 @@ class ToolSummary(BaseModel):
 
 
 class CallRecord(BaseModel):
+    #: `call_` + 16 hex characters, also carried by the call's staged writes; empty for calls recorded
+    #: before calls had ids.
+    call_id: str = ""
     tool_id: str
     version: int
     at: datetime

@@ -9,15 +9,16 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from awb.errors import ConfigError
 from awb.inventory.models import CallRecord, Example, MemoryLevel, Tool, ToolSummary, ToolVersion
+from awb.inventory.text_index import TextIndex
 from awb.inventory.vectors import VECTORS_SQL
-from awb.search.fts import split_identifier
+from awb.search.fts import or_expression, split_identifier
 
 BUSY_TIMEOUT_MS = 5000
 
@@ -119,8 +120,14 @@ _V2 = f"""
 CREATE INDEX tools_hot ON tools({_TIER_ORDER}, usage_count DESC, rowid DESC) WHERE status != 'deleted';
 """
 
+# Each call gets the id its staged writes carry; calls recorded before ids existed keep NULL.
+_V4 = """
+ALTER TABLE calls ADD COLUMN call_id TEXT;
+CREATE UNIQUE INDEX calls_call_id ON calls(call_id) WHERE call_id IS NOT NULL;
+"""
+
 #: Forward migrations: MIGRATIONS[n] is the SQL that takes a database from schema n to n + 1.
-MIGRATIONS: list[str] = [_V1, _V2, VECTORS_SQL]
+MIGRATIONS: list[str] = [_V1, _V2, VECTORS_SQL, _V4]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # BM25 column weights (name, description, problem, tags): a word in the name says more than one
@@ -165,6 +172,9 @@ def _row_to_tool(row: sqlite3.Row) -> Tool:
     data["equipped"] = bool(data["equipped"])
     return Tool.model_validate(data)
 
+
+#: Columns of `tools` that the FTS index reads: writing one re-reads the row into the text index.
+_SEARCHED_COLUMNS = frozenset({"search_name", "description", "problem", "tags_text"})
 
 _SUMMARY_COLUMNS = "tool_id, name, description, memory_level, usage_count, tags, status, equipped"
 
@@ -215,6 +225,7 @@ class SQLiteStore:
         self._db.execute("PRAGMA synchronous = NORMAL")
         self._db.execute("PRAGMA foreign_keys = ON")
         self._migrate()
+        self._text = TextIndex(self._db, "tools_fts", BM25_WEIGHTS)
 
     # --- schema -------------------------------------------------------------------------------
 
@@ -260,7 +271,8 @@ class SQLiteStore:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                self._db.execute(f"INSERT INTO tools ({columns}) VALUES ({marks})", list(values.values()))
+                cursor = self._db.execute(f"INSERT INTO tools ({columns}) VALUES ({marks})", list(values.values()))
+                self._text.mark([int(cursor.lastrowid or 0)])
                 self._insert_version(
                     tool.tool_id,
                     ToolVersion(
@@ -323,6 +335,12 @@ class SQLiteStore:
         values = [_encode(k, v) for k, v in fields.items()]
         with self._lock:
             self._db.execute(f"UPDATE tools SET {assignments} WHERE tool_id = ?", [*values, tool_id])
+            if _SEARCHED_COLUMNS & fields.keys():
+                self._text.mark(self._rowids([tool_id]))
+
+    def _rowids(self, tool_ids: list[str]) -> list[int]:
+        marks = ", ".join("?" for _ in tool_ids)
+        return [r[0] for r in self._db.execute(f"SELECT rowid FROM tools WHERE tool_id IN ({marks})", tool_ids)]
 
     def delete_forever(self, tool_ids: list[str]) -> int:
         """Remove tools and everything recorded about them. Used by purge only."""
@@ -334,6 +352,7 @@ class SQLiteStore:
             try:
                 for table in ("calls", "tool_versions", "staged_writes"):
                     self._db.execute(f"DELETE FROM {table} WHERE tool_id IN ({marks})", tool_ids)
+                self._text.mark(self._rowids(tool_ids))
                 removed = self._db.execute(f"DELETE FROM tools WHERE tool_id IN ({marks})", tool_ids).rowcount
                 self._db.execute("COMMIT")
             except BaseException:
@@ -459,29 +478,57 @@ class SQLiteStore:
             rows = self._db.execute(sql, [*args, limit]).fetchall()
         return [_row_to_summary(r, None) for r in rows]
 
-    def search_summaries(self, match: str, limit: int, *, candidates: int = 50) -> list[ToolSummary]:
-        """Live tools matching an FTS5 expression as summaries with BM25 scores: the best `candidates`
-        by score, then archived ones after live ones, `limit` of them."""
-        sql = (
-            f"SELECT {_SUMMARY_COLUMNS}, hits.score FROM ("
-            "  SELECT rowid, -rank AS score FROM tools_fts WHERE tools_fts MATCH ? ORDER BY rank LIMIT ?"
-            ") AS hits JOIN tools ON tools.rowid = hits.rowid WHERE tools.status != 'deleted' "
-            "ORDER BY tools.memory_level = 'archived', hits.score DESC LIMIT ?"
-        )
-        with self._lock:
-            rows = self._db.execute(sql, (match, max(candidates, limit), limit)).fetchall()
-        return [_row_to_summary(r[:-1], float(r[-1])) for r in rows]
+    def _ranked(self, words: Sequence[str], k: int) -> list[tuple[int, float]]:
+        """(rowid, BM25) of the best `k` rows of the FTS index for the OR of `words`, best first."""
+        ranked = self._text.top(words, k)
+        if ranked is not None:
+            return ranked
+        # A word FTS5 reads as a phrase: FTS5 ranks (same scores, its own price).
+        match = or_expression(list(words))
+        if match is None:
+            return []
+        sql = "SELECT rowid, -rank FROM tools_fts WHERE tools_fts MATCH ? ORDER BY rank LIMIT ?"
+        return [(int(r[0]), float(r[1])) for r in self._db.execute(sql, (match, k))]
 
-    def search_text(self, match: str, limit: int) -> list[tuple[Tool, float]]:
-        weights = ", ".join(str(w) for w in BM25_WEIGHTS)
-        sql = (
-            f"{_SELECT.replace('SELECT ', 'SELECT bm25(tools_fts, ' + weights + ') AS rank, ', 1)} "
-            "JOIN tools_fts ON tools_fts.rowid = t.rowid "
-            "WHERE tools_fts MATCH ? AND t.status != 'deleted' ORDER BY rank LIMIT ?"
-        )
+    def search_summaries(self, words: Sequence[str], limit: int, *, candidates: int = 50) -> list[ToolSummary]:
+        """Live tools matching any of `words` as summaries with BM25 scores: the best `candidates` by
+        score, then archived ones after live ones, `limit` of them."""
+        live: list[tuple[Any, ...]] = []
+        archived: list[tuple[Any, ...]] = []
+        scores: dict[int, float] = {}
         with self._lock:
-            rows = self._db.execute(sql, (match, limit)).fetchall()
-        return [(_row_to_tool(r[1:]), -float(r[0])) for r in rows]
+            ranked = self._ranked(words, max(candidates, limit))
+            # Archived tools go after every live candidate, so reading the best rows a few more than
+            # `limit` at a time usually answers from the first batch.
+            batch = limit + 5
+            for start in range(0, len(ranked), batch):
+                chunk = dict(ranked[start : start + batch])
+                scores.update(chunk)
+                marks = ", ".join("?" for _ in chunk)
+                rows = self._db.execute(
+                    f"SELECT rowid, {_SUMMARY_COLUMNS} FROM tools WHERE rowid IN ({marks}) AND status != 'deleted'",
+                    list(chunk),
+                ).fetchall()
+                for row in sorted(rows, key=lambda r: (-chunk[r[0]], r[0])):
+                    (archived if row[4] == "archived" else live).append(row)
+                if len(live) >= limit:
+                    break
+        return [_row_to_summary(row[1:], scores[row[0]]) for row in (live + archived)[:limit]]
+
+    def search_text(self, words: Sequence[str], limit: int) -> list[tuple[Tool, float]]:
+        with self._lock:
+            ranked = self._ranked(words, limit)
+            if not ranked:
+                return []
+            scores = dict(ranked)
+            marks = ", ".join("?" for _ in ranked)
+            rows = self._db.execute(
+                f"{_SELECT.replace('SELECT ', 'SELECT t.rowid, ', 1)} WHERE t.rowid IN ({marks}) "
+                "AND t.status != 'deleted'",
+                list(scores),
+            ).fetchall()
+        rows.sort(key=lambda r: (-scores[r[0]], r[0]))
+        return [(_row_to_tool(r[1:]), scores[r[0]]) for r in rows]
 
     # --- calls --------------------------------------------------------------------------------
 
@@ -490,8 +537,17 @@ class SQLiteStore:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 self._db.execute(
-                    "INSERT INTO calls (tool_id, version, at, duration_ms, ok, error_code) VALUES (?, ?, ?, ?, ?, ?)",
-                    (call.tool_id, call.version, iso(call.at), call.duration_ms, int(call.ok), call.error_code),
+                    "INSERT INTO calls (call_id, tool_id, version, at, duration_ms, ok, error_code) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        call.call_id or None,
+                        call.tool_id,
+                        call.version,
+                        iso(call.at),
+                        call.duration_ms,
+                        int(call.ok),
+                        call.error_code,
+                    ),
                 )
                 self._db.execute(
                     "UPDATE tool_versions SET usage_count = usage_count + 1, failure_count = failure_count + ? "
@@ -508,20 +564,28 @@ class SQLiteStore:
     def calls(self, tool_id: str, limit: int = 20) -> list[CallRecord]:
         with self._lock:
             rows = self._db.execute(
-                "SELECT tool_id, version, at, duration_ms, ok, error_code FROM calls WHERE tool_id = ? "
+                "SELECT tool_id, version, at, duration_ms, ok, error_code, call_id FROM calls WHERE tool_id = ? "
                 "ORDER BY id DESC LIMIT ?",
                 (tool_id, limit),
             ).fetchall()
         return [
-            CallRecord(tool_id=r[0], version=r[1], at=r[2], duration_ms=r[3], ok=bool(r[4]), error_code=r[5])
+            CallRecord(
+                tool_id=r[0],
+                version=r[1],
+                at=r[2],
+                duration_ms=r[3],
+                ok=bool(r[4]),
+                error_code=r[5],
+                call_id=r[6] or "",
+            )
             for r in rows
         ]
 
-    def stage_write(self, tool_id: str, path: str, content: str, at: datetime) -> int:
+    def stage_write(self, tool_id: str, path: str, content: str, at: datetime, *, call_id: str) -> int:
         with self._lock:
             cursor = self._db.execute(
                 "INSERT INTO staged_writes (tool_id, call_id, path, content, created_at) VALUES (?, ?, ?, ?, ?)",
-                (tool_id, "", path, content, iso(at)),
+                (tool_id, call_id, path, content, iso(at)),
             )
         return int(cursor.lastrowid or 0)
 
@@ -554,16 +618,19 @@ class SQLiteStore:
         with self._lock:
             return vectors.vector_model_ids(self._db)
 
-    def text_scores(self, match: str, limit: int) -> list[tuple[str, float]]:
+    def text_scores(self, words: Sequence[str], limit: int) -> list[tuple[str, float]]:
         """(tool_id, BM25) of the best live matches, without loading the records (hybrid search fuses ids)."""
-        weights = ", ".join(str(w) for w in BM25_WEIGHTS)
-        sql = (
-            f"SELECT tools.tool_id, hits.score FROM (SELECT rowid, -bm25(tools_fts, {weights}) AS score "
-            "FROM tools_fts WHERE tools_fts MATCH ? ORDER BY score DESC LIMIT ?) AS hits "
-            "JOIN tools ON tools.rowid = hits.rowid WHERE tools.status != 'deleted' ORDER BY hits.score DESC"
-        )
         with self._lock:
-            return [(str(r[0]), float(r[1])) for r in self._db.execute(sql, (match, limit)).fetchall()]
+            ranked = self._ranked(words, limit)
+            if not ranked:
+                return []
+            scores = dict(ranked)
+            marks = ", ".join("?" for _ in ranked)
+            rows = self._db.execute(
+                f"SELECT rowid, tool_id FROM tools WHERE rowid IN ({marks}) AND status != 'deleted'", list(scores)
+            ).fetchall()
+        rows.sort(key=lambda r: (-scores[r[0]], r[0]))
+        return [(str(r[1]), scores[r[0]]) for r in rows]
 
     # --- staged writes (used by awb.sandbox.staging) ----------------------------------------------
 

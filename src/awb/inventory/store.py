@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -48,10 +48,12 @@ class Store(Protocol):
         self, *, memory_level: MemoryLevel | None = None, tag: str | None = None, limit: int = 50
     ) -> list[ToolSummary]: ...
 
-    def search_summaries(self, match: str, limit: int, *, candidates: int = 50) -> list[ToolSummary]: ...
+    def search_summaries(self, words: Sequence[str], limit: int, *, candidates: int = 50) -> list[ToolSummary]:
+        """Live tools matching any of `words`, as summaries with BM25 scores, archived ones last."""
+        ...
 
-    def search_text(self, match: str, limit: int) -> list[tuple[Tool, float]]:
-        """Tools matching an FTS5 expression with their BM25 scores (higher is better)."""
+    def search_text(self, words: Sequence[str], limit: int) -> list[tuple[Tool, float]]:
+        """Tools matching any of `words` with their BM25 scores (higher is better)."""
         ...
 
     def record_call(self, call: CallRecord, tool_fields: dict[str, Any]) -> None:
@@ -60,8 +62,8 @@ class Store(Protocol):
 
     def calls(self, tool_id: str, limit: int = 20) -> list[CallRecord]: ...
 
-    def stage_write(self, tool_id: str, path: str, content: str, at: datetime) -> int:
-        """Keep a write a tool asked for until a person applies or discards it."""
+    def stage_write(self, tool_id: str, path: str, content: str, at: datetime, *, call_id: str) -> int:
+        """Keep a write that call `call_id` of a tool asked for until a person applies or discards it."""
         ...
 
     def iter_maintainable(self) -> Iterator[Tool]:

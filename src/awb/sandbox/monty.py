@@ -1,8 +1,16 @@
 """The default Python runtime: pydantic-monty, a Python interpreter with no filesystem, network or
-environment by design, run in a pool of crash-isolated worker processes kept warm by the server."""
+environment by design, run in a pool of crash-isolated worker processes kept warm by the server.
+
+Every call gets a fresh REPL session, so nothing a tool leaves in its globals reaches the next call.
+Checking a session out and handing it back are a worker round trip each (~0.15 ms apiece, as much as
+the run itself), so both happen off the call's path: a spare session is checked out ahead of the next
+call, and a used one is handed back in the background.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from typing import Any
 
@@ -25,6 +33,10 @@ _CALL_LINE = "\n\nrun(params)\n"
 _CHECK_LINE = "\n\n__awb_entry = run\nNone\n"
 #: Exceptions that mean "Monty cannot run this code", as opposed to "the code is wrong".
 UNSUPPORTED = ("NotImplementedError", "ModuleNotFoundError", "ImportError")
+#: Sessions checked out ahead, per set of limits (each holds a worker of the pool).
+SPARES_PER_LIMITS = 1
+
+log = logging.getLogger("awb.sandbox.monty")
 
 
 class MontyRuntime:
@@ -35,6 +47,8 @@ class MontyRuntime:
         self._pool_size = pool_size
         self._max_processes = max_processes or max(pool_size, 4)
         self._pool: pm.AsyncMonty | None = None
+        self._spares: dict[tuple[float, int], list[pm.AsyncMontySession]] = {}
+        self._background: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         if self._pool is None:
@@ -49,7 +63,46 @@ class MontyRuntime:
     async def close(self) -> None:
         if self._pool is not None:
             pool, self._pool = self._pool, None
+            await asyncio.gather(*self._background, return_exceptions=True)
+            spares = [session for sessions in self._spares.values() for session in sessions]
+            self._spares.clear()
+            for session in spares:
+                await _hand_back(session, None)
             await pool.__aexit__(None, None, None)
+
+    async def _session(self, limits: pm.ResourceLimits) -> pm.AsyncMontySession:
+        """A fresh session with these limits: the spare one if it is ready, else one checked out now."""
+        spares = self._spares.get(_key(limits))
+        if spares:
+            return spares.pop()
+        assert self._pool is not None
+        session = self._pool.checkout(script_name=SCRIPT_NAME, limits=limits)
+        await session.__aenter__()
+        return session
+
+    def _recycle(self, session: pm.AsyncMontySession, limits: pm.ResourceLimits, error: BaseException | None) -> None:
+        """Hand a used session back and check the next spare out, after the call has returned."""
+        task = asyncio.get_running_loop().create_task(self._replace(session, limits, error))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _replace(
+        self, session: pm.AsyncMontySession, limits: pm.ResourceLimits, error: BaseException | None
+    ) -> None:
+        await _hand_back(session, error)
+        pool, spares = self._pool, self._spares.setdefault(_key(limits), [])
+        if pool is None or len(spares) >= SPARES_PER_LIMITS:
+            return
+        try:
+            spare = pool.checkout(script_name=SCRIPT_NAME, limits=limits)
+            await spare.__aenter__()
+        except Exception as exc:  # the next call checks out for itself
+            log.debug("could not check a spare monty session out: %s", exc)
+            return
+        if self._pool is pool:
+            spares.append(spare)
+        else:  # closed meanwhile
+            await _hand_back(spare, None)
 
     def protections(self) -> dict[str, bool]:
         return {"no_filesystem": True, "no_network": True, "no_environment": True, "worker_process": True}
@@ -77,10 +130,17 @@ class MontyRuntime:
             "max_memory": limits.memory_mb * 1024 * 1024,
         }
         try:
-            async with self._pool.checkout(script_name=SCRIPT_NAME, limits=session_limits) as session:
+            session = await self._session(session_limits)
+            error: BaseException | None = None
+            try:
                 value = await session.feed_run(
                     source, inputs={"params": params}, external_lookup=lookup, print_callback=prints
                 )
+            except BaseException as exc:
+                error = exc
+                raise
+            finally:
+                self._recycle(session, session_limits, error)
         except pm.MontyRuntimeError as exc:
             raise _runtime_error(exc, limits) from None
         except pm.MontySyntaxError as exc:
@@ -95,6 +155,21 @@ class MontyRuntime:
             raise ToolRuntimeError(f"the sandbox refused the tool: {exc}") from None
         output = prints.output
         return value, [output] if output else []
+
+
+def _key(limits: pm.ResourceLimits) -> tuple[float, int]:
+    return (limits.get("max_feed_duration_secs") or 0.0, limits.get("max_memory") or 0)
+
+
+async def _hand_back(session: pm.AsyncMontySession, error: BaseException | None) -> None:
+    """Return a session's worker to the pool (the pool replaces a worker that died or timed out)."""
+    try:
+        if error is None:
+            await session.__aexit__(None, None, None)
+        else:
+            await session.__aexit__(type(error), error, error.__traceback__)
+    except Exception as exc:
+        log.debug("monty session hand-back failed: %s", exc)
 
 
 def _runtime_error(exc: pm.MontyRuntimeError, limits: Limits) -> ExecutionError:

@@ -16,8 +16,11 @@ imports (module "awb", all optional)
   write_file(path_ptr, path_len, data_ptr, data_len: i32) -> i64
                                                    stages a write; returns the staging receipt as JSON
 A refused host call (e.g. a read outside the granted directories) traps the module; the call ends in
-that host error (`sandbox_violation`, ...). Growing memory past the limit makes `memory.grow` return
--1, as the WebAssembly spec says; a module whose declared minimum is over the limit does not start.
+that host error (`sandbox_violation`, ...). A module whose declared minimum is over the limit does not
+start (`memory_exceeded`). Growing memory past the limit makes `memory.grow` return -1, as the
+WebAssembly spec says: wasmtime's Python API cannot make a refused grow trap (its store limiter has no
+`trap_on_grow_failure`), so a module that then fails with its memory at the limit ends in
+`memory_exceeded` too.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import contextvars
 import hashlib
 import importlib.util
@@ -32,6 +36,7 @@ import json
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +54,9 @@ from awb.sandbox.base import Execution, ExecutionSlots, HostFunctions, Limits, e
 TICK_S = 0.005
 MODULE_CACHE_SIZE = 64
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+PAGE_BYTES = 64 * 1024
+#: Table entries cost host memory that the store's memory limit does not count; modules use a few thousand.
+MAX_TABLE_ELEMENTS = 100_000
 
 
 def wasmtime_missing() -> str | None:
@@ -81,6 +89,8 @@ class WasmRuntime:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
+        self._clock = threading.Condition()
+        self._active = 0
 
     async def start(self) -> None:
         if self._engine is not None:
@@ -100,12 +110,30 @@ class WasmRuntime:
         self._ticker.start()
 
     def _tick(self) -> None:
+        # The clock only runs while a module does: an idle ticker would still take the GIL 200 times
+        # a second from the thread serving every other request (measured: +0.3 ms per MCP request).
         engine = self._engine
-        while not self._stop.wait(TICK_S):
-            engine.increment_epoch()
+        while not self._stop.is_set():
+            with self._clock:
+                self._clock.wait_for(lambda: self._active > 0 or self._stop.is_set())
+            if not self._stop.wait(TICK_S):
+                engine.increment_epoch()
+
+    @contextlib.contextmanager
+    def _ticking(self) -> Iterator[None]:
+        with self._clock:
+            self._active += 1
+            self._clock.notify_all()
+        try:
+            yield
+        finally:
+            with self._clock:
+                self._active -= 1
 
     async def close(self) -> None:
         self._stop.set()
+        with self._clock:
+            self._clock.notify_all()
         if self._ticker is not None:
             await asyncio.to_thread(self._ticker.join, 2)
             self._ticker = None
@@ -136,7 +164,7 @@ class WasmRuntime:
             try:
                 # The epoch deadline stops the module; the extra second only bounds a stuck host call.
                 return await asyncio.wait_for(
-                    asyncio.to_thread(self._instantiate_and_run, module, params, limits, call, check),
+                    asyncio.to_thread(self._run_ticking, module, params, limits, call, check),
                     limits.timeout_ms / 1000 + 1,
                 )
             except TimeoutError:
@@ -172,14 +200,30 @@ class WasmRuntime:
                 self._modules.popitem(last=False)
         return module
 
+    def _run_ticking(
+        self, module: Any, params: dict[str, Any], limits: Limits, call: _Call, check: bool
+    ) -> tuple[Any, list[str]]:
+        # Counted in the thread that runs the module, so the clock keeps ticking for as long as it
+        # runs, even past an abandoned wait_for.
+        with self._ticking():
+            return self._instantiate_and_run(module, params, limits, call, check)
+
     def _instantiate_and_run(
         self, module: Any, params: dict[str, Any], limits: Limits, call: _Call, check: bool
     ) -> tuple[Any, list[str]]:
         import wasmtime
 
         store = wasmtime.Store(self._engine)
-        store.set_limits(memory_size=limits.memory_mb * 1024 * 1024, instances=1, tables=4, memories=1)
+        store.set_limits(
+            memory_size=limits.memory_mb * 1024 * 1024,
+            table_elements=MAX_TABLE_ELEMENTS,
+            instances=1,
+            tables=4,
+            memories=1,
+        )
         store.set_epoch_deadline(max(1, int(limits.timeout_ms / 1000 / TICK_S)))
+        memory: Any = None
+        error: ExecutionError
         try:
             instance = self._linker.instantiate(store, module)
             exports = instance.exports(store)
@@ -212,28 +256,49 @@ class WasmRuntime:
                 raise ToolRuntimeError(f"the module's result is not JSON: {exc}") from None
             return value, call.logs
         except wasmtime.Trap as exc:
-            if call.error is not None:
-                raise call.error from None
-            raise _trap_error(exc, limits) from None
+            error = call.error or _trap_error(exc, limits)
         except wasmtime.WasmtimeError as exc:
-            if call.error is not None:
-                raise call.error from None
-            message = _first_line(exc)
-            if "memory" in message and ("limit" in message or "minimum" in message):
-                raise MemoryExceeded(
-                    f"the module needs more than its {limits.memory_mb} MB memory limit", limit_mb=limits.memory_mb
-                ) from None
-            if "unknown import" in message:
-                raise SandboxViolation(
-                    f"the module imports something the sandbox does not provide: {message}"
-                ) from None
-            raise ToolRuntimeError(f"the module failed: {message}") from None
-        except ExecutionError:
-            raise
+            error = call.error or _wasmtime_error(exc, limits)
+        except ExecutionError as exc:
+            error = exc
         except Exception as exc:
-            if call.error is not None:
-                raise call.error from None
-            raise ToolRuntimeError(f"the module failed: {_first_line(exc)}") from None
+            error = call.error or ToolRuntimeError(f"the module failed: {_first_line(exc)}")
+        memory = memory if isinstance(memory, wasmtime.Memory) else None
+        raise _out_of_memory(error, memory, store, limits) from None
+
+
+def _wasmtime_error(exc: Any, limits: Limits) -> ExecutionError:
+    message = _first_line(exc)
+    # The store limiter refuses a module at instantiation with an error (too large a minimum memory
+    # or table, too many memories or tables).
+    if "limit" in message and any(word in message for word in ("memory", "table", "resource")):
+        return MemoryExceeded(
+            f"the module needs more than its {limits.memory_mb} MB memory limit allows: {message}",
+            limit_mb=limits.memory_mb,
+        )
+    if "unknown import" in message:
+        return SandboxViolation(f"the module imports something the sandbox does not provide: {message}")
+    return ToolRuntimeError(f"the module failed: {message}")
+
+
+def _out_of_memory(error: ExecutionError, memory: Any, store: Any, limits: Limits) -> ExecutionError:
+    """`error`, or `memory_exceeded` when the module failed with its memory at the limit.
+
+    A refused `memory.grow` only returns -1 and the module decides what follows (usually a trap), so the
+    refusal itself is invisible; a memory within a sixteenth (at least a page) of the limit is the sign."""
+    if not isinstance(error, ToolRuntimeError) or error.details.get("trap") == "stack_overflow" or memory is None:
+        return error
+    limit = limits.memory_mb * 1024 * 1024
+    used = int(memory.data_len(store))
+    if used + max(PAGE_BYTES, limit // 16) <= limit:
+        return error
+    return MemoryExceeded(
+        f"the module ran out of memory: it failed with {used / 2**20:.1f} MB of its {limits.memory_mb} MB limit "
+        "in use (memory.grow past the limit returns -1)",
+        limit_mb=limits.memory_mb,
+        used_mb=round(used / 2**20, 1),
+        failure=error.message,
+    )
 
 
 def _trap_error(exc: Any, limits: Limits) -> ExecutionError:

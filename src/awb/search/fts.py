@@ -39,12 +39,17 @@ def query_terms(query: str) -> list[str]:
     return list(seen)
 
 
+def search_words(query: str) -> list[str]:
+    """The words a query searches for: `query_terms`, or all its words when every one is a stop word
+    (a query made only of stop words still means something)."""
+    return query_terms(query) or list(dict.fromkeys(t.lower() for t in _WORD.findall(query)))
+
+
+def or_expression(words: list[str]) -> str | None:
+    """An FTS5 MATCH expression: each word quoted (never read as syntax), OR-ed; None without words."""
+    return " OR ".join('"' + word.replace('"', '""') + '"' for word in words) or None
+
+
 def match_expression(query: str) -> str | None:
     """An FTS5 MATCH expression for `query`, or None when it has no searchable word."""
-    terms = query_terms(query)
-    if not terms:
-        # A query made only of stop words still means something: fall back to all its words.
-        terms = list(dict.fromkeys(t.lower() for t in _WORD.findall(query)))
-    if not terms:
-        return None
-    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+    return or_expression(search_words(query))

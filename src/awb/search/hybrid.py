@@ -19,7 +19,7 @@ from awb.config import SearchConfig
 from awb.inventory.models import MemoryLevel, Tool
 from awb.inventory.store import Store
 from awb.search.embeddings import Embedder, EmbedderUnavailable
-from awb.search.fts import match_expression, split_identifier
+from awb.search.fts import search_words, split_identifier
 
 if TYPE_CHECKING:
     import numpy as np
@@ -59,7 +59,7 @@ class VectorStore(Protocol):
 
     def vector_model_ids(self) -> dict[str, int]: ...
 
-    def text_scores(self, match: str, limit: int) -> list[tuple[str, float]]: ...
+    def text_scores(self, words: Sequence[str], limit: int) -> list[tuple[str, float]]: ...
 
 
 @dataclass
@@ -346,8 +346,8 @@ class HybridSearch:
             pool.shutdown(wait=True)
 
     def _text(self, query: str, k: int) -> list[tuple[Tool, float]]:
-        match = match_expression(query)
-        return [] if match is None else self.store.search_text(match, limit=k)
+        words = search_words(query)
+        return self.store.search_text(words, limit=k) if words else []
 
     def search(self, query: str, limit: int = 10, *, mode: Mode | None = None) -> tuple[str, list[tuple[Tool, float]]]:
         """The best `limit` tools for `query` with their scores, and the mode that produced them.
@@ -359,13 +359,13 @@ class HybridSearch:
         k = max(limit * 3 + 20, MIN_CANDIDATES)
         if wanted == "text" or self.embedder is None:
             return "text", tier_order(self._text(query, k))[:limit]
-        match = None if wanted == "dense" else match_expression(query)
+        words = [] if wanted == "dense" else search_words(query)
         pending: Future[list[tuple[str, float]]] | None = None
-        if match is not None:
+        if words:
             assert isinstance(self.store, VectorStore)
             # BM25 runs in SQLite (which releases the GIL) while the model embeds the query. Ids and
             # scores only: loading full records for every candidate cost more than the rest.
-            pending = self._text_pool().submit(self.store.text_scores, match, k)
+            pending = self._text_pool().submit(self.store.text_scores, words, k)
         try:
             query_vector = self._embed_query(query)
         except EmbedderUnavailable as exc:

@@ -172,6 +172,7 @@ OUTPUT: dict[str, dict[str, Any]] = {
     "call": {
         "type": "object",
         "properties": {
+            "call_id": {"type": "string", "description": "Also on the call's record and its staged writes."},
             "tool_id": {"type": "string"},
             "name": {"type": "string"},
             "version": {"type": "integer"},
@@ -181,7 +182,7 @@ OUTPUT: dict[str, dict[str, Any]] = {
             "memory_level": MEMORY_LEVEL,
             "usage_count": {"type": "integer"},
         },
-        "required": ["tool_id", "name", "version", "result", "duration_ms", "memory_level", "usage_count"],
+        "required": ["call_id", "tool_id", "name", "version", "result", "duration_ms", "memory_level", "usage_count"],
     },
     "list": {
         "type": "object",
