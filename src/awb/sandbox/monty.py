@@ -33,8 +33,6 @@ _CALL_LINE = "\n\nrun(params)\n"
 _CHECK_LINE = "\n\n__awb_entry = run\nNone\n"
 #: Exceptions that mean "Monty cannot run this code", as opposed to "the code is wrong".
 UNSUPPORTED = ("NotImplementedError", "ModuleNotFoundError", "ImportError")
-#: Sessions checked out ahead, per set of limits (each holds a worker of the pool).
-SPARES_PER_LIMITS = 1
 
 log = logging.getLogger("awb.sandbox.monty")
 
@@ -47,14 +45,16 @@ class MontyRuntime:
         self._pool_size = pool_size
         self._max_processes = max_processes or max(pool_size, 4)
         self._pool: pm.AsyncMonty | None = None
-        self._spares: dict[tuple[float, int], list[pm.AsyncMontySession]] = {}
+        #: One session checked out ahead of the next call, with the limits it was checked out with.
+        self._spare: tuple[tuple[float, int], pm.AsyncMontySession] | None = None
         self._background: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         if self._pool is None:
             pool = pm.AsyncMonty(
                 min_processes=self._pool_size,
-                max_processes=self._max_processes,
+                # One worker more than calls may use at once: the spare never takes a caller's worker.
+                max_processes=self._max_processes + 1,
                 feed_duration_limit_grace=1.0,
             )
             await pool.__aenter__()
@@ -63,18 +63,22 @@ class MontyRuntime:
     async def close(self) -> None:
         if self._pool is not None:
             pool, self._pool = self._pool, None
+            # A background task may wait in checkout for a worker: stop it rather than wait for it.
+            for task in self._background:
+                task.cancel()
             await asyncio.gather(*self._background, return_exceptions=True)
-            spares = [session for sessions in self._spares.values() for session in sessions]
-            self._spares.clear()
-            for session in spares:
-                await _hand_back(session, None)
+            if self._spare is not None:
+                _, spare = self._spare
+                self._spare = None
+                await _hand_back(spare, None)
             await pool.__aexit__(None, None, None)
 
     async def _session(self, limits: pm.ResourceLimits) -> pm.AsyncMontySession:
-        """A fresh session with these limits: the spare one if it is ready, else one checked out now."""
-        spares = self._spares.get(_key(limits))
-        if spares:
-            return spares.pop()
+        """A fresh session with these limits: the spare one if it fits, else one checked out now."""
+        if self._spare is not None and self._spare[0] == _key(limits):
+            _, session = self._spare
+            self._spare = None
+            return session
         assert self._pool is not None
         session = self._pool.checkout(script_name=SCRIPT_NAME, limits=limits)
         await session.__aenter__()
@@ -90,8 +94,8 @@ class MontyRuntime:
         self, session: pm.AsyncMontySession, limits: pm.ResourceLimits, error: BaseException | None
     ) -> None:
         await _hand_back(session, error)
-        pool, spares = self._pool, self._spares.setdefault(_key(limits), [])
-        if pool is None or len(spares) >= SPARES_PER_LIMITS:
+        pool = self._pool
+        if pool is None or self._spare is not None:
             return
         try:
             spare = pool.checkout(script_name=SCRIPT_NAME, limits=limits)
@@ -99,9 +103,9 @@ class MontyRuntime:
         except Exception as exc:  # the next call checks out for itself
             log.debug("could not check a spare monty session out: %s", exc)
             return
-        if self._pool is pool:
-            spares.append(spare)
-        else:  # closed meanwhile
+        if self._pool is pool and self._spare is None:
+            self._spare = (_key(limits), spare)
+        else:  # closed meanwhile, or another task was quicker
             await _hand_back(spare, None)
 
     def protections(self) -> dict[str, bool]:

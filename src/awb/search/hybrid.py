@@ -11,7 +11,6 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -206,7 +205,6 @@ class HybridSearch:
         self._index: _VectorIndex | None = None
         self._data_version: int | None = None
         self._queries: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
-        self._pool: ThreadPoolExecutor | None = None
         #: Agents repeat queries; the benchmark sets 0 so every query pays for its embedding.
         self.query_cache_size = QUERY_CACHE_SIZE
         self.embedder: Embedder | None = None
@@ -332,19 +330,6 @@ class HybridSearch:
                 self._queries.popitem(last=False)
         return vector
 
-    def _text_pool(self) -> ThreadPoolExecutor:
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="awb-search-text")
-            return self._pool
-
-    def close(self) -> None:
-        """Stop the helper thread (call from `Workbench.close`)."""
-        with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True)
-
     def _text(self, query: str, k: int) -> list[tuple[Tool, float]]:
         words = search_words(query)
         return self.store.search_text(words, limit=k) if words else []
@@ -359,21 +344,16 @@ class HybridSearch:
         k = max(limit * 3 + 20, MIN_CANDIDATES)
         if wanted == "text" or self.embedder is None:
             return "text", tier_order(self._text(query, k))[:limit]
+        # BM25 first, in this thread: ranked in memory it costs a few hundred microseconds, less than
+        # handing it to another thread that would compete with the model's for two cores.
+        assert isinstance(self.store, VectorStore)
         words = [] if wanted == "dense" else search_words(query)
-        pending: Future[list[tuple[str, float]]] | None = None
-        if words:
-            assert isinstance(self.store, VectorStore)
-            # BM25 runs in SQLite (which releases the GIL) while the model embeds the query. Ids and
-            # scores only: loading full records for every candidate cost more than the rest.
-            pending = self._text_pool().submit(self.store.text_scores, words, k)
+        text_scores = dict(self.store.text_scores(words, k)) if words else {}
         try:
             query_vector = self._embed_query(query)
         except EmbedderUnavailable as exc:
-            if pending is not None:
-                pending.result()
             self._disable(exc)
             return "text", tier_order(self._text(query, k))[:limit]
-        text_scores = dict(pending.result()) if pending is not None else {}
         # A text hit outside the k nearest still brings its own cosine into the fusion.
         cosines, cosine_range = self._vector_index().nearest(query_vector, k, list(text_scores))
         scores = cosines if wanted == "dense" else fuse(text_scores, cosines, cosine_range)

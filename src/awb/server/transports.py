@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import sys
 
@@ -17,10 +18,18 @@ log = logging.getLogger("awb.server")
 MCP_PATH = "/mcp"
 
 
+def _settle() -> None:
+    """After start-up: move everything loaded so far out of the collector's sight. A long-lived server
+    otherwise re-walks its whole import-time heap (SDK, pydantic schemas) in every full collection."""
+    gc.collect()
+    gc.freeze()
+
+
 async def serve_stdio(workbench: Workbench) -> None:
     """Serve one client on stdin/stdout until it disconnects. Nothing else may write to stdout."""
     face = McpFace(workbench)
     await workbench.start(warm_all=True)
+    _settle()
     async with workbench:
         log.info("serving MCP on stdio")
         async with stdio_server() as (read_stream, write_stream):
@@ -34,6 +43,7 @@ async def serve_http(workbench: Workbench, host: str, port: int) -> None:
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     await workbench.start(warm_all=True)
+    _settle()
     async with workbench, anyio.create_task_group() as tasks:
         tasks.start_soon(_announce_when_ready, server, f"http://{host}:{port}{MCP_PATH}")
         await server.serve()
