@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from awb.errors import InvalidParams
-from awb.search.fts import match_expression, split_identifier
+from awb.search.fts import or_expression, search_words, split_identifier
 from awb.workbench import Workbench
 
 pytestmark = pytest.mark.anyio
@@ -35,8 +35,8 @@ def test_identifiers_are_split_into_words() -> None:
 
 
 def test_match_expressions_quote_every_term() -> None:
-    assert match_expression('resize "image" NEAR(') == '"resize" OR "image" OR "near"'
-    assert match_expression("...") is None
+    assert or_expression(search_words('resize "image" NEAR(')) == '"resize" OR "image" OR "near"'
+    assert or_expression(search_words("...")) is None
 
 
 async def test_search_finds_a_tool_by_the_words_of_its_camel_case_name(workbench: Workbench) -> None:

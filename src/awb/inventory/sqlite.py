@@ -140,7 +140,8 @@ _TOOL_COLUMNS = (
     "created_by_agent capabilities version parent_version created_at updated_at last_used_at usage_count "
     "success_count failure_count memory_level status equipped"
 ).split()
-_SELECT = "SELECT " + ", ".join(f"t.{c}" for c in _TOOL_COLUMNS) + " FROM tools t"
+_TOOL_FIELDS = ", ".join(f"t.{c}" for c in _TOOL_COLUMNS)
+_SELECT = f"SELECT {_TOOL_FIELDS} FROM tools t"
 
 
 def _statements(script: str) -> Iterator[str]:
@@ -159,7 +160,7 @@ def iso(when: datetime | None) -> str | None:
     return None if when is None else when.isoformat(timespec="microseconds")
 
 
-def _row_to_tool(row: sqlite3.Row) -> Tool:
+def _row_to_tool(row: Sequence[Any]) -> Tool:
     data = dict(zip(_TOOL_COLUMNS, row, strict=True))
     for key in _JSON_FIELDS:
         if data[key] is not None:
@@ -490,44 +491,42 @@ class SQLiteStore:
         sql = "SELECT rowid, -rank FROM tools_fts WHERE tools_fts MATCH ? ORDER BY rank LIMIT ?"
         return [(int(r[0]), float(r[1])) for r in self._db.execute(sql, (match, k))]
 
+    def _live_rows(self, ranked: Sequence[tuple[int, float]], columns: str) -> list[tuple[Any, ...]]:
+        """`columns` of the ranked rows that are not deleted, best score first, each row led by its
+        rowid. Called under the lock."""
+        if not ranked:
+            return []
+        scores = dict(ranked)
+        marks = ", ".join("?" for _ in scores)
+        rows = self._db.execute(
+            f"SELECT t.rowid, {columns} FROM tools t WHERE t.rowid IN ({marks}) AND t.status != 'deleted'",
+            list(scores),
+        ).fetchall()
+        return sorted(rows, key=lambda r: (-scores[r[0]], r[0]))
+
     def search_summaries(self, words: Sequence[str], limit: int, *, candidates: int = 50) -> list[ToolSummary]:
         """Live tools matching any of `words` as summaries with BM25 scores: the best `candidates` by
         score, then archived ones after live ones, `limit` of them."""
         live: list[tuple[Any, ...]] = []
         archived: list[tuple[Any, ...]] = []
-        scores: dict[int, float] = {}
         with self._lock:
             ranked = self._ranked(words, max(candidates, limit))
             # Archived tools go after every live candidate, so reading the best rows a few more than
             # `limit` at a time usually answers from the first batch.
             batch = limit + 5
             for start in range(0, len(ranked), batch):
-                chunk = dict(ranked[start : start + batch])
-                scores.update(chunk)
-                marks = ", ".join("?" for _ in chunk)
-                rows = self._db.execute(
-                    f"SELECT rowid, {_SUMMARY_COLUMNS} FROM tools WHERE rowid IN ({marks}) AND status != 'deleted'",
-                    list(chunk),
-                ).fetchall()
-                for row in sorted(rows, key=lambda r: (-chunk[r[0]], r[0])):
+                for row in self._live_rows(ranked[start : start + batch], _SUMMARY_COLUMNS):
                     (archived if row[4] == "archived" else live).append(row)
                 if len(live) >= limit:
                     break
+        scores = dict(ranked)
         return [_row_to_summary(row[1:], scores[row[0]]) for row in (live + archived)[:limit]]
 
     def search_text(self, words: Sequence[str], limit: int) -> list[tuple[Tool, float]]:
         with self._lock:
             ranked = self._ranked(words, limit)
-            if not ranked:
-                return []
-            scores = dict(ranked)
-            marks = ", ".join("?" for _ in ranked)
-            rows = self._db.execute(
-                f"{_SELECT.replace('SELECT ', 'SELECT t.rowid, ', 1)} WHERE t.rowid IN ({marks}) "
-                "AND t.status != 'deleted'",
-                list(scores),
-            ).fetchall()
-        rows.sort(key=lambda r: (-scores[r[0]], r[0]))
+            rows = self._live_rows(ranked, _TOOL_FIELDS)
+        scores = dict(ranked)
         return [(_row_to_tool(r[1:]), scores[r[0]]) for r in rows]
 
     # --- calls --------------------------------------------------------------------------------
@@ -622,14 +621,8 @@ class SQLiteStore:
         """(tool_id, BM25) of the best live matches, without loading the records (hybrid search fuses ids)."""
         with self._lock:
             ranked = self._ranked(words, limit)
-            if not ranked:
-                return []
-            scores = dict(ranked)
-            marks = ", ".join("?" for _ in ranked)
-            rows = self._db.execute(
-                f"SELECT rowid, tool_id FROM tools WHERE rowid IN ({marks}) AND status != 'deleted'", list(scores)
-            ).fetchall()
-        rows.sort(key=lambda r: (-scores[r[0]], r[0]))
+            rows = self._live_rows(ranked, "t.tool_id")
+        scores = dict(ranked)
         return [(str(r[1]), scores[r[0]]) for r in rows]
 
     # --- staged writes (used by awb.sandbox.staging) ----------------------------------------------

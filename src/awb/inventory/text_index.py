@@ -59,7 +59,7 @@ class TextIndex:
         self._terms_of: dict[int, tuple[str, ...]] = {}
         self._total_tokens = 0
         self._shares: dict[str, dict[int, float]] = {}
-        self._built = False
+        #: None until the first build; then the `data_version` the copy was last checked at.
         self._data_version: int | None = None
         self._structure: bytes | None = None
         self._dirty: set[int] = set()
@@ -75,10 +75,10 @@ class TextIndex:
         data_version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
         structure = self._read_structure()
         dirty, self._dirty = self._dirty, set()
-        if not self._built or data_version != self._data_version:
+        if self._data_version is None or data_version != self._data_version:
             # Another connection committed. Only its FTS writes matter, and with none of ours
             # pending an unchanged structure record says it made none.
-            if not self._built or dirty or structure != self._structure:
+            if self._data_version is None or dirty or structure != self._structure:
                 self._rebuild()
         elif dirty:
             self._refresh(dirty)
@@ -101,17 +101,18 @@ class TextIndex:
             self._lengths[rowid] = 0
         instances = self._db.execute(f"SELECT term, doc, col FROM temp.{self._table}_i")
         self._add_instances(instances)
-        self._built = True
 
     def _add_instances(self, instances: Iterable[tuple[str, int, str]]) -> None:
         weights, postings, lengths = self._weights, self._postings, self._lengths
         terms_of: dict[int, set[str]] = {}
+        added = 0
         for term, rowid, column in instances:
             posting = postings.get(term)
             if posting is None:
                 posting = postings[term] = {}
             posting[rowid] = posting.get(rowid, 0.0) + weights[column]
             lengths[rowid] = lengths.get(rowid, 0) + 1
+            added += 1
             seen = terms_of.get(rowid)
             if seen is None:
                 terms_of[rowid] = {term}
@@ -119,7 +120,7 @@ class TextIndex:
                 seen.add(term)
         for rowid, terms in terms_of.items():
             self._terms_of[rowid] = tuple(terms)
-        self._total_tokens = sum(lengths.values())
+        self._total_tokens += added
         self._shares = {}
 
     def _remove(self, rowid: int) -> None:
@@ -128,7 +129,7 @@ class TextIndex:
             del posting[rowid]
             if not posting:
                 del self._postings[term]
-        self._lengths.pop(rowid, None)
+        self._total_tokens -= self._lengths.pop(rowid, 0)
         self._shares = {}
 
     def _refresh(self, rowids: set[int]) -> None:

@@ -48,8 +48,3 @@ def search_words(query: str) -> list[str]:
 def or_expression(words: list[str]) -> str | None:
     """An FTS5 MATCH expression: each word quoted (never read as syntax), OR-ed; None without words."""
     return " OR ".join('"' + word.replace('"', '""') + '"' for word in words) or None
-
-
-def match_expression(query: str) -> str | None:
-    """An FTS5 MATCH expression for `query`, or None when it has no searchable word."""
-    return or_expression(search_words(query))
