@@ -8,9 +8,9 @@ import sys
 
 import anyio
 import uvicorn
-from mcp.server.stdio import stdio_server
 
 from awb.server.mcp import McpFace
+from awb.server.stdio import serve_stdio_streams
 from awb.workbench import Workbench
 
 log = logging.getLogger("awb.server")
@@ -32,7 +32,7 @@ async def serve_stdio(workbench: Workbench) -> None:
     _settle()
     async with workbench:
         log.info("serving MCP on stdio")
-        async with stdio_server() as (read_stream, write_stream):
+        async with serve_stdio_streams() as (read_stream, write_stream):
             await face.server.run(read_stream, write_stream, face.initialization_options())
 
 

@@ -1,0 +1,130 @@
+"""stdio served on the event loop (pipes) and by the SDK's transport (anything else)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+
+from awb.server.stdio import LineSource
+from journey import call
+from support import awb_env
+
+pytestmark = pytest.mark.anyio
+
+PROBE = textwrap.dedent(
+    """
+    import asyncio, os, sys
+    from awb.server.stdio import loop_pipes_usable, serve_stdio_streams
+
+    async def main():
+        print("usable", loop_pipes_usable(), file=sys.stderr, flush=True)
+        async with serve_stdio_streams() as (read, write):
+            os.write(1, b"stray\\n")  # a child's or a C library's print while serving
+            await write.aclose()  # what the server does when its session ends
+            await read.aclose()
+        print("after", os.get_blocking(0), os.get_blocking(1), flush=True)
+
+    asyncio.run(main())
+    """
+)
+
+
+def run_probe(tmp_path: Path, **streams: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", PROBE], env=awb_env(tmp_path), text=True, timeout=30, check=True, **streams
+    )
+
+
+def test_pipes_are_served_on_the_loop_and_handed_back_blocking(tmp_path: Path) -> None:
+    done = run_probe(tmp_path, input="", capture_output=True)
+    assert "usable True" in done.stderr
+    # While serving, fd 1 writes to stderr: the wire only ever carries MCP messages.
+    assert "stray" in done.stderr and "stray" not in done.stdout
+    assert done.stdout == "after True True\n"
+
+
+def test_a_file_on_stdin_goes_to_the_sdk_transport(tmp_path: Path) -> None:
+    (tmp_path / "in.txt").write_text("")
+    with (tmp_path / "in.txt").open() as stdin:
+        done = run_probe(tmp_path, stdin=stdin, capture_output=True)
+    assert "usable False" in done.stderr
+    assert "stray" in done.stderr and done.stdout.endswith("after True True\n")
+
+
+def test_stdout_and_stderr_on_one_pipe_go_to_the_sdk_transport(tmp_path: Path) -> None:
+    done = run_probe(tmp_path, input="", stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert "usable False" in done.stdout
+
+
+async def test_lines_over_the_limit_are_dropped_whole() -> None:
+    reader = asyncio.StreamReader(limit=16)
+    long_line = b"x" * 100 + b"\n"
+    reader.feed_data(b'{"a": 1}\n' + long_line + b"next\n" + b"y" * 40 + b"z\n" + b"tail")
+    reader.feed_eof()
+    lines = [line async for line in LineSource(reader)]
+    assert lines == ['{"a": 1}\n', "next\n", "tail"]
+
+
+async def test_invalid_utf8_is_replaced_not_fatal() -> None:
+    reader = asyncio.StreamReader()
+    reader.feed_data(b"caf\xe9\n")
+    reader.feed_eof()
+    assert [line async for line in LineSource(reader)] == ["caf\ufffd\n"]
+
+
+async def test_messages_larger_than_a_pipe_buffer_cross_both_ways(tmp_path: Path) -> None:
+    # ~64 KiB of code is asyncio's default line limit and a pipe's buffer: both directions must cope.
+    code = "def run(params):\n    return params['s'][::-1]\n" + "#" * 60_000 + "\n"
+    text = "ab" * 100_000
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "awb", "start", "--transport", "stdio"], env=awb_env(tmp_path)
+    )
+    with anyio.fail_after(60):
+        async with Client(params) as client:
+            crafted = await call(client, "awb_craft", {"name": "rev", "description": "reverse " * 1000, "code": code})
+            assert "error" not in crafted, crafted
+            called = await call(client, "awb_call", {"name": "rev", "params": {"s": text}})
+            assert called["result"] == text[::-1]
+            inspected = await call(client, "awb_inspect", {"name": "rev"})
+            assert inspected["tool"]["code"] == code
+
+
+def test_the_sdk_transport_serves_a_session_from_a_file(tmp_path: Path) -> None:
+    """`awb start` with stdin from a file (no pipe): the SDK's transport answers, then the server exits."""
+    messages = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "file", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    ]
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text("".join(json.dumps(m) + "\n" for m in messages))
+    with requests.open() as stdin:
+        done = subprocess.run(
+            [sys.executable, "-m", "awb", "start", "--transport", "stdio"],
+            env=awb_env(tmp_path),
+            cwd=tmp_path,
+            stdin=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    answers = {m["id"]: m for m in map(json.loads, done.stdout.splitlines())}
+    names = [tool["name"] for tool in answers[2]["result"]["tools"]]
+    assert "awb_craft" in names and "awb_search" in names
