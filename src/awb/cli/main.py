@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import atexit
 import json
-import logging
-import logging.handlers
 import os
-import queue
 import signal
 import socket
 import sys
@@ -20,6 +16,7 @@ import typer
 
 from awb import __version__
 from awb.agents.cli import agents_app
+from awb.cli.logs import setup_logging
 from awb.cli.output import console, errors, fail, print_json, table
 from awb.cli.staged import staged_app
 from awb.config import CONFIG_FILENAME, Config, default_config_json, load_config
@@ -56,38 +53,6 @@ def _config(path: Path | None, as_json: bool = False, **overrides: Any) -> Confi
     if "inventory_path" in updates:
         updates["inventory_path"] = Path(updates["inventory_path"]).resolve()
     return config.model_copy(update=updates) if updates else config
-
-
-class _InProcessQueueHandler(logging.handlers.QueueHandler):
-    """Hands records to the log thread as they are: formatting and writing happen there, after the
-    response has gone out (`QueueHandler.prepare` would format here, for pickling we do not need)."""
-
-    def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
-        return record
-
-
-def _setup_logging(config: Config, verbose: bool) -> None:
-    # Logs go to stderr or the log file, never stdout: on stdio, stdout is the MCP channel.
-    handler: logging.Handler
-    if config.log_file is not None:
-        config.log_file.parent.mkdir(parents=True, exist_ok=True)
-        handler = logging.FileHandler(config.log_file)
-    else:
-        handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    # Every MCP request logs a line; keep that off the request's path (the logging HOWTO's
-    # "Optimization" settings: no caller lookup, no thread or process names we never print).
-    logging._srcfile = None
-    logging.logThreads = False
-    logging.logProcesses = False
-    logging.logMultiprocessing = False
-    records: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
-    listener = logging.handlers.QueueListener(records, handler)
-    listener.start()
-    atexit.register(listener.stop)
-    root = logging.getLogger("awb")
-    root.handlers[:] = [_InProcessQueueHandler(records)]
-    root.setLevel(logging.DEBUG if verbose else logging.INFO)
 
 
 # --- set-up and life cycle ---------------------------------------------------------------------
@@ -127,7 +92,7 @@ def start(
         errors.print(f"[red]unknown transport {transport!r}[/]: use stdio or http")
         raise typer.Exit(2)
     config = _config(config_path, inventory_path=inventory, port=port, host=host)
-    _setup_logging(config, verbose)
+    setup_logging(config.log_file, verbose)
     config.pid_file.parent.mkdir(parents=True, exist_ok=True)
     config.pid_file.write_text(str(os.getpid()), encoding="utf-8")
     if transport == "http":

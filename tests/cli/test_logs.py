@@ -1,0 +1,92 @@
+"""Server logs: batched off the request path, never lost at exit, never on the stdio wire."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+
+from awb.cli.logs import BatchedHandler
+from journey import call
+from support import awb_env
+
+
+class Recorder(logging.Handler):
+    def __init__(self, expect: int) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+        self.threads: set[str] = set()
+        self.expect = expect
+        self.done = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+        self.threads.add(threading.current_thread().name)
+        if len(self.messages) >= self.expect:
+            self.done.set()
+
+
+def make_logger(handler: logging.Handler) -> logging.Logger:
+    logger = logging.getLogger(f"awb.test.{id(handler)}")
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    logger.handlers[:] = [handler]
+    return logger
+
+
+def test_records_are_written_by_the_writer_thread_in_order() -> None:
+    target = Recorder(expect=50)
+    handler = BatchedHandler(target, interval=0.01)
+    logger = make_logger(handler)
+    for i in range(50):
+        logger.info("line %d", i)
+    assert target.done.wait(timeout=10)
+    assert target.messages == [f"line {i}" for i in range(50)]
+    assert target.threads == {"awb-log-writer"}
+    handler.close()
+
+
+def test_a_warning_is_written_without_waiting_for_the_interval() -> None:
+    target = Recorder(expect=2)
+    handler = BatchedHandler(target, interval=3600)
+    logger = make_logger(handler)
+    logger.info("routine")
+    logger.warning("urgent")
+    assert target.done.wait(timeout=10)
+    assert target.messages == ["routine", "urgent"]
+    handler.close()
+
+
+def test_close_writes_what_is_pending() -> None:
+    target = Recorder(expect=1000)
+    handler = BatchedHandler(target, interval=3600)
+    logger = make_logger(handler)
+    for i in range(1000):
+        logger.info("line %d", i)
+    handler.close()
+    assert len(target.messages) == 1000 and target.messages[-1] == "line 999"
+
+
+@pytest.mark.anyio
+async def test_a_stdio_server_logs_its_requests_to_the_log_file(tmp_path: Path) -> None:
+    log_file = tmp_path / "logs" / "awb.log"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "awb", "start", "--transport", "stdio"],
+        env=awb_env(tmp_path, AWB_LOG_FILE=str(log_file)),
+    )
+    with anyio.fail_after(60):
+        async with Client(params) as client:
+            listed = await call(client, "awb_list", {})
+            assert listed["count"] == 0
+            missing = await call(client, "awb_inspect", {"tool_id": "tool_nope"})
+            assert missing["error"]["code"] == "tool_not_found"
+    # The server has exited (stdin closed): its exit hook wrote every pending line.
+    text = log_file.read_text()
+    assert "INFO awb.mcp: mcp awb_list ok" in text
+    assert "mcp awb_inspect -> tool_not_found" in text
