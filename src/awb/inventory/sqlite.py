@@ -181,17 +181,20 @@ _SUMMARY_COLUMNS = "tool_id, name, description, memory_level, usage_count, tags,
 
 
 def _row_to_summary(row: tuple[Any, ...], score: float | None) -> ToolSummary:
-    # Rows come from our own table: skip validation, this is the hot path of list and search.
-    return ToolSummary.model_construct(
-        tool_id=row[0],
-        name=row[1],
-        description=row[2],
-        memory_level=row[3],
-        usage_count=row[4],
-        tags=json.loads(row[5]),
-        status=row[6],
-        equipped=bool(row[7]),
-        score=None if score is None else round(score, 4),
+    # The hot path of list and search. pydantic-core validates these few fields in about half the time
+    # that `model_construct`'s Python loop takes to skip validating them.
+    return ToolSummary.model_validate(
+        {
+            "tool_id": row[0],
+            "name": row[1],
+            "description": row[2],
+            "memory_level": row[3],
+            "usage_count": row[4],
+            "tags": json.loads(row[5]),
+            "status": row[6],
+            "equipped": bool(row[7]),
+            "score": None if score is None else round(score, 4),
+        }
     )
 
 

@@ -6,7 +6,6 @@ schemas). Every `AwbError` becomes an `isError` result carrying `{code, message,
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -14,6 +13,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import mcp_types as types
+import pydantic_core
 from jsonschema import Draft202012Validator
 from mcp.server.lowlevel import Server
 from mcp.server.lowlevel.server import NotificationOptions
@@ -38,11 +38,17 @@ INSTRUCTIONS = (
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
+def json_text(value: Any) -> str:
+    """The JSON text copy of a result (MCP asks for one next to `structuredContent`). pydantic-core
+    encodes it in a quarter of the time `json.dumps` takes; anything it cannot encode becomes str()."""
+    return pydantic_core.to_json(value, fallback=str).decode()
+
+
 def to_mcp_error(error: AwbError) -> types.CallToolResult:
     """The one mapping from workbench errors to MCP tool results."""
     payload = {"error": error.to_dict()}
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=json.dumps(payload, default=str))],
+        content=[types.TextContent(type="text", text=json_text(payload))],
         structured_content=payload,
         is_error=True,
     )
@@ -186,7 +192,7 @@ class McpFace:
             return to_mcp_error(AwbError(f"internal error: {type(error).__name__}: {error}"))
         log.info("mcp %s ok (%.1f ms)", name, (time.perf_counter() - started) * 1000)
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=json.dumps(structured, default=str, separators=(",", ":")))],
+            content=[types.TextContent(type="text", text=json_text(structured))],
             structured_content=structured,
         )
 
@@ -203,7 +209,7 @@ class McpFace:
         log.info("mcp %s ok (%.1f ms)", name, (time.perf_counter() - started) * 1000)
         structured = result.result if _output_schema(tool) is not None and isinstance(result.result, dict) else None
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=json.dumps(result.result, default=str))],
+            content=[types.TextContent(type="text", text=json_text(result.result))],
             structured_content=structured,
         )
 
