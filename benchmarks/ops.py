@@ -4,7 +4,9 @@ Run: `python benchmarks/ops.py [--sizes 1000,10000] [--repeat 200]`. Prints one 
 size. Over stdio, each operation is set against a bare SDK echo server in the same run: the two servers
 run side by side and their calls alternate, so the ratio column (awb p50 / echo p50 of the echo calls
 made between that operation's calls) compares them on the same machine at the same moment. Ratios
-survive a noisy, shared machine; absolute numbers don't.
+survive a noisy, shared machine; absolute numbers don't. The stdio operations run twice: on the
+server's default transport (piped stdin/stdout on the event loop) and on the MCP SDK's own stdio
+transport, the one the echo server uses, which shows what the workbench's handlers add by themselves.
 """
 
 from __future__ import annotations
@@ -171,10 +173,11 @@ async def interleaved(
 
 
 async def over_stdio(
-    inventory: Path, repeat: int, rng: random.Random, max_tools: int
+    inventory: Path, repeat: int, rng: random.Random, max_tools: int, transport: str = "auto"
 ) -> dict[str, tuple[list[float], list[float]]]:
     """Each operation over stdio with its own interleaved echo samples: {name: (awb, echo)}."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWB_")}
+    env["AWB_STDIO_TRANSPORT"] = transport
     env["AWB_INVENTORY_PATH"] = str(inventory)
     env["AWB_PID_FILE"] = str(inventory.parent / "awb.pid")
     env["AWB_MAX_TOOLS"] = str(max_tools)
@@ -188,11 +191,16 @@ async def over_stdio(
     async with Client(echo) as bare, Client(awb) as client:
         await bare.list_tools()
         await client.list_tools()
-        crafted = await client.call_tool(
-            "awb_craft", {"name": "stdio_bench", "description": "bench tool", "code": TRIVIAL}
-        )
-        assert crafted.structured_content is not None and not crafted.is_error, crafted
-        tool_id = crafted.structured_content["tool_id"]
+        found = await client.call_tool("awb_inspect", {"name": "stdio_bench"})
+        assert found.structured_content is not None, found
+        if not found.is_error:  # crafted by the run on the other transport
+            tool_id = found.structured_content["tool"]["tool_id"]
+        else:
+            crafted = await client.call_tool(
+                "awb_craft", {"name": "stdio_bench", "description": "bench tool", "code": TRIVIAL}
+            )
+            assert crafted.structured_content is not None and not crafted.is_error, crafted
+            tool_id = crafted.structured_content["tool_id"]
 
         async def echo_call(i: int) -> Any:
             return await bare.call_tool("echo", {"x": i})
@@ -226,6 +234,8 @@ async def run(sizes: list[int], repeat: int) -> None:
                 padded = time.perf_counter() - started
                 local = await in_process(workbench, repeat, rng)
             remote = await over_stdio(inventory, repeat, rng, config.max_tools)
+            # The same with the SDK's own stdio transport: what the workbench's handlers add, alone.
+            remote_sdk = await over_stdio(inventory, repeat, rng, config.max_tools, transport="sdk")
         table = Table(title=f"{size:,} tools in the inventory (padded in {padded:.1f} s), {repeat} runs each")
         for column in ["operation", "where", "p50 ms", "p95 ms", "vs echo (p50)", "bar", "ok"]:
             table.add_column(column, justify="right" if column not in ("operation", "where") else "left")
@@ -252,15 +262,16 @@ async def run(sizes: list[int], repeat: int) -> None:
             "",
             "",
         )
-        for name, (samples, echo_samples) in remote.items():
+        rows = [(name, "stdio", pair, BARS_STDIO.get(name)) for name, pair in remote.items()]
+        rows += [(name, "stdio, SDK transport", pair, None) for name, pair in remote_sdk.items()]
+        for name, where, (samples, echo_samples), bar in rows:
             p50 = statistics.median(samples)
             # Against the echo calls made between this operation's own calls.
             ratio = p50 / statistics.median(echo_samples)
-            bar = BARS_STDIO.get(name)
             ok = "" if bar is None else ("yes" if ratio <= bar else "NO")
             table.add_row(
                 name,
-                "stdio",
+                where,
                 f"{p50:.3f}",
                 f"{percentile(samples, 0.95):.3f}",
                 f"{ratio:.2f}×",

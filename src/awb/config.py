@@ -77,6 +77,9 @@ class Config(BaseModel):
     dedupe: Literal["warn", "reject"] = "warn"
     dedupe_threshold: float = Field(0.85, ge=0, le=1)
     tool_names: Literal["underscore", "dotted"] = "underscore"
+    #: "auto" serves piped stdin/stdout on the event loop (awb/server/stdio.py); "sdk" always uses the
+    #: MCP SDK's own stdio transport.
+    stdio_transport: Literal["auto", "sdk"] = "auto"
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     search: SearchConfig = Field(default_factory=SearchConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)

@@ -19,6 +19,8 @@ from support import awb_env
 
 pytestmark = pytest.mark.anyio
 
+DOUBLE = "def run(params):\n    return params['x'] * 2\n"
+
 PROBE = textwrap.dedent(
     """
     import asyncio, os, sys
@@ -128,3 +130,22 @@ def test_the_sdk_transport_serves_a_session_from_a_file(tmp_path: Path) -> None:
     answers = {m["id"]: m for m in map(json.loads, done.stdout.splitlines())}
     names = [tool["name"] for tool in answers[2]["result"]["tools"]]
     assert "awb_craft" in names and "awb_search" in names
+
+
+@pytest.mark.parametrize(
+    ("transport", "logged"),
+    [("auto", "pipes read and written on the event loop"), ("sdk", "through the SDK's transport")],
+)
+async def test_both_stdio_transports_serve_a_session(tmp_path: Path, transport: str, logged: str) -> None:
+    log_file = tmp_path / "awb.log"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "awb", "start", "--transport", "stdio"],
+        env=awb_env(tmp_path, AWB_STDIO_TRANSPORT=transport, AWB_LOG_FILE=str(log_file)),
+    )
+    with anyio.fail_after(60):
+        async with Client(params) as client:
+            crafted = await call(client, "awb_craft", {"name": "twice", "description": "double", "code": DOUBLE})
+            assert "error" not in crafted, crafted
+            assert (await call(client, "awb_call", {"name": "twice", "params": {"x": 21}}))["result"] == 42
+    assert logged in log_file.read_text()

@@ -33,12 +33,15 @@ Streams = tuple[Any, Any]
 
 
 @asynccontextmanager
-async def serve_stdio_streams() -> AsyncIterator[Streams]:
-    """The (read, write) message streams of the SDK's `stdio_server` over this process's stdin/stdout."""
-    if not loop_pipes_usable():
+async def serve_stdio_streams(*, sdk_transport: bool = False) -> AsyncIterator[Streams]:
+    """The (read, write) message streams of the SDK's `stdio_server` over this process's stdin/stdout,
+    read and written on the event loop when they are pipes, unless `sdk_transport` asks otherwise."""
+    if sdk_transport or not loop_pipes_usable():
+        log.info("serving MCP on stdio through the SDK's transport")
         async with stdio_server() as streams:
             yield streams
         return
+    log.info("serving MCP on stdio, pipes read and written on the event loop")
     async with AsyncExitStack() as stack:
         lines_in, lines_out = await stack.enter_async_context(_LoopPipes())
         # The SDK types these as anyio.AsyncFile[str]; it only iterates the one and writes and flushes

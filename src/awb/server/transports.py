@@ -30,10 +30,9 @@ async def serve_stdio(workbench: Workbench) -> None:
     face = McpFace(workbench)
     await workbench.start(warm_all=True)
     _settle()
-    async with workbench:
-        log.info("serving MCP on stdio")
-        async with serve_stdio_streams() as (read_stream, write_stream):
-            await face.server.run(read_stream, write_stream, face.initialization_options())
+    sdk_transport = workbench.config.stdio_transport == "sdk"
+    async with workbench, serve_stdio_streams(sdk_transport=sdk_transport) as (read_stream, write_stream):
+        await face.server.run(read_stream, write_stream, face.initialization_options())
 
 
 async def serve_http(workbench: Workbench, host: str, port: int) -> None:
