@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -149,3 +150,69 @@ async def test_both_stdio_transports_serve_a_session(tmp_path: Path, transport: 
             assert "error" not in crafted, crafted
             assert (await call(client, "awb_call", {"name": "twice", "params": {"x": 21}}))["result"] == 42
     assert logged in log_file.read_text()
+
+
+def rpc(id_: int, method: str, params: dict[str, object] | None = None) -> dict[str, object]:
+    message: dict[str, object] = {"jsonrpc": "2.0", "id": id_, "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+SLOW = "def run(params):\n    total = 0\n    for i in range(300000):\n        total += i\n    return total\n"
+
+
+def pipe_session(tmp_path: Path, *requests: object) -> dict[object, dict[str, Any]]:
+    """Pipe a session into `awb start` and close stdin at once; the answers by id."""
+    hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "pipe", "version": "0"}}
+    messages = [rpc(0, "initialize", hello), {"jsonrpc": "2.0", "method": "notifications/initialized"}, *requests]
+    done = subprocess.run(
+        [sys.executable, "-m", "awb", "start", "--transport", "stdio"],
+        env=awb_env(tmp_path),
+        cwd=tmp_path,
+        input="".join((m if isinstance(m, str) else json.dumps(m)) + "\n" for m in messages),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return {m.get("id"): m for m in map(json.loads, done.stdout.splitlines())}
+
+
+def test_requests_piped_then_closed_are_all_answered(tmp_path: Path) -> None:
+    """stdin ends right after the last request (a pipeline): every request read is still answered."""
+    craft = {"name": "awb_craft", "arguments": {"name": "slow", "description": "d", "code": SLOW}}
+    crafted = pipe_session(tmp_path, rpc(1, "tools/call", craft))
+    assert not crafted[1]["result"].get("isError"), crafted[1]
+    # Requests run concurrently, so the call waits for the next session; a line of garbage in between
+    # reaches the session as a parse error and ends nothing.
+    call_slow = {"name": "awb_call", "arguments": {"name": "slow"}}
+    answers = pipe_session(tmp_path, "{not JSON", rpc(2, "tools/call", call_slow), rpc(3, "tools/list"))
+    assert {0, 2, 3} <= set(answers)
+    assert answers[2]["result"]["structuredContent"]["result"] == sum(range(300000))
+
+
+async def test_the_end_of_input_waits_for_answers_not_for_cancelled_requests() -> None:
+    from mcp_types import JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
+
+    from awb.server.stdio import _Outstanding
+
+    outstanding = _Outstanding()
+    outstanding.read(JSONRPCRequest(jsonrpc="2.0", id=1, method="ping"))
+    outstanding.written(JSONRPCResponse(jsonrpc="2.0", id=1, result={}))
+    outstanding.read(JSONRPCRequest(jsonrpc="2.0", id=2, method="ping"))
+    outstanding.read(JSONRPCRequest(jsonrpc="2.0", id=3, method="tools/call"))
+    cancel = {"requestId": 3}
+    outstanding.read(JSONRPCNotification(jsonrpc="2.0", method="notifications/cancelled", params=cancel))
+    settled = anyio.Event()
+
+    async def wait() -> None:
+        await outstanding.settled()
+        settled.set()
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(wait)
+            await anyio.wait_all_tasks_blocked()
+            assert not settled.is_set()  # request 2 is still unanswered (1 was, 3 was cancelled)
+            outstanding.written(JSONRPCResponse(jsonrpc="2.0", id=2, result={}))
+    assert settled.is_set()

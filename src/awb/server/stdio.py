@@ -5,9 +5,13 @@ write and every flush is a hand-off to a worker thread and back, three per reque
 the SDK's own echo server on two cores, those hand-offs are ~0.4 ms of a ~1.4 ms round trip
 (`benchmarks/ops.py`). When stdin and stdout are pipes or sockets, which is how MCP hosts start a
 server, this module serves them with asyncio's pipe transports (non-blocking reads and writes on the
-loop, no threads) and hands the lines to the SDK's own `stdio_server`, which still parses and frames
-every message. Anything else (a terminal, a file, stdout and stderr on one pipe, Windows, a non-asyncio
-loop) is served by the SDK's transport unchanged.
+loop, no threads), parsing and framing messages exactly as the SDK's transport does. Anything else (a
+terminal, a file, stdout and stderr on one pipe, Windows, a non-asyncio loop) is served by the SDK's
+transport unchanged.
+
+One difference is deliberate. The SDK's session cancels the requests in flight when its input ends. On
+pipes, the end of stdin is held back until the requests already read have been answered (bounded by
+`drain_seconds`), so `awb start < requests` in a pipeline answers every request it was sent.
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ import stat
 import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
-from typing import Any, cast
+from typing import Any
 
 import anyio
+import mcp_types as types
 from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
 
 log = logging.getLogger("awb.server.stdio")
 
@@ -33,9 +39,9 @@ Streams = tuple[Any, Any]
 
 
 @asynccontextmanager
-async def serve_stdio_streams(*, sdk_transport: bool = False) -> AsyncIterator[Streams]:
-    """The (read, write) message streams of the SDK's `stdio_server` over this process's stdin/stdout,
-    read and written on the event loop when they are pipes, unless `sdk_transport` asks otherwise."""
+async def serve_stdio_streams(*, sdk_transport: bool = False, drain_seconds: float = 10.0) -> AsyncIterator[Streams]:
+    """(read, write) MCP message streams over this process's stdin/stdout: on the event loop when they
+    are pipes, unless `sdk_transport` asks for the SDK's `stdio_server`."""
     if sdk_transport or not loop_pipes_usable():
         log.info("serving MCP on stdio through the SDK's transport")
         async with stdio_server() as streams:
@@ -44,11 +50,70 @@ async def serve_stdio_streams(*, sdk_transport: bool = False) -> AsyncIterator[S
     log.info("serving MCP on stdio, pipes read and written on the event loop")
     async with AsyncExitStack() as stack:
         lines_in, lines_out = await stack.enter_async_context(_LoopPipes())
-        # The SDK types these as anyio.AsyncFile[str]; it only iterates the one and writes and flushes
-        # the other, which is all these provide.
-        yield await stack.enter_async_context(
-            stdio_server(stdin=cast(anyio.AsyncFile[str], lines_in), stdout=cast(anyio.AsyncFile[str], lines_out))
-        )
+        yield await stack.enter_async_context(message_streams(lines_in, lines_out, drain_seconds))
+
+
+@asynccontextmanager
+async def message_streams(lines_in: LineSource, lines_out: LineSink, drain_seconds: float) -> AsyncIterator[Streams]:
+    """MCP messages over lines, framed as the SDK's `stdio_server` frames them: one JSON message per
+    line, a line that does not parse reaches the session as the exception. At the end of input, the
+    session is told only once every request read has been answered or cancelled, or `drain_seconds`
+    have passed."""
+    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
+    outstanding = _Outstanding()
+
+    async def read_lines() -> None:
+        async with read_writer:
+            async for line in lines_in:
+                try:
+                    message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                except Exception as exc:
+                    await read_writer.send(exc)
+                    continue
+                outstanding.read(message)
+                await read_writer.send(SessionMessage(message))
+            with anyio.move_on_after(drain_seconds):
+                await outstanding.settled()
+
+    async def write_lines() -> None:
+        async with write_reader:
+            async for session_message in write_reader:
+                message = session_message.message
+                await lines_out.write(message.model_dump_json(by_alias=True, exclude_unset=True) + "\n")
+                await lines_out.flush()
+                outstanding.written(message)
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(read_lines)
+        tasks.start_soon(write_lines)
+        yield read_stream, write_stream
+
+
+class _Outstanding:
+    """Requests read from the client and not yet answered (nor cancelled by it)."""
+
+    def __init__(self) -> None:
+        self._ids: set[types.RequestId] = set()
+        self._waiter: anyio.Event | None = None
+
+    def read(self, message: types.JSONRPCMessage) -> None:
+        if isinstance(message, types.JSONRPCRequest):
+            self._ids.add(message.id)
+        elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
+            # The SDK never answers a request its client cancelled.
+            self._ids.discard((message.params or {}).get("requestId"))
+
+    def written(self, message: types.JSONRPCMessage) -> None:
+        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and message.id is not None:
+            self._ids.discard(message.id)
+            if not self._ids and self._waiter is not None:
+                self._waiter.set()
+
+    async def settled(self) -> None:
+        while self._ids:
+            self._waiter = anyio.Event()
+            await self._waiter.wait()
 
 
 def loop_pipes_usable() -> bool:
@@ -70,7 +135,7 @@ def _is_pipe(mode: int) -> bool:
 
 
 class LineSource:
-    """stdin as an async iterator of text lines, each at most `MAX_MESSAGE_BYTES`."""
+    """stdin as an async iterator of text lines, each at most the reader's limit."""
 
     def __init__(self, reader: asyncio.StreamReader) -> None:
         self._reader = reader
@@ -101,7 +166,7 @@ class LineSource:
 
 
 class LineSink:
-    """stdout as the SDK's writer uses it: write a line, then flush (wait while the pipe is full)."""
+    """stdout as lines: write one, then flush (wait while the pipe is full)."""
 
     def __init__(self, writer: asyncio.StreamWriter) -> None:
         self._writer = writer

@@ -31,7 +31,10 @@ async def serve_stdio(workbench: Workbench) -> None:
     await workbench.start(warm_all=True)
     _settle()
     sdk_transport = workbench.config.stdio_transport == "sdk"
-    async with workbench, serve_stdio_streams(sdk_transport=sdk_transport) as (read_stream, write_stream):
+    # Requests read before stdin closed are answered; a tool call may take its whole timeout.
+    drain_seconds = workbench.config.tool_execution_timeout_ms / 1000 + 5
+    streams = serve_stdio_streams(sdk_transport=sdk_transport, drain_seconds=drain_seconds)
+    async with workbench, streams as (read_stream, write_stream):
         await face.server.run(read_stream, write_stream, face.initialization_options())
 
 
