@@ -11,7 +11,7 @@ transport unchanged.
 
 One difference is deliberate. The SDK's session cancels the requests in flight when its input ends. On
 pipes, the end of stdin is held back until the requests already read have been answered (bounded by
-`drain_seconds`), so `awb start < requests` in a pipeline answers every request it was sent.
+`drain_seconds`), so `cat requests.jsonl | awb start` answers every request it was sent.
 """
 
 from __future__ import annotations
