@@ -58,10 +58,14 @@ class BatchedHandler(logging.Handler):
             self._write_pending()
 
     def _write_pending(self) -> None:
-        # popleft and append are atomic, so the request thread never waits on the writer.
-        records = self._records
-        while records:
-            self.target.handle(records.popleft())
+        # popleft and append are atomic, so the request thread never waits on the writer. Two threads
+        # may drain at once (the writer, and logging's exit hook calling flush): the loser finds it empty.
+        while True:
+            try:
+                record = self._records.popleft()
+            except IndexError:
+                return
+            self.target.handle(record)
 
 
 def setup_logging(log_file: Path | None, verbose: bool) -> None:
