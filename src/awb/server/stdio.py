@@ -49,7 +49,7 @@ async def serve_stdio_streams(*, sdk_transport: bool = False, drain_seconds: flo
         return
     log.info("serving MCP on stdio, pipes read and written on the event loop")
     async with AsyncExitStack() as stack:
-        lines_in, lines_out = await stack.enter_async_context(_LoopPipes())
+        lines_in, lines_out = await stack.enter_async_context(_loop_pipes())
         yield await stack.enter_async_context(message_streams(lines_in, lines_out, drain_seconds))
 
 
@@ -80,8 +80,7 @@ async def message_streams(lines_in: LineSource, lines_out: LineSink, drain_secon
         async with write_reader:
             async for session_message in write_reader:
                 message = session_message.message
-                await lines_out.write(message.model_dump_json(by_alias=True, exclude_unset=True) + "\n")
-                await lines_out.flush()
+                await lines_out.send(message.model_dump_json(by_alias=True, exclude_unset=True) + "\n")
                 outstanding.written(message)
 
     async with anyio.create_task_group() as tasks:
@@ -166,37 +165,23 @@ class LineSource:
 
 
 class LineSink:
-    """stdout as lines: write one, then flush (wait while the pipe is full)."""
+    """stdout as lines: send one, waiting while the pipe is full."""
 
     def __init__(self, writer: asyncio.StreamWriter) -> None:
         self._writer = writer
 
-    async def write(self, text: str) -> None:
-        self._writer.write(text.encode("utf-8"))
-
-    async def flush(self) -> None:
+    async def send(self, line: str) -> None:
+        self._writer.write(line.encode("utf-8"))
         await self._writer.drain()
 
 
-class _LoopPipes:
+@asynccontextmanager
+async def _loop_pipes() -> AsyncIterator[tuple[LineSource, LineSink]]:
     """Claims fds 0 and 1 for the MCP wire, like the SDK's transport: while serving, fd 0 reads the null
     device and fd 1 writes to stderr, so tool workers and stray prints never touch the wire. Both are
     restored, blocking again, on exit."""
-
-    async def __aenter__(self) -> tuple[LineSource, LineSink]:
-        self._stack = AsyncExitStack()
-        try:
-            return await self._open()
-        except BaseException:
-            await self._stack.aclose()
-            raise
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self._stack.aclose()
-
-    async def _open(self) -> tuple[LineSource, LineSink]:
-        loop = asyncio.get_running_loop()
-        stack = self._stack
+    loop = asyncio.get_running_loop()
+    async with AsyncExitStack() as stack:
         # Copies kept to restore fds 0 and 1; the transports get copies of their own, which they close.
         for fd in (0, 1):
             saved = _dup(fd)
@@ -214,7 +199,7 @@ class _LoopPipes:
         _divert(0, os.open(os.devnull, os.O_RDONLY))
         _divert(1, _dup(2))
         writer = asyncio.StreamWriter(write_transport, write_protocol, None, loop)
-        return LineSource(reader), LineSink(writer)
+        yield LineSource(reader), LineSink(writer)
 
 
 def _dup(fd: int) -> int:
