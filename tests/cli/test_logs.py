@@ -31,18 +31,19 @@ class Recorder(logging.Handler):
             self.done.set()
 
 
-def make_logger(handler: logging.Handler) -> logging.Logger:
+def batched(expect: int, interval: float) -> tuple[Recorder, BatchedHandler, logging.Logger]:
+    """A recorder behind a BatchedHandler, and a logger of its own that writes to them."""
+    target = Recorder(expect)
+    handler = BatchedHandler(target, interval=interval)
     logger = logging.getLogger(f"awb.test.{id(handler)}")
     logger.propagate = False
     logger.setLevel(logging.INFO)
     logger.handlers[:] = [handler]
-    return logger
+    return target, handler, logger
 
 
 def test_records_are_written_by_the_writer_thread_in_order() -> None:
-    target = Recorder(expect=50)
-    handler = BatchedHandler(target, interval=0.01)
-    logger = make_logger(handler)
+    target, handler, logger = batched(expect=50, interval=0.01)
     for i in range(50):
         logger.info("line %d", i)
     assert target.done.wait(timeout=10)
@@ -52,9 +53,7 @@ def test_records_are_written_by_the_writer_thread_in_order() -> None:
 
 
 def test_a_warning_is_written_without_waiting_for_the_interval() -> None:
-    target = Recorder(expect=2)
-    handler = BatchedHandler(target, interval=3600)
-    logger = make_logger(handler)
+    target, handler, logger = batched(expect=2, interval=3600)
     logger.info("routine")
     logger.warning("urgent")
     assert target.done.wait(timeout=10)
@@ -63,9 +62,7 @@ def test_a_warning_is_written_without_waiting_for_the_interval() -> None:
 
 
 def test_close_writes_what_is_pending() -> None:
-    target = Recorder(expect=1000)
-    handler = BatchedHandler(target, interval=3600)
-    logger = make_logger(handler)
+    target, handler, logger = batched(expect=1000, interval=3600)
     for i in range(1000):
         logger.info("line %d", i)
     handler.close()

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,37 @@ def run_probe(tmp_path: Path, **streams: object) -> subprocess.CompletedProcess[
     return subprocess.run(
         [sys.executable, "-c", PROBE], env=awb_env(tmp_path), text=True, timeout=30, check=True, **streams
     )
+
+
+def rpc(id_: int, method: str, params: dict[str, object] | None = None) -> dict[str, object]:
+    message: dict[str, object] = {"jsonrpc": "2.0", "id": id_, "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def session_answers(tmp_path: Path, *requests: object, stdin_file: Path | None = None) -> dict[object, dict[str, Any]]:
+    """Run a whole session through `awb start`: initialize, then `requests` (a str is sent as it is),
+    then the end of stdin. stdin is a pipe closed at once, or `stdin_file` holding the same lines. The
+    answers by id."""
+    hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "pipe", "version": "0"}}
+    messages = [rpc(0, "initialize", hello), {"jsonrpc": "2.0", "method": "notifications/initialized"}, *requests]
+    text = "".join((m if isinstance(m, str) else json.dumps(m)) + "\n" for m in messages)
+    with ExitStack() as stack:
+        source: dict[str, Any] = {"input": text}
+        if stdin_file is not None:
+            stdin_file.write_text(text)
+            source = {"stdin": stack.enter_context(stdin_file.open())}
+        done = subprocess.run(
+            [sys.executable, "-m", "awb", "start", "--transport", "stdio"],
+            env=awb_env(tmp_path),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            **source,
+        )
+    return {m.get("id"): m for m in map(json.loads, done.stdout.splitlines())}
 
 
 def test_pipes_are_served_on_the_loop_and_handed_back_blocking(tmp_path: Path) -> None:
@@ -102,33 +134,7 @@ async def test_messages_larger_than_a_pipe_buffer_cross_both_ways(tmp_path: Path
 
 def test_the_sdk_transport_serves_a_session_from_a_file(tmp_path: Path) -> None:
     """`awb start` with stdin from a file (no pipe): the SDK's transport answers, then the server exits."""
-    messages = [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "file", "version": "0"},
-            },
-        },
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-    ]
-    requests = tmp_path / "requests.jsonl"
-    requests.write_text("".join(json.dumps(m) + "\n" for m in messages))
-    with requests.open() as stdin:
-        done = subprocess.run(
-            [sys.executable, "-m", "awb", "start", "--transport", "stdio"],
-            env=awb_env(tmp_path),
-            cwd=tmp_path,
-            stdin=stdin,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-    answers = {m["id"]: m for m in map(json.loads, done.stdout.splitlines())}
+    answers = session_answers(tmp_path, rpc(2, "tools/list"), stdin_file=tmp_path / "requests.jsonl")
     names = [tool["name"] for tool in answers[2]["result"]["tools"]]
     assert "awb_craft" in names and "awb_search" in names
 
@@ -152,41 +158,18 @@ async def test_both_stdio_transports_serve_a_session(tmp_path: Path, transport: 
     assert logged in log_file.read_text()
 
 
-def rpc(id_: int, method: str, params: dict[str, object] | None = None) -> dict[str, object]:
-    message: dict[str, object] = {"jsonrpc": "2.0", "id": id_, "method": method}
-    if params is not None:
-        message["params"] = params
-    return message
-
-
 SLOW = "def run(params):\n    total = 0\n    for i in range(300000):\n        total += i\n    return total\n"
-
-
-def pipe_session(tmp_path: Path, *requests: object) -> dict[object, dict[str, Any]]:
-    """Pipe a session into `awb start` and close stdin at once; the answers by id."""
-    hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "pipe", "version": "0"}}
-    messages = [rpc(0, "initialize", hello), {"jsonrpc": "2.0", "method": "notifications/initialized"}, *requests]
-    done = subprocess.run(
-        [sys.executable, "-m", "awb", "start", "--transport", "stdio"],
-        env=awb_env(tmp_path),
-        cwd=tmp_path,
-        input="".join((m if isinstance(m, str) else json.dumps(m)) + "\n" for m in messages),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    return {m.get("id"): m for m in map(json.loads, done.stdout.splitlines())}
 
 
 def test_requests_piped_then_closed_are_all_answered(tmp_path: Path) -> None:
     """stdin ends right after the last request (a pipeline): every request read is still answered."""
     craft = {"name": "awb_craft", "arguments": {"name": "slow", "description": "d", "code": SLOW}}
-    crafted = pipe_session(tmp_path, rpc(1, "tools/call", craft))
+    crafted = session_answers(tmp_path, rpc(1, "tools/call", craft))
     assert not crafted[1]["result"].get("isError"), crafted[1]
     # Requests run concurrently, so the call waits for the next session; a line of garbage in between
     # reaches the session as a parse error and ends nothing.
     call_slow = {"name": "awb_call", "arguments": {"name": "slow"}}
-    answers = pipe_session(tmp_path, "{not JSON", rpc(2, "tools/call", call_slow), rpc(3, "tools/list"))
+    answers = session_answers(tmp_path, "{not JSON", rpc(2, "tools/call", call_slow), rpc(3, "tools/list"))
     assert {0, 2, 3} <= set(answers)
     assert answers[2]["result"]["structuredContent"]["result"] == sum(range(300000))
 
