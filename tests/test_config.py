@@ -19,7 +19,7 @@ def test_every_field_has_the_documented_default() -> None:
     assert config.memory.promotion_threshold_long == 50
     assert config.memory.demotion_days_medium_to_short == 30
     assert config.memory.archive_days_short == 60
-    assert config.search.mode == "text"
+    assert config.search.mode == "auto"
     assert config.tool_names == "underscore"
 
 

@@ -126,3 +126,31 @@ class InvalidOutput(ExecutionError):
     """The tool returned something that is not JSON or does not match its output schema."""
 
     code = "invalid_output"
+
+
+# --- what the command line and start-up report ------------------------------------------------
+
+
+class UsageError(AwbError):
+    """A command line the CLI cannot run: unknown option, missing argument, bad value."""
+
+    code = "usage_error"
+    exit_code = 2
+
+
+class StartupFailed(AwbError):
+    """The server cannot start: the address is in use or invalid."""
+
+    code = "startup_failed"
+
+
+class AlreadyRunning(StartupFailed):
+    """Another `awb start` serves this workspace (its pid file is locked)."""
+
+    code = "already_running"
+
+
+class InventoryUnreadable(AwbError):
+    """The inventory file exists but is not a SQLite inventory we can open."""
+
+    code = "inventory_unreadable"

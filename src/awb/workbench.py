@@ -580,10 +580,13 @@ class Workbench:
 
 
 def _search_engine(store: Store, config: Config) -> HybridSearch:
-    """Hybrid search when configured and the `embed` extra is installed; text-only otherwise, with why."""
-    if config.search.mode != "hybrid":
+    """Hybrid search when configured (or `auto`) and the `embed` extra is installed; text-only otherwise,
+    with why."""
+    if config.search.mode == "text":
         return HybridSearch(store, None, config.search, reason="search.mode is 'text'")
     embedder, reason = create_embedder(config.search.embedding_provider)
+    if embedder is None and config.search.mode == "auto":
+        reason = f"search.mode is 'auto' and {reason}"
     return HybridSearch(store, embedder, config.search, reason=reason)
 
 

@@ -6,18 +6,19 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import anyio
 import typer
 
-from awb.agents.mcp_client import ServerTarget
-from awb.agents.registry import discover, load_agent
-from awb.agents.result import RunResult
-from awb.agents.run import run_agent
 from awb.errors import AwbError, ConfigError
 
-agents_app = typer.Typer(help="Run typed agents that use MCP tools.", no_args_is_help=True)
+if TYPE_CHECKING:
+    from awb.agents.mcp_client import ServerTarget
+    from awb.agents.result import RunResult
+
+# The agent runtime (and the MCP client under it) is imported by the commands, not here: `awb --help`
+# and every other `awb` command load this module.
+agents_app = typer.Typer(help="Run typed agents that use MCP tools: run, list.", no_args_is_help=True)
 
 AgentsDir = Annotated[
     Path, typer.Option("--agents-dir", envvar="AWB_AGENTS_DIR", help="Directory searched for agent classes.")
@@ -52,6 +53,11 @@ def run_command(
     # Console scripts leave the working directory off sys.path; dotted agent paths expect it.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
+    import anyio
+
+    from awb.agents.registry import load_agent
+    from awb.agents.run import run_agent
+
     try:
         agent_class = load_agent(agent, agents_dir)
         servers = parse_servers(server or [])
@@ -70,6 +76,8 @@ def run_command(
 @agents_app.command("list")
 def list_command(agents_dir: AgentsDir = Path("agents")) -> None:
     """Show the agents found in the agents directory."""
+    from awb.agents.registry import discover
+
     for agent in discover(agents_dir):
         summary = agent.system_prompt.strip().splitlines()[0] if agent.system_prompt.strip() else ""
         typer.echo(f"{agent.mode}\ttools={','.join(agent.tools) or '-'}\t{summary}")

@@ -208,7 +208,7 @@ class HybridSearch:
         #: Agents repeat queries; the benchmark sets 0 so every query pays for its embedding.
         self.query_cache_size = QUERY_CACHE_SIZE
         self.embedder: Embedder | None = None
-        if self.config.mode != "hybrid":
+        if self.config.mode == "text":
             self.reason = "search.mode is 'text'"
         elif embedder is None:
             self.reason = reason or "no embedding model"

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import errno
 import gc
+import ipaddress
 import logging
+import re
+import socket
 import sys
+import time
 
 import anyio
 import uvicorn
 
+from awb.errors import StartupFailed
 from awb.server.mcp import McpFace
 from awb.server.stdio import serve_stdio_streams
 from awb.workbench import Workbench
@@ -30,6 +36,7 @@ async def serve_stdio(workbench: Workbench) -> None:
     face = McpFace(workbench)
     await workbench.start(warm_all=True)
     _settle()
+    _say_search_mode(workbench)
     sdk_transport = workbench.config.stdio_transport == "sdk"
     # Requests read before stdin closed are answered; a tool call may take its whole timeout.
     drain_seconds = workbench.config.tool_execution_timeout_ms / 1000 + 5
@@ -38,24 +45,73 @@ async def serve_stdio(workbench: Workbench) -> None:
         await face.server.run(read_stream, write_stream, face.initialization_options())
 
 
-async def serve_http(workbench: Workbench, host: str, port: int) -> None:
-    """Serve streamable HTTP at http://host:port/mcp until stopped (SIGINT/SIGTERM)."""
+#: A host name as RFC 1123 spells it; anything else is refused before any lookup.
+_HOST_NAME = re.compile(
+    r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$"
+)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket for `host:port` (port 0: any free port), or `StartupFailed` in one line.
+
+    Binding here rather than inside uvicorn turns "address in use" and a bad host into our error
+    instead of uvicorn's log line and `sys.exit`, and tells the caller which port 0 became."""
+    try:
+        family = socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
+    except ValueError:
+        if not _HOST_NAME.match(host):
+            raise StartupFailed(f"--host {host!r} is not an IP address or a host name", host=host) from None
+        try:
+            family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        except socket.gaierror as error:
+            raise StartupFailed(f"cannot resolve --host {host!r}: {error.strerror}", host=host) from None
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as error:
+        sock.close()
+        if error.errno == errno.EADDRINUSE:
+            message = f"port {port} on {host} is already in use (is awb already running? try --port 0)"
+        else:
+            message = f"cannot listen on {host}:{port}: {error.strerror or error}"
+        raise StartupFailed(message, host=host, port=port) from None
+    sock.setblocking(False)
+    return sock
+
+
+async def serve_http(workbench: Workbench, sock: socket.socket, started: float | None = None) -> None:
+    """Serve streamable HTTP at http://host:port/mcp on the bound `sock` until stopped (SIGINT/SIGTERM)."""
+    host, port = sock.getsockname()[:2]
     face = McpFace(workbench)
     app = face.server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    # No access log: a line per request costs the request path more than the tool call it logs.
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
     server = uvicorn.Server(config)
     await workbench.start(warm_all=True)
     _settle()
+    _say_search_mode(workbench)
     async with workbench, anyio.create_task_group() as tasks:
-        tasks.start_soon(_announce_when_ready, server, f"http://{host}:{port}{MCP_PATH}")
-        await server.serve()
+        tasks.start_soon(_announce_when_ready, server, f"http://{_url_host(host)}:{port}{MCP_PATH}", started)
+        await server.serve(sockets=[sock])
         tasks.cancel_scope.cancel()
 
 
-async def _announce_when_ready(server: uvicorn.Server, url: str) -> None:
-    # One line on stderr once the socket is bound: scripts and tests wait for it instead of polling.
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _say_search_mode(workbench: Workbench) -> None:
+    engine = workbench.search_engine
+    log.info("search: %s (%s)", engine.mode, engine.reason)
+
+
+async def _announce_when_ready(server: uvicorn.Server, url: str, started: float | None) -> None:
+    # One line on stderr once the socket serves: scripts and tests wait for it instead of polling.
     while not server.started:
-        await anyio.sleep(0.01)
+        await anyio.sleep(0.005)
+    took = f" in {time.perf_counter() - started:.2f} s" if started is not None else ""
     log.info("serving MCP on %s", url)
-    sys.stderr.write(f"awb: ready on {url}\n")
+    sys.stderr.write(f"awb: ready on {url}{took}\n")
     sys.stderr.flush()
