@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from awb.clock import ManualClock
-from awb.config import Config
+from awb.config import Config, SearchConfig
 from awb.workbench import Workbench
 from support import awb_env, free_port, wait_for_ready
 
@@ -28,7 +28,11 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 def config(tmp_path: Path) -> Config:
-    return Config(inventory_path=tmp_path / "inventory.db", pid_file=tmp_path / "awb.pid")
+    # Text search: the default `auto` would load the embedding model wherever the extra is installed,
+    # and these tests hold BM25's ranking; the hybrid tests ask for hybrid themselves.
+    return Config(
+        inventory_path=tmp_path / "inventory.db", pid_file=tmp_path / "awb.pid", search=SearchConfig(mode="text")
+    )
 
 
 @pytest.fixture

@@ -131,8 +131,26 @@ def test_fusion_divides_bm25_by_the_best_and_min_max_scales_cosine() -> None:
     assert fused["c"] == pytest.approx(DENSE_WEIGHT * 1.0)
 
 
-def test_fusion_survives_no_text_match_and_equal_cosines() -> None:
-    assert fuse({}, {"a": 0.5, "b": 0.5}, (0.5, 0.5)) == {"a": 0.0, "b": 0.0}
+def test_fusion_survives_no_text_match_and_scores_equal_cosines_by_the_cosine_itself() -> None:
+    fused = fuse({}, {"a": 0.5, "b": 0.5}, (0.5, 0.5))
+    assert fused == {"a": pytest.approx(DENSE_WEIGHT * 0.5), "b": pytest.approx(DENSE_WEIGHT * 0.5)}
+
+
+def test_the_only_tool_of_an_inventory_scores_high_for_a_perfect_match_in_text_and_hybrid(
+    store: SQLiteStore,
+) -> None:
+    engine = engine_with(store, ConceptEmbedder(), [make_tool("word_counter", "Count the words of a text.")])
+    for mode in ("text", "hybrid"):
+        used, hits = engine.search("count the words of a text", 5, mode=mode)  # type: ignore[arg-type]
+        assert used == mode and [tool.name for tool, _ in hits] == ["word_counter"]
+        assert hits[0][1] >= 0.9, (mode, hits[0][1])
+
+
+def test_text_scores_are_bm25_relative_to_the_best_match(store: SQLiteStore) -> None:
+    engine = engine_with(store, ConceptEmbedder(), [make_tool(n, d) for n, d in TOOLS])
+    _, hits = engine.search("count words text", 5, mode="text")
+    assert hits[0][0].name == "word_counter" and hits[0][1] == pytest.approx(1.0)
+    assert all(0 < score <= 1.0 for _, score in hits)
 
 
 def test_text_hit_outside_the_nearest_candidates_keeps_its_own_cosine(store: SQLiteStore) -> None:
