@@ -1,6 +1,7 @@
 """What every `awb` command shares: its options, loading the config, and opening the inventory.
 
-Nothing heavy is imported here: the workbench (and with it the sandbox and search) is imported by the
+Nothing heavy is imported here (not even the config model, which brings pydantic: `awb --help` needs
+neither): the workbench (and with it the sandbox and search) is imported by the
 commands that use it, when they run.
 """
 
@@ -13,14 +14,16 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from awb.cli.output import fail, note
-from awb.config import CONFIG_FILENAME, Config, find_config_file, load_config, with_overrides
 from awb.errors import AwbError, ConfigError, InventoryUnreadable
 
 if TYPE_CHECKING:
+    from awb.config import Config
     from awb.inventory.sqlite import SQLiteStore
     from awb.workbench import Workbench
 
 T = TypeVar("T")
+#: The name `awb.config.CONFIG_FILENAME` holds, for help texts that must not import the config model.
+CONFIG_FILENAME = "awb.config.json"
 
 ConfigOption = Annotated[
     Path | None, typer.Option("--config", "-c", help=f"Path to {CONFIG_FILENAME} (default: ./{CONFIG_FILENAME}).")
@@ -32,6 +35,8 @@ InventoryOption = Annotated[Path | None, typer.Option("--inventory", help="Path 
 
 def config_for(path: Path | None, as_json: bool = False, **overrides: Any) -> Config:
     """The config `path` (or the usual lookup) gives, with command-line overrides; errors end the command."""
+    from awb.config import load_config, with_overrides
+
     try:
         config = load_config(path)
         return with_overrides(config, **overrides)
@@ -57,6 +62,8 @@ def open_store(config: Config) -> SQLiteStore:
 
 def inventory_missing(config: Config, config_path: Path | None) -> bool:
     """True (and says so on stderr) when there is no inventory yet: a check never creates one."""
+    from awb.config import find_config_file
+
     path = config.inventory_path
     if str(path) == ":memory:" or path.exists():
         return False

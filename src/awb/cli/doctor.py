@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from awb.cli.common import ConfigOption, JsonOption
+from awb.cli.common import CONFIG_FILENAME, ConfigOption, JsonOption
 from awb.cli.output import print_json, table
-from awb.config import CONFIG_FILENAME, Config, find_config_file, load_config, unknown_env_names
 from awb.errors import AwbError, ConfigError
 
 if TYPE_CHECKING:
+    from awb.config import Config
     from awb.workbench import Workbench
 
 PROBES = {
@@ -95,6 +95,7 @@ def _inventory_check(config: Config) -> tuple[dict[str, Any], Any]:
 async def _doctor_checks(config: Config, config_path: Path | None) -> list[dict[str, Any]]:
     import sqlite3
 
+    from awb.config import find_config_file, unknown_env_names
     from awb.workbench import Workbench
 
     file = find_config_file(config_path)
@@ -129,6 +130,8 @@ async def _doctor_checks(config: Config, config_path: Path | None) -> list[dict[
 def doctor(config_path: ConfigOption = None, as_json: JsonOption = False) -> None:
     """Check config, environment, inventory, FTS5, sandboxes, search and port; exit 0 only when all pass."""
     import anyio
+
+    from awb.config import load_config
 
     try:
         config = load_config(config_path)

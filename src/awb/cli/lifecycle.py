@@ -7,16 +7,18 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from awb import __version__
-from awb.cli.common import ConfigOption, InventoryOption, config_for, open_store
+from awb.cli.common import CONFIG_FILENAME, ConfigOption, InventoryOption, config_for, open_store
 from awb.cli.output import fail, note, say
 from awb.cli.pidfile import ServerRecord, held, inspect_pid_file, is_awb_server
-from awb.config import CONFIG_FILENAME, Config, default_config_json, load_config
 from awb.errors import AwbError, ConfigError, UsageError
+
+if TYPE_CHECKING:
+    from awb.config import Config
 
 log = logging.getLogger("awb.cli")
 
@@ -30,6 +32,7 @@ def init(
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing config.")] = False,
 ) -> None:
     """Create awb.config.json, the inventory database, a tools/ directory and .awb/.gitignore."""
+    from awb.config import default_config_json, load_config
     from awb.workbench import Workbench
 
     config_path = directory / CONFIG_FILENAME

@@ -367,6 +367,10 @@ class HybridSearch:
         # BM25 first, in this thread: ranked in memory it costs a few hundred microseconds, less than
         # handing it to another thread that would compete with the model's for two cores.
         assert isinstance(self.store, VectorStore)
+        if not self._vector_index().ids:
+            # No tool has a vector (an empty inventory): nothing for the model to rank, so the query
+            # is not embedded and a fresh CLI process does not wait for the model to load.
+            return "text", tier_order(self._text(query, k))[:limit]
         words = [] if wanted == "dense" else search_words(query)
         text_scores = dict(self.store.text_scores(words, k)) if words else {}
         try:
