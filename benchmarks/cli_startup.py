@@ -77,7 +77,7 @@ def main() -> None:
         root = Path(tmp)
         workspace(root, env)
         samples: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in COMMANDS}
-        for name, argv in COMMANDS:  # one warm-up round: the page cache, not the command, on first run
+        for _name, argv in COMMANDS:  # one warm-up round: the page cache, not the command, on first run
             timed(argv, root, env)
         for _ in range(args.repeat):
             for name, argv in COMMANDS:
@@ -90,7 +90,9 @@ def main() -> None:
     for name, _ in COMMANDS:
         wall = statistics.median(w for w, _ in samples[name])
         cpu = statistics.median(c for _, c in samples[name])
-        table.add_row(name, f"{wall:.3f}", f"{cpu:.3f}", f"{wall - base_wall:+.3f}", f"{cpu / max(base_cpu, 1e-3):.1f}x")
+        table.add_row(
+            name, f"{wall:.3f}", f"{cpu:.3f}", f"{wall - base_wall:+.3f}", f"{cpu / max(base_cpu, 1e-3):.1f}x"
+        )
     Console().print(table)
     print(f"load average: {', '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
 

@@ -154,3 +154,9 @@ class InventoryUnreadable(AwbError):
     """The inventory file exists but is not a SQLite inventory we can open."""
 
     code = "inventory_unreadable"
+
+
+class NotAnAwbServer(AwbError):
+    """`awb stop` found a pid file whose process is not an awb server: it signals nothing."""
+
+    code = "not_an_awb_server"

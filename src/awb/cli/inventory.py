@@ -18,7 +18,7 @@ from awb.cli.output import fail, note, print_code, print_json, say, table
 from awb.errors import ToolNotFound, UsageError
 
 if TYPE_CHECKING:
-    from awb.inventory.models import Tool
+    from awb.inventory.models import ToolSummary
     from awb.workbench import Inspection, Workbench
 
 inventory_app = typer.Typer(
@@ -32,7 +32,7 @@ SUMMARY_COLUMNS = ["name", "tool_id", "memory", "uses", "score", "description"]
 RECENT_CALLS_SHOWN = 10
 
 
-def _summary_rows(tools: list[Tool]) -> list[tuple[Any, ...]]:
+def _summary_rows(tools: list[ToolSummary]) -> list[tuple[Any, ...]]:
     return [
         (
             t.name,
@@ -49,11 +49,12 @@ def _summary_rows(tools: list[Tool]) -> list[tuple[Any, ...]]:
 def _read(config_path: Path | None, as_json: bool, tool: str | None = None) -> Any:
     """The config for a read-only command, or None (said on stderr) when there is no inventory to read."""
     config = config_for(config_path, as_json)
-    if not inventory_missing(config, config_path):
-        return config
     if tool is not None:
-        fail(ToolNotFound(f"no tool {tool!r}: there is no inventory at {config.inventory_path}"), as_json)
-    return None
+        # One error line, not the note and then the error: a tool cannot be found where nothing is.
+        if str(config.inventory_path) != ":memory:" and not config.inventory_path.exists():
+            fail(ToolNotFound(f"no tool {tool!r}: there is no inventory at {config.inventory_path}"), as_json)
+        return config
+    return None if inventory_missing(config, config_path) else config
 
 
 @inventory_app.command("list")
@@ -69,7 +70,7 @@ def inventory_list(
     if memory_level is not None and memory_level not in MEMORY_LEVELS:
         fail(UsageError(f"unknown memory level {memory_level!r}: use {', '.join(MEMORY_LEVELS)}"), as_json)
     config = _read(config_path, as_json)
-    tools: list[Tool] = []
+    tools: list[ToolSummary] = []
     if config is not None:
         tools = with_workbench(
             config,

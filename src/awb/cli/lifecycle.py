@@ -15,7 +15,7 @@ from awb import __version__
 from awb.cli.common import CONFIG_FILENAME, ConfigOption, InventoryOption, config_for, open_store
 from awb.cli.output import fail, note, say
 from awb.cli.pidfile import ServerRecord, held, inspect_pid_file, is_awb_server
-from awb.errors import AwbError, ConfigError, UsageError
+from awb.errors import AwbError, ConfigError, NotAnAwbServer, UsageError
 
 if TYPE_CHECKING:
     from awb.config import Config
@@ -151,7 +151,7 @@ def stop(config_path: ConfigOption = None) -> None:
     is_awb, cmdline = is_awb_server(record.pid)
     if not is_awb:
         fail(
-            AwbError(
+            NotAnAwbServer(
                 f"not stopping pid {record.pid}: it is not an awb server ({cmdline}); pid file {config.pid_file}",
                 pid=record.pid,
             )

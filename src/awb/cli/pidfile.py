@@ -164,4 +164,4 @@ def is_awb_server(pid: int) -> tuple[bool, str]:
     is_awb = "start" in args and any(Path(a).name == "awb" or a == "awb" or a.endswith("awb/__main__.py") for a in args)
     # `python -m awb start` shows as [python, -m, awb, start].
     is_awb = is_awb or ("-m" in args and "awb" in args and "start" in args)
-    return is_awb, " ".join(args)[:200]
+    return is_awb, " ".join(" ".join(args).split())[:200]

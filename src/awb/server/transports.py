@@ -86,8 +86,10 @@ async def serve_http(workbench: Workbench, sock: socket.socket, started: float |
     host, port = sock.getsockname()[:2]
     face = McpFace(workbench)
     app = face.server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
-    # No access log: a line per request costs the request path more than the tool call it logs.
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
+    # No access log: a line per request costs the request path more than the tool call it logs. No
+    # log_config: uvicorn's dictConfig would close every handler already installed, ours included,
+    # and every later line of the workbench's log would be lost.
+    config = uvicorn.Config(app, log_level="warning", log_config=None, lifespan="on", access_log=False)
     server = uvicorn.Server(config)
     await workbench.start(warm_all=True)
     _settle()
