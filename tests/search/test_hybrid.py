@@ -257,3 +257,35 @@ async def test_workbench_keeps_vectors_in_step_with_craft_and_delete(workbench: 
     assert found.results[0].name == "weather_forecast"
     workbench.delete("weather_forecast")
     assert "weather_forecast" not in [r.name for r in workbench.search("will I need an umbrella", limit=6).results]
+
+
+def test_auto_mode_is_hybrid_with_the_extra_and_says_so(tmp_path: Path) -> None:
+    from awb.config import Config
+    from awb.workbench import Workbench
+
+    workbench = Workbench(Config(inventory_path=tmp_path / "auto.db"))
+    try:
+        assert workbench.config.search.mode == "auto"
+        assert workbench.search_engine.mode == "hybrid"
+    finally:
+        workbench.store.close()
+
+
+def test_auto_mode_without_embeddings_is_text_and_says_why(tmp_path: Path) -> None:
+    from awb.config import Config
+    from awb.workbench import Workbench
+
+    config = Config(inventory_path=tmp_path / "auto.db", search=SearchConfig(mode="auto", embedding_provider="none"))
+    workbench = Workbench(config)
+    try:
+        assert workbench.search_engine.mode == "text"
+        assert workbench.search_engine.reason.startswith("search.mode is 'auto' and embeddings are disabled")
+    finally:
+        workbench.store.close()
+
+
+def test_an_inventory_without_vectors_is_searched_without_embedding_the_query(store: SQLiteStore) -> None:
+    embedder = ConceptEmbedder()
+    engine = HybridSearch(store, embedder, SearchConfig(mode="hybrid"))
+    mode, hits = engine.search("count words", 5)
+    assert (mode, hits, embedder.calls) == ("text", [], 0)
