@@ -6,8 +6,9 @@ tool crafted in it, run in the sandbox on every call), and the SDK's `MCPServer`
 served by the SDK's own `run_streamable_http_async` (log level WARNING for both, so neither writes an
 access-log line per request). The same client code drives both: `--clients` concurrent SDK clients,
 each with its own session, calling in a loop for `--seconds`. Rounds alternate between the servers so
-a busy machine slows both alike; the table gives calls/s per round and the workbench's ratio to the
-echo server. It also times `awb start` from spawn to its "ready" line.
+a busy machine slows both alike; the table gives calls/s per round, the workbench's ratio to the echo
+server, and each server's CPU per call (its process tree, sandbox workers included), which a busy
+machine disturbs far less than throughput. It also times `awb start` from spawn to its "ready" line.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -55,6 +57,28 @@ anyio.run(lambda: server.run_streamable_http_async(host="127.0.0.1", port=int(sy
 """
 
 
+def tree_cpu_seconds(root: int) -> float:
+    """CPU seconds (user + system) used so far by process `root` and every live descendant (the
+    workbench's sandbox workers run the tool, so they count), from /proc."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    stats: dict[int, tuple[int, float]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # After the command: state, ppid, ..., utime (12th), stime (13th), cutime, cstime.
+        stats[int(entry.name)] = (int(fields[1]), sum(int(v) for v in fields[11:15]) / ticks)
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        total += stats.get(pid, (0, 0.0))[1]
+        todo.extend(child for child, (parent, _) in stats.items() if parent == pid)
+    return total
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -76,6 +100,8 @@ def start_awb(workspace: Path, env: dict[str, str]) -> tuple[subprocess.Popen[by
         line = raw.decode()
         found = re.search(r"awb: ready on (\S+)", line)
         if found:
+            # Keep reading: a server whose stderr pipe fills up blocks on its next log line.
+            threading.Thread(target=lambda: process.stderr and process.stderr.read(), daemon=True).start()
             return process, found.group(1), time.perf_counter() - started
     raise RuntimeError("awb exited before it was ready")
 
@@ -96,8 +122,11 @@ def start_echo(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("echo server did not start")
 
 
-async def load(url: str, tool: str, arguments: dict[str, Any], clients: int, seconds: float) -> float:
-    """Calls per second that `clients` concurrent sessions get through in `seconds`."""
+async def load(
+    url: str, tool: str, arguments: dict[str, Any], clients: int, seconds: float, server_pid: int
+) -> tuple[float, float]:
+    """Calls per second that `clients` concurrent sessions get through in `seconds`, and the server's
+    CPU milliseconds per call (its process tree)."""
     done = 0
     failures = 0
 
@@ -118,12 +147,16 @@ async def load(url: str, tool: str, arguments: dict[str, Any], clients: int, sec
         for _ in range(clients):
             tasks.start_soon(client)
         await anyio.sleep(1.0)  # let every client connect and make its first call
+        cpu_before = tree_cpu_seconds(server_pid)
         begun = time.perf_counter()
         stop = begun + seconds
+        done = 0
         ready.set()
+    elapsed = time.perf_counter() - begun
+    cpu = tree_cpu_seconds(server_pid) - cpu_before
     if failures:
         raise RuntimeError(f"{failures} calls failed against {url}")
-    return done / (time.perf_counter() - begun)
+    return done / elapsed, cpu * 1000 / max(done, 1)
 
 
 async def craft(url: str) -> None:
@@ -150,20 +183,28 @@ def main() -> None:
             call = {"name": TRIVIAL["name"], "params": {"x": 1}}
             rows = []
             for round_no in range(1, args.rounds + 1):
-                awb_rate = anyio.run(load, awb_url, "awb_call", call, args.clients, args.seconds)
-                echo_rate = anyio.run(load, echo_url, "echo", {"x": 1}, args.clients, args.seconds)
-                rows.append((round_no, awb_rate, echo_rate))
+                awb_rate, awb_cpu = anyio.run(load, awb_url, "awb_call", call, args.clients, args.seconds, awb.pid)
+                echo_rate, echo_cpu = anyio.run(load, echo_url, "echo", {"x": 1}, args.clients, args.seconds, echo.pid)
+                rows.append((round_no, awb_rate, echo_rate, awb_cpu, echo_cpu))
         finally:
             for process in (awb, echo):
                 process.terminate()
                 process.wait(timeout=15)
     table = Table(title=f"streamable HTTP, {args.clients} clients, {args.seconds:g} s per round", title_justify="left")
-    for column in ("round", "awb_call calls/s", "SDK echo calls/s", "ratio"):
+    columns = ("round", "awb_call calls/s", "SDK echo calls/s", "ratio", "awb cpu ms/call", "echo cpu ms/call")
+    for column in columns:
         table.add_column(column, justify="right")
-    for round_no, awb_rate, echo_rate in rows:
-        table.add_row(str(round_no), f"{awb_rate:.0f}", f"{echo_rate:.0f}", f"{awb_rate / echo_rate:.2f}x")
-    ratios = [a / e for _, a, e in rows]
-    table.add_row("median", "", "", f"{statistics.median(ratios):.2f}x")
+    for round_no, awb_rate, echo_rate, awb_cpu, echo_cpu in rows:
+        table.add_row(
+            str(round_no),
+            f"{awb_rate:.0f}",
+            f"{echo_rate:.0f}",
+            f"{awb_rate / echo_rate:.2f}x",
+            f"{awb_cpu:.2f}",
+            f"{echo_cpu:.2f}",
+        )
+    ratios = [row[1] / row[2] for row in rows]
+    table.add_row("median", "", "", f"{statistics.median(ratios):.2f}x", "", "")
     Console().print(table)
     print(f"awb start to ready: {ready_seconds:.2f} s (spawn to the ready line)")
     print(f"load average: {', '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")

@@ -190,7 +190,7 @@ class McpFace:
         except Exception as error:  # the server must survive anything a tool or agent does
             log.exception("mcp %s failed unexpectedly", name)
             return to_mcp_error(AwbError(f"internal error: {type(error).__name__}: {error}"))
-        log.info("mcp %s ok (%.1f ms)", name, (time.perf_counter() - started) * 1000)
+        log.debug("mcp %s ok (%.1f ms)", name, (time.perf_counter() - started) * 1000)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=json_text(structured))],
             structured_content=structured,
@@ -206,7 +206,7 @@ class McpFace:
                 name=name,
             )
         result = await self.workbench.call(tool.tool_id, arguments)
-        log.info("mcp %s ok (%.1f ms)", name, (time.perf_counter() - started) * 1000)
+        log.debug("mcp %s ok (%.1f ms)", name, (time.perf_counter() - started) * 1000)
         structured = result.result if _output_schema(tool) is not None and isinstance(result.result, dict) else None
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=json_text(result.result))],
