@@ -14,7 +14,7 @@ import time
 import anyio
 import uvicorn
 
-from awb.errors import StartupFailed
+from awb.errors import AwbError, StartupFailed
 from awb.server.mcp import McpFace
 from awb.server.stdio import serve_stdio_streams
 from awb.workbench import Workbench
@@ -91,13 +91,28 @@ async def serve_http(workbench: Workbench, sock: socket.socket, started: float |
     # and every later line of the workbench's log would be lost.
     config = uvicorn.Config(app, log_level="warning", log_config=None, lifespan="on", access_log=False)
     server = uvicorn.Server(config)
-    await workbench.start(warm_all=True)
+    # The default runtime (Monty) is warm before the server says it is ready; the others (a CPython
+    # zygote, JavaScript workers, the wasm engine) warm up while it already serves: a call that needs
+    # one first waits for, or starts, it.
+    await workbench.start()
     _settle()
     _say_search_mode(workbench)
     async with workbench, anyio.create_task_group() as tasks:
         tasks.start_soon(_announce_when_ready, server, f"http://{_url_host(host)}:{port}{MCP_PATH}", started)
+        tasks.start_soon(_warm_other_runtimes, workbench)
         await server.serve(sockets=[sock])
         tasks.cancel_scope.cancel()
+
+
+async def _warm_other_runtimes(workbench: Workbench) -> None:
+    for name, runtime in workbench.runtimes.items():
+        if name == "monty":
+            continue
+        try:
+            await runtime.start()
+        except AwbError as error:
+            log.warning("runtime %s not warmed: %s", name, error.message)
+    log.debug("every runtime is warm")
 
 
 def _url_host(host: str) -> str:
