@@ -24,6 +24,8 @@ class ToolSpec:
 class ToolOutcome:
     ok: bool
     payload: Any
+    #: A failure's error code when the tool gave one (awb tools do: `limit_exceeded`, ...).
+    error_code: str | None = None
 
 
 Handler = Callable[[dict[str, Any]], Awaitable[ToolOutcome]]

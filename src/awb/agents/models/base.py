@@ -5,11 +5,12 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from awb.agents.actions import Action, parse_action
 from awb.agents.errors import ModelError
+from awb.agents.models.settings import ModelSettings
 from awb.agents.result import Usage
 from awb.agents.toolbox import ToolSpec
 
@@ -20,10 +21,16 @@ class Prompt:
     #: The task, the working memory and any feedback, already bounded.
     body: str
     output_schema: dict[str, Any]
+    #: The agent's and the run's provider settings, merged; adapters without settings ignore them.
+    settings: ModelSettings = field(default_factory=ModelSettings)
 
 
 class Model(Protocol):
-    #: Running total across calls; the loop reports the difference a run made.
+    """What the loop calls. Adapters may also have `model` (the provider's model name) and
+    `provider` (e.g. "openai"): the price table and telemetry read them when present."""
+
+    #: Running total across calls; the loop reports the difference a run made. `requests` counts
+    #: every HTTP attempt, failed ones included.
     usage: Usage
 
     async def call(self, prompt: Prompt, tools: Sequence[ToolSpec]) -> Action:

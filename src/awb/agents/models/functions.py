@@ -1,7 +1,9 @@
 """Tools, subagents and `done` as provider functions, and a provider's function call back as an action.
 
 Providers restrict function names to `[A-Za-z0-9_-]{1,64}`, so `server.tool` is sent as
-`server__tool` and subagents as `subagent__<mode>`; the table maps names back exactly.
+`server__tool` and subagents as `subagent__<mode>`; the table maps names back exactly. A name the
+table does not know still becomes an action (`server__tool` -> `server.tool`), so the loop answers
+an unknown or hidden tool the same way whether the model called a function or wrote JSON.
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ from awb.agents.errors import MalformedAction
 from awb.agents.toolbox import ToolSpec
 
 DONE = "done"
+SUBAGENT_PREFIX = "subagent__"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+#: Fed back when a model that was offered functions answers in prose.
+PROSE_REPLY = "the reply is text, not a function call: call exactly one function, `done` with the final output"
 
 
 @dataclass(frozen=True)
@@ -29,7 +34,7 @@ class Function:
 
 
 def _wire_name(spec: ToolSpec) -> str:
-    raw = spec.name.replace(".", "__") if spec.kind == "tool" else f"subagent__{spec.name}"
+    raw = spec.name.replace(".", "__") if spec.kind == "tool" else f"{SUBAGENT_PREFIX}{spec.name}"
     return _UNSAFE.sub("_", raw)[:64]
 
 
@@ -46,25 +51,39 @@ class FunctionTable:
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}
             except ValueError:
-                raise MalformedAction(f"arguments of {name!r} are not valid JSON", function=name) from None
+                raise MalformedAction(
+                    f"arguments of {name!r} are not valid JSON", function=name, reply=str(arguments)[:200]
+                ) from None
         if not isinstance(arguments, dict):
             raise MalformedAction(f"arguments of {name!r} must be a JSON object", function=name)
         if name == DONE:
             return Done(output=arguments)
         spec = self._by_wire.get(name)
         if spec is None:
-            raise MalformedAction(f"there is no function {name!r}", function=name)
+            if name.startswith(SUBAGENT_PREFIX):
+                return SpawnSubagent(agent=name.removeprefix(SUBAGENT_PREFIX), input=arguments)
+            return CallTool(tool=name.replace("__", ".", 1), arguments=arguments)
         if spec.kind == "subagent":
             return SpawnSubagent(agent=spec.name, input=arguments)
         return CallTool(tool=spec.name, arguments=arguments)
 
+    def first_of(self, calls: Sequence[tuple[str, object]]) -> Action:
+        """The first call as the action; the others are named on it as not run."""
+        name, arguments = calls[0]
+        return self.to_action(name, arguments).with_not_run([other for other, _ in calls[1:]])
 
-def parse_text_action(text: str) -> Action:
-    """A JSON action written as text, tolerating the code fence many models wrap it in."""
+
+def parse_text_action(text: str, *, native: bool = False) -> Action:
+    """A JSON action written as text, tolerating the code fence many models wrap it in.
+
+    With `native` (the model was offered functions) prose is answered with how to call one.
+    """
     stripped = text.strip()
     fenced = _FENCE.match(stripped)
     if fenced:
         stripped = fenced.group(1)
     if not stripped.startswith("{"):
+        if native:
+            raise MalformedAction(PROSE_REPLY, reply=text[:200])
         raise MalformedAction("expected one JSON action object", reply=text[:200])
     return parse_action(stripped)
