@@ -33,7 +33,7 @@ from awb.agents.result import (
     ToolError,
     Usage,
 )
-from awb.agents.scope import RunScope
+from awb.agents.scope import RunScope, StopRun
 from awb.agents.telemetry import model_attributes, set_attributes, span
 from awb.agents.toolbox import Handler, Toolbox, ToolOutcome, ToolSpec
 from awb.errors import AwbError, InvalidParams
@@ -148,7 +148,36 @@ class _Run:
         elif isinstance(action, SpawnSubagent):
             await self._spawn(step, action)
         elif isinstance(action, RunCode):
-            self.context.add("tool_error", "run_code", "run_code is not supported yet; use call_tool")
+            return await self._run_code(step, action)
+        return None
+
+    async def _run_code(self, step: StepRecord, action: RunCode) -> Ending | None:
+        runner = self.scope.code_runner
+        if runner is None:
+            self.context.add("tool_error", "run_code", "run_code is not available in this run; use call_tool")
+            return None
+        await self._tell("tool_call", tool="run_code", arguments={"code": action.code})
+        started = anyio.current_time()
+        try:
+            with span(
+                "execute_tool run_code", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "run_code"}
+            ):
+                outcome = await runner(action.code)
+        except StopRun as stop:
+            return _stop(stop.reason, stop.message, **stop.details)
+        duration = anyio.current_time() - started
+        error = None if outcome.ok else ToolError(code=outcome.error_code or "tool_error", message=_message(outcome))
+        step.tool_call = ToolCallRecord(
+            name="run_code", arguments={"code": action.code}, duration_seconds=duration, ok=outcome.ok, error=error
+        )
+        await self._tell(
+            "tool_result",
+            tool="run_code",
+            ok=outcome.ok,
+            duration_seconds=duration,
+            error=None if error is None else error.model_dump(),
+        )
+        self.context.add("tool_result" if outcome.ok else "tool_error", "run_code", outcome.payload)
         return None
 
     async def _ask(self, step: StepRecord, retries: int) -> Action:

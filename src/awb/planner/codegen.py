@@ -96,7 +96,8 @@ class Wrapper:
 def wrapper_for(spec: ToolSpec) -> Wrapper:
     server, _, tool = spec.name.partition(".")
     schema = spec.input_schema if isinstance(spec.input_schema, dict) else {}
-    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    raw_properties = schema.get("properties")
+    properties: dict[str, Any] = raw_properties if isinstance(raw_properties, dict) else {}
     required = set(schema.get("required") or []) if isinstance(schema.get("required"), list) else set()
     params: list[Parameter] = []
     taken: set[str] = set()
