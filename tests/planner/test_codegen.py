@@ -9,6 +9,7 @@ import anyio
 import pytest
 
 from awb.planner.codegen import generate_wrappers, group_wrappers, identifier
+
 from .planner_tools import planner_toolbox
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
@@ -20,7 +21,7 @@ def test_generated_package_matches_its_snapshots(tmp_path: Path) -> None:
     assert names == ["__init__.py", "client.py", "servers/__init__.py", "servers/chat.py", "servers/mail.py"]
     for name in ("servers/mail.py", "servers/chat.py", "servers/__init__.py"):
         generated = (tmp_path / "pkg" / name).read_text()
-        snapshot = SNAPSHOTS / name.replace("/", "__")
+        snapshot = SNAPSHOTS / (name.replace("/", "__") + ".txt")
         if os.environ.get("AWB_UPDATE_SNAPSHOTS"):
             snapshot.write_text(generated)
         assert generated == snapshot.read_text(), f"{name} differs from its snapshot (AWB_UPDATE_SNAPSHOTS=1 to renew)"

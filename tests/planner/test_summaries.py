@@ -25,7 +25,16 @@ def test_a_wide_payload_is_summarised_within_max_chars_with_aggregates_over_ever
     assert needs_summary(payload)
     summary = summarize_payload("mail.search", payload, purpose="for_planning", max_chars=4000, storage_dir=tmp_path)
     assert len(json.dumps(summary)) <= 4000
-    assert set(summary) == {"label", "original_size", "truncated", "schema", "sample", "aggregates", "notes", "storage_ref"}
+    assert set(summary) == {
+        "label",
+        "original_size",
+        "truncated",
+        "schema",
+        "sample",
+        "aggregates",
+        "notes",
+        "storage_ref",
+    }
     assert summary["original_size"]["items"] == 2000
     assert summary["truncated"] is True
     assert summary["aggregates"]["count"] == 2000

@@ -73,7 +73,11 @@ def _redact(value: Any, keys: tuple[str, ...], depth: int) -> Any:
         return redact_text(value)
     if isinstance(value, dict):
         return {
-            k: (MASK if isinstance(k, str) and is_sensitive_key(k, keys) and v is not None else _redact(v, keys, depth + 1))
+            k: (
+                MASK
+                if isinstance(k, str) and is_sensitive_key(k, keys) and v is not None
+                else _redact(v, keys, depth + 1)
+            )
             for k, v in value.items()
         }
     if isinstance(value, list | tuple):
