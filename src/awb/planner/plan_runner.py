@@ -118,9 +118,9 @@ class PlanRunner:
             result.error, result.error_code = str(exc), "output_exceeded"
         except pm.MontyError as exc:
             result.error, result.error_code = f"the sandbox refused the plan: {exc}", "runtime_error"
-        if state.over_limit and result.success:
-            # The plan caught the refusal and went on: the limit still failed the plan.
-            result.success, result.error_code = False, "limit_exceeded"
+        if state.over_limit:
+            # Whether the plan died of the refusal or caught it and went on, the limit failed it.
+            result.success, result.error_code, result.result = False, "limit_exceeded", None
             result.error = f"the plan tried more than {state.limit} tool calls"
         result.tool_calls = state.calls
         output = prints.output
