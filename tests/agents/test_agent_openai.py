@@ -98,7 +98,9 @@ async def test_openai_server_error_is_retried_then_reported_as_model_error(fake_
     for _ in range(3):
         fake_provider.reply({"error": {"message": "the engine is overloaded"}}, status=500)
     with anyio.fail_after(10):
-        result = await run_agent(Reader, "q", model=model(fake_provider, max_retries=2), servers={"files": files_server()})
+        result = await run_agent(
+            Reader, "q", model=model(fake_provider, max_retries=2), servers={"files": files_server()}
+        )
     assert result.termination_reason == "model_error"
     assert result.error is not None
     assert "HTTP 500: the engine is overloaded" in result.error["message"]
