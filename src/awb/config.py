@@ -20,7 +20,7 @@ from awb.errors import ConfigError
 CONFIG_FILENAME = "awb.config.json"
 ENV_PREFIX = "AWB_"
 #: Environment variables with the prefix that are not config fields.
-_ENV_NOT_FIELDS = {"AWB_CONFIG"}
+_ENV_NOT_FIELDS = {"AWB_CONFIG", "AWB_AGENTS_DIR"}
 
 
 class _Section(BaseModel):
