@@ -186,6 +186,7 @@ class _Run:
             self.context.render(),
             self.agent.Output.model_json_schema(),
             settings=self.settings,
+            code_mode=self.scope.code_runner is not None,
         )
         before = self.model.usage.model_copy()
         attributes: dict[str, str | int | float | None] = {"gen_ai.operation.name": "chat"}

@@ -152,6 +152,10 @@ async def _plan(
 ) -> MCPTaskResult:
     index.refresh(toolbox.specs("tool"))
     menu = index.search(task, limit=menu_size)
+    # Words rarely cover every tool a task needs; the menu's spare room lists others, unranked.
+    seen = {(row["server"], row["tool"]) for row in menu}
+    menu += [row for row in index.search("", limit=menu_size) if (row["server"], row["tool"]) not in seen]
+    menu = menu[:menu_size]
     telemetry.emit("mcp.search.run", query=task, results=len(menu), initial=True)
     run_budget = RunBudget(
         max_iterations=budget.max_steps,
@@ -167,7 +171,13 @@ async def _plan(
         await emit(event)
 
     scope = RunScope(run_budget, emit=Emitter(track))
-    async with PlanRunner(toolbox, max_tool_calls=budget.max_tool_calls) as runner:
+
+    def bridged(server: str, tool: str, payload: dict[str, Any], ok: bool, ms: float) -> None:
+        telemetry.emit(
+            "mcp.action.called", server=server, tool=tool, request=payload, ok=ok, via="plan", ms=round(ms, 2)
+        )
+
+    async with PlanRunner(toolbox, max_tool_calls=budget.max_tool_calls, on_call=bridged) as runner:
         tools = PlannerTools(
             toolbox,
             index,
