@@ -190,9 +190,7 @@ async def test_the_llm_cost_limit_stops_the_task_once_the_priced_usage_passes_it
     # gpt-4o-mini input costs $0.15 per million tokens: 1M tokens a reply passes $0.20 on the second.
     model = PricedModel([call("chat", "post_message", channel="c", text="t")] * 5 + [done("x")], tokens=1_000_000)
     with anyio.fail_after(30):
-        result = await execute_mcp_task(
-            "post", servers=servers(), model=model, budget=Budget(max_llm_cost_usd=0.20)
-        )
+        result = await execute_mcp_task("post", servers=servers(), model=model, budget=Budget(max_llm_cost_usd=0.20))
     assert not result.success and result.error is not None and "max_llm_cost_usd" in result.error
     assert result.budget_usage.llm_cost_usd == pytest.approx(0.30)
     assert result.budget_usage.model_requests == 2

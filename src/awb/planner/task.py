@@ -190,7 +190,7 @@ async def _plan(
             storage=storage,
         )
         if mode != "direct":
-            scope.code_runner = tools.run_code
+            scope.code_runner = tools.code_mode
         plan_task = PlanTask(
             task=task, tools=menu, budget=budget.model_dump(), extra_context=redact_payload(extra_context)
         )
@@ -221,7 +221,7 @@ def _task_result(
     snapshot = BudgetSnapshot(
         steps_taken=run.iterations,
         tool_calls=tools.scope.tool_calls,
-        code_runs=tools.code_runs,
+        code_runs=tools.code_mode.code_runs,
         llm_cost_usd=run.usage.cost_usd,
         input_tokens=run.usage.input_tokens,
         output_tokens=run.usage.output_tokens,

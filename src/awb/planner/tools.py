@@ -9,18 +9,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from awb.agents.scope import RunScope, StopRun
+from awb.agents.scope import RunScope
 from awb.agents.toolbox import Toolbox, ToolOutcome, ToolSpec
 from awb.planner.budget import Budget
+from awb.planner.code_mode import CodeMode
 from awb.planner.discovery import DetailLevel, ToolIndex
 from awb.planner.plan_runner import PlanRunner, SandboxResult
 from awb.planner.redaction import redact_payload
 from awb.planner.summaries import needs_summary, summarize_payload
 from awb.planner.telemetry import TaskTelemetry
-
-#: Log lines of a plan that reach the model, newest kept, each cut to a line's worth.
-_PLAN_LOG_LINES = 20
-_PLAN_LOG_CHARS = 500
 
 SEARCH_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -63,7 +60,14 @@ class PlannerTools:
         self.servers, self.index, self.runner, self.scope = servers, index, runner, scope
         self.budget, self.telemetry = budget, telemetry
         self.summarize, self.summary_threshold, self.storage = summarize, summary_threshold, storage
-        self.code_runs = 0
+        self.code_mode = CodeMode(
+            runner,
+            scope,
+            max_tool_calls=budget.max_tool_calls,
+            max_code_runs=budget.max_code_runs,
+            for_context=self._for_context,
+            on_run=self._told,
+        )
         self.storage_refs: list[str] = []
         self._labels = 0
 
@@ -114,13 +118,7 @@ class PlannerTools:
         )
         return ToolOutcome(ok=outcome.ok, payload=result, error_code=outcome.error_code)
 
-    async def run_code(self, code: str) -> ToolOutcome:
-        if self.code_runs >= self.budget.max_code_runs:
-            raise StopRun("max_code_runs", "the code-run budget is spent", limit=self.budget.max_code_runs)
-        remaining = self.budget.max_tool_calls - self.scope.tool_calls
-        self.code_runs += 1
-        result = await self.runner.run(code, max_tool_calls=max(0, remaining), timeout_sec=30)
-        self.scope.tool_calls += result.tool_calls
+    def _told(self, result: SandboxResult) -> None:
         self.telemetry.emit(
             "mcp.sandbox.run",
             success=result.success,
@@ -129,23 +127,6 @@ class PlannerTools:
             error_code=result.error_code,
             log_lines=len(result.logs),
         )
-        if result.error_code == "limit_exceeded":
-            raise StopRun("max_tool_calls", "the tool-call budget is spent", limit=self.budget.max_tool_calls)
-        return ToolOutcome(ok=result.success, payload=self._plan_payload(result), error_code=result.error_code)
-
-    def _plan_payload(self, result: SandboxResult) -> dict[str, Any]:
-        logs = [line[:_PLAN_LOG_CHARS] for line in result.logs[-_PLAN_LOG_LINES:]]
-        payload: dict[str, Any] = {
-            "success": result.success,
-            "result": self._for_context("plan_result", result.result),
-            "logs": redact_payload(logs),
-            "tool_calls": result.tool_calls,
-        }
-        if len(result.logs) > len(logs):
-            payload["logs_dropped"] = len(result.logs) - len(logs)
-        if not result.success:
-            payload.update(error=redact_payload(result.error), timed_out=result.timed_out)
-        return payload
 
     def _for_context(self, label: str, payload: Any) -> Any:
         """A result as the model may see it: redacted, and summarised past the threshold."""
