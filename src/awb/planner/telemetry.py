@@ -35,7 +35,7 @@ class TaskTelemetry:
             "payload": redact_payload(payload),
         }
         self.events.append(event)
-        log.info("%s step=%d %s", name, self.step_index, event["payload"], extra={"awb_event": event})
+        log.debug("%s step=%d %s", name, self.step_index, event["payload"], extra={"awb_event": event})
         attributes: dict[str, str | int | float | bool | None] = {
             "awb.task_id": self.task_id,
             "awb.user_id": self.user_id,
