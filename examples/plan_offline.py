@@ -14,11 +14,11 @@ from pathlib import Path
 import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "demo_servers"))
-from chat_server import build_server as chat_server  # noqa: E402
-from mail_server import build_server as mail_server  # noqa: E402
+from chat_server import build_server as chat_server
+from mail_server import build_server as mail_server
 
-from awb.agents.models import ScriptedModel  # noqa: E402
-from awb.planner import Budget, MCPTaskResult, execute_mcp_task  # noqa: E402
+from awb.agents.models import ScriptedModel
+from awb.planner import Budget, MCPTaskResult, execute_mcp_task
 
 PLAN = """
 invoices = await mail.search_mail(query="invoice", label="billing")

@@ -17,7 +17,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 sys.path.insert(0, str(Path(__file__).parent))
-from mail_server import CUSTOMERS  # noqa: E402
+from mail_server import CUSTOMERS
 
 CHANNELS = [
     ("C001", "general", "Company-wide announcements"),
@@ -27,7 +27,11 @@ CHANNELS = [
     ("C005", "random", "Everything else"),
 ]
 PHRASES = {
-    "support": ["{who} reports the dashboard is slow", "escalation: {who} cannot log in", "{who} asked about an outage"],
+    "support": [
+        "{who} reports the dashboard is slow",
+        "escalation: {who} cannot log in",
+        "{who} asked about an outage",
+    ],
     "finance": ["refund approved for {who}", "invoice from {who} is overdue", "{who} paid their invoice"],
     "engineering": ["deploy finished", "outage postmortem drafted", "flaky test in the billing service"],
     "general": ["welcome to the team", "all-hands on Friday", "office closed on Monday"],
