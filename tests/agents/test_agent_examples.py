@@ -59,3 +59,15 @@ def test_crafting_example_runs_as_a_script(capsys: pytest.CaptureFixture[str]) -
 def test_the_readme_shows_the_crafting_example() -> None:
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
     assert CRAFTING.read_text() in blocks
+
+
+def test_the_readme_limits_example_declares_a_budget_and_settings() -> None:
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
+    [snippet] = [block for block in blocks if block.startswith("class Careful(Hello)")]
+    namespace = runpy.run_path(str(EXAMPLE))
+    from awb.agents import Budget, ModelSettings
+
+    exec(snippet, {**namespace, "Budget": Budget, "ModelSettings": ModelSettings}, namespace)
+    careful = namespace["Careful"]
+    assert careful.budget.max_cost_usd == 0.05
+    assert careful.model_settings.timeout_seconds == 60
