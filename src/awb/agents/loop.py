@@ -51,6 +51,14 @@ class _Retry(Exception):
     """The reply was rejected and fed back; ask again within the same step."""
 
 
+class _GiveUp(Exception):
+    """A rejected reply with no corrections left ends the run."""
+
+    def __init__(self, ending: Ending) -> None:
+        super().__init__(ending[2])
+        self.ending = ending
+
+
 class _Run:
     def __init__(
         self, agent: type[Agent], task: BaseModel, model: Model, tools: Toolbox, scope: RunScope, depth: int
@@ -69,6 +77,8 @@ class _Run:
         self.steps: list[StepRecord] = []
         self.usage = Usage()
         self.last_output: Any = None
+        #: The step whose `spawn_subagent` is running, so the subagent's record lands in it.
+        self._spawning: StepRecord | None = None
 
     async def _tell(self, kind: EventType, **data: Any) -> None:
         await self.scope.tell(
@@ -238,7 +248,7 @@ class _Run:
             if not outcome.ok:
                 current.set_attribute("error.type", outcome.error_code or "tool_error")
         duration = anyio.current_time() - started
-        error = None if outcome.ok else ToolError(code=outcome.error_code or "tool_error", message=_message(outcome))
+        error = None if outcome.ok else ToolError(code=outcome.error_code or "tool_error", message=outcome.message())
         record = ToolCallRecord(
             name=spec.name, arguments=action.arguments, duration_seconds=duration, ok=outcome.ok, error=error
         )
@@ -294,9 +304,8 @@ class _Run:
             )
             self.subagent_calls.append(record)
             self.usage.add(result.usage)
-            step = getattr(self, "_spawning", None)
-            if step is not None:
-                step.subagent = record
+            if self._spawning is not None:
+                self._spawning.subagent = record
             await self._tell("subagent", agent=sub.mode, phase="finished", termination_reason=result.termination_reason)
             if result.ok:
                 return ToolOutcome(ok=True, payload=result.output)
@@ -320,25 +329,6 @@ class _Run:
             valid=valid,
             observations=[observation.render() for observation in kept[-_PARTIAL_OBSERVATIONS:]],
         )
-
-
-class _GiveUp(Exception):
-    """A rejected reply with no corrections left ends the run."""
-
-    def __init__(self, ending: Ending) -> None:
-        super().__init__(ending[2])
-        self.ending = ending
-
-
-def _message(outcome: ToolOutcome) -> str:
-    payload = outcome.payload
-    if isinstance(payload, dict):
-        error = payload.get("error")
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return str(error["message"])
-        if isinstance(payload.get("message"), str):
-            return str(payload["message"])
-    return to_text(payload)[:1000]
 
 
 async def run_loop(
