@@ -198,6 +198,6 @@ def test_the_awb_executable_runs_an_agent_on_a_workbench_started_over_stdio_from
         ("awb.awb_craft", False, "limit_exceeded"),
         ("awb.awb_call", True, None),
     ]
-    assert "maximum of 1 tools" in result["tool_calls"][1]["error"]["message"]
+    assert result["tool_calls"][1]["error"]["message"].startswith("the inventory holds its maximum of 1 tools")
     assert inventory.exists()
     assert "42" in fake_provider.bodies()[3]["messages"][1]["content"]

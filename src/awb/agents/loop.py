@@ -10,6 +10,7 @@ next accepted reply restores the count. Every step is recorded, rejected replies
 from __future__ import annotations
 
 import math
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -51,6 +52,14 @@ class _Retry(Exception):
     """The reply was rejected and fed back; ask again within the same step."""
 
 
+class _GiveUp(Exception):
+    """A rejected reply with no corrections left ends the run."""
+
+    def __init__(self, ending: Ending) -> None:
+        super().__init__(ending[2])
+        self.ending = ending
+
+
 class _Run:
     def __init__(
         self, agent: type[Agent], task: BaseModel, model: Model, tools: Toolbox, scope: RunScope, depth: int
@@ -69,6 +78,8 @@ class _Run:
         self.steps: list[StepRecord] = []
         self.usage = Usage()
         self.last_output: Any = None
+        #: The step whose `spawn_subagent` is running, so the subagent's record lands in it.
+        self._spawning: StepRecord | None = None
 
     async def _tell(self, kind: EventType, **data: Any) -> None:
         await self.scope.tell(
@@ -156,28 +167,10 @@ class _Run:
         if runner is None:
             self.context.add("tool_error", "run_code", "run_code is not available in this run; use call_tool")
             return None
-        await self._tell("tool_call", tool="run_code", arguments={"code": action.code})
-        started = anyio.current_time()
         try:
-            with span(
-                "execute_tool run_code", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "run_code"}
-            ):
-                outcome = await runner(action.code)
+            await self._invoke(step, "run_code", {"code": action.code}, lambda: runner(action.code))
         except StopRun as stop:
             return _stop(stop.reason, stop.message, **stop.details)
-        duration = anyio.current_time() - started
-        error = None if outcome.ok else ToolError(code=outcome.error_code or "tool_error", message=_message(outcome))
-        step.tool_call = ToolCallRecord(
-            name="run_code", arguments={"code": action.code}, duration_seconds=duration, ok=outcome.ok, error=error
-        )
-        await self._tell(
-            "tool_result",
-            tool="run_code",
-            ok=outcome.ok,
-            duration_seconds=duration,
-            error=None if error is None else error.model_dump(),
-        )
-        self.context.add("tool_result" if outcome.ok else "tool_error", "run_code", outcome.payload)
         return None
 
     async def _ask(self, step: StepRecord, retries: int) -> Action:
@@ -260,28 +253,36 @@ class _Run:
             await self._tell("rejected", code="tool_not_found", tool=action.tool)
             return None
         self.scope.tool_calls += 1
-        await self._tell("tool_call", tool=spec.name, arguments=action.arguments)
+        outcome = await self._invoke(step, spec.name, action.arguments, lambda: self.tools.call(spec, action.arguments))
+        assert step.tool_call is not None
+        self.tool_calls.append(step.tool_call)
+        return outcome
+
+    async def _invoke(
+        self, step: StepRecord, name: str, arguments: dict[str, Any], call: Callable[[], Awaitable[ToolOutcome]]
+    ) -> ToolOutcome:
+        """Run one tool call (or plan): told as events, traced, recorded on the step, remembered."""
+        await self._tell("tool_call", tool=name, arguments=arguments)
         started = anyio.current_time()
-        attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": spec.name}
-        with span(f"execute_tool {spec.name}", attributes) as current:
-            outcome = await self.tools.call(spec, action.arguments)
+        with span(
+            f"execute_tool {name}", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
+        ) as current:
+            outcome = await call()
             if not outcome.ok:
                 current.set_attribute("error.type", outcome.error_code or "tool_error")
         duration = anyio.current_time() - started
-        error = None if outcome.ok else ToolError(code=outcome.error_code or "tool_error", message=_message(outcome))
-        record = ToolCallRecord(
-            name=spec.name, arguments=action.arguments, duration_seconds=duration, ok=outcome.ok, error=error
+        error = None if outcome.ok else ToolError(code=outcome.error_code or "tool_error", message=outcome.message())
+        step.tool_call = ToolCallRecord(
+            name=name, arguments=arguments, duration_seconds=duration, ok=outcome.ok, error=error
         )
-        self.tool_calls.append(record)
-        step.tool_call = record
         await self._tell(
             "tool_result",
-            tool=spec.name,
+            tool=name,
             ok=outcome.ok,
             duration_seconds=duration,
             error=None if error is None else error.model_dump(),
         )
-        self.context.add("tool_result" if outcome.ok else "tool_error", spec.name, outcome.payload)
+        self.context.add("tool_result" if outcome.ok else "tool_error", name, outcome.payload)
         return outcome
 
     async def _spawn(self, step: StepRecord, action: SpawnSubagent) -> None:
@@ -324,9 +325,8 @@ class _Run:
             )
             self.subagent_calls.append(record)
             self.usage.add(result.usage)
-            step = getattr(self, "_spawning", None)
-            if step is not None:
-                step.subagent = record
+            if self._spawning is not None:
+                self._spawning.subagent = record
             await self._tell("subagent", agent=sub.mode, phase="finished", termination_reason=result.termination_reason)
             if result.ok:
                 return ToolOutcome(ok=True, payload=result.output)
@@ -350,25 +350,6 @@ class _Run:
             valid=valid,
             observations=[observation.render() for observation in kept[-_PARTIAL_OBSERVATIONS:]],
         )
-
-
-class _GiveUp(Exception):
-    """A rejected reply with no corrections left ends the run."""
-
-    def __init__(self, ending: Ending) -> None:
-        super().__init__(ending[2])
-        self.ending = ending
-
-
-def _message(outcome: ToolOutcome) -> str:
-    payload = outcome.payload
-    if isinstance(payload, dict):
-        error = payload.get("error")
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return str(error["message"])
-        if isinstance(payload.get("message"), str):
-            return str(payload["message"])
-    return to_text(payload)[:1000]
 
 
 async def run_loop(

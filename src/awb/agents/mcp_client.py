@@ -43,7 +43,7 @@ ServerTarget = str | Sequence[str] | StdioServerParameters | HttpServer | Server
 _MAX_PAGES = 50
 
 
-def _client_target(target: ServerTarget) -> Server[Any] | MCPServer | StdioServerParameters | str:
+def client_target(target: ServerTarget) -> Server[Any] | MCPServer | StdioServerParameters | str:
     if isinstance(target, Server | MCPServer | StdioServerParameters):
         return target
     if isinstance(target, HttpServer):
@@ -62,7 +62,7 @@ async def _open(stack: AsyncExitStack, target: ServerTarget) -> Client:
         timeout = httpx2.Timeout(30.0, read=300.0)
         http = await stack.enter_async_context(httpx2.AsyncClient(headers=target.headers, timeout=timeout))
         return await stack.enter_async_context(Client(streamable_http_client(target.url, http_client=http)))
-    return await stack.enter_async_context(Client(_client_target(target)))
+    return await stack.enter_async_context(Client(client_target(target)))
 
 
 def error_code(result: CallToolResult) -> str | None:

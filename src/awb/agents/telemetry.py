@@ -17,6 +17,16 @@ except ImportError:  # pragma: no cover - the API comes with the MCP SDK, but st
     trace = None  # type: ignore[assignment]
 
 TRACER_NAME = "awb.agents"
+#: A tracer provider for this runtime only; None uses the global one (`trace.set_tracer_provider`).
+_provider: Any = None
+
+
+def use_tracer_provider(provider: Any) -> None:
+    """Send the runtime's spans to `provider` instead of the global tracer provider (None: back to it)."""
+    global _provider
+    _provider = provider
+
+
 Attributes = Mapping[str, str | int | float | bool | None]
 
 
@@ -41,7 +51,7 @@ def span(name: str, attributes: Attributes) -> Iterator[SpanLike]:
     if trace is None:
         yield _NoSpan()
         return
-    tracer = trace.get_tracer(TRACER_NAME)
+    tracer = trace.get_tracer(TRACER_NAME, tracer_provider=_provider)
     with tracer.start_as_current_span(name, record_exception=False) as current:
         set_attributes(current, attributes)
         yield current

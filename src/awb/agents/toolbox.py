@@ -6,6 +6,7 @@ MCP tools are named `<server>.<tool>`, so the server name is the namespace agent
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -26,6 +27,23 @@ class ToolOutcome:
     payload: Any
     #: A failure's error code when the tool gave one (awb tools do: `limit_exceeded`, ...).
     error_code: str | None = None
+
+    def message(self) -> str:
+        """A failure's message: awb's `{"error": {"message"}}`, a top-level `message`, or the payload."""
+        payload = self.payload
+        if isinstance(payload, str) and payload.startswith("{"):
+            try:
+                payload = json.loads(payload)
+            except ValueError:
+                pass
+        if isinstance(payload, dict):
+            error = payload.get("error")
+            if isinstance(error, dict) and isinstance(error.get("message"), str):
+                return str(error["message"])
+            if isinstance(payload.get("message"), str):
+                return str(payload["message"])
+        text = payload if isinstance(payload, str) else json.dumps(payload, default=str)
+        return text[:1000]
 
 
 Handler = Callable[[dict[str, Any]], Awaitable[ToolOutcome]]
