@@ -87,6 +87,8 @@ class PlannerTools:
         query = str(arguments.get("query", ""))
         detail: DetailLevel = "full" if arguments.get("detail_level") == "full" else "summary"
         limit = arguments.get("limit", 10)
+        # Servers may have added tools since the task began (a workbench crafts and equips mid-task).
+        await self.servers.refresh()
         self.index.refresh(self.servers.specs("tool"))
         rows = self.index.search(query, detail_level=detail, limit=limit if isinstance(limit, int) else 10)
         self.telemetry.emit("mcp.search.run", query=query, detail_level=detail, results=len(rows))
