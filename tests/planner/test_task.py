@@ -212,3 +212,25 @@ def test_the_sync_wrapper_runs_a_task_without_an_event_loop() -> None:
     model = ScriptedModel([done("nothing to do")])
     result = execute_mcp_task_sync("nothing", servers=servers(), model=model)
     assert result.success and result.final_summary == "nothing to do"
+
+
+async def test_telemetry_events_are_spans_when_an_otel_sdk_is_configured() -> None:
+    sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
+    in_memory = pytest.importorskip("opentelemetry.sdk.trace.export.in_memory_span_exporter")
+    export = pytest.importorskip("opentelemetry.sdk.trace.export")
+    from awb.agents.telemetry import use_tracer_provider
+
+    exporter = in_memory.InMemorySpanExporter()
+    provider = sdk_trace.TracerProvider()
+    provider.add_span_processor(export.SimpleSpanProcessor(exporter))
+    use_tracer_provider(provider)
+    try:
+        model = ScriptedModel([call("chat", "post_message", channel="c", text="t"), done("posted")])
+        with anyio.fail_after(30):
+            result = await execute_mcp_task("post", servers=servers(), model=model, user_id="u-1")
+    finally:
+        use_tracer_provider(None)
+        provider.shutdown()
+    spans = [s for s in exporter.get_finished_spans() if s.name.startswith("mcp.")]
+    assert [s.name for s in spans] == ["mcp.search.run", "mcp.action.called"]
+    assert spans[1].attributes["awb.task_id"] == result.task_id and spans[1].attributes["awb.user_id"] == "u-1"
