@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from awb.errors import InvalidParams, ToolNotFound
+from awb.errors import InvalidParams
 from awb.events import Event
 from awb.inventory.models import Example, Tool, ToolVersion
 
@@ -106,8 +106,11 @@ def rollback(workbench: Workbench, ref: str, to_version: int) -> Tool:
     history = workbench.store.versions(tool.tool_id)
     target = next((v for v in history if v.version == to_version), None)
     if target is None:
-        raise ToolNotFound(
-            f"tool {tool.name!r} has no version {to_version}",
+        # The tool exists, so tool_not_found would mislead: the argument is what is wrong.
+        raise InvalidParams(
+            f"tool {tool.name!r} has no version {to_version} (its versions: "
+            f"{', '.join(str(v.version) for v in history)})",
+            field="to_version",
             tool_id=tool.tool_id,
             versions=[v.version for v in history],
         )

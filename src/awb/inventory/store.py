@@ -45,8 +45,12 @@ class Store(Protocol):
     ) -> list[Tool]: ...
 
     def list_summaries(
-        self, *, memory_level: MemoryLevel | None = None, tag: str | None = None, limit: int = 50
+        self, *, memory_level: MemoryLevel | None = None, tag: str | None = None, limit: int = 50, offset: int = 0
     ) -> list[ToolSummary]: ...
+
+    def count_summaries(self, *, memory_level: MemoryLevel | None = None, tag: str | None = None) -> int:
+        """How many tools `list_summaries` would list without a limit."""
+        ...
 
     def search_summaries(self, words: Sequence[str], limit: int, *, candidates: int = 50) -> list[ToolSummary]:
         """Live tools matching any of `words`, as summaries with BM25 scores, archived ones last."""
