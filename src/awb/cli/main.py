@@ -199,6 +199,12 @@ async def _sandbox_checks(workbench: Workbench) -> list[dict[str, Any]]:
     return checks
 
 
+def _listing_checks(workbench: Workbench) -> list[dict[str, Any]]:
+    from awb.server.listing import listing_checks  # the MCP SDK loads only when doctor runs
+
+    return listing_checks(workbench)
+
+
 async def _doctor_checks(config: Config) -> list[dict[str, Any]]:
     from awb.inventory.sqlite import SCHEMA_VERSION, SQLiteStore
 
@@ -224,6 +230,7 @@ async def _doctor_checks(config: Config) -> list[dict[str, Any]]:
         checks.append({"check": "fts5", "ok": False, "detail": str(error)})
     async with Workbench(config, store=store) as workbench:
         checks.extend(await _sandbox_checks(workbench))
+        checks.extend(_listing_checks(workbench))
         status = workbench.search_engine.status().to_dict()
     detail = f"mode {status['mode']}: {status.get('reason', '')}"
     if status.get("needs_reindex"):

@@ -267,13 +267,15 @@ class McpFace:
             memory_level=arguments.get("memory_level"),
             tag=arguments.get("tag"),
             query=arguments.get("query"),
-            limit=arguments.get("limit", 20),
-            offset=arguments.get("offset", 0),
+            limit=int(arguments.get("limit", 20)),
+            offset=int(arguments.get("offset", 0)),
         )
         return {**page.model_dump(mode="json"), "count": len(page.tools)}
 
     async def _search(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        found = self.workbench.search(arguments["query"], limit=arguments.get("limit"), top_k=arguments.get("top_k"))
+        # The spec types limit and top_k as `number`: 5.0 is accepted (the schema's integer) and used as 5.
+        limit, top_k = (None if arguments.get(k) is None else int(arguments[k]) for k in ("limit", "top_k"))
+        found = self.workbench.search(arguments["query"], limit=limit, top_k=top_k)
         return found.model_dump(mode="json")
 
     async def _delete(self, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -289,11 +291,11 @@ class McpFace:
         if "to_version" in arguments:
             if fields:
                 raise InvalidParams("give either to_version (a rollback) or new fields, not both", fields=list(fields))
-            return _version_result(self.workbench.rollback(self._ref(arguments), arguments["to_version"]))
+            return _version_result(self.workbench.rollback(self._ref(arguments), int(arguments["to_version"])))
         return _version_result(await self.workbench.update(self._ref(arguments), **fields))
 
     async def _rollback(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        return _version_result(self.workbench.rollback(self._ref(arguments), arguments["to_version"]))
+        return _version_result(self.workbench.rollback(self._ref(arguments), int(arguments["to_version"])))
 
     async def _equip(self, arguments: dict[str, Any]) -> dict[str, Any]:
         return self._equip_result(self.workbench.equip(self._ref(arguments)))
