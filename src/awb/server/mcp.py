@@ -138,7 +138,7 @@ class McpFace:
         if verb in INPUT:
             return INPUT[verb]
         tool = self._equipped(name)
-        return None if tool is None else {"type": "object", **tool.input_schema}
+        return None if tool is None else tool.input_schema
 
     def _verb(self, name: str) -> str:
         prefix = self.meta_name("")

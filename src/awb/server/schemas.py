@@ -310,14 +310,22 @@ OUTPUT: dict[str, dict[str, Any]] = {
 
 DESCRIPTIONS: dict[str, str] = {
     "craft": (
-        "Create a new tool: Python code defining `def run(params: dict)` that returns a JSON-serialisable value, "
-        "a description, an input_schema and optional examples ({params, expected}) that must pass before the "
-        "tool is stored. The code runs in a sandbox with no filesystem or network. Returns the new tool_id and "
-        "`similar`: existing tools close to it (reuse them rather than crafting twice)."
+        "Create a new tool: `name` and Python `code` defining `def run(params: dict)` that returns a "
+        "JSON-serialisable value; optional description (default: the first line of the code's docstring), "
+        "input_schema, output_schema, examples ({params, expected}) that must pass before the tool is stored, "
+        "and metadata {tags, problem, created_by_agent} (or those fields flat). The code runs in a sandbox "
+        "with no filesystem or network. Returns tool_id, status, memory_level and `similar`: existing tools "
+        "close to it (reuse them rather than crafting twice)."
     ),
     "call": "Run a crafted tool by tool_id or name with `params` (validated against its input_schema).",
-    "list": "List tools in the inventory, hot ones first; filter by memory_level, tag or query.",
-    "search": "Find tools by what they do (full-text over name, description, problem and tags). Search before crafting.",
+    "list": (
+        "List tools in the inventory, hot ones first; filter by memory_level, tag or query. `total` counts "
+        "every match; pass `next_offset` back as `offset` for the next page."
+    ),
+    "search": (
+        "Find tools by what they do (full-text over name, description, problem and tags); `top_k` (or `limit`) "
+        "results. Search before crafting."
+    ),
     "delete": "Delete a tool (soft delete: it can no longer be called, but its record stays inspectable).",
     "inspect": (
         "Show a tool's full record: code, schemas, examples, version history with per-version usage and "
