@@ -31,8 +31,23 @@ def violations(name: str, schema: dict[str, Any]) -> list[str]:
     if schema.get("type") != "object":
         found.append(f"{name}: root type {schema.get('type')!r}")
     found += [f"{name}: root {k}" for k in ROOT_COMBINATORS if k in schema]
+    return found + nested_violations(name, schema)
+
+
+def nested_violations(where: str, schema: Any) -> list[str]:
+    """Gemini's subset, at every level: `type` one string, string enums, `required` names declared."""
+    if not isinstance(schema, dict):
+        return []
+    found = []
+    if "type" in schema and not isinstance(schema["type"], str):
+        found.append(f"{where}: type list {schema['type']!r}")
+    if any(not isinstance(v, str) for v in schema.get("enum", [])):
+        found.append(f"{where}: non-string enum")
     declared = schema.get("properties", {})
-    found += [f"{name}: required {r!r} undeclared" for r in schema.get("required", []) if r not in declared]
+    found += [f"{where}: required {r!r} undeclared" for r in schema.get("required", []) if r not in declared]
+    for prop, sub in declared.items():
+        found += nested_violations(f"{where}.{prop}", sub)
+    found += nested_violations(f"{where}[]", schema.get("items"))
     return found
 
 
@@ -67,6 +82,8 @@ async def test_every_listed_schema_is_a_plain_typed_described_object(workbench: 
         for v in meta_property_violations(tool.name, tool.input_schema)
     ]
     problems += [f"{tool.name}: output type" for tool in listed if (tool.output_schema or {}).get("type") != "object"]
+    # OpenAI caps a function's description at 1024 characters.
+    problems += [f"{tool.name}: description" for tool in listed if not 0 < len(tool.description or "") <= 1024]
     assert problems == []
 
 
@@ -126,3 +143,16 @@ async def test_a_root_combinator_is_crafted_with_a_warning_refused_by_equip_and_
             assert (await call(client, "awb_call", {"name": "either", "params": {"b": 4}}))["result"] == 4
             plain = await call(client, "awb_craft", add_tool("plain", input_schema=ADD_SCHEMA))
             assert plain["warnings"] == []
+
+
+async def test_an_equipped_tool_cannot_be_updated_to_a_root_combinator(workbench: Workbench) -> None:
+    either = {**ADD_SCHEMA, "anyOf": [{"required": ["a"]}, {"required": ["b"]}]}
+    with anyio.fail_after(30):
+        async with Client(McpFace(workbench).server) as client:
+            await call(client, "awb_craft", add_tool("adder"))
+            await call(client, "awb_equip", {"name": "adder"})
+            refused = await call(client, "awb_update", {"name": "adder", "input_schema": either})
+            assert refused["error"]["code"] == "not_equippable" and "anyOf" in refused["error"]["message"]
+            assert "adder" in {tool.name for tool in (await client.list_tools()).tools}
+            await call(client, "awb_unequip", {"name": "adder"})
+            assert (await call(client, "awb_update", {"name": "adder", "input_schema": either}))["version"] == 2
