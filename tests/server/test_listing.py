@@ -136,6 +136,25 @@ def test_awb_doctor_reports_an_equipped_record_that_cannot_be_listed(tmp_path: P
     assert checks["tool names"]["ok"] is True and "level" not in checks["tool names"]
 
 
+def test_awb_start_warns_about_dotted_tool_names(tmp_path: Path) -> None:
+    def start(**env: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "awb", "start", "--transport", "stdio"],
+            env=awb_env(tmp_path, **env),
+            cwd=tmp_path,
+            input="",
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        return done.stderr
+
+    dotted = start(AWB_TOOL_NAMES="dotted")
+    assert 'tool_names is "dotted"' in dotted and "Claude Desktop" in dotted
+    plain = start()
+    assert "tool_names is" not in plain
+
+
 def test_dotted_tool_names_are_warned_by_doctor_and_at_start_up(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

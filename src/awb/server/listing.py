@@ -110,7 +110,7 @@ def listing_checks(workbench: Workbench) -> list[dict[str, Any]]:
         {
             "check": "tool names",
             "ok": True,
-            "detail": warning or "underscore names (awb_craft) accepted by every host",
+            "detail": f"warning: {warning}" if warning else "underscore names (awb_craft) accepted by every host",
             **({"level": "warning"} if warning else {}),
         }
     )
@@ -122,6 +122,6 @@ def tool_names_warning(config: Config) -> str | None:
     if config.tool_names != "dotted":
         return None
     return (
-        f'warning: tool_names is "dotted" (awb.craft): {HOSTS_REFUSING_DOTS} refuse names outside '
+        f'tool_names is "dotted" (awb.craft): {HOSTS_REFUSING_DOTS} refuse names outside '
         '^[a-zA-Z0-9_-]{1,64}$; use the default "underscore" unless every client accepts dots'
     )
