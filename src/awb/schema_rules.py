@@ -57,6 +57,19 @@ def normalise_output_schema(schema: Any) -> dict[str, Any] | None:
     return schema
 
 
+def normalise_schemas(fields: Any) -> Any:
+    """The normalisation step of craft and update, on a request's fields: `type: object` made explicit,
+    roots MCP cannot serve refused. Runs before the schemas are checked for validity and limits."""
+    if not isinstance(fields, dict):
+        return fields
+    fields = dict(fields)
+    if "input_schema" in fields:
+        fields["input_schema"] = normalise_input_schema(fields["input_schema"])
+    if fields.get("output_schema") is not None:
+        fields["output_schema"] = normalise_output_schema(fields["output_schema"])
+    return fields
+
+
 def result_is_wrapped(output_schema: dict[str, Any] | None) -> bool:
     """Whether results are served as `{"result": ...}`: MCP's structuredContent and outputSchema are objects."""
     return output_schema is None or output_schema.get("type") != "object"

@@ -53,7 +53,7 @@ from awb.inventory.store import Store
 from awb.sandbox.base import Execution, ExecutionSlots, Limits, Runtime
 from awb.sandbox.host import HostBridge
 from awb.sandbox.registry import build_runtimes, choose_python_runtime
-from awb.schema_rules import normalise_input_schema, normalise_output_schema
+from awb.schema_rules import normalise_schemas
 from awb.search.duplicates import rank_similar
 from awb.search.embeddings import create_embedder
 from awb.search.fts import search_words
@@ -121,19 +121,6 @@ class Inspection(BaseModel):
     tool: Tool
     versions: list[ToolVersion]
     recent_calls: list[CallRecord]
-
-
-def normalise_schemas(fields: Any) -> Any:
-    """The normalisation step of craft and update (`awb.schema_rules`): `type: object` made explicit,
-    roots MCP cannot serve refused. Runs before the schemas are checked for validity."""
-    if not isinstance(fields, dict):
-        return fields
-    fields = dict(fields)
-    if "input_schema" in fields:
-        fields["input_schema"] = normalise_input_schema(fields["input_schema"])
-    if fields.get("output_schema") is not None:
-        fields["output_schema"] = normalise_output_schema(fields["output_schema"])
-    return fields
 
 
 def _check_schema(schema: dict[str, Any], field: str) -> None:
