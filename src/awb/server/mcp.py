@@ -62,7 +62,7 @@ def to_mcp_error(error: AwbError) -> types.CallToolResult:
 def _invalid_arguments(name: str, problems: list[dict[str, str]]) -> InvalidParams:
     first = problems[0]
     message = f"invalid arguments for {name}: {first['path']}: {first['message']}"
-    if first["path"] in ("/input_schema", "/output_schema"):
+    if first["path"] == "/input_schema":
         message += f" ({MCP_INPUT_RULE})"
     return InvalidParams(message, errors=problems)
 
