@@ -16,7 +16,9 @@ METADATA_FIELDS = ("tags", "problem", "created_by_agent")
 #: Only the head of the code is read for a description: a docstring or comment sits at the top.
 _HEAD_CHARS = 16_384
 # Bounded repeats: the code is an agent's, and a pattern that can rescan the head per match must not.
-_RUN_DOCSTRING = re.compile(r"def\s{1,50}run\s{0,50}\([^)]{0,500}\)[^:\n]{0,200}:\s{0,200}[rRuU]?(\"\"\"|''')\s{0,200}([^\n]*)")
+_RUN_DOCSTRING = re.compile(
+    r"def\s{1,50}run\s{0,50}\([^)]{0,500}\)[^:\n]{0,200}:\s{0,200}[rRuU]?(\"\"\"|''')\s{0,200}([^\n]*)"
+)
 _MODULE_DOCSTRING = re.compile(r"[rRuU]?(\"\"\"|''')\s*([^\n]*)")
 
 

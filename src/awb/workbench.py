@@ -492,8 +492,7 @@ class Workbench:
             ]
             total, tools = len(hits), hits[offset : offset + limit]
         else:
-            total = self.store.count_summaries(memory_level=memory_level, tag=tag)
-            tools = self.store.list_summaries(memory_level=memory_level, tag=tag, limit=limit, offset=offset)
+            tools, total = self.store.page_summaries(memory_level=memory_level, tag=tag, limit=limit, offset=offset)
         end = offset + len(tools)
         return ToolPage(tools=tools, total=total, offset=offset, next_offset=end if end < total else None)
 

@@ -475,11 +475,28 @@ class SQLiteStore:
             rows = self._db.execute(sql, [*args, limit, offset]).fetchall()
         return [_row_to_summary(r, None) for r in rows]
 
-    def count_summaries(self, *, memory_level: MemoryLevel | None = None, tag: str | None = None) -> int:
-        """How many tools `list_summaries` would list without a limit."""
+    def page_summaries(
+        self, *, memory_level: MemoryLevel | None = None, tag: str | None = None, limit: int = 50, offset: int = 0
+    ) -> tuple[list[ToolSummary], int]:
+        """One page of `list_summaries` and the number of all matches."""
         where, args = _summary_filter(memory_level, tag)
+        order = f"ORDER BY {_TIER_ORDER}, usage_count DESC, rowid DESC LIMIT ? OFFSET ?"
+        count = f"SELECT count(*) FROM tools WHERE {where}"
         with self._lock:
-            return int(self._db.execute(f"SELECT count(*) FROM tools WHERE {where}", args).fetchone()[0])
+            if tag is None:
+                # The hot-tier index serves the page without reading the table.
+                sql = f"SELECT {_SUMMARY_COLUMNS}, NULL FROM tools WHERE {where} {order}"
+            else:
+                # A tag filter reads every row anyway: the count comes with the page, in the same pass.
+                sql = f"SELECT {_SUMMARY_COLUMNS}, count(*) OVER () FROM tools WHERE {where} {order}"
+            rows = self._db.execute(sql, [*args, limit, offset]).fetchall()
+            if rows and rows[0][-1] is not None:
+                total = int(rows[0][-1])
+            elif len(rows) < limit and (rows or offset == 0):
+                total = offset + len(rows)  # a short page is the last one
+            else:
+                total = int(self._db.execute(count, args).fetchone()[0])
+        return [_row_to_summary(r, None) for r in rows], total
 
     def _ranked(self, words: Sequence[str], k: int) -> list[tuple[int, float]]:
         """(rowid, BM25) of the best `k` rows of the FTS index for the OR of `words`, best first."""

@@ -48,8 +48,10 @@ class Store(Protocol):
         self, *, memory_level: MemoryLevel | None = None, tag: str | None = None, limit: int = 50, offset: int = 0
     ) -> list[ToolSummary]: ...
 
-    def count_summaries(self, *, memory_level: MemoryLevel | None = None, tag: str | None = None) -> int:
-        """How many tools `list_summaries` would list without a limit."""
+    def page_summaries(
+        self, *, memory_level: MemoryLevel | None = None, tag: str | None = None, limit: int = 50, offset: int = 0
+    ) -> tuple[list[ToolSummary], int]:
+        """One page of `list_summaries` and the number of all matches."""
         ...
 
     def search_summaries(self, words: Sequence[str], limit: int, *, candidates: int = 50) -> list[ToolSummary]:
