@@ -54,6 +54,8 @@ async def test_a_schema_without_type_is_stored_as_an_object_and_listed(workbench
             assert listed["untyped"].input_schema == {"type": "object", **UNTYPED}
             assert (await client.call_tool("untyped", {"a": 1, "b": 2})).structured_content == {"result": 3}
     assert workbench.inspect("untyped").tool.input_schema["type"] == "object"
+    updated = await workbench.update("untyped", input_schema={"properties": {"a": {"type": "number"}}})
+    assert updated.input_schema == {"type": "object", "properties": {"a": {"type": "number"}}}
 
 
 @pytest.mark.parametrize(
