@@ -70,3 +70,7 @@ def test_code_without_docstring_or_comment_needs_a_description() -> None:
         craft_fields({"name": "x", "code": "def run(params):\n    return 1\n", "description": "given"})["description"]
         == "given"
     )
+
+
+def test_a_description_taken_from_the_code_is_capped() -> None:
+    assert len(description_from_code("# " + "word " * 1000)) == 1024

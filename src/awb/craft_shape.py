@@ -13,6 +13,7 @@ from awb.errors import InvalidParams
 
 METADATA_FIELDS = ("tags", "problem", "created_by_agent")
 
+MAX_DERIVED_DESCRIPTION = 1024
 #: Only the head of the code is read for a description: a docstring or comment sits at the top.
 _HEAD_CHARS = 16_384
 # Bounded repeats: the code is an agent's, and a pattern that can rescan the head per match must not.
@@ -53,7 +54,8 @@ def craft_fields(data: Any) -> Any:
 
 def description_from_code(code: str) -> str:
     """The first line of the code's docstring or leading comment; `invalid_params` when there is none."""
-    found = _leading_text(code[:_HEAD_CHARS])
+    # Capped at the longest tool description the model APIs take (OpenAI: 1024 characters).
+    found = _leading_text(code[:_HEAD_CHARS])[:MAX_DERIVED_DESCRIPTION]
     if not found:
         raise InvalidParams(
             "description is required when the code has no docstring or leading comment to take it from "
