@@ -25,7 +25,7 @@ from awb.workbench import Workbench
 
 log = logging.getLogger("awb.mcp.listing")
 
-HOSTS_REFUSING_DOTS = "Claude Desktop, Claude Code, Cursor, the Anthropic and OpenAI APIs"
+HOSTS_REFUSING_DOTS = "Claude Desktop, the Anthropic API (so Claude Code) and the OpenAI API"
 
 
 def served_tool(tool: Tool) -> types.Tool:
