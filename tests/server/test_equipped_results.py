@@ -3,17 +3,19 @@ is equipped (with a hint when the caller cannot hear that the tool list changed)
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from jsonschema import Draft202012Validator
-from mcp import Client
+from mcp import Client, StdioServerParameters
 
 from awb.server.mcp import McpFace
 from awb.workbench import Workbench
 from journey import call
-from support import add_tool
+from support import add_tool, awb_env
 
 pytestmark = pytest.mark.anyio
 
@@ -104,3 +106,21 @@ async def test_a_2026_client_without_a_listen_stream_is_told_to_list_tools_again
             assert "list tools again" in equipped["hint"]
             assert "\n" not in equipped["hint"]
             assert "list tools again" in (await call(client, "awb_unequip", {"name": "one"}))["hint"]
+
+
+@pytest.mark.parametrize(("mode", "hinted"), [("legacy", False), ("auto", True)])
+async def test_over_stdio_only_a_session_that_cannot_hear_changes_gets_the_hint(
+    tmp_path: Path, mode: str, hinted: bool
+) -> None:
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "awb", "start", "--transport", "stdio"], env=awb_env(tmp_path), cwd=tmp_path
+    )
+    with anyio.fail_after(60):
+        async with Client(params, mode=mode) as client:  # type: ignore[arg-type]
+            await call(client, "awb_craft", add_tool("one"))
+            equipped = await call(client, "awb_equip", {"name": "one"})
+            assert equipped["equipped_tools"] == ["one"]
+            assert ("hint" in equipped) is hinted
+            direct = await client.call_tool("one", {"a": 2, "b": 3})
+            assert direct.structured_content == {"result": 5} and direct.meta is not None
+            assert direct.meta["usage_count"] == 1
