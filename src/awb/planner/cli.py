@@ -27,6 +27,9 @@ def plan_command(
     server: Annotated[list[str] | None, typer.Option(help="MCP server NAME=COMMAND-or-URL; repeatable.")] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="Path to awb.config.json.")] = None,
     mode: Annotated[str, typer.Option(help="auto (model chooses), direct (no plans) or code.")] = "auto",
+    search_mode: Annotated[
+        str, typer.Option(help="Tool ranking: auto (hybrid when the embed extra is installed), text or hybrid.")
+    ] = "auto",
     max_steps: Annotated[int, typer.Option(help="Most model turns.")] = 10,
     max_tool_calls: Annotated[int, typer.Option(help="Most tool calls, plans' included.")] = 30,
     max_code_runs: Annotated[int, typer.Option(help="Most plans run.")] = 3,
@@ -46,6 +49,8 @@ def plan_command(
 
     if mode not in ("auto", "direct", "code"):
         raise typer.BadParameter("mode must be auto, direct or code", param_hint="--mode")
+    if search_mode not in ("auto", "text", "hybrid"):
+        raise typer.BadParameter("search mode must be auto, text or hybrid", param_hint="--search-mode")
     stderr = Console(stderr=True)
     progress = sys.stderr.isatty()
 
@@ -72,6 +77,7 @@ def plan_command(
                 budget=budget,
                 mode=chosen,
                 workspace=workspace,
+                search_mode="text" if search_mode == "text" else "hybrid" if search_mode == "hybrid" else "auto",
                 on_event=on_event,
             )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -25,21 +26,25 @@ from awb.search.hybrid import HybridSearch
 
 DetailLevel = Literal["summary", "full"]
 _SHORT_DESCRIPTION_CHARS = 160
+log = logging.getLogger("awb.planner")
 
 
 class ToolIndex:
     """The tools of the connected servers, searchable; `refresh` with the current specs at each step."""
 
-    def __init__(self, *, mode: Literal["text", "hybrid"] = "text") -> None:
-        self._mode = mode
+    def __init__(self, *, mode: Literal["auto", "text", "hybrid"] = "auto") -> None:
         self._lock = threading.Lock()
         self._fingerprint = ""
         self._specs: dict[str, ToolSpec] = {}
         self._wrappers: dict[str, Wrapper] = {}
         self._available: set[str] = set()
         self._store = SQLiteStore(":memory:")
-        embedder, reason = create_embedder("local") if mode == "hybrid" else (None, "search.mode is 'text'")
-        self._search = HybridSearch(self._store, embedder, SearchConfig(mode=mode), reason=reason)
+        # The model is loaded once per process and shared with every workbench in it.
+        embedder, reason = create_embedder("local") if mode != "text" else (None, "search mode is 'text'")
+        if embedder is None and mode == "hybrid":
+            log.warning("planner tool search falls back to text: %s", reason)
+        wanted: Literal["text", "hybrid"] = "hybrid" if embedder is not None else "text"
+        self._search = HybridSearch(self._store, embedder, SearchConfig(mode=wanted), reason=reason)
         #: Bumped on every rebuild, so a planner can tell that its menu is stale.
         self.version = 0
 

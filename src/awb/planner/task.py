@@ -83,7 +83,7 @@ async def execute_mcp_task(
     summarize: bool = True,
     summary_threshold: int = SUMMARY_THRESHOLD_BYTES,
     menu_size: int = 12,
-    search_mode: Literal["text", "hybrid"] = "text",
+    search_mode: Literal["auto", "text", "hybrid"] = "auto",
     workspace: Path | None = None,
     base_url: str | None = None,
     context_chars: int = 24_000,
@@ -91,7 +91,8 @@ async def execute_mcp_task(
 ) -> MCPTaskResult:
     """Discover tools on `servers`, plan with `model`, act, and return a structured result.
 
-    `mode`: "auto" lets the model choose direct calls or code plans, "direct" refuses plans, "code"
+    `search_mode`: "auto" ranks tools like `awb_search` in hybrid mode (BM25 fused with embeddings) when the
+    `embed` extra is installed, by text alone otherwise. `mode`: "auto" lets the model choose direct calls or code plans, "direct" refuses plans, "code"
     still allows direct calls but says plans are preferred. `summarize=False` puts raw results into the
     context (the baseline the code-mode benchmark compares against). Full payloads of summarised
     results are stored under `workspace/tool-results/<task_id>/` when a workspace is given.
