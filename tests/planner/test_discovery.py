@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import pytest
+
 from awb.agents.toolbox import ToolSpec
 from awb.planner.discovery import ToolIndex
 
@@ -44,3 +46,15 @@ def test_the_index_follows_a_changed_tool_list_and_ignores_an_unchanged_one() ->
     assert index.search("book a meeting room", limit=1)[0]["tool"] == "book_room"
     index.refresh([added], unavailable=["calendar.book_room"])
     assert [(r["tool"], r["available"]) for r in index.search("", limit=10)] == [("book_room", False)]
+
+
+def test_auto_mode_ranks_by_meaning_when_the_embed_extra_is_installed() -> None:
+    index = ToolIndex(mode="auto")
+    if index.mode != "hybrid":
+        pytest.skip("the embed extra is not installed")
+    index.refresh(planner_toolbox([]).specs("tool"))
+    # No word of the query is in the tool's name or description: only the embeddings can find it.
+    assert index.search("find emails", limit=1)[0]["tool"] == "search_mail"
+    text_only = ToolIndex(mode="text")
+    text_only.refresh(planner_toolbox([]).specs("tool"))
+    assert text_only.search("find emails", limit=3) == []

@@ -48,9 +48,7 @@ async def test_a_tool_equipped_mid_task_is_found_by_the_next_search_and_called(c
     )
     async with Workbench(config) as workbench:
         with anyio.fail_after(60):
-            result = await execute_mcp_task(
-                "make a slug", servers={"awb": McpFace(workbench).server}, model=model
-            )
+            result = await execute_mcp_task("make a slug", servers={"awb": McpFace(workbench).server}, model=model)
     assert result.success, result.error
     found = json.loads(model.seen[3][0].body.split("tool_result (planner.search_tools): ")[1].splitlines()[0])
     assert found[0]["server"] == "awb" and found[0]["tool"] == "slugify_title"
