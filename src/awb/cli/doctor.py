@@ -68,6 +68,12 @@ async def _sandbox_checks(workbench: Workbench) -> list[dict[str, Any]]:
     return checks
 
 
+def _listing_checks(workbench: Workbench) -> list[dict[str, Any]]:
+    from awb.server.listing import listing_checks  # the MCP SDK loads only when doctor runs
+
+    return [{"warning": False, **check} for check in listing_checks(workbench)]
+
+
 def _inventory_check(config: Config) -> tuple[dict[str, Any], Any]:
     """The inventory row, and the store to probe with (in memory when there is no inventory yet)."""
     from awb.cli.common import open_store
@@ -116,6 +122,7 @@ async def _doctor_checks(config: Config, config_path: Path | None) -> list[dict[
         return checks
     async with Workbench(config, store=store) as workbench:
         checks.extend(await _sandbox_checks(workbench))
+        checks.extend(_listing_checks(workbench))
         status = workbench.search_engine.status().to_dict()
     detail = f"mode {status['mode']} (search.mode is '{config.search.mode}'): {status.get('reason', '')}"
     if status.get("needs_reindex"):

@@ -64,30 +64,35 @@ def inventory_list(
     tag: Annotated[str | None, typer.Option(help="Only tools with this tag.")] = None,
     query: Annotated[str | None, typer.Option(help="Only tools matching this search.")] = None,
     limit: Annotated[int, typer.Option(help="At most this many.")] = 50,
+    offset: Annotated[int, typer.Option(help="Skip this many (a previous page's next_offset).")] = 0,
     as_json: JsonOption = False,
 ) -> None:
     """List tools, hot ones first."""
     if memory_level is not None and memory_level not in MEMORY_LEVELS:
         fail(UsageError(f"unknown memory level {memory_level!r}: use {', '.join(MEMORY_LEVELS)}"), as_json)
     config = _read(config_path, as_json)
-    tools: list[ToolSummary] = []
-    if config is not None:
-        tools = with_workbench(
-            config,
-            as_json,
-            lambda wb: wb.list_tools(memory_level=memory_level, tag=tag, query=query, limit=limit),  # type: ignore[arg-type]
-        )
+    if config is None:
+        if as_json:
+            print_json({"tools": [], "total": 0, "count": 0})
+        else:
+            table("0 tools", SUMMARY_COLUMNS, [])
+        return
+    page = with_workbench(
+        config,
+        as_json,
+        lambda wb: wb.list_page(memory_level=memory_level, tag=tag, query=query, limit=limit, offset=offset),  # type: ignore[arg-type]
+    )
     if as_json:
-        print_json({"tools": [t.model_dump(mode="json") for t in tools], "count": len(tools)})
+        print_json({**page.model_dump(mode="json"), "count": len(page.tools)})
     else:
-        table(f"{len(tools)} tools", SUMMARY_COLUMNS, _summary_rows(tools))
+        table(f"{len(page.tools)} of {page.total} tools", SUMMARY_COLUMNS, _summary_rows(page.tools))
 
 
 @inventory_app.command("search")
 def inventory_search(
     query: Annotated[str, typer.Argument(help="Words describing the tool.")],
     config_path: ConfigOption = None,
-    limit: Annotated[int, typer.Option(help="At most this many.")] = 10,
+    limit: Annotated[int, typer.Option("--limit", "--top-k", help="At most this many.")] = 10,
     as_json: JsonOption = False,
 ) -> None:
     """Search tools by what they do."""

@@ -22,13 +22,14 @@ from awb.cli import doctor, lifecycle, output, upkeep
 from awb.cli.inventory import inventory_app
 from awb.cli.staged import staged_app
 from awb.errors import AwbError, UsageError
+from awb.planner.cli import plan_command
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 app = typer.Typer(
     name="awb",
     help="Agent Workbench: a crafting table for AI agents, served over MCP. Commands: init, start, stop, "
-    "doctor, maintain, reindex, inventory, agents, staged.",
+    "doctor, maintain, reindex, inventory, agents, staged, plan.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -45,6 +46,7 @@ app.command()(upkeep.reindex)
 app.add_typer(inventory_app, name="inventory")
 app.add_typer(agents_app, name="agents")
 app.add_typer(staged_app, name="staged")
+app.command("plan")(plan_command)
 
 
 def _show_version(value: bool) -> None:
