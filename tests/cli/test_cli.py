@@ -198,3 +198,15 @@ def test_maintain_reports_what_it_moved(tmp_path: Path) -> None:
 def test_python_dash_m_awb_is_awb(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "awb", "--version"], capture_output=True, text=True, timeout=60)
     assert done.stdout.startswith("awb ")
+
+
+def test_the_cli_imports_nothing_heavy_before_a_command_needs_it() -> None:
+    # What `awb --help` loads: the MCP SDK, the agent runtime, the planner, the workbench and the
+    # config model (pydantic) are imported by the commands that use them (benchmarks/cli_startup.py).
+    probe = (
+        "import sys, awb.cli.main\n"
+        "heavy = ('mcp', 'mcp_types', 'awb.workbench', 'awb.agents.run', 'awb.planner.task', 'pydantic', 'rich')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m in heavy))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]"
