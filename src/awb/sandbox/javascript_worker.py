@@ -17,6 +17,7 @@ from typing import Any, BinaryIO
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpython"))
 
 import lockdown  # type: ignore[import-not-found,unused-ignore]
+import namespaces  # type: ignore[import-not-found,unused-ignore]
 import quickjs
 from worker import HEADER, MAX_JOB_BYTES, MAX_REPLY_BYTES  # type: ignore[import-not-found,unused-ignore]
 
@@ -59,7 +60,9 @@ CALL = r"""
 
 
 def send(out: BinaryIO, message: dict[str, Any]) -> None:
-    data = json.dumps(message, ensure_ascii=False).encode("utf-8")
+    # ASCII JSON: a lone surrogate from JavaScript travels as an escape the server checks, instead
+    # of failing to encode here and taking the worker down.
+    data = json.dumps(message).encode("ascii")
     out.write(HEADER.pack(len(data)) + data)
     out.flush()
 
@@ -151,7 +154,7 @@ def main() -> None:
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing else may write frames
     available = lockdown.probe()
-    available["network_namespace"] = lockdown.enter_network_namespace()
+    available.update(namespaces.unshare(network=True, ipc=True, mounts=False))
     with open("/proc/self/statm", encoding="ascii") as handle:
         base_vsz = int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
     run_job(inp, out, {"mode": "check", "code": "function run(p) { return p; }", "params": {}})  # warm-up

@@ -36,10 +36,10 @@ from awb.sandbox.wire import (
     BadFrame,
     FrameTooLarge,
     encode_frame,
-    error_from_worker,
     frame_limit,
     host_call,
     read_frame,
+    result_from_worker,
 )
 
 log = logging.getLogger("awb.sandbox.cpython")
@@ -419,7 +419,7 @@ class CPythonRuntime:
                     writer.write(encode_frame(reply))
                     await writer.drain()
                 elif op == "result":
-                    return _result(message)
+                    return result_from_worker(message, limits)
                 else:
                     raise SandboxViolation(f"the worker sent an unexpected {op!r} frame")
         except (ConnectionError, BrokenPipeError):
@@ -470,8 +470,9 @@ class CPythonRuntime:
             number = os.WTERMSIG(status)
             if number == signal.SIGSYS:
                 return SandboxViolation(
-                    "the tool made a system call the sandbox forbids "
-                    "(process creation, exec, sockets, signals, ptrace, namespaces) and was stopped",
+                    "the tool made a system call the sandbox forbids (process creation, exec, sockets, "
+                    "signals, ptrace, namespaces, IPC, memfd, file watching, limits of other processes) "
+                    "and was stopped",
                     signal="SIGSYS",
                 )
             if number in (signal.SIGXCPU, signal.SIGKILL):
@@ -484,18 +485,6 @@ class CPythonRuntime:
                 name = str(number)
             return ToolRuntimeError(f"the sandbox worker crashed ({name})", signal=name)
         return ToolRuntimeError(f"the sandbox worker exited with status {os.WEXITSTATUS(status)} without a result")
-
-
-def _result(message: dict[str, Any]) -> tuple[Any, list[str]]:
-    if not message.get("ok"):
-        raise error_from_worker(message.get("error"))
-    try:
-        value = json.loads(str(message.get("value", "null")))
-    except json.JSONDecodeError:
-        raise ToolRuntimeError("the worker sent a result that is not JSON") from None
-    raw_logs = message.get("logs")
-    logs = [str(line) for line in raw_logs] if isinstance(raw_logs, list) else []
-    return value, logs
 
 
 async def _watch_rss(worker: _Worker, limit_bytes: int, hit: asyncio.Event) -> None:
