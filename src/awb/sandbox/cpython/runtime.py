@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -95,6 +96,8 @@ class _Zygote:
     ready: asyncio.Future[dict[str, Any]] | None = None
     next_id: int = 0
     dead: bool = False
+    #: The empty host directory the zygote mounted its minimal root on (only in its own namespace).
+    mountpoint: str = ""
 
     def on_readable(self) -> None:
         while True:
@@ -173,6 +176,9 @@ class _Zygote:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(timeout=2)
+        if self.mountpoint.startswith(tempfile.gettempdir()):
+            with contextlib.suppress(OSError):
+                os.rmdir(self.mountpoint)
 
 
 class CPythonRuntime:
@@ -265,6 +271,7 @@ class CPythonRuntime:
                 process.stderr.close()
         zygote.available = {k: bool(v) for k, v in dict(ready.get("available") or {}).items()}
         zygote.landlock_abi = int(ready.get("landlock_abi") or 0)
+        zygote.mountpoint = str(ready.get("mountpoint") or "")
         log.info("cpython zygote %s up; protections %s", ready.get("pid"), zygote.available)
         return zygote
 
@@ -285,7 +292,10 @@ class CPythonRuntime:
             layers = dict(self._zygote.available)
         else:
             layers = lockdown.probe()
-            layers["network_namespace"] = os.geteuid() == 0 or _user_namespaces_allowed()
+            namespaces_possible = os.geteuid() == 0 or _user_namespaces_allowed()
+            layers.update(dict.fromkeys(lockdown.NAMESPACE_LAYERS, namespaces_possible))
+            if not self._network_namespace:
+                layers["network_namespace"] = False
         layers["worker_process"] = True
         layers["single_use_workers"] = True
         return layers

@@ -43,7 +43,9 @@ _VISIBLE: list[str] = []
 
 
 def send_frame(sock: socket.socket, message: dict[str, Any]) -> None:
-    data = json.dumps(message, ensure_ascii=False).encode("utf-8")
+    # ASCII JSON: a lone surrogate in tool text travels as an escape the server checks, instead of
+    # failing to encode here and losing the whole result.
+    data = json.dumps(message).encode("ascii")
     sock.sendall(HEADER.pack(len(data)) + data)
 
 
@@ -218,7 +220,10 @@ def _run_job(sock: socket.socket, job: dict[str, Any]) -> dict[str, Any]:
             text = json.dumps(value, ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError) as exc:
             return _error("invalid_output", f"the tool returned a value that is not JSON-serialisable: {exc}")
-        size = len(text.encode("utf-8"))
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError:
+            return _error("invalid_output", "the tool returned text that is not valid Unicode (a lone surrogate)")
         if size > max_output:
             return _error("output_exceeded", f"tool output is {size} bytes, over the {max_output}-byte cap", size=size)
         logs = ["".join(capture.parts)] if capture.parts else []
@@ -232,6 +237,10 @@ def _run_job(sock: socket.socket, job: dict[str, Any]) -> dict[str, Any]:
     except PermissionError as exc:
         return _error("sandbox_violation", f"the sandbox refused an operation: {exc}", traceback=_tool_traceback(exc))
     except OSError as exc:
+        if exc.errno == errno.ENOMEM:  # a mapping past the address-space limit
+            return _error("memory_exceeded", f"the tool went over its {limits.get('memory_mb')} MB memory limit")
+        if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):  # the scratch tmpfs is memory too
+            return _error("memory_exceeded", f"the tool filled its scratch space: {exc}")
         if exc.errno == errno.EROFS:  # everything outside scratch is mounted read-only
             return _error("sandbox_violation", f"the sandbox refused a write: {exc}", traceback=_tool_traceback(exc))
         if exc.errno == errno.ENOENT and _hidden(exc.filename):
