@@ -39,7 +39,9 @@ globalThis.__awb_call = function (fn, args) {
 globalThis.log = (message) => { __awb_call("log", [String(message)]); };
 globalThis.readFile = globalThis.read_file = (path) => __awb_call("read_file", [String(path)]);
 globalThis.writeFile = globalThis.write_file = (path, data) => __awb_call("write_file", [String(path), String(data)]);
-globalThis.console = { log: (...parts) => __awb_print(parts.map(String).join(" ")) };
+// Text crosses into Python as JSON: JSON.stringify escapes a lone surrogate, which the binding
+// could not convert (and would leave the interpreter in an error state).
+globalThis.console = { log: (...parts) => __awb_print(JSON.stringify(parts.map(String).join(" "))) };
 """
 
 CALL = r"""
@@ -99,8 +101,9 @@ def run_job(inp: BinaryIO, out: BinaryIO, job: dict[str, Any]) -> dict[str, Any]
         send(out, {"op": "host", "fn": fn, "args": json.loads(args_json)})
         return json.dumps(recv(inp, MAX_REPLY_BYTES))
 
-    def print_(text: str) -> None:
-        size = len(text.encode("utf-8", "replace")) + 1
+    def print_(encoded: str) -> None:
+        text = json.loads(encoded).encode("utf-8", "replace").decode("utf-8")
+        size = len(text.encode("utf-8")) + 1
         if printed_size[0] + size > max_log:
             printed_size[1] = True
             return
@@ -124,6 +127,8 @@ def run_job(inp: BinaryIO, out: BinaryIO, job: dict[str, Any]) -> dict[str, Any]
         return _classify(_first_line(exc), None, str(exc))
     except MemoryError:
         return _error("memory_exceeded", f"the tool went over its {limits.get('memory_mb')} MB memory limit")
+    except (SystemError, UnicodeError, ValueError) as exc:  # the binding could not convert a value
+        return _error("runtime_error", f"the tool produced a value that cannot leave QuickJS: {_first_line(exc)}")
     if printed_size[1]:
         return _error("output_exceeded", f"console output is over the {max_log}-byte cap")
     if not outcome.get("ok"):

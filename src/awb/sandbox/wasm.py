@@ -190,7 +190,7 @@ class WasmRuntime:
     async def _module(self, code: str, limits: Limits) -> Any:
         """The compiled module, from the cache or compiled off the loop within the call's time limit."""
         if len(code) > MAX_MODULE_CHARS:
-            raise OutputExceeded(
+            raise ToolRuntimeError(
                 f"the module is {len(code)} characters, over the {MAX_MODULE_CHARS}-character cap",
                 size=len(code),
                 limit=MAX_MODULE_CHARS,
