@@ -349,3 +349,44 @@ async def test_ordinary_python_still_works_under_the_allowlist(cpython: CPythonR
     assert value["re"] == ["1", "22"] and value["date"] == "2024-02-29" and value["dec"] == "3.3"
     assert value["hash"] == "2d711642" and value["rand"] is True and value["json"] == {"k": [1, 2]}
     assert value["slept"] is True and value["cwd_ok"] is True
+
+
+def seen_from_the_host(pid: int) -> dict[str, Any]:
+    status = dict(
+        line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":\t" in line
+    )
+    namespaces = {kind: os.readlink(f"/proc/{pid}/ns/{kind}") for kind in ("ipc", "mnt", "net")}
+    return {
+        "uid": status["Uid"].split(),
+        "cap_eff": int(status["CapEff"], 16),
+        "cap_bnd": int(status["CapBnd"], 16),
+        "no_new_privs": status["NoNewPrivs"].strip(),
+        "seccomp": status["Seccomp"].strip(),
+        "namespaces": namespaces,
+    }
+
+
+def assert_locked(view: dict[str, Any]) -> None:
+    assert "0" not in view["uid"]
+    assert view["cap_eff"] == 0 and view["cap_bnd"] == 0
+    assert view["no_new_privs"] == "1" and view["seccomp"] == "2"
+
+
+async def test_pre_forked_cpython_workers_are_locked_down_as_the_host_sees_them(cpython: CPythonRuntime) -> None:
+    with anyio.fail_after(10):
+        worker = await cpython._new_worker()  # reports ready only once locked down
+    try:
+        view = seen_from_the_host(worker.pid)
+    finally:
+        worker.close()
+    assert_locked(view)
+    mine = seen_from_the_host(os.getpid())["namespaces"]
+    assert all(view["namespaces"][kind] != mine[kind] for kind in mine)
+
+
+async def test_javascript_workers_are_locked_down_as_the_host_sees_them(javascript: Any) -> None:
+    worker = javascript._idle[0]
+    view = seen_from_the_host(worker.process.pid)
+    assert_locked(view)
+    mine = seen_from_the_host(os.getpid())["namespaces"]
+    assert view["namespaces"]["ipc"] != mine["ipc"] and view["namespaces"]["net"] != mine["net"]

@@ -34,7 +34,17 @@ log = logging.getLogger("awb.sandbox.javascript")
 
 WORKER_PATH = Path(__file__).with_name("javascript_worker.py")
 START_TIMEOUT_S = 15.0
-REQUIRED_LAYERS = ("rlimits", "no_new_privs", "seccomp", "landlock")
+REQUIRED_LAYERS = (
+    "rlimits",
+    "no_new_privs",
+    "seccomp",
+    "syscall_allowlist",
+    "landlock",
+    "unprivileged_uid",
+    "capabilities_dropped",
+    "network_namespace",
+    "ipc_namespace",
+)
 
 
 def quickjs_missing() -> str | None:

@@ -209,6 +209,8 @@ class CPythonRuntime:
         self._slots = ExecutionSlots(max_concurrent, "cpython")
         self._start_lock: asyncio.Lock | None = None
         self._refusal: str | None = None
+        #: The layers the last worker reported applying to itself (authoritative over the probe).
+        self._worker_layers: dict[str, bool] = {}
 
     # --- life cycle -------------------------------------------------------------------------------
 
@@ -296,6 +298,7 @@ class CPythonRuntime:
             layers.update(dict.fromkeys(lockdown.NAMESPACE_LAYERS, namespaces_possible))
             if not self._network_namespace:
                 layers["network_namespace"] = False
+        layers.update(self._worker_layers)
         layers["worker_process"] = True
         layers["single_use_workers"] = True
         return layers
@@ -344,6 +347,7 @@ class CPythonRuntime:
             worker.close()
             raise Unavailable(f"a cpython worker came up without {', '.join(missing)}; refusing to run code")
         worker.ready = ready
+        self._worker_layers = {layer: bool(layers.get(layer)) for layer in REQUIRED_LAYERS}
         return worker
 
     async def _checkout(self) -> _Worker:
