@@ -26,6 +26,7 @@ _libc = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
 if _libc is not None:
     _libc.syscall.restype = ctypes.c_long
     _libc.prctl.restype = ctypes.c_int
+    _libc.prctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong)
 
 _SYS_LANDLOCK_CREATE_RULESET, _SYS_LANDLOCK_ADD_RULE, _SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
 _SYS_CAPSET = 126
@@ -88,15 +89,22 @@ def _syscall(number: int, *args: object) -> int:
 
 def _prctl(option: int, arg2: int = 0, arg3: int = 0, arg4: int = 0, arg5: int = 0) -> int:
     assert _libc is not None
-    result = int(
-        _libc.prctl(
-            ctypes.c_int(option), ctypes.c_ulong(arg2), ctypes.c_ulong(arg3), ctypes.c_ulong(arg4), ctypes.c_ulong(arg5)
-        )
-    )
+    result = int(_libc.prctl(option, arg2, arg3, arg4, arg5))
     if result < 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
     return result
+
+
+def _cap_last() -> int:
+    try:
+        with open("/proc/sys/kernel/cap_last_cap", encoding="ascii") as handle:
+            return int(handle.read())
+    except (OSError, ValueError):
+        return 63
+
+
+_CAP_LAST = _cap_last()
 
 
 # --- probes -----------------------------------------------------------------------------------------
@@ -212,7 +220,7 @@ def _add_path_rule(ruleset: int, path: str, rights: int) -> None:
 
 def drop_bounding_capabilities() -> None:
     """Empty the bounding set (needs CAP_SETPCAP, so before leaving root) and the ambient set."""
-    for cap in range(64):
+    for cap in range(_CAP_LAST + 1):
         try:
             _prctl(_PR_CAPBSET_DROP, cap)
         except OSError as exc:
@@ -265,16 +273,26 @@ def _host_uid_unprivileged() -> bool:
     return False
 
 
+class _SockFprog(ctypes.Structure):
+    _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
+
+
+_FILTER: tuple[ctypes.Array[ctypes.c_char], _SockFprog] | None = None
+
+
+def prepare() -> None:
+    """Build the seccomp program once, before forking: workers only attach it."""
+    global _FILTER
+    if _FILTER is None:
+        program = syscalls.program()
+        buffer = ctypes.create_string_buffer(program, len(program))
+        _FILTER = (buffer, _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p)))
+
+
 def install_seccomp() -> None:
-    program = syscalls.program()
-    count = len(program) // 8
-    filters = ctypes.create_string_buffer(program, len(program))
-
-    class SockFprog(ctypes.Structure):
-        _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
-
-    fprog = SockFprog(count, ctypes.cast(filters, ctypes.c_void_p))
-    _prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog))
+    prepare()
+    assert _FILTER is not None
+    _prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(_FILTER[1]))
 
 
 def lock_down(

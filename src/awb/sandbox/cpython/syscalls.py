@@ -92,54 +92,88 @@ RET_KILL_PROCESS = 0x80000000
 RET_ERRNO = 0x00050000
 RET_ALLOW = 0x7FFF0000
 
-_LD, _JEQ, _JSET, _JGE, _RET = 0x20, 0x15, 0x45, 0x35, 0x06
+_LD, _JEQ, _JSET, _JGE, _JA, _RET = 0x20, 0x15, 0x45, 0x35, 0x05, 0x06
 # struct seccomp_data: nr @0, arch @4, instruction_pointer @8, args[6] @16 (u64 each, little-endian)
 _NR, _ARCH, _ARG0_LO, _ARG0_HI = 0, 4, 16, 20
+#: Past every number in the tables: the rest of the range shares the default answer.
+_NR_END = 512
 
 
 def _ins(code: int, jt: int, jf: int, k: int) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k)
 
 
-def program() -> bytes:
-    """Classic BPF for the worker. Other architectures and x32 die; clone only makes threads; clone3
-    answers ENOSYS so the C library falls back to clone; prlimit64 only on the caller itself (pid 0)."""
-    kill = _ins(_RET, 0, 0, RET_KILL_PROCESS)
-    allow = _ins(_RET, 0, 0, RET_ALLOW)
-    prog = [
-        _ins(_LD, 0, 0, _ARCH),
-        _ins(_JEQ, 1, 0, _AUDIT_ARCH_X86_64),
-        kill,
-        _ins(_LD, 0, 0, _NR),
-        _ins(_JGE, 0, 1, _X32_SYSCALL_BIT),
-        kill,
-    ]
-    # The common calls first: the kernel caches constant answers per number, so order only matters
-    # for the argument checks below.
-    for number in ALLOWED.values():
-        prog += [_ins(_JEQ, 0, 1, number), allow]
-    for number in KILLED.values():
-        prog += [_ins(_JEQ, 0, 1, number), kill]
-    prog += [
-        _ins(_JEQ, 0, 1, _CLONE3),
-        _ins(_RET, 0, 0, RET_ERRNO | errno.ENOSYS),
-        # clone: threads only
-        _ins(_JEQ, 0, 4, _CLONE),
-        _ins(_LD, 0, 0, _ARG0_LO),
-        _ins(_JSET, 1, 0, _CLONE_THREAD),
-        kill,
-        allow,
-        # prlimit64(pid, ...): pid must be 0 (this process); any other pid is an attack on a neighbour
-        _ins(_JEQ, 0, 6, _PRLIMIT64),
+def _answers() -> list[tuple[int, str]]:
+    """(first number, answer) for each run of consecutive numbers with the same answer."""
+    answer = dict.fromkeys(range(_NR_END), "deny")
+    answer.update(dict.fromkeys(ALLOWED.values(), "allow"))
+    answer.update(dict.fromkeys(KILLED.values(), "kill"))
+    answer.update({_CLONE: "clone", _CLONE3: "clone3", _PRLIMIT64: "prlimit"})
+    runs: list[tuple[int, str]] = []
+    for number in range(_NR_END):
+        if not runs or runs[-1][1] != answer[number]:
+            runs.append((number, answer[number]))
+    if runs[-1][1] != "deny":
+        runs.append((_NR_END, "deny"))
+    return runs
+
+
+def _leaf(answer: str) -> list[bytes]:
+    kill, allow = _ins(_RET, 0, 0, RET_KILL_PROCESS), _ins(_RET, 0, 0, RET_ALLOW)
+    if answer == "allow":
+        return [allow]
+    if answer == "kill":
+        return [kill]
+    if answer == "deny":
+        return [_ins(_RET, 0, 0, RET_ERRNO | errno.EPERM)]
+    if answer == "clone3":  # ENOSYS: the C library falls back to clone, which is checked
+        return [_ins(_RET, 0, 0, RET_ERRNO | errno.ENOSYS)]
+    if answer == "clone":  # threads only
+        return [_ins(_LD, 0, 0, _ARG0_LO), _ins(_JSET, 1, 0, _CLONE_THREAD), kill, allow]
+    # prlimit64(pid, ...): pid must be 0 (this process); any other pid is an attack on a neighbour
+    return [
         _ins(_LD, 0, 0, _ARG0_LO),
         _ins(_JEQ, 0, 3, 0),
         _ins(_LD, 0, 0, _ARG0_HI),
         _ins(_JEQ, 0, 1, 0),
         allow,
         kill,
-        _ins(_RET, 0, 0, RET_ERRNO | errno.EPERM),
     ]
-    return b"".join(prog)
+
+
+def _tree(runs: list[tuple[int, str]]) -> list[bytes]:
+    """A binary search over the runs: about log2(runs) comparisons per call, so the filter costs little
+    to attach (the kernel evaluates it for every number to cache constant answers) and to run."""
+    if len(runs) == 1:
+        return _leaf(runs[0][1])
+    middle = len(runs) // 2
+    left, right = _tree(runs[:middle]), _tree(runs[middle:])
+    boundary = runs[middle][0]
+    if len(left) <= 255:
+        return [_ins(_JGE, len(left), 0, boundary), *left, *right]
+    return [_ins(_JGE, 0, 1, boundary), _ins(_JA, 0, 0, len(left)), *left, *right]
+
+
+_PROGRAM: bytes | None = None
+
+
+def program() -> bytes:
+    """Classic BPF for the worker: other architectures and x32 die, then a search over the call number.
+    Built once per process (the zygote builds it before forking)."""
+    global _PROGRAM
+    if _PROGRAM is None:
+        kill = _ins(_RET, 0, 0, RET_KILL_PROCESS)
+        prog = [
+            _ins(_LD, 0, 0, _ARCH),
+            _ins(_JEQ, 1, 0, _AUDIT_ARCH_X86_64),
+            kill,
+            _ins(_LD, 0, 0, _NR),
+            _ins(_JGE, 0, 1, _X32_SYSCALL_BIT),
+            kill,
+            *_tree(_answers()),
+        ]
+        _PROGRAM = b"".join(prog)
+    return _PROGRAM
 
 
 def self_check() -> None:

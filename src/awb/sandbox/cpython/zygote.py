@@ -80,6 +80,7 @@ class Zygote:
             with contextlib.suppress(ImportError):
                 __import__(name)
         worker.warm_up()
+        lockdown.prepare()
         # Objects alive now are never collected in a worker: keeping the collector off them keeps
         # their pages shared with the zygote instead of copied on the first collection.
         self.read_paths = interpreter_paths()
