@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
+from awb.sandbox.base import Limits
 from awb.sandbox.cpython import CPythonRuntime
 from awb.sandbox.cpython.namespaces import WORKER_UID
 from sandbox_support import LIMITS, failure
@@ -390,3 +391,42 @@ async def test_javascript_workers_are_locked_down_as_the_host_sees_them(javascri
     assert_locked(view)
     mine = seen_from_the_host(os.getpid())["namespaces"]
     assert view["namespaces"]["ipc"] != mine["ipc"] and view["namespaces"]["net"] != mine["net"]
+
+
+async def test_scratch_files_count_against_the_memory_limit(cpython: CPythonRuntime, host_factory: Any) -> None:
+    # 12 MB of files plus 12 MB of heap: each under the 20 MB limit, together over it. Without the
+    # files counted, the tool would spin until its time limit instead.
+    code = (
+        "def run(params):\n"
+        "    for i in range(12):\n"
+        "        with open(f'f{i}', 'wb') as f:\n"
+        "            f.write(b'x' * (1 << 20))\n"
+        "    heap = bytearray(b'y' * (12 << 20))\n"
+        "    while True:\n"
+        "        pass\n"
+    )
+    limits = Limits(timeout_ms=5000, memory_mb=20)
+    with anyio.fail_after(20):
+        error = await failure(cpython, code, {}, host_factory(), limits)
+    assert error.code == "memory_exceeded", error
+
+
+async def test_pipes_are_refused(cpython: CPythonRuntime, host_factory: Any) -> None:
+    error = await failure(cpython, "import os\ndef run(params):\n    return os.pipe()\n", {}, host_factory())
+    assert error.code == "sandbox_violation", error
+
+
+async def test_numpy_with_its_blas_threads_works_under_the_allowlist(
+    cpython: CPythonRuntime, host_factory: Any
+) -> None:
+    code = (
+        "import numpy as np\n"
+        "def run(params):\n"
+        "    a = np.arange(250_000, dtype=float).reshape(500, 500)\n"
+        "    return [float((a @ a.T).trace()), np.linalg.inv(np.eye(3) * 2).tolist()[0][0]]\n"
+    )
+    limits = Limits(timeout_ms=20_000, memory_mb=300)
+    with anyio.fail_after(30):
+        value = (await cpython.execute(code, {}, limits, host_factory())).value
+    a = [float(i) for i in range(250_000)]
+    assert value == [sum(x * x for x in a), 0.5]

@@ -33,8 +33,8 @@ _ROWS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     (
         "memory",
         ("rlimits",),
-        "per call: RLIMIT_AS plus a resident-size watchdog (no cgroup); memfd and shared memory refused; "
-        f"scratch is a {SCRATCH_BYTES // 2**20} MB tmpfs",
+        "per call: RLIMIT_AS plus a watchdog on resident size + scratch files (no cgroup); scratch is a "
+        f"{SCRATCH_BYTES // 2**20} MB tmpfs; memfd, shared memory and pipes refused",
     ),
     (
         "filesystem",

@@ -418,7 +418,9 @@ class CPythonRuntime:
             writer.write(encode_frame(job))
             await writer.drain()
             base_rss = int(worker.ready.get("base_rss") or 0)
-            watchdog = loop.create_task(_watch_rss(worker, base_rss + limits.memory_mb * 1024 * 1024, memory_hit))
+            watchdog = loop.create_task(
+                _watch_rss(worker, base_rss + limits.memory_mb * 1024 * 1024, memory_hit, self._scratch_view(worker))
+            )
             while True:
                 message = await self._next_frame(worker, reader, limits, deadline, memory_hit)
                 op = message.get("op")
@@ -442,6 +444,14 @@ class CPythonRuntime:
             if watchdog is not None:
                 watchdog.cancel()
             worker.kill()
+
+    def _scratch_view(self, worker: _Worker) -> str | None:
+        """The worker's scratch tmpfs as the server sees it (through the zygote's root), or None when
+        scratch is a plain directory on the host's disk."""
+        zygote = self._zygote
+        if zygote is None or not zygote.available.get("mount_namespace"):
+            return None
+        return f"/proc/{zygote.process.pid}/root{worker.scratch}"
 
     async def _next_frame(
         self,
@@ -501,13 +511,18 @@ class CPythonRuntime:
         return ToolRuntimeError(f"the sandbox worker exited with status {os.WEXITSTATUS(status)} without a result")
 
 
-async def _watch_rss(worker: _Worker, limit_bytes: int, hit: asyncio.Event) -> None:
+async def _watch_rss(worker: _Worker, limit_bytes: int, hit: asyncio.Event, scratch: str | None) -> None:
+    """Kill the worker when its resident memory plus the files in its scratch tmpfs (memory too) pass
+    the limit."""
     page = os.sysconf("SC_PAGE_SIZE")
     path = f"/proc/{worker.pid}/statm"
     while True:
         try:
             with open(path, encoding="ascii") as handle:
                 rss = int(handle.read().split()[1]) * page
+            if scratch is not None:
+                fs = os.statvfs(scratch)
+                rss += (fs.f_blocks - fs.f_bfree) * fs.f_frsize
         except (OSError, IndexError, ValueError):
             return
         if rss > limit_bytes:
