@@ -141,7 +141,7 @@ def probe() -> dict[str, bool]:
         "no_new_privs": linux,
         "landlock": landlock_abi() >= 1,
         "capabilities_dropped": linux,
-        "unprivileged_uid": linux and (os.geteuid() == 0 or _host_uid_unprivileged()),
+        "unprivileged_uid": linux,
         "seccomp": seccomp,
         "syscall_allowlist": seccomp,
     }
@@ -246,10 +246,10 @@ def drop_capabilities() -> None:
 
 def drop_to_unprivileged_uid(uid: int = namespaces.WORKER_UID, gid: int = namespaces.WORKER_GID) -> bool:
     """As root: leave host root for good (no groups, real = effective = saved ids). Changing ids
-    clears the parent-death signal, so it is armed again. False when not root (nothing to leave:
-    the process already runs as its unprivileged user, or as that user's id in a user namespace)."""
+    clears the parent-death signal, so it is armed again. When not root there is nothing to leave:
+    the process already runs as the server's non-root user (in a user namespace, mapped only to it)."""
     if os.geteuid() != 0:
-        return _host_uid_unprivileged()
+        return True
     deathsig = ctypes.c_int(0)
     _prctl(_PR_GET_PDEATHSIG, ctypes.addressof(deathsig))
     os.setgroups([])
@@ -258,19 +258,6 @@ def drop_to_unprivileged_uid(uid: int = namespaces.WORKER_UID, gid: int = namesp
     if deathsig.value:
         _prctl(_PR_SET_PDEATHSIG, deathsig.value)
     return os.getresuid() == (uid, uid, uid) and os.getgroups() == []
-
-
-def _host_uid_unprivileged() -> bool:
-    """True when this process's uid is not 0 as the host sees it (in a user namespace, the map says)."""
-    try:
-        with open("/proc/self/uid_map", encoding="ascii") as handle:
-            for line in handle:
-                inside, outside, count = (int(x) for x in line.split())
-                if inside <= os.geteuid() < inside + count:
-                    return outside + os.geteuid() - inside != 0
-    except (OSError, ValueError):
-        return False
-    return False
 
 
 class _SockFprog(ctypes.Structure):
