@@ -81,8 +81,6 @@ class Zygote:
                 __import__(name)
         worker.warm_up()
         lockdown.prepare()
-        # Objects alive now are never collected in a worker: keeping the collector off them keeps
-        # their pages shared with the zygote instead of copied on the first collection.
         self.read_paths = interpreter_paths()
         # Workers read their own memory use through this descriptor: /proc is not in the new root.
         self.proc_fd = os.open("/proc", os.O_PATH | os.O_DIRECTORY)
@@ -99,6 +97,8 @@ class Zygote:
         if not self.available["mount_namespace"]:
             self.base = tempfile.mkdtemp(prefix="awb-cpython-")
             os.chmod(self.base, 0o711)  # workers leave root: they must reach their own scratch inside
+        # Objects alive now are never collected in a worker: keeping the collector off them keeps
+        # their pages shared with the zygote instead of copied on the first collection.
         gc.collect()
         gc.freeze()
 
