@@ -520,11 +520,14 @@ async def _watch_rss(worker: _Worker, limit_bytes: int, hit: asyncio.Event, scra
         try:
             with open(path, encoding="ascii") as handle:
                 rss = int(handle.read().split()[1]) * page
-            if scratch is not None:
-                fs = os.statvfs(scratch)
-                rss += (fs.f_blocks - fs.f_bfree) * fs.f_frsize
         except (OSError, IndexError, ValueError):
             return
+        if scratch is not None:
+            try:
+                fs = os.statvfs(scratch)
+                rss += (fs.f_blocks - fs.f_bfree) * fs.f_frsize
+            except OSError:
+                scratch = None  # not reachable from here: resident size alone still counts
         if rss > limit_bytes:
             hit.set()
             worker.kill()
