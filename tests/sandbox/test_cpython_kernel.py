@@ -430,3 +430,41 @@ async def test_numpy_with_its_blas_threads_works_under_the_allowlist(
         value = (await cpython.execute(code, {}, limits, host_factory())).value
     a = [float(i) for i in range(250_000)]
     assert value == [sum(x * x for x in a), 0.5]
+
+
+async def test_workers_each_get_a_memory_cgroup_that_is_removed_after_them(cpython: CPythonRuntime) -> None:
+    assert cpython.protections()["memory_cgroup"] is True
+    with anyio.fail_after(10):
+        worker = await cpython._new_worker()
+    try:
+        line = next(x for x in Path(f"/proc/{worker.pid}/cgroup").read_text().splitlines() if "memory" in x)
+        group = Path(worker.limit_path).parent
+        assert line.endswith(f"/awb-{cpython._zygote.process.pid}/{group.name}")  # type: ignore[union-attr]
+        assert group.is_dir()
+    finally:
+        worker.close()
+    with anyio.fail_after(10):
+        await worker.exited
+    assert not group.exists()
+
+
+async def test_the_memory_cgroup_alone_stops_what_the_watchdog_misses(
+    monkeypatch: pytest.MonkeyPatch, host_factory: Any
+) -> None:
+    from awb.sandbox.cpython import runtime as runtime_module
+
+    async def blind_watchdog(*args: Any) -> None:
+        return None
+
+    monkeypatch.setattr(runtime_module, "_watch_rss", blind_watchdog)
+    cpython = CPythonRuntime(pool_size=1)
+    try:
+        # 70 MB of heap fits RLIMIT_AS (start size + 20 MB + 64 MB) but not the cgroup (20 MB + 32 MB).
+        code = "def run(params):\n    data = b'x' * (70 << 20)\n    return len(data)\n"
+        with anyio.fail_after(20):
+            error = await failure(cpython, code, {}, host_factory(), Limits(timeout_ms=5000, memory_mb=20))
+        assert error.code == "memory_exceeded" and "cgroup" in error.message, error
+        with anyio.fail_after(10):
+            assert (await cpython.execute(ADD, {"a": 1, "b": 1}, LIMITS, host_factory())).value == 2
+    finally:
+        await cpython.close()

@@ -37,6 +37,7 @@ async def test_every_protection_class_is_active_here(
     assert all(row["ok"] and "missing" not in row["detail"] for row in rows), rows
     assert "uid 65534" in by_name["sandbox:cpython:identity"]["detail"]
     assert "allowlist" in by_name["sandbox:cpython:syscalls"]["detail"]
+    assert "a memory cgroup per worker" in by_name["sandbox:cpython:memory"]["detail"]
 
 
 async def test_a_missing_protection_fails_its_row_only_when_the_runtime_would_still_run(host_factory: Any) -> None:

@@ -33,7 +33,7 @@ _ROWS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     (
         "memory",
         ("rlimits",),
-        "per call: RLIMIT_AS plus a watchdog on resident size + scratch files (no cgroup); scratch is a "
+        "per call: {cgroup}RLIMIT_AS and a watchdog on resident size + scratch files; scratch is a "
         f"{SCRATCH_BYTES // 2**20} MB tmpfs; memfd, shared memory and pipes refused",
     ),
     (
@@ -63,7 +63,9 @@ def protection_checks(runtimes: dict[str, Runtime]) -> list[dict[str, Any]]:
                 continue
             missing = [layer for layer in needed if not layers.get(layer)]
             if not missing:
-                checks.append({"check": f"sandbox:{name}:{row}", "ok": True, "detail": meaning})
+                cgroup = "a memory cgroup per worker, " if layers.get("memory_cgroup") else "no memory cgroup here; "
+                detail = meaning.replace("{cgroup}", cgroup)
+                checks.append({"check": f"sandbox:{name}:{row}", "ok": True, "detail": detail})
                 continue
             detail = f"missing: {', '.join(missing)}" + (" (the runtime refuses to run)" if refuses else "")
             checks.append({"check": f"sandbox:{name}:{row}", "ok": refuses, "detail": detail})

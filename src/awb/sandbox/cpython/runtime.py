@@ -61,7 +61,10 @@ class _Worker:
     pidfd: int
     sock: socket.socket
     scratch: str
-    exited: asyncio.Future[int]
+    #: (raw wait status, whether the kernel's OOM killer ended it in its memory cgroup)
+    exited: asyncio.Future[tuple[int, bool]]
+    #: The worker's memory cgroup file the call's limit goes to ("" without cgroups).
+    limit_path: str = ""
     killed: bool = False
     reader: asyncio.StreamReader | None = None
     writer: asyncio.StreamWriter | None = None
@@ -92,7 +95,7 @@ class _Zygote:
     available: dict[str, bool] = field(default_factory=dict)
     landlock_abi: int = 0
     spawns: dict[int, asyncio.Future[_Worker]] = field(default_factory=dict)
-    exits: dict[int, asyncio.Future[int]] = field(default_factory=dict)
+    exits: dict[int, asyncio.Future[tuple[int, bool]]] = field(default_factory=dict)
     ready: asyncio.Future[dict[str, Any]] | None = None
     next_id: int = 0
     dead: bool = False
@@ -131,6 +134,8 @@ class _Zygote:
             sock = socket.socket(fileno=worker_fd)
             sock.setblocking(False)
             worker = _Worker(pid=pid, pidfd=pidfd, sock=sock, scratch=str(message["scratch"]), exited=exited)
+            if message.get("cgroup") and message.get("limit_file"):
+                worker.limit_path = os.path.join(str(message["cgroup"]), str(message["limit_file"]))
             future = self.spawns.pop(int(message["id"]), None)
             if future is None or future.done():
                 worker.close()
@@ -139,7 +144,7 @@ class _Zygote:
         elif op == "exited":
             exit_future = self.exits.pop(int(message["pid"]), None)
             if exit_future is not None and not exit_future.done():
-                exit_future.set_result(int(message["status"]))
+                exit_future.set_result((int(message["status"]), bool(message.get("oom_killed"))))
         elif op == "error":
             pending = self.spawns.pop(int(message.get("id") or 0), None)
             if pending is not None and not pending.done():
@@ -415,6 +420,7 @@ class CPythonRuntime:
                 },
                 "read_dirs": read_dirs,
             }
+            _set_cgroup_limit(worker, limits)
             writer.write(encode_frame(job))
             await writer.drain()
             base_rss = int(worker.ready.get("base_rss") or 0)
@@ -487,9 +493,13 @@ class CPythonRuntime:
                 f"the tool went over its {limits.memory_mb} MB memory limit", limit_mb=limits.memory_mb
             )
         try:
-            status = await asyncio.wait_for(asyncio.shield(worker.exited), EXIT_STATUS_WAIT_S)
+            status, oom_killed = await asyncio.wait_for(asyncio.shield(worker.exited), EXIT_STATUS_WAIT_S)
         except TimeoutError:
             return ToolRuntimeError("the sandbox worker died")
+        if oom_killed:
+            return MemoryExceeded(
+                f"the tool went over its {limits.memory_mb} MB memory limit (memory cgroup)", limit_mb=limits.memory_mb
+            )
         if os.WIFSIGNALED(status):
             number = os.WTERMSIG(status)
             if number == signal.SIGSYS:
@@ -509,6 +519,20 @@ class CPythonRuntime:
                 name = str(number)
             return ToolRuntimeError(f"the sandbox worker crashed ({name})", signal=name)
         return ToolRuntimeError(f"the sandbox worker exited with status {os.WEXITSTATUS(status)} without a result")
+
+
+#: The memory cgroup is the kernel's hard backstop above the watchdog's precise limit: room for pages
+#: the worker copies from the zygote, its scratch files and allocator slack (as RLIMIT_AS has).
+CGROUP_HEADROOM_BYTES = 32 * 1024 * 1024
+
+
+def _set_cgroup_limit(worker: _Worker, limits: Limits) -> None:
+    if worker.limit_path:
+        try:
+            with open(worker.limit_path, "w", encoding="ascii") as handle:
+                handle.write(str(limits.memory_mb * 1024 * 1024 + CGROUP_HEADROOM_BYTES))
+        except OSError as exc:  # the cgroup keeps its start limit
+            log.warning("could not set a worker's memory cgroup limit: %s", exc)
 
 
 async def _watch_rss(worker: _Worker, limit_bytes: int, hit: asyncio.Event, scratch: str | None) -> None:

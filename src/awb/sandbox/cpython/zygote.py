@@ -9,8 +9,8 @@ one JSON object per message.
 server -> zygote  {"op": "config", "grants": [dirs], "network_namespace": bool}   (first message)
 zygote -> server  {"op": "ready", "pid", "available": {layer: bool}, "landlock_abi", "mountpoint"}
 server -> zygote  {"op": "spawn", "id": n}
-zygote -> server  {"op": "spawned", "id": n, "pid", "scratch"} + fds [worker socket, pidfd]
-zygote -> server  {"op": "exited", "pid", "status"}        (raw wait status, when a worker is reaped)
+zygote -> server  {"op": "spawned", "id": n, "pid", "scratch", "cgroup", "limit_file"} + fds [worker socket, pidfd]
+zygote -> server  {"op": "exited", "pid", "status", "oom_killed"}  (raw wait status, when a worker is reaped)
 zygote -> server  {"op": "error", "id": n, "message"}
 The zygote exits when the control socket closes, killing its workers.
 """
@@ -32,6 +32,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import cgroups  # type: ignore[import-not-found,unused-ignore]
 import lockdown  # type: ignore[import-not-found,unused-ignore]
 import namespaces  # type: ignore[import-not-found,unused-ignore]
 import worker  # type: ignore[import-not-found,unused-ignore]
@@ -58,7 +59,9 @@ def interpreter_paths() -> list[str]:
 class Zygote:
     def __init__(self, control: socket.socket) -> None:
         self.control = control
-        self.children: dict[int, str] = {}
+        #: pid -> (scratch directory, cgroup name)
+        self.children: dict[int, tuple[str, str]] = {}
+        self.cgroups: Any = None
         self.base = ""
         self.read_paths: list[str] = []
         self.grants: list[str] = []
@@ -82,6 +85,9 @@ class Zygote:
         worker.warm_up()
         lockdown.prepare()
         self.read_paths = interpreter_paths()
+        if os.geteuid() == 0:  # before the new root hides /sys and /proc
+            self.cgroups = cgroups.open_memory_cgroups()
+        self.available["memory_cgroup"] = self.cgroups is not None
         # Workers read their own memory use through this descriptor: /proc is not in the new root.
         self.proc_fd = os.open("/proc", os.O_PATH | os.O_DIRECTORY)
         self.available.update(
@@ -129,10 +135,15 @@ class Zygote:
 
     def spawn(self, request_id: int) -> None:
         scratch = self._new_scratch()
+        group, group_path = f"w{self.next_scratch}", ""
         try:
+            if self.cgroups is not None:
+                group_path = self.cgroups.create(group)
             parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         except OSError:
             self._remove_scratch(scratch)
+            if self.cgroups is not None:
+                self.cgroups.remove(group)
             raise
         pid = os.fork()
         if pid == 0:  # the worker
@@ -140,6 +151,8 @@ class Zygote:
                 signal.set_wakeup_fd(-1)
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 lockdown.die_with_parent()
+                if self.cgroups is not None:
+                    self.cgroups.join(group)
                 memory = worker.memory_use(self.proc_fd)
                 fd = child_end.fileno()
                 os.closerange(3, fd)  # the control socket, /proc and every other zygote descriptor
@@ -148,7 +161,7 @@ class Zygote:
             finally:
                 os._exit(72)
         child_end.close()
-        self.children[pid] = scratch
+        self.children[pid] = (scratch, group)
         try:
             pidfd = os.pidfd_open(pid)
         except OSError as exc:
@@ -157,7 +170,14 @@ class Zygote:
             self._send({"op": "error", "id": request_id, "message": f"pidfd_open failed: {exc}"})
             return
         try:
-            message = {"op": "spawned", "id": request_id, "pid": pid, "scratch": scratch}
+            message = {
+                "op": "spawned",
+                "id": request_id,
+                "pid": pid,
+                "scratch": scratch,
+                "cgroup": group_path,
+                "limit_file": self.cgroups.limit_file if self.cgroups is not None else "",
+            }
             socket.send_fds(self.control, [json.dumps(message).encode()], [parent_end.fileno(), pidfd])
         finally:
             os.close(pidfd)
@@ -171,10 +191,14 @@ class Zygote:
                 return
             if pid == 0:
                 return
-            scratch = self.children.pop(pid, None)
-            if scratch:
-                self._remove_scratch(scratch)
-            self._send({"op": "exited", "pid": pid, "status": status})
+            child = self.children.pop(pid, None)
+            oom_killed = False
+            if child is not None:
+                self._remove_scratch(child[0])
+                if self.cgroups is not None:
+                    oom_killed = self.cgroups.oom_killed(child[1])
+                    self.cgroups.remove(child[1])
+            self._send({"op": "exited", "pid": pid, "status": status, "oom_killed": oom_killed})
 
     def _send(self, message: dict[str, Any]) -> None:
         with contextlib.suppress(OSError):
@@ -187,8 +211,12 @@ class Zygote:
         for pid in list(self.children):
             with contextlib.suppress(OSError):
                 os.waitpid(pid, 0)
-        for scratch in list(self.children.values()):
+        for scratch, group in list(self.children.values()):
             self._remove_scratch(scratch)
+            if self.cgroups is not None:
+                self.cgroups.remove(group)
+        if self.cgroups is not None:
+            self.cgroups.close()
         if self.base and not self.available.get("mount_namespace"):
             shutil.rmtree(self.base, ignore_errors=True)
 
