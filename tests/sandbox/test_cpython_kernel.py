@@ -468,3 +468,23 @@ async def test_the_memory_cgroup_alone_stops_what_the_watchdog_misses(
             assert (await cpython.execute(ADD, {"a": 1, "b": 1}, LIMITS, host_factory())).value == 2
     finally:
         await cpython.close()
+
+
+async def test_files_one_call_leaves_in_scratch_are_never_seen_by_the_next(
+    cpython: CPythonRuntime, host_factory: Any
+) -> None:
+    leave = (
+        "import os\ndef run(params):\n"
+        "    os.makedirs('d/e', mode=0)\n"
+        "    open('left.txt', 'w').write('secret')\n"
+        "    return [os.getcwd(), sorted(os.listdir('.'))]\n"
+    )
+    look = "import os\ndef run(params):\n    return [os.getcwd(), sorted(os.listdir('.'))]\n"
+    seen: set[str] = set()
+    for _ in range(6):  # enough calls for scratch directories to be reused
+        with anyio.fail_after(10):
+            left_in, left = (await cpython.execute(leave, {}, LIMITS, host_factory())).value
+            cwd, listing = (await cpython.execute(look, {}, LIMITS, host_factory())).value
+        assert left == ["d", "left.txt"] and listing == []
+        seen.update((left_in, cwd))
+    assert len(seen) < 12  # scratch mounts were reused (12 calls), and came back empty
