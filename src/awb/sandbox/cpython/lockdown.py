@@ -239,11 +239,6 @@ def clear_capability_sets() -> None:
     _syscall(_SYS_CAPSET, header, data)
 
 
-def drop_capabilities() -> None:
-    drop_bounding_capabilities()
-    clear_capability_sets()
-
-
 def drop_to_unprivileged_uid(uid: int = namespaces.WORKER_UID, gid: int = namespaces.WORKER_GID) -> bool:
     """As root: leave host root for good (no groups, real = effective = saved ids). Changing ids
     clears the parent-death signal, so it is armed again. When not root there is nothing to leave:
