@@ -99,8 +99,6 @@ class _Zygote:
     ready: asyncio.Future[dict[str, Any]] | None = None
     next_id: int = 0
     dead: bool = False
-    #: The empty host directory the zygote mounted its minimal root on (only in its own namespace).
-    mountpoint: str = ""
 
     def on_readable(self) -> None:
         while True:
@@ -181,9 +179,6 @@ class _Zygote:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(timeout=2)
-        if self.mountpoint.startswith(tempfile.gettempdir()):
-            with contextlib.suppress(OSError):
-                os.rmdir(self.mountpoint)
 
 
 class CPythonRuntime:
@@ -278,7 +273,12 @@ class CPythonRuntime:
                 process.stderr.close()
         zygote.available = {k: bool(v) for k, v in dict(ready.get("available") or {}).items()}
         zygote.landlock_abi = int(ready.get("landlock_abi") or 0)
-        zygote.mountpoint = str(ready.get("mountpoint") or "")
+        mountpoint = str(ready.get("mountpoint") or "")
+        if mountpoint.startswith(tempfile.gettempdir() + "/awb-root-"):
+            # The zygote has pivoted onto the tmpfs mounted there: the host's empty directory is no
+            # longer anyone's mount point and goes now, whatever happens to the zygote later.
+            with contextlib.suppress(OSError):
+                os.rmdir(mountpoint)
         log.info("cpython zygote %s up; protections %s", ready.get("pid"), zygote.available)
         return zygote
 
