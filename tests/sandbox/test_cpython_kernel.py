@@ -253,6 +253,8 @@ PEEK = {
     "listdir_proc": "return os.listdir('/proc')",
     "stat_etc_passwd": "return os.stat('/etc/passwd').st_size",
     "inotify": "return ctypes.CDLL(None).inotify_init1(0)",
+    "dnotify": "import fcntl\n    return fcntl.fcntl(os.open(params['granted'], os.O_RDONLY), fcntl.F_NOTIFY, 0x80000003)",
+    "lease": "import fcntl\n    return fcntl.fcntl(os.open(params['granted'] + '/data.txt', os.O_RDONLY), fcntl.F_SETLEASE, 0)",
     "fanotify": "return ctypes.CDLL(None).syscall(300, 0, 0)",
 }
 
@@ -262,9 +264,16 @@ async def test_paths_outside_the_sandbox_reveal_nothing(
     cpython: CPythonRuntime, host_factory: Any, inventory: Path, peek: str
 ) -> None:
     code = f"import ctypes, os\ndef run(params):\n    p = params['path']\n    {PEEK[peek]}\n"
-    error = await failure(cpython, code, {"path": str(inventory)}, host_factory())
+    params = {"path": str(inventory), "granted": str(inventory.parent.parent / "granted")}
+    error = await failure(cpython, code, params, host_factory())
     assert error.code == "sandbox_violation", error
     assert "inventory.db" not in repr(error.to_dict()).replace(str(inventory), "")
+
+
+async def test_the_host_name_is_not_the_tools_to_read(cpython: CPythonRuntime, host_factory: Any) -> None:
+    code = "import os, socket\ndef run(params):\n    return [socket.gethostname(), os.uname().nodename]\n"
+    value = (await cpython.execute(code, {}, LIMITS, host_factory())).value
+    assert value == ["sandbox", "sandbox"] != [os.uname().nodename] * 2
 
 
 async def test_host_paths_do_not_exist_for_the_tool(

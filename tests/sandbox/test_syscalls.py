@@ -43,7 +43,7 @@ def test_tables_do_not_overlap_and_the_program_fits_the_kernel_limit() -> None:
 
 def expected(nr: int) -> int:
     """The answer for `nr` with all arguments 0."""
-    if nr in syscalls.ALLOWED.values() or nr == 302:  # prlimit64(0, ...): the caller itself
+    if nr in syscalls.ALLOWED.values() or nr in (302, 72):  # prlimit64(0, ...) on itself; fcntl(0, F_DUPFD)
         return syscalls.RET_ALLOW
     if nr in syscalls.KILLED.values() or nr == 56:  # clone without CLONE_THREAD
         return syscalls.RET_KILL_PROCESS
@@ -61,5 +61,7 @@ def test_argument_checks_and_foreign_architectures() -> None:
     assert evaluate(PROGRAM, 56, args=(0x00010000 | 0x100,) + (0,) * 5) == syscalls.RET_ALLOW
     for pid in (1, 12345, 1 << 32):
         assert evaluate(PROGRAM, 302, args=(pid,) + (0,) * 5) == syscalls.RET_KILL_PROCESS
+    for cmd, answer in ((1026, EPERM), (1024, EPERM), (1, syscalls.RET_ALLOW), (4, syscalls.RET_ALLOW)):
+        assert evaluate(PROGRAM, 72, args=(3, cmd, 0, 0, 0, 0)) == answer  # fcntl: no dnotify, no leases
     assert evaluate(PROGRAM, 0, arch=0x40000003) == syscalls.RET_KILL_PROCESS  # i386
     assert evaluate(PROGRAM, 0x40000000 | 0) == syscalls.RET_KILL_PROCESS  # x32

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Iterable
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
@@ -29,6 +30,7 @@ WORKER_UID = WORKER_GID = 65534
 SCRATCH_BYTES = 16 * 1024 * 1024
 SCRATCH_INODES = 4096
 SCRATCH_ROOT = "/scratch"
+SANDBOX_HOSTNAME = "sandbox"
 
 _libc = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
 
@@ -61,8 +63,10 @@ def unshare(
     *, network: bool, ipc: bool, mounts: bool, host_uid: int | None = None, host_gid: int | None = None
 ) -> dict[str, bool]:
     """Enter fresh namespaces; as non-root, inside a user namespace mapping only our own ids. Says
-    which ones took (all or none: unshare is atomic)."""
-    flags = (CLONE_NEWNET if network else 0) | (CLONE_NEWIPC if ipc else 0) | (CLONE_NEWNS if mounts else 0)
+    which ones took (all or none: unshare is atomic). With IPC goes a UTS namespace, so the host's
+    name is not the tool's to read either."""
+    flags = (CLONE_NEWNET if network else 0) | (CLONE_NEWIPC | CLONE_NEWUTS if ipc else 0)
+    flags |= CLONE_NEWNS if mounts else 0
     result = {"network_namespace": False, "ipc_namespace": False, "mount_namespace": False}
     if _libc is None or not flags:
         return result
@@ -79,6 +83,9 @@ def unshare(
                     handle.write(text)
         except OSError:
             return result
+    if ipc:
+        name = SANDBOX_HOSTNAME.encode()
+        _libc.sethostname(name, ctypes.c_size_t(len(name)))
     return {"network_namespace": network, "ipc_namespace": ipc, "mount_namespace": mounts}
 
 

@@ -52,7 +52,7 @@ KILLED = {
 ALLOWED = {
     "read": 0, "write": 1, "futex": 202, "mmap": 9, "munmap": 11, "brk": 12, "mprotect": 10, "madvise": 28,
     "mremap": 25, "close": 3, "openat": 257, "open": 2, "newfstatat": 262, "fstat": 5, "stat": 4, "lstat": 6,
-    "statx": 332, "lseek": 8, "getdents64": 217, "getdents": 78, "ioctl": 16, "fcntl": 72,
+    "statx": 332, "lseek": 8, "getdents64": 217, "getdents": 78, "ioctl": 16,
     "pread64": 17, "pwrite64": 18, "readv": 19, "writev": 20, "preadv": 295, "pwritev": 296,
     "preadv2": 327, "pwritev2": 328, "access": 21, "faccessat": 269, "faccessat2": 439,
     "readlink": 89, "readlinkat": 267, "getcwd": 79, "chdir": 80, "fchdir": 81,
@@ -86,7 +86,10 @@ ALLOWED = {
     "landlock_create_ruleset": 444, "landlock_add_rule": 445, "landlock_restrict_self": 446,
 }  # fmt: skip
 
-_CLONE, _CLONE3, _PRLIMIT64 = 56, 435, 302
+_CLONE, _CLONE3, _PRLIMIT64, _FCNTL = 56, 435, 302, 72
+#: fcntl commands refused: directory change notification (dnotify) and leases (a way to learn when
+#: someone else opens a file).
+_F_SETLEASE, _F_NOTIFY = 1024, 1026
 _CLONE_THREAD = 0x00010000
 _AUDIT_ARCH_X86_64 = 0xC000003E
 _X32_SYSCALL_BIT = 0x40000000
@@ -96,7 +99,7 @@ RET_ALLOW = 0x7FFF0000
 
 _LD, _JEQ, _JSET, _JGE, _JA, _RET = 0x20, 0x15, 0x45, 0x35, 0x05, 0x06
 # struct seccomp_data: nr @0, arch @4, instruction_pointer @8, args[6] @16 (u64 each, little-endian)
-_NR, _ARCH, _ARG0_LO, _ARG0_HI = 0, 4, 16, 20
+_NR, _ARCH, _ARG0_LO, _ARG0_HI, _ARG1_LO = 0, 4, 16, 20, 24
 #: Past every number in the tables: the rest of the range shares the default answer.
 _NR_END = 512
 
@@ -110,7 +113,7 @@ def _answers() -> list[tuple[int, str]]:
     answer = dict.fromkeys(range(_NR_END), "deny")
     answer.update(dict.fromkeys(ALLOWED.values(), "allow"))
     answer.update(dict.fromkeys(KILLED.values(), "kill"))
-    answer.update({_CLONE: "clone", _CLONE3: "clone3", _PRLIMIT64: "prlimit"})
+    answer.update({_CLONE: "clone", _CLONE3: "clone3", _PRLIMIT64: "prlimit", _FCNTL: "fcntl"})
     runs: list[tuple[int, str]] = []
     for number in range(_NR_END):
         if not runs or runs[-1][1] != answer[number]:
@@ -130,6 +133,9 @@ def _leaf(answer: str) -> list[bytes]:
         return [_ins(_RET, 0, 0, RET_ERRNO | errno.EPERM)]
     if answer == "clone3":  # ENOSYS: the C library falls back to clone, which is checked
         return [_ins(_RET, 0, 0, RET_ERRNO | errno.ENOSYS)]
+    if answer == "fcntl":  # everything but dnotify and leases (the command is the second argument)
+        eperm = _ins(_RET, 0, 0, RET_ERRNO | errno.EPERM)
+        return [_ins(_LD, 0, 0, _ARG1_LO), _ins(_JEQ, 1, 0, _F_NOTIFY), _ins(_JEQ, 0, 1, _F_SETLEASE), eperm, allow]
     if answer == "clone":  # threads only
         return [_ins(_LD, 0, 0, _ARG0_LO), _ins(_JSET, 1, 0, _CLONE_THREAD), kill, allow]
     # prlimit64(pid, ...): pid must be 0 (this process); any other pid is an attack on a neighbour
@@ -180,6 +186,6 @@ def program() -> bytes:
 
 def self_check() -> None:
     """The two tables must not overlap (an allowed call that is also 'killed' would be ambiguous)."""
-    overlap = set(ALLOWED.values()) & (set(KILLED.values()) | {_CLONE, _CLONE3, _PRLIMIT64})
+    overlap = set(ALLOWED.values()) & (set(KILLED.values()) | {_CLONE, _CLONE3, _PRLIMIT64, _FCNTL})
     if overlap:
         raise AssertionError(f"syscalls both allowed and refused: {sorted(overlap)}")
