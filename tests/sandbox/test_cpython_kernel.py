@@ -329,9 +329,16 @@ async def test_calls_off_the_allowlist_are_refused(cpython: CPythonRuntime, host
 
 
 ORDINARY = """
-import datetime, decimal, hashlib, json, math, os, random, re, tempfile, threading, time, zlib
+import bz2, datetime, decimal, hashlib, json, lzma, math, os, random, re, sqlite3, ssl, tempfile, threading
+import time, zlib, zoneinfo
 def run(params):
     out = {}
+    db = sqlite3.connect(':memory:')
+    db.execute('create table t(x)')
+    db.execute('insert into t values (41)')
+    out['sqlite'] = db.execute('select x + 1 from t').fetchone()[0]
+    out['paris'] = datetime.datetime(2024, 1, 1, tzinfo=zoneinfo.ZoneInfo('Europe/Paris')).utcoffset().seconds
+    out['packed'] = len(lzma.compress(b'a' * 100)) > 0 and len(bz2.compress(b'a' * 100)) > 0
     def work():
         out['thread'] = sum(math.isqrt(i) for i in range(1000))
     t = threading.Thread(target=work)
@@ -360,6 +367,7 @@ async def test_ordinary_python_still_works_under_the_allowlist(cpython: CPythonR
     assert value["re"] == ["1", "22"] and value["date"] == "2024-02-29" and value["dec"] == "3.3"
     assert value["hash"] == "2d711642" and value["rand"] is True and value["json"] == {"k": [1, 2]}
     assert value["slept"] is True and value["cwd_ok"] is True
+    assert value["sqlite"] == 42 and value["paris"] == 3600 and value["packed"] is True
 
 
 def seen_from_the_host(pid: int) -> dict[str, Any]:
