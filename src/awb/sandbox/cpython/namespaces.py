@@ -84,8 +84,8 @@ def unshare(
         except OSError:
             return result
     if ipc:
-        name = SANDBOX_HOSTNAME.encode()
-        _libc.sethostname(name, ctypes.c_size_t(len(name)))
+        hostname = SANDBOX_HOSTNAME.encode()
+        _libc.sethostname(hostname, ctypes.c_size_t(len(hostname)))
     return {"network_namespace": network, "ipc_namespace": ipc, "mount_namespace": mounts}
 
 

@@ -436,6 +436,8 @@ class CPythonRuntime:
                             "ok": False,
                             "error": {"code": "sandbox_violation", "message": "no host functions while checking"},
                         }
+                    elif message.get("fn") == "read_file":  # file I/O: off the event loop
+                        reply = await asyncio.to_thread(host_call, host, message)
                     else:
                         reply = host_call(host, message)
                     writer.write(encode_frame(reply))
