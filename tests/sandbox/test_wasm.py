@@ -11,7 +11,7 @@ import anyio
 import pytest
 import wat
 
-from awb.errors import MemoryExceeded, ToolRuntimeError
+from awb.errors import ExecutionError, MemoryExceeded, ToolRuntimeError
 from awb.sandbox.base import Limits
 from awb.sandbox.wasm import WasmRuntime
 from sandbox_support import LIMITS, SHORT, failure
@@ -193,3 +193,20 @@ async def test_module_over_the_size_cap_is_refused_before_parsing(wasm: WasmRunt
     assert error.code == "runtime_error" and "cap" in error.message
     with pytest.raises(ToolRuntimeError, match="cap"):
         await wasm.check(code, LIMITS)
+
+
+async def test_a_module_still_running_when_the_runtime_closes_is_stopped_at_its_deadline(
+    host_factory: Any,
+) -> None:
+    runtime = WasmRuntime()
+    await runtime.start()
+    with anyio.fail_after(10):
+        call = asyncio.ensure_future(runtime.execute(wat.LOOP, {}, Limits(timeout_ms=300), host_factory()))
+        while runtime._active == 0:
+            await asyncio.sleep(0.01)
+        await runtime.close()
+        with pytest.raises(ExecutionError) as info:
+            await call
+        assert info.value.code == "timeout"
+        while runtime._active:  # the module's thread ends: the epoch clock kept ticking for it
+            await asyncio.sleep(0.01)
