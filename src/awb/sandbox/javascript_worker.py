@@ -40,8 +40,15 @@ globalThis.log = (message) => { __awb_call("log", [String(message)]); };
 globalThis.readFile = globalThis.read_file = (path) => __awb_call("read_file", [String(path)]);
 globalThis.writeFile = globalThis.write_file = (path, data) => __awb_call("write_file", [String(path), String(data)]);
 // Text crosses into Python as JSON: JSON.stringify escapes a lone surrogate, which the binding
-// could not convert (and would leave the interpreter in an error state).
-globalThis.console = { log: (...parts) => __awb_print(JSON.stringify(parts.map(String).join(" "))) };
+// could not convert (and would leave the interpreter in an error state). A UTF-8 byte count is never
+// below the UTF-16 length, so text past the cap in UTF-16 units is over it without leaving QuickJS.
+let __awb_units = 0;
+globalThis.console = { log: (...parts) => {
+  const text = parts.map(String).join(" ");
+  __awb_units += text.length + 1;
+  if (__awb_units > __awb_log_cap) { __awb_print_over(); return; }
+  __awb_print(JSON.stringify(text));
+} };
 """
 
 CALL = r"""
@@ -115,6 +122,8 @@ def run_job(inp: BinaryIO, out: BinaryIO, job: dict[str, Any]) -> dict[str, Any]
     context.set_max_stack_size(STACK_BYTES)
     context.add_callable("__awb_host", host)
     context.add_callable("__awb_print", print_)
+    context.add_callable("__awb_print_over", lambda: printed_size.__setitem__(1, True))
+    context.set("__awb_log_cap", max_log)
     try:
         context.eval(PRELUDE)
         context.set("__awb_params", json.dumps(job.get("params") or {}))
