@@ -205,6 +205,21 @@ async def test_a_reply_slower_than_the_timeout_ends_in_model_error(fake_provider
     assert (result.usage.requests, result.usage.failed_requests) == (2, 2)
 
 
+async def test_a_body_that_stops_mid_way_ends_in_model_error_after_the_timeout(fake_provider: FakeProvider) -> None:
+    fake_provider.reply(openai_calls(("done", '{"answer": "never"}')), stall_body=True)
+    with anyio.fail_after(15):
+        result = await run_agent(
+            Reader,
+            "q",
+            model=model(fake_provider),
+            servers=servers(),
+            model_settings=ModelSettings(timeout_seconds=0.3, max_retries=0),
+        )
+    assert result.termination_reason == "model_error"
+    assert result.error is not None
+    assert "did not answer within 0.3 s" in result.error["message"]
+
+
 async def test_agent_settings_are_sent_and_the_run_overrides_them(fake_provider: FakeProvider) -> None:
     class Tuned(Reader):
         model_settings = ModelSettings(temperature=0.1, max_tokens=100)
