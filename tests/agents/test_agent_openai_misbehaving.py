@@ -10,7 +10,7 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
-from awb.agents import Agent, ModelSettings, run_agent
+from awb.agents import Agent, ModelSettings, RunEvent, run_agent
 from awb.agents.models.functions import PROSE_REPLY
 from awb.agents.models.openai import OpenAIModel
 
@@ -79,9 +79,13 @@ async def test_a_server_rejecting_tool_choice_is_asked_again_without_it_and_reme
 async def test_prose_instead_of_a_call_is_fed_back_and_the_model_recovers(fake_provider: FakeProvider) -> None:
     fake_provider.reply(openai_text("The answer is probably 42."))
     fake_provider.reply(openai_calls(("done", '{"answer": "42"}')))
-    result = await run(fake_provider)
+    events: list[RunEvent] = []
+    with anyio.fail_after(15):
+        result = await run_agent(Reader, "q", model=model(fake_provider), servers=servers(), on_event=events.append)
     assert (result.termination_reason, result.output) == ("done", {"answer": "42"})
     assert PROSE_REPLY in user_text(fake_provider.bodies()[1])
+    assert [event.type for event in events] == ["step_started", "rejected", "model_reply", "done"]
+    assert events[1].data == {"code": "malformed_action", "message": PROSE_REPLY}
     [step] = result.steps
     assert [(r.code, r.reply) for r in step.rejected] == [("malformed_action", "The answer is probably 42.")]
 

@@ -111,10 +111,16 @@ class _Run:
                 return await self._turn(step, retries)
             except _Retry:
                 retries -= 1
+                await self._tell_rejected(step)
             except ModelError as err:
                 return "model_error", None, err.to_dict()
             except _GiveUp as give_up:
+                await self._tell_rejected(step)
                 return give_up.ending
+
+    async def _tell_rejected(self, step: StepRecord) -> None:
+        rejected = step.rejected[-1]
+        await self._tell("rejected", code=rejected.code, message=rejected.message)
 
     async def _turn(self, step: StepRecord, retries: int) -> Ending | None:
         action = await self._ask(step, retries)
@@ -237,7 +243,7 @@ class _Run:
         spec = self.tools.resolve(action.tool, "tool")
         if spec is None:
             self._unknown(step, "tool", action.tool)
-            await self._tell("rejected", code="tool_not_found", tool=action.tool)
+            await self._tell_rejected(step)
             return None
         self.scope.tool_calls += 1
         await self._tell("tool_call", tool=spec.name, arguments=action.arguments)
