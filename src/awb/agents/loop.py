@@ -34,7 +34,7 @@ from awb.agents.result import (
     Usage,
 )
 from awb.agents.scope import RunScope
-from awb.agents.telemetry import model_attributes, set_attributes, span
+from awb.agents.telemetry import chat_attributes, model_attributes, set_attributes, span
 from awb.agents.toolbox import Handler, Toolbox, ToolOutcome, ToolSpec
 from awb.errors import AwbError, InvalidParams
 
@@ -175,12 +175,8 @@ class _Run:
             settings=self.settings,
         )
         before = self.model.usage.model_copy()
-        attributes: dict[str, str | int | float | None] = {"gen_ai.operation.name": "chat"}
-        attributes.update(model_attributes(self.model))
-        attributes["gen_ai.request.temperature"] = self.settings.temperature
-        attributes["gen_ai.request.max_tokens"] = self.settings.max_tokens
-        name = attributes.get("gen_ai.request.model") or "model"
-        with span(f"chat {name}", attributes) as current:
+        attributes = chat_attributes(self.model, self.settings.temperature, self.settings.max_tokens)
+        with span(f"chat {attributes['gen_ai.request.model'] or 'model'}", attributes) as current:
             try:
                 return await self.model.call(prompt, self.tools.specs())
             except MalformedAction as err:
