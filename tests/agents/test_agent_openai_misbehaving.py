@@ -36,7 +36,7 @@ class Reader(Agent):
 
 
 def model(provider: FakeProvider, **options: Any) -> OpenAIModel:
-    return OpenAIModel("fake-model", base_url=provider.url, api_key="k", backoff_seconds=0, **options)
+    return OpenAIModel("fake-model", base_url=provider.url, api_key="sk-test-misbehaving", backoff_seconds=0, **options)
 
 
 def servers() -> dict[str, Any]:
@@ -247,3 +247,20 @@ async def test_usage_of_a_priced_model_reports_its_cost(fake_provider: FakeProvi
         result = await run_agent(Reader, "q", model=adapter, servers=servers())
     assert result.usage.cost_usd == pytest.approx(0.15)
     assert json.loads(result.model_dump_json())["usage"]["cost_usd"] == pytest.approx(0.15)
+
+
+async def test_a_model_that_wants_max_completion_tokens_and_no_temperature_gets_them(
+    fake_provider: FakeProvider,
+) -> None:
+    refusal = "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens'."
+    fake_provider.reply({"error": {"message": refusal}}, status=400)
+    fake_provider.reply({"error": {"message": "Unsupported value: 'temperature' does not support 0.2"}}, status=400)
+    fake_provider.reply(openai_calls(("files__listing", "{}")))
+    fake_provider.reply(openai_calls(("done", '{"answer": "a"}')))
+    settings = ModelSettings(max_tokens=50, temperature=0.2)
+    with anyio.fail_after(15):
+        result = await run_agent(Reader, "q", model=model(fake_provider), servers=servers(), model_settings=settings)
+    assert result.ok
+    sent = [(b.get("max_tokens"), b.get("max_completion_tokens"), b.get("temperature")) for b in fake_provider.bodies()]
+    assert sent == [(50, None, 0.2), (None, 50, 0.2), (None, 50, None), (None, 50, None)]
+    assert (result.usage.requests, result.usage.failed_requests) == (4, 2)
