@@ -201,3 +201,12 @@ def test_the_awb_executable_runs_an_agent_on_a_workbench_started_over_stdio_from
     assert result["tool_calls"][1]["error"]["message"].startswith("the inventory holds its maximum of 1 tools")
     assert inventory.exists()
     assert "42" in fake_provider.bodies()[3]["messages"][1]["content"]
+
+
+def test_model_settings_options_reach_the_provider(fake_provider: FakeProvider, tmp_path: Path) -> None:
+    server = f"tiny={sys.executable} {HERE / 'tiny_mcp_server.py'}"
+    settings = ["--temperature", "0.3", "--max-tokens", "77", "--timeout", "20"]
+    outcome = run_shouter(fake_provider, agents_dir(tmp_path), "--server", server, *settings)
+    assert outcome.exit_code == 0, outcome.output
+    first = fake_provider.bodies()[0]
+    assert (first["temperature"], first["max_tokens"]) == (0.3, 77)
