@@ -265,3 +265,17 @@ async def test_run_agent_stream_raises_errors_from_before_the_start_as_they_are(
     with anyio.fail_after(10), pytest.raises(AgentDefinitionError):
         async for _ in run_agent_stream(Bare, "x", model=ScriptedModel([]), servers={}):
             pass
+
+
+async def test_max_output_tokens_ends_the_run_before_the_next_request() -> None:
+    class Terse(Lead):
+        budget = Budget(max_output_tokens=15_000)
+
+    model = PricedModel(lambda prompt, tools: {"action": "call_tool", "tool": "files.listing"})
+    with anyio.fail_after(10):
+        result = await run_agent(Terse, "q", model=model, servers=servers())
+    assert result.termination_reason == "max_tokens"
+    assert result.error is not None
+    assert result.error["details"] == {"limit": "max_output_tokens", "max": 15_000, "used": 20_000}
+    assert result.usage.requests == 2
+    assert len(result.tool_calls) == 2
