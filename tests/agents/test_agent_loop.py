@@ -226,12 +226,12 @@ async def test_stop_on_tool_error_ends_the_run_with_tool_error() -> None:
     assert "no such file" in result.error["details"]["result"]
 
 
-async def test_run_code_answers_not_supported_yet() -> None:
+async def test_run_code_without_a_code_runner_tells_the_model_it_is_not_available() -> None:
     model = ScriptedModel([{"action": "run_code", "code": "print(1)"}, Done(output={"answer": "x"})])
     with anyio.fail_after(10):
         result = await run_agent(Reader, "q", model=model, servers=servers())
     assert result.termination_reason == "done"
-    assert "run_code is not supported yet" in model.seen[1][0].body
+    assert "run_code is not available in this run" in model.seen[1][0].body
 
 
 async def test_a_model_that_fails_ends_the_run_with_model_error() -> None:

@@ -53,6 +53,9 @@ class Agent:
     output_retries: ClassVar[int] = 2
     stop_on_tool_error: ClassVar[bool] = False
     context_chars: ClassVar[int] = 16_000
+    #: Code mode: the model may answer with `run_code`, one Python plan that calls the agent's tools
+    #: from the sandbox (`awb.planner`); the plan's calls count toward `budget.max_tool_calls`.
+    code_mode: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

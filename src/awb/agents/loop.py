@@ -10,6 +10,7 @@ next accepted reply restores the count. Every step is recorded, rejected replies
 from __future__ import annotations
 
 import math
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -33,7 +34,7 @@ from awb.agents.result import (
     ToolError,
     Usage,
 )
-from awb.agents.scope import RunScope
+from awb.agents.scope import RunScope, StopRun
 from awb.agents.telemetry import chat_attributes, model_attributes, set_attributes, span
 from awb.agents.toolbox import Handler, Toolbox, ToolOutcome, ToolSpec
 from awb.errors import AwbError, InvalidParams
@@ -164,7 +165,18 @@ class _Run:
         elif isinstance(action, SpawnSubagent):
             await self._spawn(step, action)
         elif isinstance(action, RunCode):
-            self.context.add("tool_error", "run_code", "run_code is not supported yet; use call_tool")
+            return await self._run_code(step, action)
+        return None
+
+    async def _run_code(self, step: StepRecord, action: RunCode) -> Ending | None:
+        runner = self.scope.code_runner
+        if runner is None:
+            self.context.add("tool_error", "run_code", "run_code is not available in this run; use call_tool")
+            return None
+        try:
+            await self._invoke(step, "run_code", {"code": action.code}, lambda: runner(action.code))
+        except StopRun as stop:
+            return _stop(stop.reason, stop.message, **stop.details)
         return None
 
     async def _ask(self, step: StepRecord, retries: int) -> Action:
@@ -173,6 +185,7 @@ class _Run:
             self.context.render(),
             self.agent.Output.model_json_schema(),
             settings=self.settings,
+            code_mode=self.scope.code_runner is not None,
         )
         before = self.model.usage.model_copy()
         attributes = chat_attributes(self.model, self.settings.temperature, self.settings.max_tokens)
@@ -242,28 +255,36 @@ class _Run:
             await self._tell_rejected(step)
             return None
         self.scope.tool_calls += 1
-        await self._tell("tool_call", tool=spec.name, arguments=action.arguments)
+        outcome = await self._invoke(step, spec.name, action.arguments, lambda: self.tools.call(spec, action.arguments))
+        assert step.tool_call is not None
+        self.tool_calls.append(step.tool_call)
+        return outcome
+
+    async def _invoke(
+        self, step: StepRecord, name: str, arguments: dict[str, Any], call: Callable[[], Awaitable[ToolOutcome]]
+    ) -> ToolOutcome:
+        """Run one tool call (or plan): told as events, traced, recorded on the step, remembered."""
+        await self._tell("tool_call", tool=name, arguments=arguments)
         started = anyio.current_time()
-        attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": spec.name}
-        with span(f"execute_tool {spec.name}", attributes) as current:
-            outcome = await self.tools.call(spec, action.arguments)
+        with span(
+            f"execute_tool {name}", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
+        ) as current:
+            outcome = await call()
             if not outcome.ok:
                 current.set_attribute("error.type", outcome.error_code or "tool_error")
         duration = anyio.current_time() - started
         error = None if outcome.ok else ToolError(code=outcome.error_code or "tool_error", message=outcome.message())
-        record = ToolCallRecord(
-            name=spec.name, arguments=action.arguments, duration_seconds=duration, ok=outcome.ok, error=error
+        step.tool_call = ToolCallRecord(
+            name=name, arguments=arguments, duration_seconds=duration, ok=outcome.ok, error=error
         )
-        self.tool_calls.append(record)
-        step.tool_call = record
         await self._tell(
             "tool_result",
-            tool=spec.name,
+            tool=name,
             ok=outcome.ok,
             duration_seconds=duration,
             error=None if error is None else error.model_dump(),
         )
-        self.context.add("tool_result" if outcome.ok else "tool_error", spec.name, outcome.payload)
+        self.context.add("tool_result" if outcome.ok else "tool_error", name, outcome.payload)
         return outcome
 
     async def _spawn(self, step: StepRecord, action: SpawnSubagent) -> None:

@@ -23,7 +23,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, TextContent, Tool
 
 from awb.agents.errors import ServerUnavailable
-from awb.agents.toolbox import Handler, Toolbox, ToolOutcome, ToolSpec
+from awb.agents.toolbox import Handler, Lister, Toolbox, ToolOutcome, ToolSpec
 
 
 @dataclass(frozen=True)
@@ -122,12 +122,29 @@ async def connect_servers(servers: Mapping[str, ServerTarget]) -> AsyncIterator[
                 raise
             except Exception as err:  # boundary: report which server failed, whatever the cause
                 raise ServerUnavailable(f"cannot reach MCP server {name!r}: {err}", server=name) from err
-            for tool in tools:
-                spec = ToolSpec(
-                    name=f"{name}.{tool.name}",
-                    description=tool.description or "",
-                    input_schema=tool.input_schema,
-                    namespace=name,
-                )
-                toolbox.add(spec, _handler(client, tool.name))
+            for spec, handler in _entries(name, client, tools):
+                toolbox.add(spec, handler)
+            toolbox.relists(name, _lister(name, client))
         yield toolbox
+
+
+def _entries(name: str, client: Client, tools: list[Tool]) -> list[tuple[ToolSpec, Handler]]:
+    return [
+        (
+            ToolSpec(
+                name=f"{name}.{tool.name}",
+                description=tool.description or "",
+                input_schema=tool.input_schema,
+                namespace=name,
+            ),
+            _handler(client, tool.name),
+        )
+        for tool in tools
+    ]
+
+
+def _lister(name: str, client: Client) -> Lister:
+    async def relist() -> list[tuple[ToolSpec, Handler]]:
+        return _entries(name, client, await _list_tools(client))
+
+    return relist

@@ -10,6 +10,7 @@ TerminationReason = Literal[
     "done",
     "max_iterations",
     "max_tool_calls",
+    "max_code_runs",
     "max_tokens",
     "max_cost",
     "timeout",

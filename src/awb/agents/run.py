@@ -83,7 +83,15 @@ async def run_agent(
     )
     needed = agent.namespaces()
     async with connect_servers({name: target for name, target in available.items() if name in needed}) as toolbox:
-        return await run_loop(agent, task, chosen, toolbox, scope=scope)
+        if not agent.code_mode:
+            return await run_loop(agent, task, chosen, toolbox, scope=scope)
+        # Plans run in the planner's runner, over the same tools the agent may call directly.
+        from awb.planner.code_mode import CodeMode
+        from awb.planner.plan_runner import PlanRunner
+
+        async with PlanRunner(toolbox.view(agent.tools, subagents=False)) as runner:
+            scope.code_runner = CodeMode(runner, scope, max_tool_calls=agent.budget.max_tool_calls)
+            return await run_loop(agent, task, chosen, toolbox, scope=scope)
 
 
 async def run_agent_stream(

@@ -4,7 +4,7 @@ the deadline, the event channel, and how a subagent's own model is found."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -13,12 +13,23 @@ from awb.agents.events import Emitter, RunEvent
 from awb.agents.models.settings import ModelSettings
 from awb.agents.pricing import price_usd
 from awb.agents.result import TerminationReason, Usage
+from awb.agents.toolbox import ToolOutcome
 
 if TYPE_CHECKING:
     from awb.agents.agent import Agent
     from awb.agents.models.base import Model
 
 ModelResolver = Callable[["type[Agent]"], "Model | None"]
+#: Runs a `run_code` action's code and says how it went (see `awb.planner`); may raise `StopRun`.
+CodeRunner = Callable[[str], Awaitable[ToolOutcome]]
+
+
+class StopRun(Exception):
+    """Raised by a code runner (or a tool handler of the run) to end the run with a budget ending."""
+
+    def __init__(self, reason: TerminationReason, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.reason, self.message, self.details = reason, message, details
 
 
 @dataclass
@@ -30,6 +41,8 @@ class RunScope:
     #: The model a subagent declares (resolved from its spec), or None to use its parent's.
     own_model: ModelResolver = lambda agent: None
     deadline: float = math.inf
+    #: What `run_code` actions run in; without one the model is told code mode is not available.
+    code_runner: CodeRunner | None = None
     tool_calls: int = 0
     usage: Usage = field(default_factory=Usage)
 

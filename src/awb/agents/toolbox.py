@@ -47,14 +47,34 @@ class ToolOutcome:
 
 
 Handler = Callable[[dict[str, Any]], Awaitable[ToolOutcome]]
+#: Reads one namespace's tools again (an MCP server's current tool list).
+Lister = Callable[[], Awaitable[list[tuple[ToolSpec, Handler]]]]
 
 
 class Toolbox:
     def __init__(self) -> None:
         self._entries: dict[str, tuple[ToolSpec, Handler]] = {}
+        self._listers: dict[str, Lister] = {}
 
     def add(self, spec: ToolSpec, handler: Handler) -> None:
         self._entries[spec.name] = (spec, handler)
+
+    def relists(self, namespace: str, lister: Lister) -> None:
+        """Say how `refresh` reads `namespace`'s tools again."""
+        self._listers[namespace] = lister
+
+    async def refresh(self) -> None:
+        """Read every re-listable namespace's tools again: tools a server added since appear, removed ones go.
+        A server that fails to answer keeps the tools it had."""
+        for namespace, lister in self._listers.items():
+            try:
+                entries = await lister()
+            except Exception:  # boundary: a flaky server must not take the others' tools away
+                continue
+            for name in [n for n, (spec, _) in self._entries.items() if spec.namespace == namespace]:
+                del self._entries[name]
+            for spec, handler in entries:
+                self.add(spec, handler)
 
     def view(self, namespaces: Collection[str], *, subagents: bool = True) -> Toolbox:
         """A narrower toolbox: tools of the allowed namespaces, and subagents unless refused."""

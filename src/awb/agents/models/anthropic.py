@@ -58,7 +58,7 @@ class AnthropicModel:
         return f"AnthropicModel(model={self.model!r})"
 
     async def call(self, prompt: Prompt, tools: Sequence[ToolSpec]) -> Action:
-        table = FunctionTable(tools, prompt.output_schema)
+        table = FunctionTable(tools, prompt.output_schema, code_mode=prompt.code_mode)
         settings = self.settings.merged(prompt.settings)
         # `done` is a tool too, so insisting on a tool never blocks finishing.
         tool_choice: dict[str, Any] = {"type": "any"}

@@ -23,6 +23,8 @@ class Prompt:
     output_schema: dict[str, Any]
     #: The agent's and the run's provider settings, merged; adapters without settings ignore them.
     settings: ModelSettings = field(default_factory=ModelSettings)
+    #: The run can execute `run_code` actions (a code runner is set): adapters offer the action.
+    code_mode: bool = False
 
 
 class Model(Protocol):
@@ -48,6 +50,9 @@ def catalog(tools: Sequence[ToolSpec]) -> str:
     return "\n".join(lines) or "(none)"
 
 
+RUN_CODE_LINE = '{"action": "run_code", "code": PYTHON (the body of an async main(); return a small JSON value)}\n'
+
+
 def json_action_instructions(prompt: Prompt, tools: Sequence[ToolSpec]) -> str:
     """The contract for providers without native tool calling: reply with one JSON action."""
     output_schema = json.dumps(prompt.output_schema, sort_keys=True)
@@ -58,7 +63,8 @@ def json_action_instructions(prompt: Prompt, tools: Sequence[ToolSpec]) -> str:
         "Reply with exactly one JSON object and nothing else, one of:\n"
         '{"action": "call_tool", "tool": NAME, "arguments": {...}}\n'
         '{"action": "spawn_subagent", "agent": NAME, "input": {...}}\n'
-        '{"action": "done", "output": OUTPUT}\n'
+        + (RUN_CODE_LINE if prompt.code_mode else "")
+        + '{"action": "done", "output": OUTPUT}\n'
         f"OUTPUT must match this JSON schema: {output_schema}\n"
         'Any action may carry "note": a short fact to remember.'
     )

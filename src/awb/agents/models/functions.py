@@ -14,11 +14,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from awb.agents.actions import Action, CallTool, Done, SpawnSubagent, parse_action
+from awb.agents.actions import Action, CallTool, Done, RunCode, SpawnSubagent, parse_action
 from awb.agents.errors import MalformedAction
 from awb.agents.toolbox import ToolSpec
 
 DONE = "done"
+#: Offered only when the run can execute plans (`Prompt.code_mode`).
+RUN_CODE = "run_code"
+RUN_CODE_DESCRIPTION = (
+    "Run one Python plan in the sandbox: the body of `async def main()`. Connected servers are importable"
+    " modules of async tool wrappers; return a small JSON value."
+)
+_RUN_CODE_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"code": {"type": "string", "description": "Python: the body of `async def main()`."}},
+    "required": ["code"],
+}
 SUBAGENT_PREFIX = "subagent__"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
@@ -39,12 +50,15 @@ def _wire_name(spec: ToolSpec) -> str:
 
 
 class FunctionTable:
-    def __init__(self, tools: Sequence[ToolSpec], output_schema: dict[str, Any]) -> None:
+    def __init__(self, tools: Sequence[ToolSpec], output_schema: dict[str, Any], *, code_mode: bool = False) -> None:
         self._by_wire = {_wire_name(spec): spec for spec in tools}
+        self._code_mode = code_mode
         done = Function(DONE, "Finish the task and return the final output.", output_schema)
         self.functions = [done] + [
             Function(wire, spec.description or spec.name, spec.input_schema) for wire, spec in self._by_wire.items()
         ]
+        if code_mode:
+            self.functions.append(Function(RUN_CODE, RUN_CODE_DESCRIPTION, _RUN_CODE_PARAMETERS))
 
     def to_action(self, name: str, arguments: object) -> Action:
         if isinstance(arguments, str):
@@ -58,6 +72,8 @@ class FunctionTable:
             raise MalformedAction(f"arguments of {name!r} must be a JSON object", function=name)
         if name == DONE:
             return Done(output=arguments)
+        if name == RUN_CODE and self._code_mode and isinstance(arguments.get("code"), str):
+            return RunCode(code=arguments["code"])
         spec = self._by_wire.get(name)
         if spec is None:
             if name.startswith(SUBAGENT_PREFIX):

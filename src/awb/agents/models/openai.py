@@ -137,7 +137,7 @@ class OpenAIModel:
             return reply
 
     async def call(self, prompt: Prompt, tools: Sequence[ToolSpec]) -> Action:
-        table = FunctionTable(tools, prompt.output_schema)
+        table = FunctionTable(tools, prompt.output_schema, code_mode=prompt.code_mode)
         reply = await self._post(self._payload(prompt, tools, table), self.settings.merged(prompt.settings))
         self._count(reply.get("usage"))
         try:
