@@ -65,7 +65,9 @@ async def _sandbox_checks(workbench: Workbench) -> list[dict[str, Any]]:
             checks.append(_check(f"sandbox:{name}", result.value == 42, f"probe ran; {active}"))
         except AwbError as error:
             checks.append(_check(f"sandbox:{name}", not required, f"probe failed: {error.message}", warn=not required))
-    return checks
+    from awb.sandbox.report import protection_checks
+
+    return checks + [{"warning": False, **check} for check in protection_checks(workbench.runtimes)]
 
 
 def _listing_checks(workbench: Workbench) -> list[dict[str, Any]]:
