@@ -10,12 +10,14 @@ from typer.testing import CliRunner
 
 from awb.cli.staged import staged_app
 from awb.inventory.sqlite import SQLiteStore
+from sandbox_support import granted_tool
 
 
 def _setup(tmp_path: Path) -> tuple[Path, Path, int]:
     config = tmp_path / "awb.config.json"
     config.write_text(json.dumps({"inventory_path": "inv.db"}))
     store = SQLiteStore(tmp_path / "inv.db")
+    store.add_tool(granted_tool("tool_x", tmp_path / "out"))
     target = tmp_path / "out" / "file.txt"
     staged_id = store.stage_write("tool_x", str(target), "staged content", datetime.now(UTC), call_id="call_1")
     store.close()

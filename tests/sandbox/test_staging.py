@@ -10,11 +10,15 @@ import pytest
 from awb.errors import InvalidParams
 from awb.inventory.sqlite import SQLiteStore
 from awb.sandbox import staging
+from sandbox_support import granted_tool
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> SQLiteStore:
-    return SQLiteStore(tmp_path / "inv.db")
+    """An inventory holding `tool_1`, granted the test's temporary directory."""
+    store = SQLiteStore(tmp_path / "inv.db")
+    store.add_tool(granted_tool("tool_1", tmp_path))
+    return store
 
 
 def test_apply_writes_the_file_creating_parents_and_marks_it_applied(store: SQLiteStore, tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """`awb staged list|show|apply|discard`: a person reviews what tools asked to write.
 
-Mounted by the main CLI as `awb staged`; a thin layer over `awb.sandbox.staging`.
+Mounted by the main CLI as `awb staged`; a thin layer over `awb.sandbox.staging`. Paths and contents
+come from tool code: they are printed as plain text with control characters escaped (`safe_text`).
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from awb.config import load_config
+from awb.cli.safe_text import plain
+from awb.config import Config, find_config_file, load_config
 from awb.errors import AwbError
 from awb.inventory.sqlite import SQLiteStore
 from awb.sandbox import staging
@@ -26,15 +29,18 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of 
 
 
 def _store(config_path: Path | None) -> SQLiteStore:
-    config = load_config(config_path)
-    return SQLiteStore(config.inventory_path)
+    return SQLiteStore(_load(config_path).inventory_path)
+
+
+def _load(config_path: Path | None) -> Config:
+    return load_config(config_path)
 
 
 def _fail(exc: AwbError, as_json: bool) -> typer.Exit:
     if as_json:
         typer.echo(json.dumps({"error": exc.to_dict()}))
     else:
-        console.print(f"[red]error[/red] {exc.message}")
+        console.print(Text("error ", style="red") + plain(exc.message))
     return typer.Exit(exc.exit_code)
 
 
@@ -69,7 +75,15 @@ def list_command(
     for column in ("id", "tool", "call", "path", "bytes", "staged at", "status"):
         table.add_column(column)
     for w in writes:
-        table.add_row(str(w.id), names[w.tool_id], w.call_id or "-", w.path, str(w.size), w.created_at, w.status)
+        table.add_row(
+            str(w.id),
+            plain(names[w.tool_id]),
+            plain(w.call_id or "-"),
+            plain(w.path),
+            str(w.size),
+            plain(w.created_at),
+            plain(w.status),
+        )
     console.print(table)
 
 
@@ -87,20 +101,24 @@ def show_command(staged_id: int, config: ConfigOption = None, as_json: JsonOptio
     if as_json:
         typer.echo(json.dumps({**write.to_dict(), "tool": name}, indent=2))
         return
-    console.print(
-        f"[bold]#{write.id}[/bold] {write.path}  ({write.size} bytes, {write.status}, by {name}, "
-        f"call {write.call_id or '-'})"
+    header = Text(f"#{write.id} ", style="bold") + plain(
+        f"{write.path}  ({write.size} bytes, {write.status}, by {name}, call {write.call_id or '-'})"
     )
+    console.print(header, highlight=False)
     console.rule()
-    console.print(write.content, markup=False, highlight=False)
+    console.print(plain(write.content, multiline=True), highlight=False)
 
 
-def _change(action: str, staged_id: int, config: Path | None, as_json: bool) -> None:
-    store = _store(config)
+def _change(action: str, staged_id: int, config_path: Path | None, as_json: bool, force: bool = False) -> None:
+    config = _load(config_path)
+    store = SQLiteStore(config.inventory_path)
+    config_file = find_config_file(config_path)
+    protected = staging.protected_paths(config, *([config_file] if config_file is not None else []))
     try:
-        write = (
-            staging.apply_staged(store, staged_id) if action == "apply" else staging.discard_staged(store, staged_id)
-        )
+        if action == "apply":
+            write = staging.apply_staged(store, staged_id, protected=protected, force=force)
+        else:
+            write = staging.discard_staged(store, staged_id)
     except AwbError as exc:
         raise _fail(exc, as_json) from None
     finally:
@@ -108,13 +126,21 @@ def _change(action: str, staged_id: int, config: Path | None, as_json: bool) -> 
     if as_json:
         typer.echo(json.dumps(write.to_dict(content=False)))
     else:
-        console.print(f"{write.status} #{write.id}: {write.path}")
+        console.print(Text(f"{write.status} #{write.id}: ") + plain(write.path), highlight=False)
 
 
 @staged_app.command("apply")
-def apply_command(staged_id: int, config: ConfigOption = None, as_json: JsonOption = False) -> None:
+def apply_command(
+    staged_id: int,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Apply even outside the tool's granted directories (never onto awb's files)."),
+    ] = False,
+) -> None:
     """Write a staged write's content to its path for real."""
-    _change("apply", staged_id, config, as_json)
+    _change("apply", staged_id, config, as_json, force)
 
 
 @staged_app.command("discard")
