@@ -346,6 +346,9 @@ class Workbench:
                         raise InvalidOutput("the tool's result does not match its output_schema", errors=out_problems)
             except ExecutionError as exc:
                 error = exc
+            except RecursionError:
+                # A result nested past the interpreter's recursion limit, met while encoding or decoding it.
+                error = _too_deep(tool)
         duration_ms = (time.perf_counter() - started) * 1000
         tool = self._record(tool, call_id, duration_ms, error)
         if error is not None:
@@ -367,13 +370,8 @@ class Workbench:
     def _check_result(self, tool: Tool, execution: Execution) -> None:
         """Results nested past MAX_RESULT_DEPTH cannot be encoded on the wire: a failed call, not a
         success that the face then cannot send."""
-        depth = nesting_depth(execution.value, MAX_RESULT_DEPTH)
-        if depth > MAX_RESULT_DEPTH:
-            raise OutputExceeded(
-                f"the result of {tool.name!r} nests deeper than {MAX_RESULT_DEPTH} levels",
-                limit=MAX_RESULT_DEPTH,
-                reason="depth",
-            )
+        if nesting_depth(execution.value, MAX_RESULT_DEPTH) > MAX_RESULT_DEPTH:
+            raise _too_deep(tool)
 
     async def _output_problems(self, tool: Tool, value: Any) -> list[dict[str, str]]:
         try:
@@ -562,6 +560,12 @@ def _search_engine(store: Store, config: Config) -> HybridSearch:
         return HybridSearch(store, None, config.search, reason="search.mode is 'text'")
     embedder, reason = create_embedder(config.search.embedding_provider)
     return HybridSearch(store, embedder, config.search, reason=reason)
+
+
+def _too_deep(tool: Tool) -> OutputExceeded:
+    return OutputExceeded(
+        f"the result of {tool.name!r} nests deeper than {MAX_RESULT_DEPTH} levels", limit=MAX_RESULT_DEPTH, reason="depth"
+    )
 
 
 def _capped_logs(logs: list[str], max_bytes: int) -> list[str]:

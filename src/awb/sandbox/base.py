@@ -88,6 +88,8 @@ def encode_output(value: Any, max_output_bytes: int) -> str:
     """Serialise a tool's result to JSON under the output cap, or raise a structured error."""
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except RecursionError:
+        raise OutputExceeded("tool output nests too deeply to encode", reason="depth") from None
     except (TypeError, ValueError) as exc:
         raise InvalidOutput(
             f"the tool returned a value that is not JSON-serialisable: {exc}", type=type(value).__name__

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -24,6 +25,7 @@ from awb.errors import AwbError, InvalidParams, ToolNotFound
 from awb.inventory.models import Tool
 from awb.server.notify import ListChangedNotifier
 from awb.server.schemas import DESCRIPTIONS, INPUT, META_TOOLS, OUTPUT
+from awb.text import cap_text
 from awb.workbench import Workbench, schema_errors
 
 log = logging.getLogger("awb.mcp")
@@ -188,7 +190,9 @@ class McpFace:
             log.info("mcp %s -> %s (%.1f ms)", name, error.code, (time.perf_counter() - started) * 1000)
             return to_mcp_error(error)
         except Exception as error:  # the server must survive anything a tool or agent does
-            log.exception("mcp %s failed unexpectedly", name)
+            # The frames, and the message capped: an exception can carry megabytes of tool output.
+            frames = "".join(traceback.format_tb(error.__traceback__))
+            log.error("mcp %s failed unexpectedly: %s\n%s", name, cap_text(repr(error), 2000), frames)
             return to_mcp_error(AwbError(f"internal error: {type(error).__name__}: {error}"))
         log.info("mcp %s ok (%.1f ms)", name, (time.perf_counter() - started) * 1000)
         return types.CallToolResult(

@@ -1,0 +1,75 @@
+"""What reaches the wire is capped: huge exception messages, admission reports and deep results come
+back as small structured errors, and a call that failed that way is recorded as a failure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from awb.server.mcp import McpFace
+from awb.workbench import MAX_RESULT_DEPTH, Workbench
+from journey import call
+
+pytestmark = pytest.mark.anyio
+
+#: Far above any capped reply, far below what an uncapped one would be.
+SMALL_REPLY = 64 * 1024
+
+
+async def craft_and_call(workbench: Workbench, code: str, params: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """Craft a tool over MCP, call it once; the call's reply and the size of its text."""
+    with anyio.fail_after(60):
+        async with Client(McpFace(workbench).server) as client:
+            crafted = await call(client, "awb_craft", {"name": "hostile", "description": "d", "code": code})
+            assert "error" not in crafted, crafted
+            result = await client.call_tool("awb_call", {"name": "hostile", "params": params})
+    assert result.structured_content is not None
+    text = result.content[0].text  # type: ignore[union-attr]
+    return result.structured_content, len(text)
+
+
+async def test_an_exception_message_of_tens_of_megabytes_comes_back_capped(workbench: Workbench) -> None:
+    code = "def run(params):\n    raise ValueError('\\x00' * 20_000_000)\n"
+    reply, size = await craft_and_call(workbench, code, {})
+    assert reply["error"]["code"] == "runtime_error"
+    assert size < SMALL_REPLY
+    [record] = workbench.inspect("hostile").recent_calls
+    assert not record.ok and record.error_code == "runtime_error"
+
+
+@pytest.mark.parametrize("depth", [MAX_RESULT_DEPTH + 1, 3000, 100_000])
+async def test_a_result_nested_past_the_limit_is_output_exceeded_and_recorded_as_a_failure(
+    workbench: Workbench, depth: int
+) -> None:
+    code = "def run(params):\n    x = []\n    for i in range(params['n']):\n        x = [x]\n    return x\n"
+    reply, size = await craft_and_call(workbench, code, {"n": depth})
+    assert reply["error"]["code"] == "output_exceeded"
+    assert size < SMALL_REPLY
+    tool = workbench.resolve("hostile")
+    [record] = workbench.inspect("hostile").recent_calls
+    assert (record.ok, record.error_code) == (False, "output_exceeded")
+    assert (tool.usage_count, tool.success_count, tool.failure_count) == (0, 0, 1)
+
+
+async def test_a_result_at_the_depth_limit_is_returned(workbench: Workbench) -> None:
+    code = "def run(params):\n    x = []\n    for i in range(params['n']):\n        x = [x]\n    return x\n"
+    reply, _ = await craft_and_call(workbench, code, {"n": MAX_RESULT_DEPTH - 1})
+    assert reply["result"] is not None
+    assert workbench.resolve("hostile").success_count == 1
+
+
+async def test_an_admission_report_of_huge_results_comes_back_capped(workbench: Workbench) -> None:
+    code = "def run(params):\n    return 'y' * 500_000\n"
+    examples = [{"params": {"i": i}, "expected": "n"} for i in range(30)]
+    with anyio.fail_after(60):
+        async with Client(McpFace(workbench).server) as client:
+            result = await client.call_tool(
+                "awb_craft", {"name": "bloated", "description": "d", "code": code, "examples": examples}
+            )
+    assert result.is_error and result.structured_content is not None
+    assert result.structured_content["error"]["code"] == "admission_failed"
+    assert len(result.content[0].text) < 4 * SMALL_REPLY  # type: ignore[union-attr]
+    assert workbench.store.count_active() == 0
