@@ -3,7 +3,6 @@ never lose an update, and tier promotion follows the counted usage."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -25,7 +24,6 @@ HAMMER = textwrap.dedent(
     import sys
     import anyio
     from awb.config import Config
-from awb.errors import ToolRuntimeError
     from awb.workbench import Workbench
 
     async def main() -> None:
