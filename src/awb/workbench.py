@@ -564,7 +564,9 @@ def _search_engine(store: Store, config: Config) -> HybridSearch:
 
 def _too_deep(tool: Tool) -> OutputExceeded:
     return OutputExceeded(
-        f"the result of {tool.name!r} nests deeper than {MAX_RESULT_DEPTH} levels", limit=MAX_RESULT_DEPTH, reason="depth"
+        f"the result of {tool.name!r} nests deeper than {MAX_RESULT_DEPTH} levels",
+        limit=MAX_RESULT_DEPTH,
+        reason="depth",
     )
 
 

@@ -8,7 +8,11 @@ import sys
 
 import anyio
 import uvicorn
+from starlette.types import ASGIApp
 
+from awb.config import Config
+from awb.server.http_guard import check_exposure, guard_http, transport_security
+from awb.server.http_limits import uvicorn_config
 from awb.server.mcp import McpFace
 from awb.server.stdio import serve_stdio_streams
 from awb.workbench import Workbench
@@ -38,12 +42,20 @@ async def serve_stdio(workbench: Workbench) -> None:
         await face.server.run(read_stream, write_stream, face.initialization_options())
 
 
+def http_app(face: McpFace, config: Config) -> ASGIApp:
+    """Everything the HTTP server serves, behind the Host/Origin/token gate. Faces mounted beside MCP
+    (REST, panel) go inside `guard_http`, never around it."""
+    settings = transport_security(config)
+    app = face.server.streamable_http_app(streamable_http_path=MCP_PATH, host=config.host, transport_security=settings)
+    return guard_http(app, config)
+
+
 async def serve_http(workbench: Workbench, host: str, port: int) -> None:
     """Serve streamable HTTP at http://host:port/mcp until stopped (SIGINT/SIGTERM)."""
+    config = workbench.config.model_copy(update={"host": host, "port": port})
+    check_exposure(config)
     face = McpFace(workbench)
-    app = face.server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(uvicorn_config(http_app(face, config), config))
     await workbench.start(warm_all=True)
     _settle()
     async with workbench, anyio.create_task_group() as tasks:
