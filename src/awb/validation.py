@@ -231,12 +231,13 @@ class ToolSchema:
     cheap: bool
 
     @classmethod
-    def compile(cls, schema: dict[str, Any]) -> ToolSchema:
+    def compile(cls, schema: dict[str, Any], *, trusted: bool = False) -> ToolSchema:
+        """`trusted` schemas (the server's own) count as cheap: only big instances leave the loop."""
         validator = ToolSchemaValidator(schema, registry=_LOCAL_ONLY, format_checker=_FORMATS)
         keywords: set[str] = set()
         for node, _ in _schema_nodes(schema):
             keywords.update(node)
-        return cls(validator, keywords <= _CHEAP_KEYWORDS)
+        return cls(validator, trusted or keywords <= _CHEAP_KEYWORDS)
 
     def problems(self, instance: Any) -> list[dict[str, str]]:
         """Up to MAX_REPORTED_ERRORS errors, in this thread; raises `SchemaTooExpensive`."""

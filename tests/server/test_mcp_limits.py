@@ -73,3 +73,22 @@ async def test_an_admission_report_of_huge_results_comes_back_capped(workbench: 
     assert result.structured_content["error"]["code"] == "admission_failed"
     assert len(result.content[0].text) < 4 * SMALL_REPLY  # type: ignore[union-attr]
     assert workbench.store.count_active() == 0
+
+
+async def test_meta_tool_arguments_that_are_huge_or_deep_get_a_structured_error(workbench: Workbench) -> None:
+    deep: Any = "x"
+    for _ in range(5000):
+        deep = {"k": deep}
+    with anyio.fail_after(30):
+        async with Client(McpFace(workbench).server) as client:
+            face = McpFace(workbench)
+            for arguments in (
+                {"name": "ok", "description": "d", "code": "x", "tags": ["t"] * 200_000},
+                {"name": "ok", "description": "d", "code": "x", "input_schema": deep},
+                {"name": "trailing\n", "description": "d", "code": "def run(params):\n    return 1\n"},
+            ):
+                result = await face.call("awb_craft", arguments)
+                assert result.is_error and result.structured_content is not None
+                assert result.structured_content["error"]["code"] == "invalid_params"
+                assert len(result.content[0].text) < SMALL_REPLY  # type: ignore[union-attr]
+            assert (await call(client, "awb_list", {}))["count"] == 0

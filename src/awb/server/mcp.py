@@ -15,7 +15,6 @@ from typing import Any
 
 import mcp_types as types
 import pydantic_core
-from jsonschema import Draft202012Validator
 from mcp.server.lowlevel import Server
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
@@ -26,7 +25,8 @@ from awb.inventory.models import Tool
 from awb.server.notify import ListChangedNotifier
 from awb.server.schemas import DESCRIPTIONS, INPUT, META_TOOLS, OUTPUT
 from awb.text import cap_text
-from awb.workbench import Workbench, schema_errors
+from awb.validation import SchemaTooExpensive, ToolSchema
+from awb.workbench import Workbench
 
 log = logging.getLogger("awb.mcp")
 
@@ -90,7 +90,7 @@ class McpFace:
     def __init__(self, workbench: Workbench) -> None:
         self.workbench = workbench
         self.separator = "_" if workbench.config.tool_names == "underscore" else "."
-        self._validators = {name: Draft202012Validator(schema) for name, schema in INPUT.items()}
+        self._validators = {name: ToolSchema.compile(schema, trusted=True) for name, schema in INPUT.items()}
         self._handlers: dict[str, Handler] = {
             "craft": self._craft,
             "call": self._call,
@@ -182,7 +182,10 @@ class McpFace:
             handler = self._handlers.get(verb)
             if handler is None:
                 return await self._call_equipped(name, arguments, started)
-            problems = schema_errors(self._validators[verb], arguments)
+            try:
+                problems = await self._validators[verb].problems_off_loop(arguments)
+            except SchemaTooExpensive as exc:
+                raise InvalidParams(f"arguments for {name} cannot be checked: {exc}") from None
             if problems:
                 raise InvalidParams(f"invalid arguments for {name}", errors=problems)
             structured = await handler(arguments)
