@@ -69,6 +69,8 @@ class HttpConfig(_Section):
     max_connections: int = Field(100, ge=2, le=10_000)
     #: Time a client has to send a request's headers (from connecting, or from the previous response).
     header_timeout_seconds: float = Field(10.0, gt=0, le=600)
+    #: Time a client has to send a request's body, once its headers are in.
+    body_timeout_seconds: float = Field(30.0, gt=0, le=3600)
     #: Idle time before a kept-alive connection is closed.
     keep_alive_seconds: float = Field(5.0, gt=0, le=600)
 
