@@ -266,3 +266,28 @@ async def test_validation_error_messages_do_not_echo_huge_input(workbench: Workb
     with pytest.raises(InvalidParams) as refused:
         await workbench.call("adder", {"a": "x" * 5_000_000, "b": 1})
     assert len(repr(refused.value.to_dict())) < 10_000
+
+
+async def test_examples_that_make_validation_run_away_are_refused_off_the_loop(workbench: Workbench) -> None:
+    branches = [{"type": "array", "items": {"$ref": "#/$defs/n"}}, {"type": "array", "items": {"$ref": "#/$defs/n"}}]
+    schema = {"type": "object", "$defs": {"n": {"anyOf": branches}}, "properties": {"x": {"$ref": "#/$defs/n"}}}
+    nested: Any = "leaf"
+    for _ in range(40):
+        nested = [nested]
+    examples = [{"params": {"x": nested}, "expected": 1}] * 10
+    results: list[str] = []
+
+    async def craft() -> None:
+        with pytest.raises(InvalidParams, match="cannot be checked"):
+            await workbench.craft(add_tool("runaway", input_schema=schema, examples=examples))
+        results.append("refused")
+
+    async def meanwhile() -> None:
+        results.append(workbench.search("anything").mode)
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as group:
+            group.start_soon(craft)
+            group.start_soon(meanwhile)
+    assert results == ["text", "refused"]
+    assert workbench.store.count_active() == 0

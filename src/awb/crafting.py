@@ -16,7 +16,7 @@ from awb.errors import AdmissionFailed, ExecutionError, InvalidParams, LimitExce
 from awb.inventory.models import Example
 from awb.sandbox.base import Limits, Runtime
 from awb.sandbox.host import HostBridge
-from awb.validation import SchemaTooExpensive, ToolSchema, check_tool_schema
+from awb.validation import VALIDATION_SECONDS, SchemaTooExpensive, ToolSchema, check_tool_schema
 
 if TYPE_CHECKING:
     from awb.workbench import CraftRequest
@@ -70,14 +70,20 @@ def validate_request(request: CraftRequest, max_code_bytes: int) -> None:
                 field="examples",
                 example=index,
             )
+
+
+async def check_examples(request: CraftRequest) -> None:
+    """Every example's params match the input schema: checked off the event loop, in one time budget."""
+    if not request.examples:
+        return
     schema = ToolSchema.compile(request.input_schema)
-    for index, example in enumerate(request.examples):
-        try:
-            problems = schema.problems(example.params)
-        except SchemaTooExpensive as exc:
-            raise InvalidParams(f"example {index} cannot be checked: {exc}", field="examples", example=index) from None
-        if problems:
-            raise InvalidParams(f"example {index} does not match input_schema", example=index, errors=problems)
+    try:
+        failed = await schema.first_problems_off_loop([example.params for example in request.examples])
+    except SchemaTooExpensive as exc:
+        raise InvalidParams(f"the examples cannot be checked against input_schema: {exc}", field="examples") from None
+    if failed is not None:
+        index, problems = failed
+        raise InvalidParams(f"example {index} does not match input_schema", example=index, errors=problems)
 
 
 class AdmissionBudget:
@@ -90,6 +96,10 @@ class AdmissionBudget:
 
     def remaining_ms(self) -> int:
         return int((self._deadline - time.monotonic()) * 1000)
+
+    def validation_deadline(self) -> float:
+        """When a schema check inside this admission must stop: its own budget, or the admission's end."""
+        return min(self._deadline, time.monotonic() + VALIDATION_SECONDS)
 
     def limits(self, share: int = 1) -> Limits:
         """Limits for the next step (or for `share` steps together), or `admission_failed` when the
@@ -132,7 +142,7 @@ async def admit(
             entry["ok"] = example.expected_error is None and got == example.expected
             if entry["ok"] and out_schema is not None:
                 try:
-                    problems = await out_schema.problems_off_loop(got)
+                    problems = await out_schema.problems_off_loop(got, budget.validation_deadline())
                 except SchemaTooExpensive as exc:
                     problems = [{"path": "/", "message": str(exc)}]
                 if problems:

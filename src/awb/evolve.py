@@ -61,7 +61,7 @@ async def update(
         raise InvalidParams(
             "invalid update", errors=[{"path": str(e["loc"]), "message": e["msg"]} for e in exc.errors()[:20]]
         ) from None
-    workbench._validate_craft(request)
+    await workbench._validate_craft(request)
     runtime = workbench._runtime_for(request.language, request.runtime)
     await workbench._admit(runtime, request.code, request.examples, request.output_schema)
     now = workbench.clock.now()

@@ -182,7 +182,7 @@ def _additional_properties(validator: Any, additional: Any, instance: Any, schem
 def _bounded(keyword: Callable[..., Any]) -> Callable[..., Any]:
     def run(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
         if time.monotonic() > _budget.deadline:
-            raise SchemaTooExpensive(f"validation took over {VALIDATION_SECONDS} s")
+            raise SchemaTooExpensive("validation ran out of its time budget")
         return keyword(validator, value, instance, schema)
 
     return run
@@ -239,15 +239,30 @@ class ToolSchema:
             keywords.update(node)
         return cls(validator, trusted or keywords <= _CHEAP_KEYWORDS)
 
-    def problems(self, instance: Any) -> list[dict[str, str]]:
-        """Up to MAX_REPORTED_ERRORS errors, in this thread; raises `SchemaTooExpensive`."""
-        return schema_errors(self.validator, instance)
+    def problems(self, instance: Any, deadline: float | None = None) -> list[dict[str, str]]:
+        """Up to MAX_REPORTED_ERRORS errors, in this thread; raises `SchemaTooExpensive` past
+        `deadline` (a `time.monotonic()` value; default: VALIDATION_SECONDS from now)."""
+        return schema_errors(self.validator, instance, deadline)
 
-    async def problems_off_loop(self, instance: Any) -> list[dict[str, str]]:
+    async def problems_off_loop(self, instance: Any, deadline: float | None = None) -> list[dict[str, str]]:
         """`problems`, in a worker thread unless the schema is cheap and the instance small."""
         if self.cheap and _small(instance):
-            return self.problems(instance)
-        return await anyio.to_thread.run_sync(self.problems, instance)
+            return self.problems(instance, deadline)
+        return await anyio.to_thread.run_sync(self.problems, instance, deadline)
+
+    async def first_problems_off_loop(self, instances: list[Any]) -> tuple[int, list[dict[str, str]]] | None:
+        """The index and errors of the first instance that fails, all checked in one worker thread
+        within one time budget; None when all pass."""
+
+        def check() -> tuple[int, list[dict[str, str]]] | None:
+            deadline = time.monotonic() + VALIDATION_SECONDS
+            for index, instance in enumerate(instances):
+                problems = self.problems(instance, deadline)
+                if problems:
+                    return index, problems
+            return None
+
+        return await anyio.to_thread.run_sync(check)
 
 
 def _small(instance: Any, budget: int = 2000) -> bool:
@@ -268,10 +283,10 @@ def _small(instance: Any, budget: int = 2000) -> bool:
     return True
 
 
-def schema_errors(validator: Validator, instance: Any) -> list[dict[str, str]]:
+def schema_errors(validator: Validator, instance: Any, deadline: float | None = None) -> list[dict[str, str]]:
     """Validation errors as {path, message}, capped in number and length; raises `SchemaTooExpensive`
-    when the check runs out of time or recursion."""
-    _budget.deadline = time.monotonic() + VALIDATION_SECONDS
+    when the check runs out of time (past `deadline`, default VALIDATION_SECONDS from now) or recursion."""
+    _budget.deadline = time.monotonic() + VALIDATION_SECONDS if deadline is None else deadline
     errors: list[ValidationError] = []
     try:
         for error in validator.iter_errors(instance):

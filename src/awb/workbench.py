@@ -207,8 +207,9 @@ class Workbench:
             raise InvalidParams(f"runtime {name!r} runs {runtime.language}, not {language}", runtime=name)
         return runtime
 
-    def _validate_craft(self, request: CraftRequest) -> None:
+    async def _validate_craft(self, request: CraftRequest) -> None:
         crafting.validate_request(request, self.config.max_code_bytes)
+        await crafting.check_examples(request)
 
     async def craft(self, request: CraftRequest | dict[str, Any]) -> Tool:
         """Check, admit and store a new tool. Its examples must pass in the sandbox first."""
@@ -217,7 +218,7 @@ class Workbench:
                 request = CraftRequest.model_validate(request)
             except ValidationError as exc:
                 raise InvalidParams("invalid craft request", errors=_pydantic_errors(exc)) from None
-        self._validate_craft(request)
+        await self._validate_craft(request)
         if self.store.get_by_name(request.name) is not None:
             raise NameConflict(f"a tool named {request.name!r} already exists", name=request.name)
         self.store.check_room(self.config.max_tools)
