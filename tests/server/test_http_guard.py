@@ -16,7 +16,7 @@ from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from pydantic import SecretStr
 
-from awb.config import Config
+from awb.config import Config, load_config
 from awb.errors import ConfigError
 from awb.server.http_guard import check_exposure
 from awb.workbench import Workbench
@@ -131,3 +131,10 @@ def test_awb_start_refuses_a_public_bind_without_a_token_in_one_line(tmp_path: P
 def test_a_short_token_is_a_config_error() -> None:
     with pytest.raises(ValueError, match="16 characters"):
         Config(auth_token="short")
+
+
+def test_the_token_comes_from_the_environment_as_text_and_never_prints() -> None:
+    config = load_config(environ={"AWB_AUTH_TOKEN": "1234567890123456"})
+    assert config.auth_token is not None
+    assert config.auth_token.get_secret_value() == "1234567890123456"
+    assert "1234567890123456" not in repr(config) + config.model_dump_json()
