@@ -12,6 +12,8 @@ MAX_MESSAGE_CHARS = 4000
 MAX_DETAIL_STRING_CHARS = 2000
 MAX_DETAIL_ITEMS = 50
 MAX_DETAIL_DEPTH = 8
+#: Text in an error's details, all strings together.
+MAX_DETAIL_CHARS = 16_000
 
 
 def cap_text(text: str, limit: int) -> str:
@@ -21,27 +23,51 @@ def cap_text(text: str, limit: int) -> str:
     return f"{text[:limit]}… [{len(text) - limit} more characters]"
 
 
-def bounded(value: Any, depth: int = 0) -> Any:
-    """A copy of a JSON-like value with long strings cut, long lists and objects shortened and deep
-    nesting replaced by a marker; values that are not JSON become their (capped) repr."""
-    if isinstance(value, str):
-        return cap_text(value, MAX_DETAIL_STRING_CHARS)
-    if value is None or isinstance(value, (bool, int, float)):
-        return value
-    if depth >= MAX_DETAIL_DEPTH:
-        return "[nested too deeply]"
-    if isinstance(value, dict):
-        items = list(value.items())
-        out = {cap_text(str(k), 200): bounded(v, depth + 1) for k, v in items[:MAX_DETAIL_ITEMS]}
-        if len(items) > MAX_DETAIL_ITEMS:
-            out["…"] = f"{len(items) - MAX_DETAIL_ITEMS} more keys"
+def bounded(value: Any) -> Any:
+    """A copy of a JSON-like value small enough for the wire: strings cut to MAX_DETAIL_STRING_CHARS,
+    lists and objects to MAX_DETAIL_ITEMS, nesting to MAX_DETAIL_DEPTH, and MAX_DETAIL_CHARS of text
+    in all (what is past the budget becomes a marker); values that are not JSON become their repr."""
+    return _Bounder(MAX_DETAIL_CHARS).copy(value, 0)
+
+
+class _Bounder:
+    def __init__(self, budget: int) -> None:
+        self.left = budget
+
+    def text(self, text: str) -> str:
+        limit = max(0, min(MAX_DETAIL_STRING_CHARS, self.left))
+        out = cap_text(text, limit) if len(text) > limit else text
+        self.left -= min(len(text), limit) + 8
         return out
-    if isinstance(value, (list, tuple)):
-        shown = [bounded(v, depth + 1) for v in value[:MAX_DETAIL_ITEMS]]
-        if len(value) > MAX_DETAIL_ITEMS:
-            shown.append(f"… {len(value) - MAX_DETAIL_ITEMS} more items")
-        return shown
-    return cap_text(repr(value), MAX_DETAIL_STRING_CHARS)
+
+    def copy(self, value: Any, depth: int) -> Any:
+        if isinstance(value, str):
+            return self.text(value)
+        if value is None or isinstance(value, (bool, int, float)):
+            self.left -= 8
+            return value
+        if depth >= MAX_DETAIL_DEPTH or self.left <= 0:
+            return "[cut]"
+        if isinstance(value, dict):
+            items = list(value.items())
+            out: dict[str, Any] = {}
+            for key, item in items[:MAX_DETAIL_ITEMS]:
+                if self.left <= 0:
+                    break
+                out[self.text(str(key))] = self.copy(item, depth + 1)
+            if len(out) < len(items):
+                out["…"] = f"{len(items) - len(out)} more keys"
+            return out
+        if isinstance(value, (list, tuple)):
+            shown: list[Any] = []
+            for item in value[:MAX_DETAIL_ITEMS]:
+                if self.left <= 0:
+                    break
+                shown.append(self.copy(item, depth + 1))
+            if len(shown) < len(value):
+                shown.append(f"… {len(value) - len(shown)} more items")
+            return shown
+        return self.text(repr(value)[: MAX_DETAIL_STRING_CHARS + 1])
 
 
 def nesting_depth(value: Any, limit: int) -> int:

@@ -9,6 +9,7 @@ import anyio
 import pytest
 from mcp import Client
 
+from awb.config import Config
 from awb.server.mcp import McpFace
 from awb.workbench import MAX_RESULT_DEPTH, Workbench
 from journey import call
@@ -92,3 +93,54 @@ async def test_meta_tool_arguments_that_are_huge_or_deep_get_a_structured_error(
                 assert result.structured_content["error"]["code"] == "invalid_params"
                 assert len(result.content[0].text) < SMALL_REPLY  # type: ignore[union-attr]
             assert (await call(client, "awb_list", {}))["count"] == 0
+
+
+class Unbounded:
+    """A runtime that caps nothing: what the server sends must still be capped."""
+
+    name = "monty"
+    language = "python"
+
+    def __init__(self, logs: list[str], error: Exception | None = None) -> None:
+        self.logs = logs
+        self.error = error
+
+    async def start(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    async def check(self, code: str, limits: Any) -> None:
+        pass
+
+    async def execute(self, code: str, params: dict[str, Any], limits: Any, host: Any) -> Any:
+        from awb.sandbox.base import Execution
+
+        if params.get("fail") and self.error is not None:
+            raise self.error
+        return Execution(value=1, logs=list(self.logs))
+
+    def protections(self) -> dict[str, bool]:
+        return {}
+
+
+async def test_logs_and_errors_from_a_runtime_that_caps_nothing_are_capped_by_the_server(
+    config: Config,
+) -> None:
+    from awb.errors import ToolRuntimeError
+
+    runtime = Unbounded(
+        ["z" * 3_000_000, "more"] * 10, ToolRuntimeError("boom " * 5_000_000, trace=["t" * 10**6] * 1000)
+    )
+    async with Workbench(config, runtimes={"monty": runtime}) as workbench:
+        await workbench.craft({"name": "loud", "description": "d", "code": "def run(params):\n    return 1\n"})
+        result = await workbench.call("loud", {})
+        assert sum(len(line) for line in result.logs) <= config.sandbox.max_log_bytes + 200
+        face = McpFace(workbench)
+        reply = await face.call("awb_call", {"name": "loud", "params": {"fail": True}})
+        assert reply.is_error and len(reply.content[0].text) < SMALL_REPLY  # type: ignore[union-attr]
+        assert reply.structured_content is not None
+        assert reply.structured_content["error"]["code"] == "runtime_error"
+        [failed, succeeded] = workbench.inspect("loud").recent_calls
+        assert (failed.ok, succeeded.ok) == (False, True)
