@@ -140,3 +140,12 @@ async def test_max_tools_is_checked_where_the_row_is_written(tmp_path: Path) -> 
         with pytest.raises(LimitExceeded):
             other.store.add_tool(tool, max_active=1)
         assert other.store.count_active() == 1
+
+
+async def test_an_example_nested_past_the_recursion_limit_is_invalid_params(workbench: Workbench) -> None:
+    deep: Any = 1
+    for _ in range(5000):
+        deep = [deep]
+    with pytest.raises(InvalidParams, match="nests too deeply"):
+        await workbench.craft(add_tool("deep_example", examples=[{"params": {"a": 1, "b": 2}, "expected": deep}]))
+    assert workbench.store.count_active() == 0

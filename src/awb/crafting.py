@@ -61,7 +61,10 @@ def validate_request(request: CraftRequest, max_code_bytes: int) -> None:
         check_tool_schema(request.output_schema, "output_schema")
     total = 0
     for index, example in enumerate(request.examples):
-        size = len(json.dumps(example.model_dump(mode="json")))
+        try:
+            size = len(json.dumps(example.model_dump(mode="json")))
+        except (RecursionError, ValueError, TypeError):
+            raise InvalidParams(f"example {index} is not JSON or nests too deeply", field="examples") from None
         total += size
         if size > MAX_EXAMPLE_BYTES or total > MAX_EXAMPLES_BYTES:
             raise InvalidParams(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from awb.errors import InvalidParams
+from awb.errors import InvalidParams, SandboxViolation
 from awb.inventory.sqlite import SQLiteStore
 from awb.sandbox import staging
 from sandbox_support import granted_tool
@@ -63,3 +63,13 @@ def test_failed_apply_leaves_the_write_pending(store: SQLiteStore, tmp_path: Pat
     with pytest.raises(InvalidParams, match="cannot write"):
         staging.apply_staged(store, staged_id)
     assert staging.get_staged(store, staged_id).status == "pending"
+
+
+def test_apply_without_the_protected_list_still_refuses_awb_directories_and_config(
+    store: SQLiteStore, tmp_path: Path
+) -> None:
+    for target in (tmp_path / ".awb" / "inventory.db", tmp_path / "AWB.CONFIG.JSON"):
+        staged_id = store.stage_write("tool_1", str(target), "x", datetime.now(UTC), call_id="call_1")
+        with pytest.raises(SandboxViolation):
+            staging.apply_staged(store, staged_id, force=True)
+        assert not target.exists()

@@ -159,8 +159,8 @@ def apply_staged(
     `force`), and inside the tool's granted directories unless `force` (grants may have changed, or a
     symlink may have been swapped in since the write was staged)."""
     staged = get_staged(store, staged_id)
-    if protected is not None:
-        protected.refuse(staged.path)
+    # Without the configuration's list, the rules that need none still hold (.awb/, awb.config.json).
+    (protected or ProtectedPaths(frozenset(), frozenset())).refuse(staged.path)
     if not force:
         tool = store.get(staged.tool_id)
         granted = [] if tool is None else tool.capabilities.read_dirs
