@@ -54,6 +54,8 @@ async def serve_http(workbench: Workbench, host: str, port: int) -> None:
     """Serve streamable HTTP at http://host:port/mcp until stopped (SIGINT/SIGTERM)."""
     config = workbench.config.model_copy(update={"host": host, "port": port})
     check_exposure(config)
+    if host in ("0.0.0.0", "::") and not config.allowed_hosts:
+        log.warning("bound to %s with no allowed_hosts: only loopback Host headers are accepted", host)
     face = McpFace(workbench)
     server = uvicorn.Server(uvicorn_config(http_app(face, config), config))
     await workbench.start(warm_all=True)
