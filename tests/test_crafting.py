@@ -149,3 +149,18 @@ async def test_an_example_nested_past_the_recursion_limit_is_invalid_params(work
     with pytest.raises(InvalidParams, match="nests too deeply"):
         await workbench.craft(add_tool("deep_example", examples=[{"params": {"a": 1, "b": 2}, "expected": deep}]))
     assert workbench.store.count_active() == 0
+
+
+async def test_an_example_whose_result_nests_too_deep_fails_admission_with_output_exceeded(
+    workbench: Workbench,
+) -> None:
+    code = "def run(params):\n    x = []\n    for i in range(params['n']):\n        x = [x]\n    return x\n"
+    for depth in (100, 3000):
+        examples = [{"params": {"n": depth}, "expected": []}]
+        with pytest.raises(AdmissionFailed) as failed:
+            await workbench.craft(
+                add_tool("deep_result", code=code, input_schema={"type": "object"}, examples=examples)
+            )
+        [entry] = failed.value.details["examples"]
+        assert entry["error"]["code"] == "output_exceeded"
+    assert workbench.store.count_active() == 0

@@ -12,10 +12,11 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from awb.errors import AdmissionFailed, ExecutionError, InvalidParams, LimitExceeded
+from awb.errors import AdmissionFailed, ExecutionError, InvalidParams, LimitExceeded, OutputExceeded
 from awb.inventory.models import Example
 from awb.sandbox.base import Limits, Runtime
 from awb.sandbox.host import HostBridge
+from awb.text import MAX_RESULT_DEPTH, nesting_depth
 from awb.validation import VALIDATION_SECONDS, SchemaTooExpensive, ToolSchema, check_tool_schema
 
 if TYPE_CHECKING:
@@ -89,6 +90,14 @@ async def check_examples(request: CraftRequest) -> None:
         raise InvalidParams(f"example {index} does not match input_schema", example=index, errors=problems)
 
 
+def too_deep(name: str | None = None) -> OutputExceeded:
+    """The error of a result nested past MAX_RESULT_DEPTH (the wire encoders recurse)."""
+    whose = "the result" if name is None else f"the result of {name!r}"
+    return OutputExceeded(
+        f"{whose} nests deeper than {MAX_RESULT_DEPTH} levels", limit=MAX_RESULT_DEPTH, reason="depth"
+    )
+
+
 class AdmissionBudget:
     """The time one admission may take in all; each step gets what is left (at most the tool's own limit)."""
 
@@ -137,6 +146,11 @@ async def admit(
         entry: dict[str, Any] = {"example": index, "params": example.params}
         try:
             got = (await runtime.execute(code, example.params, limits, host)).value
+            if nesting_depth(got, MAX_RESULT_DEPTH) > MAX_RESULT_DEPTH:
+                raise too_deep()
+        except RecursionError:
+            entry.update(got=None, error=too_deep().to_dict())
+            entry["ok"] = example.expected_error == OutputExceeded.code
         except ExecutionError as exc:
             entry.update(got=None, error=exc.to_dict())
             entry["ok"] = example.expected_error == exc.code

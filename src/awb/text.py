@@ -12,6 +12,8 @@ MAX_MESSAGE_CHARS = 4000
 MAX_DETAIL_STRING_CHARS = 2000
 MAX_DETAIL_ITEMS = 50
 MAX_DETAIL_DEPTH = 8
+#: How deeply a tool's result may nest; deeper ones fail with `output_exceeded` (the wire encoders recurse).
+MAX_RESULT_DEPTH = 64
 #: Text in an error's details, all strings together.
 MAX_DETAIL_CHARS = 16_000
 

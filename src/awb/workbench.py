@@ -55,15 +55,13 @@ from awb.search.duplicates import rank_similar
 from awb.search.embeddings import create_embedder
 from awb.search.fts import search_words
 from awb.search.hybrid import HybridSearch
-from awb.text import cap_text, nesting_depth
+from awb.text import MAX_RESULT_DEPTH, cap_text, nesting_depth
 from awb.validation import SchemaTooExpensive, ToolSchema
 from awb.validation import schema_errors as schema_errors
 
 log = logging.getLogger("awb.workbench")
 
 DEFAULT_INPUT_SCHEMA: dict[str, Any] = {"type": "object"}
-#: How deeply a result may nest; deeper ones fail with `output_exceeded` (the wire encoders recurse).
-MAX_RESULT_DEPTH = 64
 
 
 class CraftRequest(BaseModel):
@@ -601,11 +599,7 @@ def _search_engine(store: Store, config: Config) -> HybridSearch:
 
 
 def _too_deep(tool: Tool) -> OutputExceeded:
-    return OutputExceeded(
-        f"the result of {tool.name!r} nests deeper than {MAX_RESULT_DEPTH} levels",
-        limit=MAX_RESULT_DEPTH,
-        reason="depth",
-    )
+    return crafting.too_deep(tool.name)
 
 
 def _capped_logs(logs: list[str], max_bytes: int) -> list[str]:
