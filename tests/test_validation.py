@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -291,3 +292,15 @@ async def test_examples_that_make_validation_run_away_are_refused_off_the_loop(w
             group.start_soon(meanwhile)
     assert results == ["text", "refused"]
     assert workbench.store.count_active() == 0
+
+
+async def test_a_reference_to_a_local_file_is_never_opened(workbench: Workbench, tmp_path: Path) -> None:
+    # Opening a FIFO with no writer blocks: had the server tried to read the reference, this would hang.
+    fifo = tmp_path / "schema.json"
+    os.mkfifo(fifo)
+    schema = {"type": "object", "properties": {"a": {"$ref": fifo.as_uri()}}}
+    with anyio.fail_after(10):
+        with pytest.raises(InvalidParams):
+            await workbench.craft(add_tool("fifo_ref", input_schema=schema))
+        with pytest.raises(SchemaTooExpensive):
+            await ToolSchema.compile(schema).problems_off_loop({"a": 1})
