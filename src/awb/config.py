@@ -20,7 +20,7 @@ from awb.errors import ConfigError
 CONFIG_FILENAME = "awb.config.json"
 ENV_PREFIX = "AWB_"
 #: Environment variables with the prefix that are not config fields.
-_ENV_NOT_FIELDS = {"AWB_CONFIG"}
+_ENV_NOT_FIELDS = {"AWB_CONFIG", "AWB_AGENTS_DIR"}
 
 
 class _Section(BaseModel):
@@ -108,6 +108,9 @@ class Config(BaseModel):
     #: Origin headers (`http://name:port`, `...:*`) accepted beside the loopback origins.
     allowed_origins: list[str] = Field(default_factory=list)
     http: HttpConfig = Field(default_factory=HttpConfig)
+    #: MCP servers for `awb agents run`: the `{"mcpServers": {...}}` map (or its inner map), or a path to
+    #: a file holding it. `AWB_MCP_SERVERS` sets it from the environment.
+    mcp_servers: dict[str, Any] | str | None = None
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     search: SearchConfig = Field(default_factory=SearchConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
