@@ -94,8 +94,6 @@ def encode_output(value: Any, max_output_bytes: int) -> str:
         raise InvalidOutput(
             f"the tool returned a value that is not JSON-serialisable: {exc}", type=type(value).__name__
         ) from exc
-    except RecursionError:
-        raise InvalidOutput("the tool returned a value nested too deeply to serialise") from None
     try:
         size = len(text.encode("utf-8"))
     except UnicodeEncodeError:
