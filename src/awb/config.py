@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from awb.errors import ConfigError
@@ -61,7 +61,26 @@ class SandboxConfig(_Section):
     #: Let `cpython` run where some kernel protections are missing (default: refuse and say why).
     allow_degraded_cpython: bool = False
     #: Directories a tool may read, by tool name. Granting is configuration, never an MCP call.
+    #: A tool's staged writes must also fall inside them.
     grants: dict[str, list[str]] = Field(default_factory=dict)
+    #: The whole admission test of a craft or update (load check + every example), in milliseconds.
+    admission_timeout_ms: int = Field(30_000, ge=100, le=3_600_000)
+    #: Pending staged-write bytes one tool may hold, and all tools together.
+    max_staged_bytes_per_tool: int = Field(16 * 1024 * 1024, ge=1024)
+    max_staged_bytes_total: int = Field(64 * 1024 * 1024, ge=1024)
+
+
+class HttpConfig(_Section):
+    """Limits of the HTTP server, against clients that open connections and never finish a request."""
+
+    #: Connections open at once; past it the oldest one still waiting for its headers is closed.
+    max_connections: int = Field(100, ge=2, le=10_000)
+    #: Time a client has to send a request's headers (from connecting, or from the previous response).
+    header_timeout_seconds: float = Field(10.0, gt=0, le=600)
+    #: Time a client has to send a request's body, once its headers are in.
+    body_timeout_seconds: float = Field(30.0, gt=0, le=3600)
+    #: Idle time before a kept-alive connection is closed.
+    keep_alive_seconds: float = Field(5.0, gt=0, le=600)
 
 
 class Config(BaseSettings):
@@ -94,6 +113,15 @@ class Config(BaseSettings):
     #: "auto" serves piped stdin/stdout on the event loop (awb/server/stdio.py); "sdk" always uses the
     #: MCP SDK's own stdio transport.
     stdio_transport: Literal["auto", "sdk"] = "auto"
+    #: Bearer token every HTTP request must carry (`Authorization: Bearer ...`); required to bind a
+    #: non-loopback address. Set it through `AWB_AUTH_TOKEN` rather than in a file others can read.
+    auth_token: SecretStr | None = None
+    #: Host headers (`name:port`, `name:*` for any port) accepted beside the loopback names and the
+    #: bound address: DNS-rebinding protection is on for every bind address.
+    allowed_hosts: list[str] = Field(default_factory=list)
+    #: Origin headers (`http://name:port`, `...:*`) accepted beside the loopback origins.
+    allowed_origins: list[str] = Field(default_factory=list)
+    http: HttpConfig = Field(default_factory=HttpConfig)
     #: MCP servers for `awb agents run`: the `{"mcpServers": {...}}` map (or its inner map), or a path to
     #: a file holding it. `AWB_MCP_SERVERS` sets it from the environment.
     mcp_servers: dict[str, Any] | str | None = None
@@ -114,6 +142,13 @@ class Config(BaseSettings):
         # the environment (file < environment), so a test's or a library user's Config never picks up
         # a stray shell variable.
         return (init_settings,)
+
+    @field_validator("auth_token")
+    @classmethod
+    def _long_enough(cls, token: SecretStr | None) -> SecretStr | None:
+        if token is not None and len(token.get_secret_value()) < 16:
+            raise ValueError("auth_token must be at least 16 characters")
+        return token
 
     def resolve_paths(self, base: Path) -> Config:
         """Return a copy whose relative paths are anchored at `base`."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from awb.text import MAX_MESSAGE_CHARS, bounded, cap_text
+
 
 class AwbError(Exception):
     """Base of every error the workbench reports on purpose."""
@@ -19,12 +21,15 @@ class AwbError(Exception):
     exit_code: ClassVar[int] = 1
 
     def __init__(self, message: str, **details: Any) -> None:
+        # Messages quote what tools and agents sent; capped here, once, for every face and log line.
+        message = cap_text(str(message), MAX_MESSAGE_CHARS)
         super().__init__(message)
         self.message = message
         self.details: dict[str, Any] = details
 
     def to_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "message": self.message, "details": self.details}
+        """The error as every face sends it, details capped (long strings, lists and nesting)."""
+        return {"code": self.code, "message": self.message, "details": bounded(self.details)}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.message!r}, details={self.details!r})"

@@ -60,8 +60,14 @@ def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> 
     for column in columns:
         view.add_column(column, no_wrap=column in ID_COLUMNS)
     for row in rows:
-        view.add_row(*("" if cell is None else str(cell) for cell in row))
+        # A rich Text (e.g. `safe_text.plain` of tool-written text) is shown literally; other cells as text.
+        view.add_row(*("" if cell is None else cell if hasattr(cell, "spans") else str(cell) for cell in row))
     _console(False).print(view)
+
+
+def print_text(text: Any) -> None:
+    """A rich renderable (e.g. `safe_text.plain(...)`) on stdout, with no markup or highlighting applied."""
+    _console(False).print(text, highlight=False)
 
 
 def print_code(code: str) -> None:

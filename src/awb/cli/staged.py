@@ -1,6 +1,7 @@
 """`awb staged list|show|apply|discard`: a person reviews what tools asked to write.
 
-Mounted by the main CLI as `awb staged`; a thin layer over `awb.sandbox.staging`.
+Mounted by the main CLI as `awb staged`; a thin layer over `awb.sandbox.staging`. Paths and contents
+come from tool code: they are printed as plain text with control characters escaped (`safe_text`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from awb.cli.common import ConfigOption, JsonOption, config_for, inventory_missing, open_store
-from awb.cli.output import print_code, report_error, say, table
+from awb.cli.output import print_text, report_error, say, table
+from awb.cli.safe_text import plain
+from awb.config import find_config_file
 from awb.errors import AwbError, InvalidParams
 from awb.sandbox import staging
 
@@ -70,7 +73,10 @@ def list_command(
     table(
         "staged writes",
         ("id", "tool", "call", "path", "bytes", "staged at", "status"),
-        [(w.id, names[w.tool_id], w.call_id or "-", w.path, w.size, w.created_at, w.status) for w in writes],
+        [
+            (w.id, plain(names[w.tool_id]), plain(w.call_id or "-"), plain(w.path), w.size, w.created_at, w.status)
+            for w in writes
+        ],
     )
 
 
@@ -99,21 +105,25 @@ def show_command(staged_id: int, config: ConfigOption = None, as_json: JsonOptio
     if as_json:
         typer.echo(json.dumps({**write.to_dict(), "tool": name}, indent=2))
         return
-    say(
-        f"[bold]#{write.id}[/bold] {write.path}  ({write.size} bytes, {write.status}, by {name}, "
-        f"call {write.call_id or '-'})"
+    print_text(
+        plain(f"#{write.id} ", style="bold")
+        + plain(f"{write.path}  ({write.size} bytes, {write.status}, by {name}, call {write.call_id or '-'})")
     )
     say("-" * 40)
-    print_code(write.content)
+    print_text(plain(write.content, multiline=True))
 
 
-def _change(action: str, staged_id: int, config: Path | None, as_json: bool) -> None:
-    store = _store(config, as_json)
+def _change(action: str, staged_id: int, config_path: Path | None, as_json: bool, force: bool = False) -> None:
+    config = config_for(config_path, as_json)
+    store = _store(config_path, as_json)
     assert store is not None
+    config_file = find_config_file(config_path)
+    protected = staging.protected_paths(config, *([config_file] if config_file is not None else []))
     try:
-        write = (
-            staging.apply_staged(store, staged_id) if action == "apply" else staging.discard_staged(store, staged_id)
-        )
+        if action == "apply":
+            write = staging.apply_staged(store, staged_id, protected=protected, force=force)
+        else:
+            write = staging.discard_staged(store, staged_id)
     except AwbError as exc:
         raise _fail(exc, as_json) from None
     finally:
@@ -121,13 +131,21 @@ def _change(action: str, staged_id: int, config: Path | None, as_json: bool) -> 
     if as_json:
         typer.echo(json.dumps(write.to_dict(content=False)))
     else:
-        say(f"{write.status} #{write.id}: {write.path}")
+        print_text(plain(f"{write.status} #{write.id}: ") + plain(write.path))
 
 
 @staged_app.command("apply")
-def apply_command(staged_id: int, config: ConfigOption = None, as_json: JsonOption = False) -> None:
+def apply_command(
+    staged_id: int,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Apply even outside the tool's granted directories (never onto awb's files)."),
+    ] = False,
+) -> None:
     """Write a staged write's content to its path for real."""
-    _change("apply", staged_id, config, as_json)
+    _change("apply", staged_id, config, as_json, force)
 
 
 @staged_app.command("discard")

@@ -13,8 +13,12 @@ import time
 
 import anyio
 import uvicorn
+from starlette.types import ASGIApp
 
+from awb.config import Config
 from awb.errors import AwbError, StartupFailed
+from awb.server.http_guard import check_exposure, guard_http, transport_security
+from awb.server.http_limits import uvicorn_config
 from awb.server.mcp import McpFace
 from awb.server.stdio import serve_stdio_streams
 from awb.workbench import Workbench
@@ -81,16 +85,26 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def http_app(face: McpFace, config: Config) -> ASGIApp:
+    """Everything the HTTP server serves, behind the Host/Origin/token gate. Faces mounted beside MCP
+    (REST, panel) go inside `guard_http`, never around it."""
+    settings = transport_security(config)
+    app = face.server.streamable_http_app(streamable_http_path=MCP_PATH, host=config.host, transport_security=settings)
+    return guard_http(app, config)
+
+
 async def serve_http(workbench: Workbench, sock: socket.socket, started: float | None = None) -> None:
     """Serve streamable HTTP at http://host:port/mcp on the bound `sock` until stopped (SIGINT/SIGTERM)."""
     host, port = sock.getsockname()[:2]
+    config = workbench.config.model_copy(update={"host": host, "port": port})
+    check_exposure(config)
+    if host in ("0.0.0.0", "::") and not config.allowed_hosts:
+        log.warning("bound to %s with no allowed_hosts: only loopback Host headers are accepted", host)
     face = McpFace(workbench)
-    app = face.server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
     # No access log: a line per request costs the request path more than the tool call it logs. No
     # log_config: uvicorn's dictConfig would close every handler already installed, ours included,
     # and every later line of the workbench's log would be lost.
-    config = uvicorn.Config(app, log_level="warning", log_config=None, lifespan="on", access_log=False)
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(uvicorn_config(http_app(face, config), config, log_config=None, access_log=False))
     # The default runtime (Monty) is warm before the server says it is ready; the others (a CPython
     # zygote, JavaScript workers, the wasm engine) warm up while it already serves: a call that needs
     # one first waits for, or starts, it.
