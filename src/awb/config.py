@@ -56,6 +56,20 @@ class SandboxConfig(_Section):
     grants: dict[str, list[str]] = Field(default_factory=dict)
 
 
+class BlueprintsConfig(_Section):
+    """The blueprint runtime and its REST face (`awb.blueprints`, `/api`)."""
+
+    #: Model of the agent behind `POST /api/instructions/improve`.
+    improve_model: str = "openai:gpt-4o-mini"
+    #: Tavily's API root; the key comes from `TAVILY_API_KEY`.
+    tavily_base_url: str = "https://api.tavily.com"
+    #: Let blueprints start MCP servers by command (`mcp` arms with `command`). Off: a blueprint posted
+    #: over HTTP would otherwise run any program on this machine.
+    allow_mcp_commands: bool = False
+    #: Compiled blueprints kept in memory, by id.
+    cache_size: int = Field(256, ge=1, le=100_000)
+
+
 class Config(BaseModel):
     """Everything the workbench can be told; see the README's configuration table."""
 
@@ -83,11 +97,14 @@ class Config(BaseModel):
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     search: SearchConfig = Field(default_factory=SearchConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    #: Where saved blueprints (YAML) live.
+    blueprints_dir: Path = Path("blueprints")
+    blueprints: BlueprintsConfig = Field(default_factory=BlueprintsConfig)
 
     def resolve_paths(self, base: Path) -> Config:
         """Return a copy whose relative paths are anchored at `base`."""
         updates: dict[str, Any] = {}
-        for name in ("inventory_path", "tools_dir", "log_file", "pid_file"):
+        for name in ("inventory_path", "tools_dir", "log_file", "pid_file", "blueprints_dir"):
             value = getattr(self, name)
             if isinstance(value, Path) and not value.is_absolute() and str(value) != ":memory:":
                 updates[name] = base / value

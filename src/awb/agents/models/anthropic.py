@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from awb.agents.actions import Action
@@ -29,9 +29,12 @@ class AnthropicModel:
         max_retries: int = 2,
         backoff_seconds: float = 0.5,
         timeout_seconds: float = 120.0,
+        settings: Mapping[str, Any] | None = None,
     ) -> None:
         self.model = model
         self.max_tokens = max_tokens
+        #: Sampling settings sent with every request (`temperature`, ...).
+        self.settings = dict(settings or {})
         self.usage = Usage()
         headers = {"anthropic-version": API_VERSION}
         if api_key:
@@ -53,6 +56,7 @@ class AnthropicModel:
         payload: dict[str, Any] = {
             "model": self.model,
             "max_tokens": self.max_tokens,
+            **self.settings,
             "system": prompt.system,
             "messages": [{"role": "user", "content": f"{prompt.body}\n\n{_HINT}"}],
             "tools": [

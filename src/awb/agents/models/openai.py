@@ -6,7 +6,7 @@ without, the prompt asks for one JSON action in the reply text (for servers with
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from awb.agents.actions import Action
@@ -32,9 +32,12 @@ class OpenAIModel:
         max_retries: int = 2,
         backoff_seconds: float = 0.5,
         timeout_seconds: float = 120.0,
+        settings: Mapping[str, Any] | None = None,
     ) -> None:
         self.model = model
         self.native_tools = native_tools
+        #: Sampling settings sent with every request (`temperature`, `max_tokens`, ...).
+        self.settings = dict(settings or {})
         self.usage = Usage()
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = ProviderClient(
@@ -51,7 +54,7 @@ class OpenAIModel:
 
     async def call(self, prompt: Prompt, tools: Sequence[ToolSpec]) -> Action:
         table = FunctionTable(tools, prompt.output_schema)
-        payload: dict[str, Any] = {"model": self.model}
+        payload: dict[str, Any] = {**self.settings, "model": self.model}
         if self.native_tools:
             body = f"{prompt.body}\n\n{_NATIVE_HINT}"
             payload["tools"] = [
