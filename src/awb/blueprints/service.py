@@ -114,6 +114,9 @@ class BlueprintService:
     async def logs(self, session_id: str) -> list[LogEntry]:
         return await anyio.to_thread.run_sync(self.sessions.logs, session_id)
 
+    def close(self) -> None:
+        self.sessions.close()
+
     # --- builder support ------------------------------------------------------------------------
 
     def schemas(self) -> dict[str, Any]:

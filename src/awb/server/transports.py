@@ -9,6 +9,7 @@ import sys
 import anyio
 import uvicorn
 
+from awb.api.app import http_app
 from awb.server.mcp import McpFace
 from awb.server.stdio import serve_stdio_streams
 from awb.workbench import Workbench
@@ -41,14 +42,19 @@ async def serve_stdio(workbench: Workbench) -> None:
 async def serve_http(workbench: Workbench, host: str, port: int) -> None:
     """Serve streamable HTTP at http://host:port/mcp until stopped (SIGINT/SIGTERM)."""
     face = McpFace(workbench)
-    app = face.server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+    mcp_app = face.server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+    # REST (/api) beside MCP (/mcp) in one ASGI app; see awb.api.app.HttpApp.
+    app, api = http_app(workbench, mcp_app, face.server)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     await workbench.start(warm_all=True)
     _settle()
     async with workbench, anyio.create_task_group() as tasks:
         tasks.start_soon(_announce_when_ready, server, f"http://{host}:{port}{MCP_PATH}")
-        await server.serve()
+        try:
+            await server.serve()
+        finally:
+            api.close()
         tasks.cancel_scope.cancel()
 
 

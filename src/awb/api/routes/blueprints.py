@@ -1,0 +1,108 @@
+"""`/api/blueprints`: validate and compile, save as YAML, list the saved files, fetch one by id."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Path
+from pydantic import BaseModel
+
+from awb.api.errors import ERRORS, ErrorBody, GuardedRoute
+from awb.api.service import blueprint_service
+from awb.blueprints.compile import CompiledBlueprint
+from awb.blueprints.files import BlueprintFile
+from awb.blueprints.service import BlueprintService
+
+router = APIRouter(prefix="/api/blueprints", tags=["blueprints"], route_class=GuardedRoute)
+Service = Annotated[BlueprintService, Depends(blueprint_service)]
+BlueprintBody = Annotated[
+    dict[str, Any],
+    Body(
+        description="A blueprint: head, arms, legs, heart, spine (JSON Schema at GET /api/components/schemas).",
+        examples=[
+            {
+                "name": "researcher",
+                "head": {"provider": "openai", "model": "gpt-4o-mini"},
+                "legs": {"mode": "single_agent"},
+            }
+        ],
+    ),
+]
+BlueprintId = Annotated[
+    str, Path(pattern=r"^bp_[0-9a-f]{20}$", description="The id validate-and-compile or save returned.")
+]
+
+
+class CompiledSummary(BaseModel):
+    mode: str
+    model: str
+    settings: dict[str, Any]
+    agents: list[str]
+    tools: list[str]
+
+
+class CompileReply(BaseModel):
+    valid: bool = True
+    blueprint_id: str
+    blueprint: dict[str, Any]
+    compiled: CompiledSummary
+
+
+class SaveReply(CompileReply):
+    file: str
+
+
+class BlueprintList(BaseModel):
+    blueprints: list[BlueprintFile]
+
+
+class BlueprintReply(BaseModel):
+    blueprint_id: str
+    blueprint: dict[str, Any]
+    cached: bool
+
+
+def _summary(compiled: CompiledBlueprint) -> CompiledSummary:
+    return CompiledSummary(
+        mode=compiled.blueprint.legs.mode,
+        model=compiled.model_spec,
+        settings=compiled.settings,
+        agents=[agent.mode for agent in compiled.agents],
+        tools=sorted({ns for agent in compiled.agents for ns in agent.tools}),
+    )
+
+
+def _reply(compiled: CompiledBlueprint) -> CompileReply:
+    return CompileReply(
+        blueprint_id=compiled.blueprint_id,
+        blueprint=compiled.blueprint.model_dump(mode="json"),
+        compiled=_summary(compiled),
+    )
+
+
+@router.post("/validate-and-compile", responses=ERRORS)
+async def validate_and_compile(service: Service, blueprint: BlueprintBody) -> CompileReply:
+    """Validate a blueprint, compile it and cache it under its id (a run may then name `blueprint_id`)."""
+    return _reply(service.validate_and_compile(blueprint))
+
+
+@router.post("", responses=ERRORS)
+async def save_blueprint(service: Service, blueprint: BlueprintBody) -> SaveReply:
+    """Validate, compile and write the blueprint as YAML to `<name>-<timestamp>.yaml` in the blueprints directory."""
+    compiled, file = await service.save(blueprint)
+    return SaveReply(**_reply(compiled).model_dump(), file=file)
+
+
+@router.get("", responses=ERRORS)
+async def list_blueprints(service: Service) -> BlueprintList:
+    """Every blueprint file in the blueprints directory, newest first; files that no longer validate carry `error`."""
+    return BlueprintList(blueprints=await service.list_files())
+
+
+@router.get("/{blueprint_id}", responses={**ERRORS, 404: {"model": ErrorBody, "description": "Unknown id."}})
+async def get_blueprint(service: Service, blueprint_id: BlueprintId) -> BlueprintReply:
+    """A compiled blueprint by id: from the cache, else from the saved files."""
+    compiled, cached = await service.get(blueprint_id)
+    return BlueprintReply(
+        blueprint_id=compiled.blueprint_id, blueprint=compiled.blueprint.model_dump(mode="json"), cached=cached
+    )
