@@ -9,9 +9,11 @@ session manager must run. Middleware that guards the whole server (auth, Host ch
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -21,6 +23,7 @@ from awb.agents.mcp_client import ServerTarget
 from awb.api.errors import http_error, request_invalid
 from awb.api.routes import agents, blueprints, builder
 from awb.blueprints.compile import RuntimeOptions
+from awb.blueprints.schema import Blueprint
 from awb.blueprints.service import BlueprintService
 from awb.blueprints.sessions import open_session_store
 from awb.workbench import Workbench
@@ -43,6 +46,19 @@ def create_api(service: BlueprintService) -> FastAPI:
     app.add_exception_handler(HTTPException, http_error)
     for module in (blueprints, agents, builder):
         app.include_router(module.router)
+
+    def openapi() -> dict[str, Any]:
+        # Blueprint bodies are read by hand; their schema joins the document's components here.
+        if app.openapi_schema is None:
+            document = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+            blueprint = Blueprint.model_json_schema(ref_template="#/components/schemas/{model}")
+            components = document.setdefault("components", {}).setdefault("schemas", {})
+            components.update(blueprint.pop("$defs", {}))
+            components["Blueprint"] = blueprint
+            app.openapi_schema = document
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     return app
 
 

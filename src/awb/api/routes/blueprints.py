@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Path
+from fastapi import APIRouter, Depends, Path, Request
 from pydantic import BaseModel
 
 from awb.api.errors import ERRORS, ErrorBody, GuardedRoute
@@ -12,22 +13,34 @@ from awb.api.service import blueprint_service
 from awb.blueprints.compile import CompiledBlueprint
 from awb.blueprints.files import BlueprintFile
 from awb.blueprints.service import BlueprintService
+from awb.errors import AwbError
 
 router = APIRouter(prefix="/api/blueprints", tags=["blueprints"], route_class=GuardedRoute)
 Service = Annotated[BlueprintService, Depends(blueprint_service)]
-BlueprintBody = Annotated[
-    dict[str, Any],
-    Body(
-        description="A blueprint: head, arms, legs, heart, spine (JSON Schema at GET /api/components/schemas).",
-        examples=[
-            {
-                "name": "researcher",
-                "head": {"provider": "openai", "model": "gpt-4o-mini"},
-                "legs": {"mode": "single_agent"},
-            }
-        ],
-    ),
-]
+
+
+class MalformedBody(AwbError):
+    code = "bad_request"
+    http_status = 400
+
+
+async def _read_blueprint(request: Request) -> object:
+    """The raw body as JSON; the blueprint rules (with field-level errors) are the service's to apply."""
+    try:
+        return json.loads(await request.body())
+    except ValueError as err:
+        raise MalformedBody(f"the body is not JSON: {err}", errors=[{"path": "(body)", "message": str(err)}]) from None
+
+
+BlueprintBody = Annotated[object, Depends(_read_blueprint)]
+#: The body is read by hand (to report field-level errors), so its schema is declared here.
+BLUEPRINT_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": "A blueprint: head, arms, legs, heart, spine.",
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Blueprint"}}},
+    }
+}
 BlueprintId = Annotated[
     str, Path(pattern=r"^bp_[0-9a-f]{20}$", description="The id validate-and-compile or save returned.")
 ]
@@ -80,13 +93,13 @@ def _reply(compiled: CompiledBlueprint) -> CompileReply:
     )
 
 
-@router.post("/validate-and-compile", responses=ERRORS)
+@router.post("/validate-and-compile", responses=ERRORS, openapi_extra=BLUEPRINT_BODY)
 async def validate_and_compile(service: Service, blueprint: BlueprintBody) -> CompileReply:
     """Validate a blueprint, compile it and cache it under its id (a run may then name `blueprint_id`)."""
     return _reply(service.validate_and_compile(blueprint))
 
 
-@router.post("", responses=ERRORS)
+@router.post("", responses=ERRORS, openapi_extra=BLUEPRINT_BODY)
 async def save_blueprint(service: Service, blueprint: BlueprintBody) -> SaveReply:
     """Validate, compile and write the blueprint as YAML to `<name>-<timestamp>.yaml` in the blueprints directory."""
     compiled, file = await service.save(blueprint)
