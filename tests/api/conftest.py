@@ -66,3 +66,8 @@ def api(tmp_path: Path, fake_model: FakeServer, fake_tavily: FakeServer) -> Iter
     with uvicorn_serving(create_api(service)) as url, httpx.Client(base_url=url, timeout=30) as client:
         yield Api(url, client, service, service.config)
     service.close()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"

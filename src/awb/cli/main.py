@@ -16,6 +16,7 @@ import typer
 
 from awb import __version__
 from awb.agents.cli import agents_app
+from awb.cli.blueprints import blueprints_app
 from awb.cli.logs import setup_logging
 from awb.cli.output import console, errors, fail, print_json, table
 from awb.cli.staged import staged_app
@@ -35,6 +36,7 @@ inventory_app = typer.Typer(help="Look into the inventory: list, search, inspect
 app.add_typer(inventory_app, name="inventory")
 app.add_typer(agents_app, name="agents")
 app.add_typer(staged_app, name="staged")
+app.add_typer(blueprints_app, name="blueprints")
 
 ConfigOption = Annotated[
     Path | None, typer.Option("--config", "-c", help=f"Path to {CONFIG_FILENAME} (default: ./{CONFIG_FILENAME}).")
