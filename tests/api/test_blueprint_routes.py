@@ -160,3 +160,13 @@ def test_malformed_requests_are_400_with_details(api: Api) -> None:
     neither = api.post("/api/agents/run", {"message": "hi"})
     assert neither.status_code == 400
     assert "exactly one of blueprint or blueprint_id" in neither.json()["error"]["message"]
+
+
+def test_blueprints_may_be_posted_as_yaml_but_yaml_aliases_are_refused(api: Api) -> None:
+    text = "head: {provider: openai, model: gpt-4o}\nlegs: {mode: single_agent}\n"
+    headers = {"content-type": "application/yaml"}
+    reply = api.client.post("/api/blueprints/validate-and-compile", content=text, headers=headers)
+    assert reply.status_code == 200 and reply.json()["blueprint"]["head"]["model"] == "gpt-4o"
+    bomb = "a: &a [x, x]\nb: &b [*a, *a]\nhead: *b\n"
+    refused = api.client.post("/api/blueprints/validate-and-compile", content=bomb, headers=headers)
+    assert refused.status_code == 400 and "aliases are not allowed" in refused.json()["error"]["message"]

@@ -46,10 +46,23 @@ def to_yaml(blueprint: Blueprint) -> str:
     return yaml.dump(blueprint.model_dump(mode="json"), Dumper=_Dumper, sort_keys=False, allow_unicode=True)
 
 
+class _Loader(yaml.SafeLoader):
+    """Safe YAML without anchors and aliases: a few hundred bytes of aliases can stand for billions of nodes."""
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.YAMLError("YAML aliases are not allowed in blueprints")
+        return super().compose_node(parent, index)
+
+
+def load_yaml(text: str | bytes) -> object:
+    return yaml.load(text, Loader=_Loader)
+
+
 def parse_yaml(text: str, *, source: str = "blueprint") -> Blueprint:
     """YAML (or JSON, which is YAML) text to a validated blueprint."""
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
     except yaml.YAMLError as err:
         raise BlueprintInvalid(
             f"{source} is not valid YAML: {err}", errors=[{"path": "(root)", "message": str(err), "type": "yaml"}]

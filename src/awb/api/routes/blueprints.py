@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
+import yaml
 from fastapi import APIRouter, Depends, Path, Request
 from pydantic import BaseModel
 
 from awb.api.errors import ERRORS, ErrorBody, GuardedRoute
 from awb.api.service import blueprint_service
 from awb.blueprints.compile import CompiledBlueprint
-from awb.blueprints.files import BlueprintFile
+from awb.blueprints.files import BlueprintFile, load_yaml
 from awb.blueprints.service import BlueprintService
 from awb.errors import AwbError
 
@@ -24,10 +25,22 @@ class MalformedBody(AwbError):
     http_status = 400
 
 
+YAML_TYPES = ("application/yaml",)
+
+
 async def _read_blueprint(request: Request) -> object:
-    """The raw body as JSON; the blueprint rules (with field-level errors) are the service's to apply."""
+    """The raw body as JSON, or YAML when sent as `application/yaml`; the blueprint rules (with field-level
+    errors) are the service's to apply."""
+    body = await request.body()
+    if request.headers.get("content-type", "").split(";")[0].strip() in YAML_TYPES:
+        try:
+            return load_yaml(body)
+        except yaml.YAMLError as err:
+            raise MalformedBody(
+                f"the body is not YAML: {err}", errors=[{"path": "(body)", "message": str(err)}]
+            ) from None
     try:
-        return json.loads(await request.body())
+        return json.loads(body)
     except ValueError as err:
         raise MalformedBody(f"the body is not JSON: {err}", errors=[{"path": "(body)", "message": str(err)}]) from None
 
@@ -38,7 +51,9 @@ BLUEPRINT_BODY: dict[str, Any] = {
     "requestBody": {
         "required": True,
         "description": "A blueprint: head, arms, legs, heart, spine.",
-        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Blueprint"}}},
+        "content": {
+            media: {"schema": {"$ref": "#/components/schemas/Blueprint"}} for media in ("application/json", *YAML_TYPES)
+        },
     }
 }
 BlueprintId = Annotated[
