@@ -234,3 +234,28 @@ def test_mcp_arm_tools_are_called_through_the_mcp_client(api: Api, fake_model: F
     assert "HELLO" in user_text(fake_model.requests[1]["body"])
     entries = api.get("/api/agents/logs", session_id="mcp").json()["entries"]
     assert entries[1]["data"]["tool"] == "tiny.shout" and entries[1]["data"]["success"] is True
+
+
+def test_anthropic_heads_send_their_settings_to_the_messages_api(api: Api, fake_model: FakeServer) -> None:
+    fake_model.queue(
+        (200, {"content": [{"type": "tool_use", "id": "t", "name": "done", "input": {"response": "hej"}}]})
+    )
+    head = {
+        "provider": "anthropic",
+        "model": "claude-haiku-4-5",
+        "system_prompt": "Svenska.",
+        "temperature": 1.5,
+        "max_tokens": 99,
+    }
+    reply = api.post("/api/agents/run", {"blueprint": blueprint(head=head), "message": "hi"})
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["response"] == "hej"
+    sent = fake_model.requests[0]
+    assert sent["path"] == "/v1/messages"
+    body = sent["body"]
+    assert (body["model"], body["temperature"], body["max_tokens"], body["system"]) == (
+        "claude-haiku-4-5",
+        1.5,
+        99,
+        "Svenska.",
+    )
