@@ -117,9 +117,10 @@ def test_compiled_blueprint_is_cached_by_id_and_an_unknown_id_is_a_404(api: Api)
     hits = api.service.cache_hits
     reply = api.get(f"/api/blueprints/{blueprint_id}").json()
     assert reply["cached"] is True and api.service.cache_hits == hits + 1
-    missing = api.get("/api/blueprints/bp_00000000000000000000")
-    assert missing.status_code == 404
-    assert missing.json()["error"]["code"] == "blueprint_not_found"
+    for unknown in ("bp_00000000000000000000", "no-such-id"):
+        missing = api.get(f"/api/blueprints/{unknown}")
+        assert missing.status_code == 404
+        assert missing.json()["error"]["code"] == "blueprint_not_found"
     run = api.post("/api/agents/run", {"blueprint_id": "bp_00000000000000000000", "message": "hi"})
     assert run.status_code == 404
     assert "bp_00000000000000000000" in run.json()["error"]["message"]

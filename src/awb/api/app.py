@@ -90,8 +90,11 @@ class HttpApp:
             await self.fallback(scope, receive, send)
 
 
-def http_app(workbench: Workbench, mcp_app: ASGIApp, mcp_server: ServerTarget) -> tuple[HttpApp, BlueprintService]:
-    """The server's whole HTTP app for `workbench`; `mcp_server` serves blueprints' `workbench` arms in-process.
+def http_app(
+    workbench: Workbench, mcp_app: ASGIApp, mcp_server: ServerTarget, *, panel: ASGIApp = _not_found
+) -> tuple[HttpApp, BlueprintService]:
+    """The server's whole HTTP app for `workbench`; `mcp_server` serves blueprints' `workbench` arms in-process,
+    `panel` answers every path outside `/mcp` and `/api`.
 
     The caller closes the returned service (its session store) when the server stops.
     """
@@ -103,4 +106,4 @@ def http_app(workbench: Workbench, mcp_app: ASGIApp, mcp_server: ServerTarget) -
         allow_mcp_commands=config.blueprints.allow_mcp_commands,
     )
     service = BlueprintService(config, open_session_store(config.inventory_path), options=options)
-    return HttpApp(mcp_app, create_api(service)), service
+    return HttpApp(mcp_app, create_api(service), panel), service

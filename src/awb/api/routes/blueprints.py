@@ -56,9 +56,7 @@ BLUEPRINT_BODY: dict[str, Any] = {
         },
     }
 }
-BlueprintId = Annotated[
-    str, Path(pattern=r"^bp_[0-9a-f]{20}$", description="The id validate-and-compile or save returned.")
-]
+BlueprintId = Annotated[str, Path(max_length=64, description="The id validate-and-compile or save returned (`bp_…`).")]
 
 
 class CompiledSummary(BaseModel):
