@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from awb.errors import AwbError
 
@@ -60,8 +61,32 @@ async def request_invalid(request: Request, exc: Exception) -> Response:
 
 async def http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    code = "not_found" if exc.status_code == 404 else "http_error"
+    code = {404: "not_found", 413: "limit_exceeded"}.get(exc.status_code, "http_error")
     return error_response(exc.status_code, code, str(exc.detail))
+
+
+class BodyLimit:
+    """Caps every request body, chunked ones included (Content-Length alone would not)."""
+
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise HTTPException(413, f"request body over {self.limit} bytes")
+            return message
+
+        await self.app(scope, limited, send)
 
 
 class GuardedRoute(APIRoute):
