@@ -7,6 +7,7 @@ their own file), and `workbench` arms get this workbench's own tools in-process.
 from __future__ import annotations
 
 import os
+import uuid
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Annotated
@@ -17,6 +18,7 @@ import typer
 from awb.blueprints.compile import RuntimeOptions
 from awb.blueprints.components import component_schemas
 from awb.blueprints.files import BlueprintFiles, parse_yaml
+from awb.blueprints.journal import RunJournal
 from awb.blueprints.runner import RunReply
 from awb.blueprints.schema import Blueprint, WorkbenchArm
 from awb.blueprints.service import BlueprintService
@@ -86,16 +88,32 @@ def run_command(
     source: Annotated[str, typer.Argument(help="Blueprint file, or the id of a saved blueprint.")],
     message: Annotated[str, typer.Argument(help="The message to the agent.")],
     session_id: Annotated[str | None, typer.Option("--session-id", help="Continue this session.")] = None,
+    target: Annotated[str, typer.Option(help="awb (this runtime) or agno (needs the agno extra).")] = "awb",
     config_path: ConfigOption = None,
 ) -> None:
     """Run a blueprint on one message and print the reply as JSON (session and run ids included)."""
     try:
         config = load_config(config_path)
         blueprint = _read(source, config)
+        if target == "agno":
+            print_json(anyio.run(_run_agno, config, blueprint, message))
+            return
+        if target != "awb":
+            raise InvalidParams(f"unknown target {target!r}; targets: awb, agno", target=target)
         reply = anyio.run(_run, config, blueprint, message, session_id)
     except AwbError as err:
         fail(err, True)
     print_json(reply.model_dump(mode="json"))
+
+
+async def _run_agno(config: Config, blueprint: Blueprint, message: str) -> dict[str, object]:
+    from awb.blueprints.agno_target import compile_to_agno, run_agno
+
+    journal = RunJournal(uuid.uuid4().hex, blueprint.spine.max_tool_calls)
+    agno = compile_to_agno(blueprint, journal=journal, tavily_base_url=config.blueprints.tavily_base_url)
+    response = await run_agno(agno, blueprint, message, journal=journal)
+    entries = [entry.model_dump(mode="json") for entry in journal.entries]
+    return {"response": response, "target": "agno", "run_id": journal.run_id, "log": entries}
 
 
 @blueprints_app.command("list")
