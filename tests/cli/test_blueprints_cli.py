@@ -66,7 +66,9 @@ def test_list_shows_saved_files_and_schemas_prints_one_part(workdir: Path) -> No
 
 
 def test_run_can_target_agno(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    reply = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "from agno"}, "finish_reason": "stop"}]}
+    reply = {
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "from agno"}, "finish_reason": "stop"}]
+    }
     with serving(FakeServer()) as model:
         monkeypatch.setenv("OPENAI_BASE_URL", f"{model.url}/v1")
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from fastapi import Request, Response
@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from awb.blueprints.schema import describe_errors
 from awb.errors import AwbError
 
 log = logging.getLogger("awb.api")
@@ -44,17 +45,16 @@ def from_awb_error(err: AwbError) -> JSONResponse:
     return JSONResponse({"error": err.to_dict()}, status_code=err.http_status)
 
 
-def _location(loc: tuple[Any, ...]) -> str:
-    parts = [str(p) for p in loc if p not in ("body", "query", "path")]
-    return ".".join(parts) or "(body)"
+def _unwrapped(error: Mapping[str, Any]) -> dict[str, Any]:
+    loc = tuple(error.get("loc", ()))
+    if loc and loc[0] in ("body", "query", "path"):
+        loc = loc[1:]
+    return {**error, "loc": loc, "msg": error.get("msg", ""), "type": error.get("type", "")}
 
 
 async def request_invalid(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
-    errors = [
-        {"path": _location(tuple(e.get("loc", ()))), "message": str(e.get("msg", "")), "type": str(e.get("type", ""))}
-        for e in exc.errors()
-    ]
+    errors = describe_errors([_unwrapped(e) for e in exc.errors()], within="blueprint")
     summary = "; ".join(f"{e['path']}: {e['message']}" for e in errors[:5])
     return error_response(400, "bad_request", f"malformed request: {summary}", errors=errors)
 
