@@ -9,7 +9,6 @@ import sys
 import anyio
 import uvicorn
 
-from awb.api.app import http_app
 from awb.server.mcp import McpFace
 from awb.server.stdio import serve_stdio_streams
 from awb.workbench import Workbench
@@ -43,7 +42,10 @@ async def serve_http(workbench: Workbench, host: str, port: int) -> None:
     """Serve streamable HTTP at http://host:port/mcp until stopped (SIGINT/SIGTERM)."""
     face = McpFace(workbench)
     mcp_app = face.server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
-    # REST (/api) beside MCP (/mcp) in one ASGI app; see awb.api.app.HttpApp.
+    # REST (/api) beside MCP (/mcp) in one ASGI app; see awb.api.app.HttpApp. Imported here so a stdio
+    # server never loads FastAPI and the blueprint runtime.
+    from awb.api.app import http_app
+
     app, api = http_app(workbench, mcp_app, face.server)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
