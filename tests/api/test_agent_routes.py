@@ -187,7 +187,7 @@ def test_run_logs_are_chronological_with_redacted_arguments_durations_and_summar
 
 
 def test_provider_error_is_a_502_carrying_the_providers_message(api: Api, fake_model: FakeServer) -> None:
-    fake_model.queue((400, {"error": {"message": "model overloaded: try later"}}))
+    fake_model.queue((404, {"error": {"message": "model overloaded: try later"}}))
     response = api.post("/api/agents/run", {"blueprint": blueprint(), "message": "hi"})
     assert response.status_code == 502
     error = response.json()["error"]

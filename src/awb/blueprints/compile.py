@@ -18,6 +18,7 @@ from awb.agents.agent import Agent
 from awb.agents.budget import Budget
 from awb.agents.mcp_client import ServerTarget, connect_servers
 from awb.agents.models.base import Model
+from awb.agents.models.settings import ModelSettings
 from awb.agents.models.spec import resolve_model
 from awb.agents.toolbox import Toolbox
 from awb.blueprints.errors import BlueprintInvalid
@@ -73,7 +74,8 @@ class CompiledBlueprint:
 
     def make_model(self) -> Model:
         """A fresh model client per run, so usage counts belong to that run."""
-        return resolve_model(self.model_spec, environ=self.options.environ, settings=self.settings)
+        settings = ModelSettings.model_validate(self.settings)
+        return resolve_model(self.model_spec, environ=self.options.environ, settings=settings)
 
     @asynccontextmanager
     async def open_toolbox(self, journal: RunJournal) -> AsyncIterator[Toolbox]:

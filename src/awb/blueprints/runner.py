@@ -59,6 +59,11 @@ async def _drive(compiled: CompiledBlueprint, message: str, history: list[Turn],
 def _failure(result: RunResult, compiled: CompiledBlueprint) -> AwbError:
     error = result.error or {}
     reason = result.termination_reason
+    # A team's members share the spine's budgets: a member stopped by one is why the coordinator,
+    # left without tools, ran out of turns.
+    stopped = [c.termination_reason for c in result.subagent_calls if c.termination_reason in _GUARDRAILS]
+    if reason == "max_iterations" and stopped:
+        reason = stopped[-1]
     if reason in _GUARDRAILS:
         name = _GUARDRAILS[reason]
         spine = compiled.blueprint.spine

@@ -23,6 +23,7 @@ from awb.cli.staged import staged_app
 from awb.config import CONFIG_FILENAME, Config, default_config_json, load_config
 from awb.errors import AwbError, ConfigError
 from awb.inventory.models import MemoryLevel
+from awb.planner.cli import plan_command
 from awb.workbench import Workbench
 
 app = typer.Typer(
@@ -37,6 +38,7 @@ app.add_typer(inventory_app, name="inventory")
 app.add_typer(agents_app, name="agents")
 app.add_typer(staged_app, name="staged")
 app.add_typer(blueprints_app, name="blueprints")
+app.command("plan")(plan_command)
 
 ConfigOption = Annotated[
     Path | None, typer.Option("--config", "-c", help=f"Path to {CONFIG_FILENAME} (default: ./{CONFIG_FILENAME}).")

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
 
 from awb.agents.models import anthropic, openai
 from awb.agents.models.base import Model
+from awb.agents.models.settings import ModelSettings
 from awb.errors import ConfigError
 
 PROVIDERS = ("openai", "openai-json", "anthropic")
@@ -23,9 +23,9 @@ def resolve_model(
     *,
     base_url: str | None = None,
     environ: Mapping[str, str] | None = None,
-    settings: Mapping[str, Any] | None = None,
+    settings: ModelSettings | None = None,
 ) -> Model:
-    """A model for `spec`; `settings` (temperature, max_tokens, ...) go out with every request."""
+    """The adapter a spec names; `settings` become its defaults (an agent's or a run's still win)."""
     env = os.environ if environ is None else environ
     provider, _, name = spec.partition(":")
     if not name or provider not in PROVIDERS:
