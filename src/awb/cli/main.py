@@ -19,6 +19,7 @@ import typer
 from awb import __version__
 from awb.agents.cli import agents_app
 from awb.cli import doctor, lifecycle, output, upkeep
+from awb.cli.blueprints import blueprints_app
 from awb.cli.inventory import inventory_app
 from awb.cli.staged import staged_app
 from awb.errors import AwbError, UsageError
@@ -29,7 +30,7 @@ CONTEXT = {"help_option_names": ["-h", "--help"]}
 app = typer.Typer(
     name="awb",
     help="Agent Workbench: a crafting table for AI agents, served over MCP. Commands: init, start, stop, "
-    "doctor, maintain, reindex, inventory, agents, staged, plan.",
+    "doctor, maintain, reindex, inventory, agents, staged, plan, blueprints.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -47,6 +48,7 @@ app.add_typer(inventory_app, name="inventory")
 app.add_typer(agents_app, name="agents")
 app.add_typer(staged_app, name="staged")
 app.command("plan")(plan_command)
+app.add_typer(blueprints_app, name="blueprints")
 
 
 def _show_version(value: bool) -> None:
