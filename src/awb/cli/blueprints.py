@@ -17,7 +17,9 @@ if TYPE_CHECKING:
     from awb.blueprints.schema import Blueprint
     from awb.config import Config
 
-blueprints_app = typer.Typer(help="Validate, run and list agent blueprints (YAML).", no_args_is_help=True)
+blueprints_app = typer.Typer(
+    help="Validate, run and list agent blueprints (YAML): validate, run, list, schemas.", no_args_is_help=True
+)
 
 ConfigOption = Annotated[Path | None, typer.Option("--config", "-c", help="Path to awb.config.json.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
