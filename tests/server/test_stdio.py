@@ -174,6 +174,20 @@ def test_requests_piped_then_closed_are_all_answered(tmp_path: Path) -> None:
     assert answers[2]["result"]["structuredContent"]["result"] == sum(range(300000))
 
 
+def test_requests_in_a_file_on_stdin_are_all_answered_and_a_bad_line_gets_a_parse_error(tmp_path: Path) -> None:
+    """stdin is a regular file (the SDK's transport reads it): its end is held back as on pipes, so a
+    slow call read just before it is still answered, and a line that is not JSON is answered, not lost."""
+    craft = {"name": "awb_craft", "arguments": {"name": "slow", "description": "d", "code": SLOW}}
+    session_answers(tmp_path, rpc(1, "tools/call", craft), stdin_file=tmp_path / "craft.jsonl")
+    call_slow = {"name": "awb_call", "arguments": {"name": "slow"}}
+    answers = session_answers(
+        tmp_path, "{not JSON", rpc(2, "tools/call", call_slow), rpc(3, "tools/list"), stdin_file=tmp_path / "in.jsonl"
+    )
+    assert answers[2]["result"]["structuredContent"]["result"] == sum(range(300000))
+    assert "awb_craft" in [tool["name"] for tool in answers[3]["result"]["tools"]]
+    assert answers[None]["error"]["code"] == -32700
+
+
 async def test_the_end_of_input_waits_for_answers_not_for_cancelled_requests() -> None:
     from mcp_types import JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 

@@ -48,7 +48,13 @@ async def serve_stdio_streams(*, sdk_transport: bool = False, drain_seconds: flo
     if sdk_transport or not loop_pipes_usable():
         log.info("serving MCP on stdio through the SDK's transport")
         async with stdio_server() as streams:
-            yield streams
+            if sdk_transport:  # the escape hatch: the SDK's transport exactly as it is
+                yield streams
+                return
+            # A file or a terminal on stdin: the SDK reads it, but the end of input is held back as on
+            # pipes, so `awb start < requests.jsonl` answers every request it holds.
+            async with answered_before_end(streams, drain_seconds) as held:
+                yield held
         return
     log.info("serving MCP on stdio, pipes read and written on the event loop")
     async with AsyncExitStack() as stack:
@@ -94,6 +100,42 @@ async def message_streams(lines_in: LineSource, lines_out: LineSink, drain_secon
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(read_lines)
         tasks.start_soon(write_lines)
+        yield read_stream, write_stream
+
+
+@asynccontextmanager
+async def answered_before_end(streams: Streams, drain_seconds: float) -> AsyncIterator[Streams]:
+    """The SDK transport's (read, write) streams, with its end of input held back until every request
+    read has been answered or cancelled (or `drain_seconds` have passed), and a line it could not parse
+    answered with a JSON-RPC parse error instead of reaching the session, which would only log it."""
+    sdk_read, sdk_write = streams
+    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
+    outstanding = _Outstanding()
+    errors_out = sdk_write.clone()
+
+    async def pass_in() -> None:
+        async with read_writer, errors_out:
+            async for item in sdk_read:
+                if isinstance(item, Exception):
+                    log.warning("answered a line the SDK could not parse with a parse error: %s", type(item).__name__)
+                    error = types.ErrorData(code=types.PARSE_ERROR, message="Parse error: not a JSON-RPC message")
+                    await errors_out.send(SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=None, error=error)))
+                    continue
+                outstanding.read(item.message)
+                await read_writer.send(item)
+            with anyio.move_on_after(drain_seconds):
+                await outstanding.settled()
+
+    async def pass_out() -> None:
+        async with write_reader, sdk_write:
+            async for item in write_reader:
+                await sdk_write.send(item)
+                outstanding.written(item.message)
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(pass_in)
+        tasks.start_soon(pass_out)
         yield read_stream, write_stream
 
 
