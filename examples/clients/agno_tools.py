@@ -35,6 +35,7 @@ WORD_COUNT = {
     "examples": [{"params": {"text": "a bb"}, "expected": {"words": 2, "longest": "bb"}}],
 }
 
+
 async def call(tools: MCPTools, name: str, arguments: dict) -> dict:
     """Call a tool through the function Agno hands the model, and read the JSON it returns."""
     result = await tools.functions[name].entrypoint(**arguments)

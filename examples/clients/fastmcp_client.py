@@ -35,6 +35,7 @@ WORD_COUNT = {
     "examples": [{"params": {"text": "a bb"}, "expected": {"words": 2, "longest": "bb"}}],
 }
 
+
 async def main() -> None:
     async with Client(SERVER) as client:
         print("protocol:", client.protocol_version)

@@ -17,7 +17,9 @@ from langchain_mcp_adapters.client import MultiServerMCPClient
 from langchain_mcp_adapters.tools import load_mcp_tools
 
 AWB = os.environ.get("AWB_BIN", "awb")  # the awb executable; a fresh workspace per run
-SERVERS = {"awb": {"transport": "stdio", "command": AWB, "args": ["start", "--transport", "stdio"], "cwd": tempfile.mkdtemp()}}
+SERVERS = {
+    "awb": {"transport": "stdio", "command": AWB, "args": ["start", "--transport", "stdio"], "cwd": tempfile.mkdtemp()}
+}
 
 WORD_COUNT = {
     "name": "word_count",
@@ -35,6 +37,7 @@ WORD_COUNT = {
     },
     "examples": [{"params": {"text": "a bb"}, "expected": {"words": 2, "longest": "bb"}}],
 }
+
 
 async def call(tools: list, name: str, arguments: dict) -> dict:
     """Invoke the LangChain tool of that name and read the JSON it returns."""

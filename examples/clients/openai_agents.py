@@ -35,8 +35,11 @@ WORD_COUNT = {
     "examples": [{"params": {"text": "a bb"}, "expected": {"words": 2, "longest": "bb"}}],
 }
 
+
 async def main() -> None:
-    server = MCPServerStdio(PARAMS, cache_tools_list=False, use_structured_content=True, client_session_timeout_seconds=30)
+    server = MCPServerStdio(
+        PARAMS, cache_tools_list=False, use_structured_content=True, client_session_timeout_seconds=30
+    )
     async with server:
         print("protocol:", server.session.protocol_version)
         crafted = await server.call_tool("awb_craft", WORD_COUNT)

@@ -36,6 +36,7 @@ WORD_COUNT = {
     "examples": [{"params": {"text": "a bb"}, "expected": {"words": 2, "longest": "bb"}}],
 }
 
+
 async def main() -> None:
     toolset = MCPToolset(SERVER, cache_tools=False)  # re-list on every step: equipped tools show up
     async with toolset:

@@ -12,11 +12,11 @@ import anyio
 import pytest
 
 pytest.importorskip("pydantic_ai", reason="the clients extra is not installed: pip install -e '.[clients]'")
-from fastmcp.client.transports import StdioTransport  # noqa: E402
-from pydantic_ai import Agent  # noqa: E402
-from pydantic_ai.mcp import MCPToolset  # noqa: E402
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart  # noqa: E402
-from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
+from fastmcp.client.transports import StdioTransport
+from pydantic_ai import Agent
+from pydantic_ai.mcp import MCPToolset
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 pytestmark = pytest.mark.anyio
 

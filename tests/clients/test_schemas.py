@@ -28,7 +28,7 @@ from awb.server.mcp import McpFace
 from awb.workbench import Workbench
 
 pytest.importorskip("pydantic_ai", reason="the clients extra is not installed: pip install -e '.[clients]'")
-from pydantic_ai.profiles.google import GoogleJsonSchemaTransformer, GoogleOpenAPISchemaTransformer  # noqa: E402
+from pydantic_ai.profiles.google import GoogleJsonSchemaTransformer, GoogleOpenAPISchemaTransformer
 
 ROOT_COMBINATORS = ("anyOf", "oneOf", "allOf", "not")
 NAME_RULE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
