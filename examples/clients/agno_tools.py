@@ -15,7 +15,7 @@ import anyio
 from agno.tools.mcp import MCPTools
 from mcp import StdioServerParameters
 
-AWB = os.environ.get("AWB_BIN", "awb")  # the awb executable; a fresh workspace per run
+AWB = os.environ.get("WORKBENCH_BIN", "awb")  # the awb executable; a fresh workspace per run
 SERVER = StdioServerParameters(command=AWB, args=["start", "--transport", "stdio"], cwd=tempfile.mkdtemp())
 
 WORD_COUNT = {

@@ -15,7 +15,7 @@ import anyio
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
-AWB = os.environ.get("AWB_BIN", "awb")  # the awb executable; a fresh workspace per run
+AWB = os.environ.get("WORKBENCH_BIN", "awb")  # the awb executable; a fresh workspace per run
 SERVER = StdioTransport(AWB, ["start", "--transport", "stdio"], cwd=tempfile.mkdtemp())
 
 WORD_COUNT = {

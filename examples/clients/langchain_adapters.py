@@ -16,7 +16,7 @@ import anyio
 from langchain_mcp_adapters.client import MultiServerMCPClient
 from langchain_mcp_adapters.tools import load_mcp_tools
 
-AWB = os.environ.get("AWB_BIN", "awb")  # the awb executable; a fresh workspace per run
+AWB = os.environ.get("WORKBENCH_BIN", "awb")  # the awb executable; a fresh workspace per run
 SERVERS = {
     "awb": {"transport": "stdio", "command": AWB, "args": ["start", "--transport", "stdio"], "cwd": tempfile.mkdtemp()}
 }

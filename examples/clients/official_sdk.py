@@ -14,7 +14,7 @@ import tempfile
 import anyio
 from mcp import Client, StdioServerParameters
 
-AWB = os.environ.get("AWB_BIN", "awb")  # the awb executable; a fresh workspace per run
+AWB = os.environ.get("WORKBENCH_BIN", "awb")  # the awb executable; a fresh workspace per run
 SERVER = StdioServerParameters(command=AWB, args=["start", "--transport", "stdio"], cwd=tempfile.mkdtemp())
 
 WORD_COUNT = {

@@ -15,7 +15,7 @@ import tempfile
 import anyio
 from agents.mcp import MCPServerStdio
 
-AWB = os.environ.get("AWB_BIN", "awb")  # the awb executable; a fresh workspace per run
+AWB = os.environ.get("WORKBENCH_BIN", "awb")  # the awb executable; a fresh workspace per run
 PARAMS = {"command": AWB, "args": ["start", "--transport", "stdio"], "cwd": tempfile.mkdtemp()}
 
 WORD_COUNT = {

@@ -16,7 +16,7 @@ import anyio
 from fastmcp.client.transports import StdioTransport
 from pydantic_ai.mcp import MCPToolset
 
-AWB = os.environ.get("AWB_BIN", "awb")  # the awb executable; a fresh workspace per run
+AWB = os.environ.get("WORKBENCH_BIN", "awb")  # the awb executable; a fresh workspace per run
 SERVER = StdioTransport(AWB, ["start", "--transport", "stdio"], cwd=tempfile.mkdtemp())
 
 WORD_COUNT = {

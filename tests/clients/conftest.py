@@ -38,7 +38,7 @@ def run_example(tmp_path: Path) -> RunExample:
     def run(name: str, python: str = sys.executable) -> list[str]:
         env = {key: value for key, value in os.environ.items() if not key.startswith("AWB_")}
         env.update(
-            AWB_BIN=str(Path(sys.executable).parent / "awb"),
+            WORKBENCH_BIN=str(Path(sys.executable).parent / "awb"),
             AGNO_TELEMETRY="false",
             TMPDIR=str(tmp_path),
             PYTHONUNBUFFERED="1",
