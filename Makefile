@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test install install-dev lint typecheck bench clean
+.PHONY: run test install install-dev install-test lint typecheck bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +14,11 @@ install: $(BIN)/python
 
 install-dev: $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev]'
+
+# The test dependencies plus the MCP client frameworks of tests/clients (LangChain's adapters, which pin
+# another MCP SDK major, get a venv of their own under .venv-clients/, built by their test).
+install-test: $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[dev,clients]'
 
 # Install into .venv and start the workbench on its defaults (stdio MCP server).
 run: install
@@ -27,7 +32,7 @@ typecheck: install-dev
 	$(BIN)/mypy
 
 # Install the test dependencies, lint, type-check and run the whole suite.
-test: install-dev
+test: install-test
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
@@ -36,4 +41,4 @@ bench: install-dev
 	$(BIN)/python benchmarks/ops.py
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-clients build dist .pytest_cache .mypy_cache .ruff_cache
