@@ -5,26 +5,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from support import REPO
-
-EXAMPLES = REPO / "examples" / "clients"
-
-#: What every example prints after its protocol line: craft -> call -> search -> equip -> listed -> direct call.
-JOURNEY = [
-    "craft: word_count",
-    'call: {"longest": "not", "words": 4}',
-    "search: word_count",
-    "equip: ['word_count']",
-    "listed: True",
-    'direct: {"longest": "quick", "words": 4}',
-]
-
-RunExample = Callable[..., list[str]]
+from client_support import EXAMPLES, RunExample
 
 
 @pytest.fixture

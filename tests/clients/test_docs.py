@@ -14,7 +14,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from conftest import EXAMPLES
+from client_support import EXAMPLES
 from support import REPO
 
 DOC = REPO / "docs" / "clients.md"

@@ -10,7 +10,7 @@ from importlib import metadata
 
 import pytest
 
-from conftest import JOURNEY, RunExample
+from client_support import JOURNEY, RunExample
 
 FRAMEWORKS = [
     # example file, distribution it needs, protocol generation it negotiates with its defaults

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLES, JOURNEY
+from client_support import EXAMPLES, JOURNEY
 
 INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLES, JOURNEY, RunExample
+from client_support import EXAMPLES, JOURNEY, RunExample
 from support import REPO
 
 REQUIREMENTS = EXAMPLES / "langchain-requirements.txt"
