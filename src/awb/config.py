@@ -20,7 +20,7 @@ from awb.errors import ConfigError
 CONFIG_FILENAME = "awb.config.json"
 ENV_PREFIX = "AWB_"
 #: Environment variables with the prefix that are not config fields.
-_ENV_NOT_FIELDS = {"AWB_CONFIG"}
+_ENV_NOT_FIELDS = {"AWB_CONFIG", "AWB_AGENTS_DIR"}
 
 
 class _Section(BaseModel):
@@ -80,6 +80,9 @@ class Config(BaseModel):
     #: "auto" serves piped stdin/stdout on the event loop (awb/server/stdio.py); "sdk" always uses the
     #: MCP SDK's own stdio transport.
     stdio_transport: Literal["auto", "sdk"] = "auto"
+    #: MCP servers for `awb agents run`: the `{"mcpServers": {...}}` map (or its inner map), or a path to
+    #: a file holding it. `AWB_MCP_SERVERS` sets it from the environment.
+    mcp_servers: dict[str, Any] | str | None = None
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     search: SearchConfig = Field(default_factory=SearchConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
