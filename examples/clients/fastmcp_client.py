@@ -37,7 +37,7 @@ WORD_COUNT = {
 
 
 async def main() -> None:
-    async with Client(SERVER) as client:
+    async with Client(SERVER, init_timeout=60) as client:  # awb warms its sandbox before it answers
         print("protocol:", client.protocol_version)
         crafted = await client.call_tool("awb_craft", WORD_COUNT)
         print("craft:", crafted.structured_content["name"])

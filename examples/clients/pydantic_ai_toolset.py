@@ -38,7 +38,7 @@ WORD_COUNT = {
 
 
 async def main() -> None:
-    toolset = MCPToolset(SERVER, cache_tools=False)  # re-list on every step: equipped tools show up
+    toolset = MCPToolset(SERVER, cache_tools=False, init_timeout=60)  # cache_tools=False: equipped tools show up
     async with toolset:
         print("protocol:", toolset.client.protocol_version)
         crafted = await toolset.direct_call_tool("awb_craft", WORD_COUNT)

@@ -32,7 +32,9 @@ WORD_COUNT = {
 
 def toolset(tmp_path: Path, **settings: Any) -> MCPToolset[Any]:
     awb = str(Path(sys.executable).parent / "awb")
-    return MCPToolset(StdioTransport(awb, ["start", "--transport", "stdio"], cwd=str(tmp_path)), **settings)
+    return MCPToolset(
+        StdioTransport(awb, ["start", "--transport", "stdio"], cwd=str(tmp_path)), init_timeout=60, **settings
+    )
 
 
 class Scripted:

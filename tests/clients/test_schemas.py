@@ -33,8 +33,6 @@ from pydantic_ai.profiles.google import GoogleJsonSchemaTransformer, GoogleOpenA
 ROOT_COMBINATORS = ("anyOf", "oneOf", "allOf", "not")
 NAME_RULE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
-# Until the mcp-contract branch lands: these put anyOf ("tool_id or name") at the root of their input schema.
-ROOT_ANYOF_ON_MAIN = {"awb_call", "awb_delete", "awb_inspect", "awb_update", "awb_rollback", "awb_equip", "awb_unequip"}
 # Free-form objects (`params`, `input_schema`, `output_schema`, examples) stay: OpenAI's strict mode cannot express them.
 FREE_FORM = {"awb_craft", "awb_call", "awb_update"}
 
@@ -63,12 +61,6 @@ DISTANCE = {
 META = ["awb_craft", "awb_call", "awb_list", "awb_search", "awb_delete", "awb_inspect", "awb_update",
         "awb_rollback", "awb_equip", "awb_unequip"]  # fmt: skip
 TOOLS = [*META, "distance"]
-
-
-def on_main_root_anyof(names: list[str]) -> list[Any]:
-    """Parameters for `names`, the seven with a root anyOf marked xfail(strict) until mcp-contract lands."""
-    mark = pytest.mark.xfail(strict=True, reason="root anyOf (tool_id or name): fixed on the mcp-contract branch")
-    return [pytest.param(name, marks=mark) if name in ROOT_ANYOF_ON_MAIN else name for name in names]
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +144,7 @@ def test_every_listed_tool_name_passes_the_claude_and_openai_name_rule(
     assert NAME_RULE.match(listing[name]["name"])
 
 
-@pytest.mark.parametrize("name", on_main_root_anyof(TOOLS))
+@pytest.mark.parametrize("name", TOOLS)
 def test_input_schema_is_a_plain_object_at_the_root_as_claude_and_openai_require(
     listing: dict[str, dict[str, Any]], name: str
 ) -> None:
@@ -169,7 +161,7 @@ def test_pydantic_ai_google_transformers_keep_every_required(
     assert required_sets(transformed) == required_sets(schema)
 
 
-@pytest.mark.parametrize("name", on_main_root_anyof(TOOLS))
+@pytest.mark.parametrize("name", TOOLS)
 @pytest.mark.parametrize("transformer", [GoogleJsonSchemaTransformer, GoogleOpenAPISchemaTransformer])
 def test_pydantic_ai_google_transformers_leave_no_root_combinator_for_gemini_to_drop(
     listing: dict[str, dict[str, Any]], name: str, transformer: type[GoogleJsonSchemaTransformer]
@@ -177,7 +169,7 @@ def test_pydantic_ai_google_transformers_leave_no_root_combinator_for_gemini_to_
     assert_plain_object_root(transformer(copy.deepcopy(listing[name]["inputSchema"])).walk())
 
 
-@pytest.mark.parametrize("name", on_main_root_anyof(TOOLS))
+@pytest.mark.parametrize("name", TOOLS)
 def test_openai_agents_sdk_offers_the_tool_as_a_plain_object_strict_unless_it_has_free_form_objects(
     openai_tools: dict[str, dict[str, Any]], name: str
 ) -> None:

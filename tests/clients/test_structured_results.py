@@ -28,7 +28,6 @@ ADD = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="structuredContent for non-object results: fixed on the mcp-contract branch")
 async def test_an_equipped_tool_with_a_non_object_result_answers_structured_content_every_framework_reads(
     tmp_path: Path,
 ) -> None:
@@ -47,6 +46,8 @@ async def test_an_equipped_tool_with_a_non_object_result_answers_structured_cont
             direct = await client.call_tool("add", {"a": 20, "b": 22})
             assert direct.structured_content == {"result": 42}
 
-        toolset = pydantic_ai_mcp.MCPToolset(StdioTransport(AWB, ["start", "--transport", "stdio"], cwd=str(tmp_path)))
+        toolset = pydantic_ai_mcp.MCPToolset(
+            StdioTransport(AWB, ["start", "--transport", "stdio"], cwd=str(tmp_path)), init_timeout=60
+        )
         async with toolset:
             assert await toolset.direct_call_tool("add", {"a": 20, "b": 22}) == 42  # PydanticAI unwraps {"result"}
