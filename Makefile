@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test install install-full install-dev lint typecheck bench bench-cli bench-http clean
+.PHONY: run test install install-full install-dev install-test lint typecheck bench bench-cli bench-http clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,11 @@ install-full: $(BIN)/python
 install-dev: $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev]'
 
+# The test dependencies plus the MCP client frameworks of tests/clients (LangChain's adapters, which pin
+# another MCP SDK major, get a venv of their own under .venv-clients/, built by their test).
+install-test: $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[dev,clients]'
+
 # Install into .venv with hybrid search and every runtime, and serve MCP on http://127.0.0.1:7777/mcp.
 run: install-full
 	$(BIN)/awb start --transport http
@@ -31,7 +36,7 @@ typecheck: install-dev
 	$(BIN)/mypy
 
 # Install the test dependencies, lint, type-check and run the whole suite.
-test: install-dev
+test: install-test
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
@@ -46,4 +51,4 @@ bench-http: install-dev
 	$(BIN)/python benchmarks/http_load.py
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-clients build dist .pytest_cache .mypy_cache .ruff_cache
