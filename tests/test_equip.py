@@ -13,7 +13,7 @@ from awb.config import Config, MemoryConfig
 from awb.errors import DuplicateTool, InvalidParams, LimitExceeded, NameConflict, NotEquippable
 from awb.events import Event
 from awb.workbench import Workbench
-from support import add_tool, awb_env
+from support import ADD_SCHEMA, add_tool, awb_env
 
 pytestmark = pytest.mark.anyio
 
@@ -119,6 +119,20 @@ async def test_long_term_tools_are_equipped_automatically_when_configured(tmp_pa
         assert workbench.equipped_tools() == []
         await workbench.call(tool.name, {"a": 1, "b": 1})
         assert [t.name for t in workbench.equipped_tools()] == ["add_numbers"]
+
+
+async def test_a_long_term_tool_with_a_root_combinator_is_not_auto_equipped(tmp_path: Path) -> None:
+    config = Config(
+        inventory_path=tmp_path / "inv.db",
+        auto_equip_long_term=True,
+        memory=MemoryConfig(promotion_threshold_medium=1, promotion_threshold_long=1),
+    )
+    either = {**ADD_SCHEMA, "required": [], "anyOf": [{"required": ["a"]}, {"required": ["b"]}]}
+    async with Workbench(config) as workbench:
+        tool = await workbench.craft(add_tool(input_schema=either))
+        result = await workbench.call(tool.name, {"a": 1, "b": 1})
+        assert result.memory_level == "long_term"
+        assert workbench.equipped_tools() == []
 
 
 async def test_long_term_tools_are_not_equipped_by_default(tmp_path: Path) -> None:

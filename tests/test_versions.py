@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from awb.errors import AdmissionFailed, ExecutionError, InvalidParams, ToolNotFound
+from awb.errors import AdmissionFailed, ExecutionError, InvalidParams
 from awb.events import Event
 from awb.workbench import Workbench
 from support import add_tool
@@ -63,11 +63,12 @@ async def test_rollback_makes_an_earlier_version_current_and_the_next_update_get
     assert [v.version for v in workbench.store.versions(tool.tool_id)] == [1, 2, 3]
 
 
-async def test_rollback_to_a_version_that_does_not_exist_is_tool_not_found(workbench: Workbench) -> None:
+async def test_rollback_to_a_version_that_does_not_exist_is_invalid_params(workbench: Workbench) -> None:
     await workbench.craft(add_tool())
-    with pytest.raises(ToolNotFound) as raised:
+    with pytest.raises(InvalidParams) as raised:
         workbench.rollback("add_numbers", 7)
     assert raised.value.details["versions"] == [1]
+    assert raised.value.details["field"] == "to_version"
 
 
 async def test_usage_stays_with_the_tool_while_failures_are_counted_per_version(workbench: Workbench) -> None:

@@ -207,3 +207,26 @@ async def test_a_call_after_a_timeout_gets_a_working_session(tmp_path: Path) -> 
             with pytest.raises(ToolTimeout):
                 await workbench.call(slow.tool_id, {})
             assert (await workbench.call(quick.tool_id, {"a": 1, "b": 2})).result == 3
+
+
+async def test_a_listing_page_carries_the_total_and_where_the_next_page_starts(workbench: Workbench) -> None:
+    for name in ("one", "two", "three"):
+        await workbench.craft(add_tool(name, description=f"Add numbers, variant {name}"))
+    first = workbench.list_page(limit=2)
+    assert (len(first.tools), first.total, first.offset, first.next_offset) == (2, 3, 0, 2)
+    rest = workbench.list_page(limit=2, offset=2)
+    assert (len(rest.tools), rest.total, rest.next_offset) == (1, 3, None)
+    assert {t.name for t in first.tools + rest.tools} == {"one", "two", "three"}
+    by_query = workbench.list_page(query="add numbers variant", limit=1, offset=1)
+    assert (len(by_query.tools), by_query.total, by_query.next_offset) == (1, 3, 2)
+    with pytest.raises(InvalidParams):
+        workbench.list_page(offset=-1)
+
+
+async def test_top_k_is_the_spec_name_of_the_search_limit(workbench: Workbench) -> None:
+    for name in ("one", "two", "three"):
+        await workbench.craft(add_tool(name, description=f"Add numbers, variant {name}"))
+    assert len(workbench.search("add numbers", top_k=2).results) == 2
+    assert len(workbench.search("add numbers", limit=1).results) == 1
+    with pytest.raises(InvalidParams, match="same setting"):
+        workbench.search("add numbers", limit=1, top_k=2)

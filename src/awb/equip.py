@@ -12,6 +12,7 @@ from awb.errors import LimitExceeded, NameConflict, NotEquippable
 from awb.events import Event, EventBus
 from awb.inventory.models import Tool
 from awb.inventory.store import Store
+from awb.schema_rules import equip_problems
 
 #: Verbs of the meta-tools; `awb_<verb>` and `awb.<verb>` are reserved names for equipped tools.
 META_VERBS = ("craft", "call", "list", "search", "delete", "inspect", "update", "equip", "unequip", "rollback")
@@ -42,6 +43,14 @@ class Armory:
             )
         if tool.name in RESERVED_NAMES:
             raise NameConflict(f"tool {tool.name!r} has the name of a meta-tool and cannot be equipped", name=tool.name)
+        problems = equip_problems(tool.input_schema)
+        if problems:
+            raise NotEquippable(
+                f"tool {tool.name!r} cannot be an MCP tool of its own: {problems[0]}. It stays callable with "
+                "awb_call; to equip it, update its input_schema to a plain object schema",
+                tool_id=tool.tool_id,
+                rule="input_schema_root",
+            )
         equipped = self.equipped()
         clash = next((t for t in equipped if t.name == tool.name), None)
         if clash is not None:
@@ -70,7 +79,7 @@ class Armory:
         """Equip a long-term tool when the config asks for it and there is room; never raises."""
         if not self.config.auto_equip_long_term or tool.equipped or tool.memory_level != "long_term":
             return tool
-        if tool.name in RESERVED_NAMES or tool.status != "active":
+        if tool.name in RESERVED_NAMES or tool.status != "active" or equip_problems(tool.input_schema):
             return tool
         if len(self.equipped()) >= self.config.max_equipped:
             return tool

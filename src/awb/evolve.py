@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from awb.errors import InvalidParams, ToolNotFound
+from awb.errors import InvalidParams, NotEquippable
 from awb.events import Event
 from awb.inventory.models import Example, Tool, ToolVersion
+from awb.schema_rules import equip_problems
 
 if TYPE_CHECKING:
     from awb.workbench import Workbench
@@ -62,6 +63,15 @@ async def update(
             "invalid update", errors=[{"path": str(e["loc"]), "message": e["msg"]} for e in exc.errors()[:20]]
         ) from None
     workbench._validate_craft(request)
+    problems = equip_problems(request.input_schema)
+    if tool.equipped and problems:
+        # An equipped tool with such a schema would silently drop out of every client's tool list.
+        raise NotEquippable(
+            f"tool {tool.name!r} is equipped and the new input_schema cannot be served as its own MCP tool: "
+            f"{problems[0]}. Unequip it first (it stays callable with awb_call)",
+            tool_id=tool.tool_id,
+            rule="input_schema_root",
+        )
     runtime = workbench._runtime_for(request.language, request.runtime)
     await workbench._admit(runtime, request.code, request.examples, request.output_schema)
     now = workbench.clock.now()
@@ -106,8 +116,11 @@ def rollback(workbench: Workbench, ref: str, to_version: int) -> Tool:
     history = workbench.store.versions(tool.tool_id)
     target = next((v for v in history if v.version == to_version), None)
     if target is None:
-        raise ToolNotFound(
-            f"tool {tool.name!r} has no version {to_version}",
+        # The tool exists, so tool_not_found would mislead: the argument is what is wrong.
+        raise InvalidParams(
+            f"tool {tool.name!r} has no version {to_version} (its versions: "
+            f"{', '.join(str(v.version) for v in history)})",
+            field="to_version",
             tool_id=tool.tool_id,
             versions=[v.version for v in history],
         )

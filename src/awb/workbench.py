@@ -13,11 +13,12 @@ from typing import Any, Literal
 
 import jsonschema
 from jsonschema import Draft202012Validator
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from awb import evolve, forget
 from awb.clock import Clock, SystemClock
 from awb.config import Config
+from awb.craft_shape import craft_fields
 from awb.equip import Armory
 from awb.errors import (
     AdmissionFailed,
@@ -52,6 +53,7 @@ from awb.inventory.store import Store
 from awb.sandbox.base import Execution, ExecutionSlots, Limits, Runtime
 from awb.sandbox.host import HostBridge
 from awb.sandbox.registry import build_runtimes, choose_python_runtime
+from awb.schema_rules import normalise_schemas
 from awb.search.duplicates import rank_similar
 from awb.search.embeddings import create_embedder
 from awb.search.fts import search_words
@@ -63,9 +65,16 @@ DEFAULT_INPUT_SCHEMA: dict[str, Any] = {"type": "object"}
 
 
 class CraftRequest(BaseModel):
-    """What an agent sends to craft a tool."""
+    """What an agent sends to craft a tool: the spec's shape (`metadata: {tags, problem,
+    created_by_agent}`) or ours (those fields flat). Without a description, the first line of the
+    code's docstring or leading comment is taken."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_shape(cls, data: Any) -> Any:
+        return normalise_schemas(craft_fields(data))
 
     name: str
     description: str = Field(min_length=1)
@@ -97,6 +106,15 @@ class SearchResult(BaseModel):
     query: str
     mode: str
     results: list[ToolSummary]
+
+
+class ToolPage(BaseModel):
+    """One page of a listing: `total` counts every match, `next_offset` is None on the last page."""
+
+    tools: list[ToolSummary]
+    total: int
+    offset: int
+    next_offset: int | None
 
 
 class Inspection(BaseModel):
@@ -450,18 +468,37 @@ class Workbench:
         query: str | None = None,
         limit: int = 20,
     ) -> list[ToolSummary]:
+        return self.list_page(memory_level=memory_level, tag=tag, query=query, limit=limit).tools
+
+    def list_page(
+        self,
+        *,
+        memory_level: MemoryLevel | None = None,
+        tag: str | None = None,
+        query: str | None = None,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> ToolPage:
+        """One page of the listing, with the number of all matches and where the next page starts."""
         if limit < 1 or limit > 1000:
             raise InvalidParams("limit must be between 1 and 1000", limit=limit)
+        if offset < 0:
+            raise InvalidParams("offset must be 0 or more", offset=offset)
         if query:
-            hits = self.search(query, limit=1000).results
-            return [
+            hits = [
                 h
-                for h in hits
+                for h in self.search(query, limit=1000).results
                 if (memory_level is None or h.memory_level == memory_level) and (tag is None or tag in h.tags)
-            ][:limit]
-        return self.store.list_summaries(memory_level=memory_level, tag=tag, limit=limit)
+            ]
+            total, tools = len(hits), hits[offset : offset + limit]
+        else:
+            tools, total = self.store.page_summaries(memory_level=memory_level, tag=tag, limit=limit, offset=offset)
+        end = offset + len(tools)
+        return ToolPage(tools=tools, total=total, offset=offset, next_offset=end if end < total else None)
 
-    def search(self, query: str, *, limit: int = 10) -> SearchResult:
+    def search(self, query: str, *, limit: int | None = None, top_k: int | None = None) -> SearchResult:
+        """The best `limit` matches (`top_k` is the spec's name for it; default 10)."""
+        limit = _one_limit(limit, top_k)
         if not isinstance(query, str) or not query.strip():
             raise InvalidParams("the search query is empty", field="query")
         if limit < 1 or limit > 1000:
@@ -587,8 +624,15 @@ def _search_engine(store: Store, config: Config) -> HybridSearch:
     return HybridSearch(store, embedder, config.search, reason=reason)
 
 
+def _one_limit(limit: int | None, top_k: int | None) -> int:
+    if limit is not None and top_k is not None and limit != top_k:
+        raise InvalidParams("limit and top_k are the same setting; give one", limit=limit, top_k=top_k)
+    chosen = limit if limit is not None else top_k
+    return 10 if chosen is None else chosen
+
+
 def _pydantic_errors(exc: ValidationError) -> list[dict[str, str]]:
     return [{"path": "/" + "/".join(str(p) for p in e["loc"]), "message": e["msg"]} for e in exc.errors()[:20]]
 
 
-__all__ = ["CallResult", "CraftRequest", "Inspection", "SearchResult", "Workbench"]
+__all__ = ["CallResult", "CraftRequest", "Inspection", "SearchResult", "ToolPage", "Workbench"]

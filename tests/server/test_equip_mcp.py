@@ -107,6 +107,9 @@ async def equip_journey(client: Client, changes: Changes) -> None:
     direct = await client.call_tool("adder", {"a": 20, "b": 22})
     assert not direct.is_error, direct
     assert isinstance(direct.content[0], types.TextContent) and direct.content[0].text == "42"
+    assert direct.structured_content == {"result": 42}
+    assert direct.meta is not None and direct.meta["call_id"].startswith("call_")
+    assert listed["adder"].output_schema == {"type": "object", "properties": {"result": {}}, "required": ["result"]}
     refused = await client.call_tool("adder", {"a": "twenty"})
     assert refused.is_error and refused.structured_content is not None
     assert refused.structured_content["error"]["code"] == "invalid_params"

@@ -87,7 +87,8 @@ def _garbage(rng: random.Random, depth: int = 0) -> Any:
         return rng.choice(["画像を縮小", "🔥🔥", "ß\u200b", "\ud7ff"])
     if kind == "list":
         return [_garbage(rng, depth + 1) for _ in range(rng.randint(0, 3))]
-    return {rng.choice(["name", "code", "params", "query", "limit", "tool_id", "x", ""]): _garbage(rng, depth + 1)}
+    keys = ["name", "code", "params", "query", "limit", "tool_id", "x", "", "tags", "type", "properties"]
+    return {rng.choice(keys): _garbage(rng, depth + 1)}
 
 
 async def test_two_hundred_malformed_argument_sets_never_crash_the_server(workbench: Workbench) -> None:
@@ -104,6 +105,10 @@ async def test_two_hundred_malformed_argument_sets_never_crash_the_server(workbe
         "tool_id",
         "tag",
         "memory_level",
+        "metadata",
+        "top_k",
+        "offset",
+        "output_schema",
     ]
     async with Client(McpFace(workbench).server) as client:
         with anyio.fail_after(90):

@@ -201,6 +201,12 @@ async def _sandbox_checks(workbench: Workbench) -> list[dict[str, Any]]:
     return checks
 
 
+def _listing_checks(workbench: Workbench) -> list[dict[str, Any]]:
+    from awb.server.listing import listing_checks  # the MCP SDK loads only when doctor runs
+
+    return listing_checks(workbench)
+
+
 async def _doctor_checks(config: Config) -> list[dict[str, Any]]:
     from awb.inventory.sqlite import SCHEMA_VERSION, SQLiteStore
 
@@ -226,6 +232,7 @@ async def _doctor_checks(config: Config) -> list[dict[str, Any]]:
         checks.append({"check": "fts5", "ok": False, "detail": str(error)})
     async with Workbench(config, store=store) as workbench:
         checks.extend(await _sandbox_checks(workbench))
+        checks.extend(_listing_checks(workbench))
         status = workbench.search_engine.status().to_dict()
     detail = f"mode {status['mode']}: {status.get('reason', '')}"
     if status.get("needs_reindex"):
@@ -335,6 +342,7 @@ def inventory_list(
     tag: Annotated[str | None, typer.Option(help="Only tools with this tag.")] = None,
     query: Annotated[str | None, typer.Option(help="Only tools matching this search.")] = None,
     limit: Annotated[int, typer.Option(help="At most this many.")] = 50,
+    offset: Annotated[int, typer.Option(help="Skip this many (a previous page's next_offset).")] = 0,
     as_json: JsonOption = False,
 ) -> None:
     """List tools, hot ones first."""
@@ -342,20 +350,22 @@ def inventory_list(
         errors.print(f"[red]unknown memory level {memory_level!r}[/]")
         raise typer.Exit(2)
     level: MemoryLevel | None = memory_level  # type: ignore[assignment]
-    tools = _with_workbench(
-        config_path, as_json, lambda wb: wb.list_tools(memory_level=level, tag=tag, query=query, limit=limit)
+    page = _with_workbench(
+        config_path,
+        as_json,
+        lambda wb: wb.list_page(memory_level=level, tag=tag, query=query, limit=limit, offset=offset),
     )
     if as_json:
-        print_json({"tools": [t.model_dump(mode="json") for t in tools], "count": len(tools)})
+        print_json({**page.model_dump(mode="json"), "count": len(page.tools)})
     else:
-        table(f"{len(tools)} tools", SUMMARY_COLUMNS, _summary_rows(tools))
+        table(f"{len(page.tools)} of {page.total} tools", SUMMARY_COLUMNS, _summary_rows(page.tools))
 
 
 @inventory_app.command("search")
 def inventory_search(
     query: Annotated[str, typer.Argument(help="Words describing the tool.")],
     config_path: ConfigOption = None,
-    limit: Annotated[int, typer.Option(help="At most this many.")] = 10,
+    limit: Annotated[int, typer.Option("--limit", "--top-k", help="At most this many.")] = 10,
     as_json: JsonOption = False,
 ) -> None:
     """Search tools by what they do."""

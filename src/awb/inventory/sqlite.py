@@ -464,24 +464,40 @@ class SQLiteStore:
         return [_row_to_tool(r) for r in rows]
 
     def list_summaries(
-        self, *, memory_level: MemoryLevel | None = None, tag: str | None = None, limit: int = 50
+        self, *, memory_level: MemoryLevel | None = None, tag: str | None = None, limit: int = 50, offset: int = 0
     ) -> list[ToolSummary]:
         """`list_tools` for listings: summary columns only, hot tiers first, no full records built."""
-        where = ["status != 'deleted'"]
-        args: list[Any] = []
-        if memory_level is not None:
-            where.append("memory_level = ?")
-            args.append(memory_level)
-        if tag is not None:
-            where.append("EXISTS (SELECT 1 FROM json_each(tags) WHERE json_each.value = ?)")
-            args.append(tag)
+        where, args = _summary_filter(memory_level, tag)
         sql = (
-            f"SELECT {_SUMMARY_COLUMNS} FROM tools WHERE {' AND '.join(where)} "
-            f"ORDER BY {_TIER_ORDER}, usage_count DESC, rowid DESC LIMIT ?"
+            f"SELECT {_SUMMARY_COLUMNS} FROM tools WHERE {where} "
+            f"ORDER BY {_TIER_ORDER}, usage_count DESC, rowid DESC LIMIT ? OFFSET ?"
         )
         with self._lock:
-            rows = self._db.execute(sql, [*args, limit]).fetchall()
+            rows = self._db.execute(sql, [*args, limit, offset]).fetchall()
         return [_row_to_summary(r, None) for r in rows]
+
+    def page_summaries(
+        self, *, memory_level: MemoryLevel | None = None, tag: str | None = None, limit: int = 50, offset: int = 0
+    ) -> tuple[list[ToolSummary], int]:
+        """One page of `list_summaries` and the number of all matches."""
+        where, args = _summary_filter(memory_level, tag)
+        order = f"ORDER BY {_TIER_ORDER}, usage_count DESC, rowid DESC LIMIT ? OFFSET ?"
+        count = f"SELECT count(*) FROM tools WHERE {where}"
+        with self._lock:
+            if tag is None:
+                # The hot-tier index serves the page without reading the table.
+                sql = f"SELECT {_SUMMARY_COLUMNS}, NULL FROM tools WHERE {where} {order}"
+            else:
+                # A tag filter reads every row anyway: the count comes with the page, in the same pass.
+                sql = f"SELECT {_SUMMARY_COLUMNS}, count(*) OVER () FROM tools WHERE {where} {order}"
+            rows = self._db.execute(sql, [*args, limit, offset]).fetchall()
+            if rows and rows[0][-1] is not None:
+                total = int(rows[0][-1])
+            elif len(rows) < limit and (rows or offset == 0):
+                total = offset + len(rows)  # a short page is the last one
+            else:
+                total = int(self._db.execute(count, args).fetchone()[0])
+        return [_row_to_summary(r, None) for r in rows], total
 
     def _ranked(self, words: Sequence[str], k: int) -> list[tuple[int, float]]:
         """(rowid, BM25) of the best `k` rows of the FTS index for the OR of `words`, best first."""
@@ -665,3 +681,16 @@ class SQLiteStore:
     def _staged_row(row: Any) -> dict[str, Any]:
         keys = ("id", "tool_id", "call_id", "path", "content", "created_at", "status")
         return dict(zip(keys, tuple(row), strict=True))
+
+
+def _summary_filter(memory_level: MemoryLevel | None, tag: str | None) -> tuple[str, list[Any]]:
+    """The WHERE clause (and its arguments) shared by listing and counting."""
+    where = ["status != 'deleted'"]
+    args: list[Any] = []
+    if memory_level is not None:
+        where.append("memory_level = ?")
+        args.append(memory_level)
+    if tag is not None:
+        where.append("EXISTS (SELECT 1 FROM json_each(tags) WHERE json_each.value = ?)")
+        args.append(tag)
+    return " AND ".join(where), args

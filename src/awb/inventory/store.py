@@ -45,8 +45,14 @@ class Store(Protocol):
     ) -> list[Tool]: ...
 
     def list_summaries(
-        self, *, memory_level: MemoryLevel | None = None, tag: str | None = None, limit: int = 50
+        self, *, memory_level: MemoryLevel | None = None, tag: str | None = None, limit: int = 50, offset: int = 0
     ) -> list[ToolSummary]: ...
+
+    def page_summaries(
+        self, *, memory_level: MemoryLevel | None = None, tag: str | None = None, limit: int = 50, offset: int = 0
+    ) -> tuple[list[ToolSummary], int]:
+        """One page of `list_summaries` and the number of all matches."""
+        ...
 
     def search_summaries(self, words: Sequence[str], limit: int, *, candidates: int = 50) -> list[ToolSummary]:
         """Live tools matching any of `words`, as summaries with BM25 scores, archived ones last."""

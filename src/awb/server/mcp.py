@@ -22,6 +22,8 @@ from mcp.server.models import InitializationOptions
 from awb import __version__
 from awb.errors import AwbError, InvalidParams, ToolNotFound
 from awb.inventory.models import Tool
+from awb.schema_rules import MCP_INPUT_RULE, craft_warnings, structured_result
+from awb.server.listing import EquippedListing, tool_names_warning
 from awb.server.notify import ListChangedNotifier
 from awb.server.schemas import DESCRIPTIONS, INPUT, META_TOOLS, OUTPUT
 from awb.workbench import Workbench, schema_errors
@@ -36,6 +38,9 @@ INSTRUCTIONS = (
 )
 
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+#: Verbs whose result tells the caller the tool list changed.
+_LIST_CHANGING = frozenset({"equip", "unequip"})
 
 
 def json_text(value: Any) -> str:
@@ -54,14 +59,12 @@ def to_mcp_error(error: AwbError) -> types.CallToolResult:
     )
 
 
-def _ref(arguments: dict[str, Any]) -> str:
-    return str(arguments.get("tool_id") or arguments.get("name"))
-
-
-def _output_schema(tool: Tool) -> dict[str, Any] | None:
-    """MCP output schemas describe objects; other result shapes are left unadvertised."""
-    schema = tool.output_schema
-    return schema if schema is not None and schema.get("type") == "object" else None
+def _invalid_arguments(name: str, problems: list[dict[str, str]]) -> InvalidParams:
+    first = problems[0]
+    message = f"invalid arguments for {name}: {first['path']}: {first['message']}"
+    if first["path"] == "/input_schema":
+        message += f" ({MCP_INPUT_RULE})"
+    return InvalidParams(message, errors=problems)
 
 
 class _Server(Server[Any]):
@@ -102,6 +105,10 @@ class McpFace:
             "unequip": self._unequip,
         }
         self.notifier = ListChangedNotifier(workbench)
+        self.equipped_listing = EquippedListing(workbench)
+        warning = tool_names_warning(workbench.config)
+        if warning:
+            log.warning("%s", warning)
         self.server: Server[Any] = _Server(
             "agent-workbench",
             version=__version__,
@@ -154,25 +161,21 @@ class McpFace:
             )
             for verb in META_TOOLS
         ]
-        equipped = [
-            types.Tool(
-                name=tool.name,
-                description=tool.description,
-                input_schema=tool.input_schema,
-                output_schema=_output_schema(tool),
-            )
-            for tool in self.workbench.equipped_tools()
-        ]
-        return meta + equipped
+        return meta + self.equipped_listing.tools()
 
     async def _on_list_tools(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=self.list_tools())
 
     async def _on_call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        return await self.call(params.name, params.arguments)
+        return await self.call(params.name, params.arguments, notified=lambda: self.notifier.can_notify(ctx))
 
-    async def call(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
-        """Run one tool call; never raises for anything an agent can send."""
+    async def call(
+        self, name: str, arguments: dict[str, Any] | None, *, notified: Callable[[], bool] | None = None
+    ) -> types.CallToolResult:
+        """Run one tool call; never raises for anything an agent can send.
+
+        `notified` says whether the caller hears about tool-list changes; when it does not, results of
+        equip and unequip carry a `hint` to list tools again."""
         started = time.perf_counter()
         arguments = {} if arguments is None else arguments
         verb = self._verb(name)
@@ -182,8 +185,13 @@ class McpFace:
                 return await self._call_equipped(name, arguments, started)
             problems = schema_errors(self._validators[verb], arguments)
             if problems:
-                raise InvalidParams(f"invalid arguments for {name}", errors=problems)
+                raise _invalid_arguments(name, problems)
             structured = await handler(arguments)
+            if verb in _LIST_CHANGING and notified is not None and not notified():
+                structured["hint"] = (
+                    "The tool list changed, but this session gets no list_changed notification: list tools "
+                    "again to see it (awb_call reaches any tool by name meanwhile)."
+                )
         except AwbError as error:
             log.info("mcp %s -> %s (%.1f ms)", name, error.code, (time.perf_counter() - started) * 1000)
             return to_mcp_error(error)
@@ -197,7 +205,10 @@ class McpFace:
         )
 
     async def _call_equipped(self, name: str, arguments: dict[str, Any], started: float) -> types.CallToolResult:
-        """An equipped tool called by its own name: the same path as awb_call, the tool's result as the result."""
+        """An equipped tool called by its own name: the same path as awb_call, as informative.
+
+        structuredContent is the result (wrapped as {"result": ...} unless the tool's output schema
+        describes an object, matching the listed outputSchema); the call's record is in `_meta`."""
         tool = self._equipped(name)
         if tool is None:
             raise ToolNotFound(
@@ -207,10 +218,11 @@ class McpFace:
             )
         result = await self.workbench.call(tool.tool_id, arguments)
         log.info("mcp %s ok (%.1f ms)", name, (time.perf_counter() - started) * 1000)
-        structured = result.result if _output_schema(tool) is not None and isinstance(result.result, dict) else None
+        record = result.model_dump(mode="json", exclude={"result"})
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=json_text(result.result))],
-            structured_content=structured,
+            structured_content=structured_result(tool.output_schema, result.result),
+            _meta=record,
         )
 
     # --- meta-tools ---------------------------------------------------------------------------
@@ -220,35 +232,58 @@ class McpFace:
         similar = self.workbench.similar(tool.name, tool.description, exclude=tool.tool_id)
         return {
             "tool_id": tool.tool_id,
+            "status": "created",
+            "memory_level": tool.memory_level,
             "name": tool.name,
+            "description": tool.description,
             "version": tool.version,
             "runtime": tool.runtime,
-            "memory_level": tool.memory_level,
             "similar": [s.model_dump(mode="json") for s in similar],
+            "warnings": craft_warnings(tool.input_schema),
+            "equipped_tools": [t.name for t in self.workbench.equipped_tools()],
         }
 
+    def _ref(self, arguments: dict[str, Any]) -> str:
+        """The one rule behind "tool_id or name": at least one; when both, the same tool."""
+        tool_id, name = arguments.get("tool_id"), arguments.get("name")
+        if tool_id is None and name is None:
+            raise InvalidParams("give tool_id or name", fields=["tool_id", "name"])
+        if tool_id is not None and name is not None:
+            tool = self.workbench.resolve(tool_id, allow_deleted=True)
+            if tool.name != name:
+                raise InvalidParams(
+                    f"tool_id {tool_id!r} is the tool named {tool.name!r}, not {name!r}; give one of them",
+                    tool_id=tool_id,
+                    name=name,
+                )
+        return str(tool_id if tool_id is not None else name)
+
     async def _call(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        result = await self.workbench.call(_ref(arguments), arguments.get("params") or {})
+        result = await self.workbench.call(self._ref(arguments), arguments.get("params") or {})
         return result.model_dump(mode="json")
 
     async def _list(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        tools = self.workbench.list_tools(
+        page = self.workbench.list_page(
             memory_level=arguments.get("memory_level"),
             tag=arguments.get("tag"),
             query=arguments.get("query"),
-            limit=arguments.get("limit", 20),
+            limit=int(arguments.get("limit", 20)),
+            offset=int(arguments.get("offset", 0)),
         )
-        return {"tools": [t.model_dump(mode="json") for t in tools], "count": len(tools)}
+        return {**page.model_dump(mode="json"), "count": len(page.tools)}
 
     async def _search(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        return self.workbench.search(arguments["query"], limit=arguments.get("limit", 10)).model_dump(mode="json")
+        # The spec types limit and top_k as `number`: 5.0 is accepted (the schema's integer) and used as 5.
+        limit, top_k = (None if arguments.get(k) is None else int(arguments[k]) for k in ("limit", "top_k"))
+        found = self.workbench.search(arguments["query"], limit=limit, top_k=top_k)
+        return found.model_dump(mode="json")
 
     async def _delete(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        tool = self.workbench.delete(_ref(arguments))
+        tool = self.workbench.delete(self._ref(arguments))
         return {"tool_id": tool.tool_id, "name": tool.name, "status": "deleted"}
 
     async def _inspect(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        return self.workbench.inspect(_ref(arguments)).model_dump(mode="json")
+        return self.workbench.inspect(self._ref(arguments)).model_dump(mode="json")
 
     async def _update(self, arguments: dict[str, Any]) -> dict[str, Any]:
         names = ("code", "description", "input_schema", "output_schema", "examples")
@@ -256,17 +291,17 @@ class McpFace:
         if "to_version" in arguments:
             if fields:
                 raise InvalidParams("give either to_version (a rollback) or new fields, not both", fields=list(fields))
-            return _version_result(self.workbench.rollback(_ref(arguments), arguments["to_version"]))
-        return _version_result(await self.workbench.update(_ref(arguments), **fields))
+            return _version_result(self.workbench.rollback(self._ref(arguments), int(arguments["to_version"])))
+        return _version_result(await self.workbench.update(self._ref(arguments), **fields))
 
     async def _rollback(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        return _version_result(self.workbench.rollback(_ref(arguments), arguments["to_version"]))
+        return _version_result(self.workbench.rollback(self._ref(arguments), int(arguments["to_version"])))
 
     async def _equip(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        return self._equip_result(self.workbench.equip(_ref(arguments)))
+        return self._equip_result(self.workbench.equip(self._ref(arguments)))
 
     async def _unequip(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        return self._equip_result(self.workbench.unequip(_ref(arguments)))
+        return self._equip_result(self.workbench.unequip(self._ref(arguments)))
 
     def _equip_result(self, tool: Tool) -> dict[str, Any]:
         return {

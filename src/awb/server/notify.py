@@ -19,6 +19,7 @@ import anyio
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp_types import SubscriptionsListenRequestParams, SubscriptionsListenResult
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from awb.events import Event
@@ -39,7 +40,9 @@ class ListChangedNotifier:
         self.workbench = workbench
         self.poll_seconds = poll_seconds
         self.bus = InMemorySubscriptionBus()
-        self.listen_handler = ListenHandler(self.bus)
+        self._listen = ListenHandler(self.bus)
+        #: Open `subscriptions/listen` streams that asked for tool-list changes.
+        self.tool_list_listeners = 0
         self._sessions: dict[Hashable, ServerSession] = {}
         # Created inside the event loop by `running` (anyio events need one).
         self._wake: anyio.Event | None = None
@@ -73,6 +76,28 @@ class ListChangedNotifier:
     @property
     def session_count(self) -> int:
         return len(self._sessions)
+
+    async def listen_handler(
+        self, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
+    ) -> SubscriptionsListenResult:
+        """The SDK's listen handler, counting the streams that carry tool-list changes."""
+        wants = bool(params.notifications.tools_list_changed)
+        self.tool_list_listeners += wants
+        try:
+            return await self._listen(ctx, params)
+        finally:
+            self.tool_list_listeners -= wants
+
+    def can_notify(self, ctx: ServerRequestContext[Any, Any]) -> bool:
+        """Whether the client behind this request hears about tool-list changes.
+
+        A handshake-era connection does when it has a standalone channel (stdio, the HTTP GET stream);
+        a 2026-07-28 client only through a listen stream (with no session to tell clients apart, any
+        open one counts)."""
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return self.tool_list_listeners > 0
+        connection = getattr(ctx.session, "_connection", None)
+        return bool(getattr(connection, "has_standalone_channel", True))
 
     # --- noticing changes -----------------------------------------------------------------------
 
@@ -147,4 +172,4 @@ class ListChangedNotifier:
         finally:
             self._running -= 1
             self._wake = None
-            self.listen_handler.close()
+            self._listen.close()

@@ -1,15 +1,44 @@
-"""Input and output JSON Schemas of the meta-tools, as the MCP face advertises them."""
+"""Input and output JSON Schemas of the meta-tools, as the MCP face advertises them.
+
+Every input schema is a plain object (type object, no anyOf/oneOf/allOf/not at the root, every
+property typed and described) because the Anthropic, OpenAI, Bedrock and Azure tool APIs refuse root
+combinators and Gemini drops them. "tool_id or name" is therefore a rule the server checks, not a
+schema: both are optional, at least one must be given, and when both are given they must name the
+same tool (`invalid_params` otherwise).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 _TOOL_REF: dict[str, Any] = {
-    "tool_id": {"type": "string", "minLength": 1, "description": "The tool's id (from craft, list or search)."},
-    "name": {"type": "string", "minLength": 1, "description": "The tool's name; used when tool_id is absent."},
+    "tool_id": {
+        "type": "string",
+        "minLength": 1,
+        "description": "The tool's id (from craft, list or search). Give tool_id or name.",
+    },
+    "name": {"type": "string", "minLength": 1, "description": "The tool's name. Give tool_id or name."},
 }
-_REF_REQUIRED = [{"required": ["tool_id"]}, {"required": ["name"]}]
-MEMORY_LEVEL = {"type": "string", "enum": ["short_term", "medium_term", "long_term", "archived"]}
+MEMORY_LEVEL = {
+    "type": "string",
+    "enum": ["short_term", "medium_term", "long_term", "archived"],
+    "description": "Memory tier: short_term, medium_term, long_term or archived.",
+}
+_INPUT_SCHEMA_FIELD = (
+    "JSON Schema of run()'s params. MCP requires type: object at its root (added when left out); "
+    "avoid anyOf/oneOf/allOf/not at the root, which model APIs refuse."
+)
+_OUTPUT_SCHEMA_FIELD = (
+    'Optional JSON Schema of run()\'s result; results that are not objects are served as {"result": ...}.'
+)
+_TAGS: dict[str, Any] = {
+    "type": "array",
+    "items": {"type": "string", "maxLength": 64},
+    "maxItems": 32,
+    "description": "Labels to filter and search by.",
+}
+_PROBLEM: dict[str, Any] = {"type": "string", "description": "The problem this tool was made to solve."}
+_AGENT: dict[str, Any] = {"type": "string", "description": "Who crafted the tool (an agent's name)."}
 
 SUMMARY: dict[str, Any] = {
     "type": "object",
@@ -62,13 +91,24 @@ _VERSION_OUT: dict[str, Any] = {
     "required": ["tool_id", "name", "version"],
 }
 
+_EQUIPPED_TOOLS: dict[str, Any] = {
+    "type": "array",
+    "items": {"type": "string"},
+    "description": "Names now equipped (listed by tools/list as tools of their own).",
+}
+_HINT: dict[str, Any] = {
+    "type": "string",
+    "description": "Present when this session cannot be notified that the tool list changed: re-list tools.",
+}
+
 _EQUIP_OUT: dict[str, Any] = {
     "type": "object",
     "properties": {
         "tool_id": {"type": "string"},
         "name": {"type": "string"},
         "equipped": {"type": "boolean"},
-        "equipped_tools": {"type": "array", "items": {"type": "string"}, "description": "Names now equipped."},
+        "equipped_tools": _EQUIPPED_TOOLS,
+        "hint": _HINT,
     },
     "required": ["tool_id", "name", "equipped", "equipped_tools"],
 }
@@ -78,37 +118,65 @@ INPUT: dict[str, dict[str, Any]] = {
         "type": "object",
         "properties": {
             "name": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$", "description": "Unique tool name."},
-            "description": {"type": "string", "minLength": 1, "description": "What the tool does, for search."},
+            "description": {
+                "type": "string",
+                "minLength": 1,
+                "description": "What the tool does, for search. Default: the first line of the code's docstring "
+                "or leading comment.",
+            },
             "code": {
                 "type": "string",
                 "minLength": 1,
                 "description": "Source defining `def run(params: dict)` that returns a JSON-serialisable value.",
             },
-            "input_schema": {"type": "object", "description": "JSON Schema (type: object) of run()'s params."},
-            "output_schema": {"type": "object", "description": "Optional JSON Schema of the result."},
+            "input_schema": {"type": "object", "description": _INPUT_SCHEMA_FIELD},
+            "output_schema": {"type": "object", "description": _OUTPUT_SCHEMA_FIELD},
             "examples": {"type": "array", "items": EXAMPLE, "description": "Admission tests run before storing."},
-            "language": {"type": "string", "enum": ["python", "javascript", "wasm"], "default": "python"},
-            "runtime": {"type": "string", "enum": ["monty", "cpython", "javascript", "wasm"]},
-            "tags": {"type": "array", "items": {"type": "string", "maxLength": 64}, "maxItems": 32},
-            "problem": {"type": "string", "description": "The problem this tool was made to solve."},
-            "created_by_agent": {"type": "string"},
+            "language": {
+                "type": "string",
+                "enum": ["python", "javascript", "wasm"],
+                "default": "python",
+                "description": "The code's language.",
+            },
+            "runtime": {
+                "type": "string",
+                "enum": ["monty", "cpython", "javascript", "wasm"],
+                "description": "Sandbox to run it in; chosen from the language when left out.",
+            },
+            "metadata": {
+                "type": "object",
+                "properties": {"tags": _TAGS, "problem": _PROBLEM, "created_by_agent": _AGENT},
+                "additionalProperties": False,
+                "description": "The spec's shape for tags, problem and created_by_agent (or give them flat).",
+            },
+            "tags": _TAGS,
+            "problem": _PROBLEM,
+            "created_by_agent": _AGENT,
         },
-        "required": ["name", "description", "code"],
+        "required": ["name", "code"],
         "additionalProperties": False,
     },
     "call": {
         "type": "object",
-        "properties": {**_TOOL_REF, "params": {"type": "object", "description": "Arguments for the tool."}},
-        "anyOf": _REF_REQUIRED,
+        "properties": {
+            **_TOOL_REF,
+            "params": {"type": "object", "description": "Arguments for the tool, as its input_schema describes."},
+        },
         "additionalProperties": False,
     },
     "list": {
         "type": "object",
         "properties": {
             "memory_level": MEMORY_LEVEL,
-            "tag": {"type": "string"},
-            "query": {"type": "string"},
-            "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 20},
+            "tag": {"type": "string", "description": "Only tools with this tag."},
+            "query": {"type": "string", "description": "Only tools matching this search."},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 20, "description": "Page size."},
+            "offset": {
+                "type": "integer",
+                "minimum": 0,
+                "default": 0,
+                "description": "Skip this many matches (a previous page's next_offset).",
+            },
         },
         "additionalProperties": False,
     },
@@ -116,21 +184,28 @@ INPUT: dict[str, dict[str, Any]] = {
         "type": "object",
         "properties": {
             "query": {"type": "string", "minLength": 1, "description": "Words describing the tool you need."},
-            "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10},
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 100,
+                "default": 10,
+                "description": "At most this many.",
+            },
+            "top_k": {"type": "integer", "minimum": 1, "maximum": 100, "description": "The spec's name for limit."},
         },
         "required": ["query"],
         "additionalProperties": False,
     },
-    "delete": {"type": "object", "properties": _TOOL_REF, "anyOf": _REF_REQUIRED, "additionalProperties": False},
-    "inspect": {"type": "object", "properties": _TOOL_REF, "anyOf": _REF_REQUIRED, "additionalProperties": False},
+    "delete": {"type": "object", "properties": _TOOL_REF, "additionalProperties": False},
+    "inspect": {"type": "object", "properties": _TOOL_REF, "additionalProperties": False},
     "update": {
         "type": "object",
         "properties": {
             **_TOOL_REF,
             "code": {"type": "string", "minLength": 1, "description": "New source defining run(params)."},
-            "description": {"type": "string", "minLength": 1},
-            "input_schema": {"type": "object", "description": "New JSON Schema (type: object) of run()'s params."},
-            "output_schema": {"type": "object", "description": "New JSON Schema of the result."},
+            "description": {"type": "string", "minLength": 1, "description": "New description."},
+            "input_schema": {"type": "object", "description": "New " + _INPUT_SCHEMA_FIELD},
+            "output_schema": {"type": "object", "description": "New " + _OUTPUT_SCHEMA_FIELD},
             "examples": {
                 "type": "array",
                 "items": EXAMPLE,
@@ -142,18 +217,19 @@ INPUT: dict[str, dict[str, Any]] = {
                 "description": "Instead of a new version: make this earlier version current (a rollback).",
             },
         },
-        "anyOf": _REF_REQUIRED,
         "additionalProperties": False,
     },
     "rollback": {
         "type": "object",
-        "properties": {**_TOOL_REF, "to_version": {"type": "integer", "minimum": 1}},
+        "properties": {
+            **_TOOL_REF,
+            "to_version": {"type": "integer", "minimum": 1, "description": "The version to make current."},
+        },
         "required": ["to_version"],
-        "anyOf": _REF_REQUIRED,
         "additionalProperties": False,
     },
-    "equip": {"type": "object", "properties": _TOOL_REF, "anyOf": _REF_REQUIRED, "additionalProperties": False},
-    "unequip": {"type": "object", "properties": _TOOL_REF, "anyOf": _REF_REQUIRED, "additionalProperties": False},
+    "equip": {"type": "object", "properties": _TOOL_REF, "additionalProperties": False},
+    "unequip": {"type": "object", "properties": _TOOL_REF, "additionalProperties": False},
 }
 
 OUTPUT: dict[str, dict[str, Any]] = {
@@ -161,13 +237,21 @@ OUTPUT: dict[str, dict[str, Any]] = {
         "type": "object",
         "properties": {
             "tool_id": {"type": "string"},
+            "status": {"const": "created"},
+            "memory_level": MEMORY_LEVEL,
             "name": {"type": "string"},
+            "description": {"type": "string", "description": "As given, or taken from the code."},
             "version": {"type": "integer"},
             "runtime": {"type": "string"},
-            "memory_level": MEMORY_LEVEL,
             "similar": {"type": "array", "items": SUMMARY},
+            "warnings": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Rules of model APIs the input_schema breaks (e.g. a root anyOf: not equippable).",
+            },
+            "equipped_tools": _EQUIPPED_TOOLS,
         },
-        "required": ["tool_id", "name", "version", "runtime", "memory_level"],
+        "required": ["tool_id", "status", "memory_level", "name", "version", "runtime", "equipped_tools"],
     },
     "call": {
         "type": "object",
@@ -186,8 +270,14 @@ OUTPUT: dict[str, dict[str, Any]] = {
     },
     "list": {
         "type": "object",
-        "properties": {"tools": {"type": "array", "items": SUMMARY_ITEM}, "count": {"type": "integer"}},
-        "required": ["tools", "count"],
+        "properties": {
+            "tools": {"type": "array", "items": SUMMARY_ITEM},
+            "count": {"type": "integer", "description": "Tools on this page."},
+            "total": {"type": "integer", "description": "Every match, across pages."},
+            "offset": {"type": "integer"},
+            "next_offset": {"type": ["integer", "null"], "description": "The next page's offset; null on the last."},
+        },
+        "required": ["tools", "count", "total", "offset", "next_offset"],
     },
     "search": {
         "type": "object",
@@ -220,14 +310,22 @@ OUTPUT: dict[str, dict[str, Any]] = {
 
 DESCRIPTIONS: dict[str, str] = {
     "craft": (
-        "Create a new tool: Python code defining `def run(params: dict)` that returns a JSON-serialisable value, "
-        "a description, an input_schema and optional examples ({params, expected}) that must pass before the "
-        "tool is stored. The code runs in a sandbox with no filesystem or network. Returns the new tool_id and "
-        "`similar`: existing tools close to it (reuse them rather than crafting twice)."
+        "Create a new tool: `name` and Python `code` defining `def run(params: dict)` that returns a "
+        "JSON-serialisable value; optional description (default: the first line of the code's docstring), "
+        "input_schema, output_schema, examples ({params, expected}) that must pass before the tool is stored, "
+        "and metadata {tags, problem, created_by_agent} (or those fields flat). The code runs in a sandbox "
+        "with no filesystem or network. Returns tool_id, status, memory_level and `similar`: existing tools "
+        "close to it (reuse them rather than crafting twice)."
     ),
     "call": "Run a crafted tool by tool_id or name with `params` (validated against its input_schema).",
-    "list": "List tools in the inventory, hot ones first; filter by memory_level, tag or query.",
-    "search": "Find tools by what they do (full-text over name, description, problem and tags). Search before crafting.",
+    "list": (
+        "List tools in the inventory, hot ones first; filter by memory_level, tag or query. `total` counts "
+        "every match; pass `next_offset` back as `offset` for the next page."
+    ),
+    "search": (
+        "Find tools by what they do (full-text over name, description, problem and tags); `top_k` (or `limit`) "
+        "results. Search before crafting."
+    ),
     "delete": "Delete a tool (soft delete: it can no longer be called, but its record stays inspectable).",
     "inspect": (
         "Show a tool's full record: code, schemas, examples, version history with per-version usage and "

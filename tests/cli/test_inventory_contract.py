@@ -1,0 +1,42 @@
+"""The spec's names on the command line too: `--top-k` for search, `total` and paging for list."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from awb.config import load_config
+from awb.workbench import Workbench
+from support import add_tool, awb_env
+
+pytestmark = pytest.mark.anyio
+
+
+def awb_json(tmp_path: Path, *args: str) -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, "-m", "awb", *args, "--json"],
+        env=awb_env(tmp_path),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    result: dict[str, object] = json.loads(done.stdout)
+    return result
+
+
+async def test_inventory_list_pages_and_search_takes_top_k(tmp_path: Path) -> None:
+    async with Workbench(load_config(None, environ=awb_env(tmp_path))) as workbench:
+        for name in ("one", "two", "three"):
+            await workbench.craft(add_tool(name, description=f"Add numbers, variant {name}"))
+    first = awb_json(tmp_path, "inventory", "list", "--limit", "2")
+    assert (first["count"], first["total"], first["next_offset"]) == (2, 3, 2)
+    rest = awb_json(tmp_path, "inventory", "list", "--limit", "2", "--offset", "2")
+    assert (rest["count"], rest["total"], rest["next_offset"]) == (1, 3, None)
+    found = awb_json(tmp_path, "inventory", "search", "add numbers", "--top-k", "2")
+    assert isinstance(found["results"], list) and len(found["results"]) == 2

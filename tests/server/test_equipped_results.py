@@ -1,0 +1,126 @@
+"""An equipped tool called by its own name is as informative as `awb_call`, and equip results say what
+is equipped (with a hint when the caller cannot hear that the tool list changed)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from jsonschema import Draft202012Validator
+from mcp import Client, StdioServerParameters
+
+from awb.server.mcp import McpFace
+from awb.workbench import Workbench
+from journey import call
+from support import add_tool, awb_env
+
+pytestmark = pytest.mark.anyio
+
+GREET = "def run(params):\n    print('greeting', params['who'])\n    return 'hello ' + params['who']\n"
+WHO = {"type": "object", "properties": {"who": {"type": "string"}}, "required": ["who"]}
+POINT = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
+
+
+def greeter(name: str, output_schema: dict[str, Any] | None) -> dict[str, Any]:
+    request: dict[str, Any] = {
+        "name": name,
+        "description": f"Greet someone ({name})",
+        "code": GREET,
+        "input_schema": WHO,
+    }
+    if output_schema is not None:
+        request["output_schema"] = output_schema
+    return request
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_direct_calls_return_structured_content_matching_the_listed_output_schema(
+    workbench: Workbench, mode: str
+) -> None:
+    with anyio.fail_after(30):
+        async with Client(McpFace(workbench).server, mode=mode) as client:  # type: ignore[arg-type]
+            await call(client, "awb_craft", greeter("greet_plain", None))
+            await call(client, "awb_craft", greeter("greet_string", {"type": "string"}))
+            point_code = "def run(params):\n    return {'x': params['who'].count('o')}\n"
+            point = {**greeter("point", POINT), "code": point_code}
+            await call(client, "awb_craft", point)
+            for name in ("greet_plain", "greet_string", "point"):
+                await call(client, "awb_equip", {"name": name})
+            listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+            expected = {
+                "greet_plain": {"result": "hello bob"},
+                "greet_string": {"result": "hello bob"},
+                "point": {"x": 1},
+            }
+            for name, structured in expected.items():
+                result = await client.call_tool(name, {"who": "bob"})
+                assert not result.is_error, result
+                assert result.structured_content == structured
+                schema = listed[name].output_schema
+                assert schema is not None and schema["type"] == "object"
+                assert list(Draft202012Validator(schema).iter_errors(result.structured_content)) == []
+                meta = result.meta or {}
+                assert meta["call_id"].startswith("call_") and meta["duration_ms"] >= 0
+                assert meta["logs"] == ([] if name == "point" else ["greeting bob\n"])
+                assert (meta["name"], meta["version"], meta["memory_level"]) == (name, 1, "short_term")
+                assert meta["usage_count"] == 1
+                recent = (await call(client, "awb_inspect", {"name": name}))["recent_calls"]
+                assert [c["call_id"] for c in recent] == [meta["call_id"]]
+            assert listed["greet_string"].output_schema == {
+                "type": "object",
+                "properties": {"result": {"type": "string"}},
+                "required": ["result"],
+            }
+            assert listed["point"].output_schema == POINT
+
+
+async def test_equip_and_craft_results_carry_the_equipped_tools(workbench: Workbench) -> None:
+    with anyio.fail_after(30):
+        async with Client(McpFace(workbench).server, mode="legacy") as client:
+            first = await call(client, "awb_craft", add_tool("one"))
+            assert first["equipped_tools"] == []
+            equipped = await call(client, "awb_equip", {"name": "one"})
+            assert equipped["equipped_tools"] == ["one"]
+            second = await call(client, "awb_craft", {**add_tool("two"), "description": "Another adder entirely"})
+            assert second["equipped_tools"] == ["one"]
+
+
+async def test_a_session_that_hears_list_changes_gets_no_hint(workbench: Workbench) -> None:
+    with anyio.fail_after(30):
+        async with Client(McpFace(workbench).server, mode="legacy") as client:
+            await call(client, "awb_craft", add_tool("one"))
+            assert "hint" not in await call(client, "awb_equip", {"name": "one"})
+        async with Client(McpFace(workbench).server) as client, client.listen(tools_list_changed=True):
+            assert "hint" not in await call(client, "awb_unequip", {"name": "one"})
+
+
+async def test_a_2026_client_without_a_listen_stream_is_told_to_list_tools_again(workbench: Workbench) -> None:
+    with anyio.fail_after(30):
+        async with Client(McpFace(workbench).server) as client:
+            assert client.protocol_version == "2026-07-28"
+            await call(client, "awb_craft", add_tool("one"))
+            equipped = await call(client, "awb_equip", {"name": "one"})
+            assert "list tools again" in equipped["hint"]
+            assert "\n" not in equipped["hint"]
+            assert "list tools again" in (await call(client, "awb_unequip", {"name": "one"}))["hint"]
+
+
+@pytest.mark.parametrize(("mode", "hinted"), [("legacy", False), ("auto", True)])
+async def test_over_stdio_only_a_session_that_cannot_hear_changes_gets_the_hint(
+    tmp_path: Path, mode: str, hinted: bool
+) -> None:
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "awb", "start", "--transport", "stdio"], env=awb_env(tmp_path), cwd=tmp_path
+    )
+    with anyio.fail_after(60):
+        async with Client(params, mode=mode) as client:  # type: ignore[arg-type]
+            await call(client, "awb_craft", add_tool("one"))
+            equipped = await call(client, "awb_equip", {"name": "one"})
+            assert equipped["equipped_tools"] == ["one"]
+            assert ("hint" in equipped) is hinted
+            direct = await client.call_tool("one", {"a": 2, "b": 3})
+            assert direct.structured_content == {"result": 5} and direct.meta is not None
+            assert direct.meta["usage_count"] == 1
