@@ -12,6 +12,7 @@ import uvicorn
 from awb.api.app import http_app
 from awb.server.mcp import McpFace
 from awb.server.stdio import serve_stdio_streams
+from awb.web import create_panel
 from awb.workbench import Workbench
 
 log = logging.getLogger("awb.server")
@@ -43,8 +44,9 @@ async def serve_http(workbench: Workbench, host: str, port: int) -> None:
     """Serve streamable HTTP at http://host:port/mcp until stopped (SIGINT/SIGTERM)."""
     face = McpFace(workbench)
     mcp_app = face.server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
-    # REST (/api) beside MCP (/mcp) in one ASGI app; see awb.api.app.HttpApp.
-    app, api = http_app(workbench, mcp_app, face.server)
+    # REST (/api) and the web panel (/) beside MCP (/mcp) in one ASGI app; see awb.api.app.HttpApp.
+    panel = create_panel(workbench)
+    app, api = http_app(workbench, mcp_app, face.server, panel=panel)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     await workbench.start(warm_all=True)
@@ -55,6 +57,7 @@ async def serve_http(workbench: Workbench, host: str, port: int) -> None:
             await server.serve()
         finally:
             api.close()
+            panel.close()
         tasks.cancel_scope.cancel()
 
 
