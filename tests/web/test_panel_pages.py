@@ -201,7 +201,9 @@ async def test_discard_drops_a_staged_write_and_writes_nothing(
     assert str(target) in (await client.get("/staged", params={"status": "discarded"})).text
 
 
-async def test_agent_runs_are_listed_per_session_with_their_logs(workbench: Workbench, client: httpx.AsyncClient) -> None:
+async def test_agent_runs_are_listed_per_session_with_their_logs(
+    workbench: Workbench, client: httpx.AsyncClient
+) -> None:
     from awb.blueprints.journal import LogEntry
     from awb.blueprints.sessions import SQLiteSessionStore
 

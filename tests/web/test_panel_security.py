@@ -67,9 +67,7 @@ async def test_a_foreign_host_header_is_not_served(workbench: Workbench, client:
 
 async def test_return_to_never_leaves_the_server(workbench: Workbench, client: httpx.AsyncClient) -> None:
     await workbench.craft(add_tool("adder"))
-    answer = await client.post(
-        "/tools/adder/equip", data={"return_to": "//evil.example/x"}, headers={"Origin": ORIGIN}
-    )
+    answer = await client.post("/tools/adder/equip", data={"return_to": "//evil.example/x"}, headers={"Origin": ORIGIN})
     assert answer.headers["location"].startswith("/?done=equipped")
 
 

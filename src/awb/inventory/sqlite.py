@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from awb.errors import ConfigError
-from awb.inventory.models import CallRecord, Example, MemoryLevel, Tool, ToolSummary, ToolVersion
 from awb.inventory.feed_sql import FEED_SQL
+from awb.inventory.models import CallRecord, Example, MemoryLevel, Tool, ToolSummary, ToolVersion
 from awb.inventory.sessions_sql import SESSIONS_SQL
 from awb.inventory.text_index import TextIndex
 from awb.inventory.vectors import VECTORS_SQL
