@@ -72,11 +72,12 @@ class _Call:
     host: HostFunctions | None
     logs: list[str] = field(default_factory=list)
     error: ExecutionError | None = None
-    #: Linear memory never shrinks, so its size when the run ends is the run's peak.
-    peak_memory_bytes: int | None = None
 
 
 _current: contextvars.ContextVar[_Call] = contextvars.ContextVar("awb_wasm_call")
+#: Where `execute` collects the run's peak memory; the worker thread sees it through the copied context.
+#: Linear memory never shrinks, so its size when the run ends is the run's peak.
+_peak_memory: contextvars.ContextVar[list[int]] = contextvars.ContextVar("awb_wasm_peak_memory")
 
 
 class WasmRuntime:
@@ -148,33 +149,30 @@ class WasmRuntime:
 
     async def execute(self, code: str, params: dict[str, Any], limits: Limits, host: HostFunctions) -> Execution:
         started = time.perf_counter()
-        call = _Call(host)
-        value, logs = await self._run(code, params, limits, host, check=False, call=call)
+        peak: list[int] = []
+        token = _peak_memory.set(peak)
+        try:
+            value, logs = await self._run(code, params, limits, host, check=False)
+        finally:
+            _peak_memory.reset(token)
         encode_output(value, limits.max_output_bytes)
         return Execution(
             value=value,
             logs=logs,
             duration_ms=(time.perf_counter() - started) * 1000,
-            peak_memory_bytes=call.peak_memory_bytes,
+            peak_memory_bytes=peak[-1] if peak else None,
         )
 
     async def check(self, code: str, limits: Limits) -> None:
         await self._run(code, {}, limits, None, check=True)
 
     async def _run(
-        self,
-        code: str,
-        params: dict[str, Any],
-        limits: Limits,
-        host: HostFunctions | None,
-        *,
-        check: bool,
-        call: _Call | None = None,
+        self, code: str, params: dict[str, Any], limits: Limits, host: HostFunctions | None, *, check: bool
     ) -> tuple[Any, list[str]]:
         with self._slots.take():
             await self.start()
             module = self._module(code)
-            call = call or _Call(host)
+            call = _Call(host)
             token = _current.set(call)
             try:
                 # The epoch deadline stops the module; the extra second only bounds a stuck host call.
@@ -257,7 +255,7 @@ class WasmRuntime:
             ptr = int(alloc(store, len(data)))
             _write(memory, store, ptr, data)
             packed = int(run(store, ptr, len(data))) & 0xFFFFFFFFFFFFFFFF
-            call.peak_memory_bytes = int(memory.data_len(store))
+            _peak_memory.get([]).append(int(memory.data_len(store)))
             out_ptr, out_len = packed >> 32, packed & 0xFFFFFFFF
             if out_len > limits.max_output_bytes:
                 raise OutputExceeded(
