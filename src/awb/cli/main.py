@@ -101,6 +101,7 @@ def start(
         errors.print(
             f"awb {__version__}: MCP on http://{config.host}:{config.port}/mcp (inventory {config.inventory_path})"
         )
+        errors.print(f"awb: web panel on http://{config.host}:{config.port}/")
     try:
         workbench = Workbench(config)
         if transport == "http":
