@@ -259,3 +259,12 @@ def test_anthropic_heads_send_their_settings_to_the_messages_api(api: Api, fake_
         99,
         "Svenska.",
     )
+
+
+def test_an_invalid_inline_blueprint_gets_the_same_field_level_errors(api: Api) -> None:
+    data = blueprint(arms=[{"type": "tavily_search", "max_results": 99}], spine={"timeout_seconds": 301})
+    response = api.post("/api/agents/run", {"blueprint": data, "message": "hi"})
+    assert response.status_code == 400
+    errors = {e["path"]: e for e in response.json()["error"]["details"]["errors"]}
+    assert errors["blueprint.arms[0].max_results"]["allowed"] == {"minimum": 1, "maximum": 20}
+    assert errors["blueprint.spine.timeout_seconds"]["allowed"] == {"minimum": 1, "maximum": 300}

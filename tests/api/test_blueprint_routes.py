@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -171,3 +172,26 @@ def test_blueprints_may_be_posted_as_yaml_but_yaml_aliases_are_refused(api: Api)
     bomb = "a: &a [x, x]\nb: &b [*a, *a]\nhead: *b\n"
     refused = api.client.post("/api/blueprints/validate-and-compile", content=bomb, headers=headers)
     assert refused.status_code == 400 and "aliases are not allowed" in refused.json()["error"]["message"]
+
+
+def test_blueprint_bodies_need_a_json_or_yaml_content_type(api: Api) -> None:
+    form = api.client.post("/api/blueprints", content='{"head": {}}', headers={"content-type": "text/plain"})
+    assert form.status_code == 400 and "application/json or application/yaml" in form.json()["error"]["message"]
+    assert api.get("/api/blueprints").json()["blueprints"] == []
+
+
+def test_request_bodies_are_capped_even_when_chunked(api: Api) -> None:
+    def chunks() -> Iterator[bytes]:
+        yield b'{"message": "'
+        for _ in range(2048):
+            yield b"x" * 1024
+        yield b'"}'
+
+    response = api.client.post("/api/agents/run", content=chunks(), headers={"content-type": "application/json"})
+    assert response.status_code == 413 and response.json()["error"]["code"] == "limit_exceeded"
+    sized = api.client.post(
+        "/api/blueprints/validate-and-compile",
+        content=b" " * (2 * 1024 * 1024),
+        headers={"content-type": "application/json"},
+    )
+    assert sized.status_code == 413

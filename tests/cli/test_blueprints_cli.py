@@ -63,3 +63,19 @@ def test_list_shows_saved_files_and_schemas_prints_one_part(workdir: Path) -> No
     assert [entry["name"] for entry in json.loads(listed.output)] == ["helper"]
     spine = runner.invoke(app, ["blueprints", "schemas", "--part", "spine"])
     assert json.loads(spine.output)["max_tool_calls"] == {"minimum": 1, "maximum": 100, "default": 10}
+
+
+def test_run_can_target_agno(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    reply = {
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "from agno"}, "finish_reason": "stop"}]
+    }
+    with serving(FakeServer()) as model:
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{model.url}/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        model.queue((200, {"id": "c", "object": "chat.completion", "created": 0, "model": "gpt-4o-mini"} | reply))
+        result = runner.invoke(app, ["blueprints", "run", "good.yaml", "hi", "--target", "agno"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["response"] == "from agno"
+    assert model.requests[0]["body"]["temperature"] == 0.5
+    wrong = runner.invoke(app, ["blueprints", "run", "good.yaml", "hi", "--target", "langchain"])
+    assert wrong.exit_code == 2 and "targets: awb, agno" in wrong.output

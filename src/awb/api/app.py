@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from awb import __version__
 from awb.agents.mcp_client import ServerTarget
-from awb.api.errors import http_error, request_invalid
+from awb.api.errors import BodyLimit, http_error, request_invalid
 from awb.api.routes import agents, blueprints, builder
 from awb.blueprints.compile import RuntimeOptions
 from awb.blueprints.schema import Blueprint
@@ -44,6 +44,7 @@ def create_api(service: BlueprintService) -> FastAPI:
     app.state.blueprints = service
     app.add_exception_handler(RequestValidationError, request_invalid)
     app.add_exception_handler(HTTPException, http_error)
+    app.add_middleware(BodyLimit)
     for module in (blueprints, agents, builder):
         app.include_router(module.router)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from fastapi import Request, Response
@@ -15,7 +15,9 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from awb.blueprints.schema import describe_errors
 from awb.errors import AwbError
 
 log = logging.getLogger("awb.api")
@@ -43,25 +45,48 @@ def from_awb_error(err: AwbError) -> JSONResponse:
     return JSONResponse({"error": err.to_dict()}, status_code=err.http_status)
 
 
-def _location(loc: tuple[Any, ...]) -> str:
-    parts = [str(p) for p in loc if p not in ("body", "query", "path")]
-    return ".".join(parts) or "(body)"
+def _unwrapped(error: Mapping[str, Any]) -> dict[str, Any]:
+    loc = tuple(error.get("loc", ()))
+    if loc and loc[0] in ("body", "query", "path"):
+        loc = loc[1:]
+    return {**error, "loc": loc, "msg": error.get("msg", ""), "type": error.get("type", "")}
 
 
 async def request_invalid(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
-    errors = [
-        {"path": _location(tuple(e.get("loc", ()))), "message": str(e.get("msg", "")), "type": str(e.get("type", ""))}
-        for e in exc.errors()
-    ]
+    errors = describe_errors([_unwrapped(e) for e in exc.errors()], within="blueprint")
     summary = "; ".join(f"{e['path']}: {e['message']}" for e in errors[:5])
     return error_response(400, "bad_request", f"malformed request: {summary}", errors=errors)
 
 
 async def http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    code = "not_found" if exc.status_code == 404 else "http_error"
+    code = {404: "not_found", 413: "limit_exceeded"}.get(exc.status_code, "http_error")
     return error_response(exc.status_code, code, str(exc.detail))
+
+
+class BodyLimit:
+    """Caps every request body, chunked ones included (Content-Length alone would not)."""
+
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise HTTPException(413, f"request body over {self.limit} bytes")
+            return message
+
+        await self.app(scope, limited, send)
 
 
 class GuardedRoute(APIRoute):

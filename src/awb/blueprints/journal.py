@@ -6,6 +6,7 @@ A fatal violation cancels the run's scope, so a team or workflow stops as a whol
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,6 +18,8 @@ from pydantic import BaseModel
 
 from awb.agents.context import to_text
 from awb.agents.toolbox import Handler, ToolOutcome, ToolSpec
+
+log = logging.getLogger("awb.blueprints")
 
 LogKind = Literal["run_start", "tool_call", "guardrail_violation", "run_end"]
 SUMMARY_CHARS = 300
@@ -67,6 +70,7 @@ class RunJournal:
         """Log a violation with its context; a fatal one ends the whole run."""
         entry = {"guardrail": guardrail, "message": message, "fatal": fatal, **redact(context, self.secrets)}
         self.log("guardrail_violation", **entry)
+        log.warning("run %s: guardrail %s: %s %s", self.run_id, guardrail, message, entry)
         if fatal and self.violation is None:
             self.violation = entry
             if self.scope is not None:

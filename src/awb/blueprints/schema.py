@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -16,6 +17,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    JsonValue,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -40,6 +42,9 @@ def _unsupported(kind: str, value: object, allowed: list[str]) -> PydanticCustom
     )
 
 
+_ALL_MODELS: list[JsonValue] = [*sorted({m for models in catalog.MODELS.values() for m in models})]
+
+
 class _Part(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -47,8 +52,21 @@ class _Part(BaseModel):
 class Head(_Part):
     """The brain: which model, how it is told to behave, and how it samples."""
 
+    # Which models go with which provider, said in the schema too, for forms and generated requests.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [
+                {"properties": {"provider": {"const": provider}, "model": {"enum": list(models)}}}
+                for provider, models in catalog.MODELS.items()
+            ]
+        }
+    )
+
     provider: str = Field(description="Model provider.", json_schema_extra={"enum": list(catalog.PROVIDERS)})
-    model: str = Field(description="Model name; see /api/components/schemas for the models of each provider.")
+    model: str = Field(
+        description="Model name; the provider's own list is in /api/components/schemas.",
+        json_schema_extra={"enum": list(_ALL_MODELS)},
+    )
     system_prompt: str = Field("", max_length=catalog.SYSTEM_PROMPT_MAX_CHARS, description="Instructions, multi-line.")
     temperature: float | None = Field(None, ge=catalog.TEMPERATURE_RANGE[0], le=catalog.TEMPERATURE_RANGE[1])
     max_tokens: int | None = Field(None, gt=0, description="Output token limit, at most the model's own.")
@@ -137,6 +155,16 @@ class Member(_Part):
 
 class Legs(_Part):
     """How the agent moves: alone, as a sequence of steps, or as a coordinated team."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [
+                {"properties": {"mode": {"const": "single_agent"}}},
+                {"properties": {"mode": {"const": "workflow"}, "steps": {"minItems": 1}}, "required": ["steps"]},
+                {"properties": {"mode": {"const": "team"}, "members": {"minItems": 1}}, "required": ["members"]},
+            ]
+        }
+    )
 
     mode: Literal["single_agent", "workflow", "team"]
     #: workflow: run in order, each step's output the next step's input.
@@ -262,7 +290,7 @@ def _path(loc: tuple[int | str, ...]) -> tuple[str, str]:
         if isinstance(item, int):
             parts.append(f"[{item}]")
             generic.append("[]")
-        elif index > 0 and isinstance(loc[index - 1], int) and loc[0] == "arms" and item in catalog.TOOL_TYPES:
+        elif index > 1 and isinstance(loc[index - 1], int) and loc[index - 2] == "arms" and item in catalog.TOOL_TYPES:
             continue  # the discriminated union's tag, not a field
         else:
             sep = "." if parts else ""
@@ -273,11 +301,18 @@ def _path(loc: tuple[int | str, ...]) -> tuple[str, str]:
 
 def field_errors(err: ValidationError) -> list[dict[str, Any]]:
     """Pydantic's errors as {path, message, allowed?}: what a form needs to mark one field."""
+    return describe_errors(err.errors(include_url=False))
+
+
+def describe_errors(items: Iterable[Mapping[str, Any]], *, within: str = "") -> list[dict[str, Any]]:
+    """`field_errors` for error dicts already taken out of an exception; `within` is the blueprint's own
+    path when it is nested in a larger body (`blueprint` in a run request)."""
     errors = []
-    for item in err.errors(include_url=False):
-        path, generic = _path(item["loc"])
+    for item in items:
+        path, generic = _path(tuple(item["loc"]))
+        generic = generic.removeprefix(f"{within}.") if within else generic
         ctx = item.get("ctx") or {}
-        entry: dict[str, Any] = {"path": path, "message": item["msg"], "type": item["type"]}
+        entry: dict[str, Any] = {"path": path, "message": str(item["msg"]), "type": str(item["type"])}
         if "allowed" in ctx:
             entry["allowed"] = ctx["allowed"]
         elif item["type"] in ("union_tag_invalid", "union_tag_not_found"):

@@ -1,31 +1,21 @@
 """`awb blueprints validate|run|list|schemas`: the REST API's blueprint endpoints from the terminal.
 
 A thin layer over `awb.blueprints`; blueprints run here may start MCP servers by command (the user runs
-their own file), and `workbench` arms get this workbench's own tools in-process.
+their own file), and `workbench` arms get this workbench's own tools in-process. The blueprint runtime
+is imported by each command, so other commands (and `awb start`) never load it.
 """
 
 from __future__ import annotations
 
-import os
-from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import anyio
 import typer
 
-from awb.blueprints.compile import RuntimeOptions
-from awb.blueprints.components import component_schemas
-from awb.blueprints.files import BlueprintFiles, parse_yaml
-from awb.blueprints.runner import RunReply
-from awb.blueprints.schema import Blueprint, WorkbenchArm
-from awb.blueprints.service import BlueprintService
-from awb.blueprints.sessions import open_session_store
-from awb.cli.output import fail, print_json, table
-from awb.config import Config, load_config
-from awb.errors import AwbError, InvalidParams
-from awb.server.mcp import McpFace
-from awb.workbench import Workbench
+if TYPE_CHECKING:
+    from awb.blueprints.runner import RunReply
+    from awb.blueprints.schema import Blueprint
+    from awb.config import Config
 
 blueprints_app = typer.Typer(help="Validate, run and list agent blueprints (YAML).", no_args_is_help=True)
 
@@ -35,6 +25,9 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts
 
 def _read(source: str, config: Config) -> Blueprint:
     """A blueprint from a file path, or by id from the blueprints directory."""
+    from awb.blueprints.files import BlueprintFiles, parse_yaml
+    from awb.errors import InvalidParams
+
     path = Path(source)
     if path.is_file():
         return parse_yaml(path.read_text(encoding="utf-8"), source=str(path))
@@ -51,6 +44,10 @@ def validate_command(
     as_json: JsonOption = False,
 ) -> None:
     """Check a blueprint file; print its id and normalized form, or every field error."""
+    from awb.cli.output import fail, print_json
+    from awb.config import load_config
+    from awb.errors import AwbError
+
     try:
         blueprint = _read(str(file), load_config(config_path))
     except AwbError as err:
@@ -64,6 +61,16 @@ def validate_command(
 
 
 async def _run(config: Config, blueprint: Blueprint, message: str, session_id: str | None) -> RunReply:
+    import os
+    from contextlib import AsyncExitStack
+
+    from awb.blueprints.compile import RuntimeOptions
+    from awb.blueprints.schema import WorkbenchArm
+    from awb.blueprints.service import BlueprintService
+    from awb.blueprints.sessions import open_session_store
+    from awb.server.mcp import McpFace
+    from awb.workbench import Workbench
+
     async with AsyncExitStack() as stack:
         target = None
         if any(isinstance(arm, WorkbenchArm) for arm in blueprint.arms):
@@ -86,21 +93,50 @@ def run_command(
     source: Annotated[str, typer.Argument(help="Blueprint file, or the id of a saved blueprint.")],
     message: Annotated[str, typer.Argument(help="The message to the agent.")],
     session_id: Annotated[str | None, typer.Option("--session-id", help="Continue this session.")] = None,
+    target: Annotated[str, typer.Option(help="awb (this runtime) or agno (needs the agno extra).")] = "awb",
     config_path: ConfigOption = None,
 ) -> None:
     """Run a blueprint on one message and print the reply as JSON (session and run ids included)."""
+    import anyio
+
+    from awb.cli.output import fail, print_json
+    from awb.config import load_config
+    from awb.errors import AwbError, InvalidParams
+
     try:
         config = load_config(config_path)
         blueprint = _read(source, config)
+        if target == "agno":
+            print_json(anyio.run(_run_agno, config, blueprint, message))
+            return
+        if target != "awb":
+            raise InvalidParams(f"unknown target {target!r}; targets: awb, agno", target=target)
         reply = anyio.run(_run, config, blueprint, message, session_id)
     except AwbError as err:
         fail(err, True)
     print_json(reply.model_dump(mode="json"))
 
 
+async def _run_agno(config: Config, blueprint: Blueprint, message: str) -> dict[str, object]:
+    import uuid
+
+    from awb.blueprints.agno_target import compile_to_agno, run_agno
+    from awb.blueprints.journal import RunJournal
+
+    journal = RunJournal(uuid.uuid4().hex, blueprint.spine.max_tool_calls)
+    agno = compile_to_agno(blueprint, journal=journal, tavily_base_url=config.blueprints.tavily_base_url)
+    response = await run_agno(agno, blueprint, message, journal=journal)
+    entries = [entry.model_dump(mode="json") for entry in journal.entries]
+    return {"response": response, "target": "agno", "run_id": journal.run_id, "log": entries}
+
+
 @blueprints_app.command("list")
 def list_command(config_path: ConfigOption = None, as_json: JsonOption = False) -> None:
     """The blueprint files in the blueprints directory, newest first."""
+    from awb.blueprints.files import BlueprintFiles
+    from awb.cli.output import print_json, table
+    from awb.config import load_config
+
     config = load_config(config_path)
     files = BlueprintFiles(config.blueprints_dir).scan()
     if as_json:
@@ -117,6 +153,10 @@ def schemas_command(
     part: Annotated[str | None, typer.Option(help="Only this part: head, arms, legs, heart, spine, blueprint.")] = None,
 ) -> None:
     """The component schemas the builder uses (choices, ranges and JSON Schema), as JSON."""
+    from awb.blueprints.components import component_schemas
+    from awb.cli.output import fail, print_json
+    from awb.errors import InvalidParams
+
     schemas = component_schemas()
     if part is not None and part not in schemas:
         fail(InvalidParams(f"unknown part {part!r}; parts: {', '.join(schemas)}", part=part))

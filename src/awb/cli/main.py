@@ -99,7 +99,8 @@ def start(
     config.pid_file.write_text(str(os.getpid()), encoding="utf-8")
     if transport == "http":
         errors.print(
-            f"awb {__version__}: MCP on http://{config.host}:{config.port}/mcp (inventory {config.inventory_path})"
+            f"awb {__version__}: MCP on http://{config.host}:{config.port}/mcp, REST on /api "
+            f"(inventory {config.inventory_path})"
         )
         errors.print(f"awb: web panel on http://{config.host}:{config.port}/")
     try:

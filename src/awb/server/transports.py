@@ -9,10 +9,8 @@ import sys
 import anyio
 import uvicorn
 
-from awb.api.app import http_app
 from awb.server.mcp import McpFace
 from awb.server.stdio import serve_stdio_streams
-from awb.web import create_panel
 from awb.workbench import Workbench
 
 log = logging.getLogger("awb.server")
@@ -45,6 +43,10 @@ async def serve_http(workbench: Workbench, host: str, port: int) -> None:
     face = McpFace(workbench)
     mcp_app = face.server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
     # REST (/api) and the web panel (/) beside MCP (/mcp) in one ASGI app; see awb.api.app.HttpApp.
+    # Imported here so a stdio server never loads FastAPI, the blueprint runtime or the panel.
+    from awb.api.app import http_app
+    from awb.web import create_panel
+
     panel = create_panel(workbench)
     app, api = http_app(workbench, mcp_app, face.server, panel=panel)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from awb.api.errors import ERRORS, ErrorBody, GuardedRoute
 from awb.api.service import blueprint_service
 from awb.blueprints.journal import LogEntry
 from awb.blueprints.runner import RunReply
+from awb.blueprints.schema import Blueprint
 from awb.blueprints.service import BlueprintService
 
 router = APIRouter(prefix="/api/agents", tags=["agents"], route_class=GuardedRoute)
@@ -19,9 +20,18 @@ SESSION_ID = r"^[A-Za-z0-9_.:-]{1,128}$"
 
 
 class RunRequest(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [
+                {"required": ["blueprint"], "not": {"required": ["blueprint_id"]}},
+                {"required": ["blueprint_id"], "not": {"required": ["blueprint"]}},
+            ]
+        }
+    )
+
     message: str = Field(min_length=1, max_length=100_000)
     #: An ephemeral blueprint, compiled for this request only.
-    blueprint: dict[str, Any] | None = None
+    blueprint: Blueprint | None = None
     #: A blueprint compiled (cached) or saved earlier.
     blueprint_id: str | None = Field(None, max_length=64)
     #: Continue a session (its history is restored when the blueprint's memory is on); new when absent.

@@ -31,8 +31,15 @@ YAML_TYPES = ("application/yaml",)
 async def _read_blueprint(request: Request) -> object:
     """The raw body as JSON, or YAML when sent as `application/yaml`; the blueprint rules (with field-level
     errors) are the service's to apply."""
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    # Only types a browser cannot send cross-site without asking first: no form posts that save files.
+    if media != "application/json" and media not in YAML_TYPES:
+        raise MalformedBody(
+            f"send the blueprint as application/json or application/yaml, not {media or 'no content type'}",
+            errors=[{"path": "(content-type)", "message": "must be application/json or application/yaml"}],
+        )
     body = await request.body()
-    if request.headers.get("content-type", "").split(";")[0].strip() in YAML_TYPES:
+    if media in YAML_TYPES:
         try:
             return load_yaml(body)
         except yaml.YAMLError as err:
