@@ -13,6 +13,7 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -293,6 +294,35 @@ async def test_apply_writes_a_staged_file_and_discard_drops_one(server: Server, 
     await page.get_by_text(f"Discarded the staged write to {drop}.").wait_for()
     assert not drop.exists()
     assert await page.locator("article.staged").count() == 0
+
+
+async def test_agent_runs_show_each_session_and_its_log(server: Server, page: Any) -> None:
+    from awb.blueprints.journal import LogEntry
+    from awb.blueprints.sessions import SQLiteSessionStore
+
+    store = SQLiteSessionStore(server.inventory)  # as the REST runtime writes them, from another process
+    now = datetime.now(UTC)
+    store.append_logs(
+        "support-chat",
+        [
+            LogEntry(at=now, run_id="run_1", kind="run_start", data={"blueprint_id": "bp_demo"}),
+            LogEntry(at=now, run_id="run_1", kind="tool_call", data={"tool": "tavily_search", "success": True}),
+            LogEntry(at=now, run_id="run_1", kind="run_end", data={"status": "ok", "latency_ms": 812}),
+        ],
+    )
+    store.close()
+    await page.goto(server.base + "/")
+    await page.get_by_role("link", name="Agent runs").click()
+    await page.get_by_role("link", name="support-chat").click()
+    log = page.locator("table.log")
+    await log.wait_for()
+    assert [await c.inner_text() for c in await log.locator("tbody td:nth-child(3)").all()] == [
+        "run_start",
+        "tool_call",
+        "run_end",
+    ]
+    assert "tavily_search" in await log.inner_text()
+    await shot(page, "runs")
 
 
 async def test_readme_screenshot(server: Server, page: Any) -> None:

@@ -10,7 +10,8 @@
     if (!region) return;
     var item = document.createElement("div");
     item.className = "toast tone-" + (toast.tone || "info");
-    item.setAttribute("role", toast.tone === "error" ? "alert" : "status");
+    // The region is a polite live region already; only a rejection interrupts.
+    if (toast.tone === "error") item.setAttribute("role", "alert");
     var text = document.createElement("span");
     text.textContent = toast.text;  // never innerHTML: tool names come from agents
     var close = document.createElement("button");
