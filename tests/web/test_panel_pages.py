@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from awb.clock import ManualClock
 from awb.errors import ExecutionError, InvalidParams
 from awb.workbench import Workbench
 from conftest import ORIGIN
@@ -61,13 +62,18 @@ async def test_filters_narrow_the_list_by_runtime_tier_and_tag(workbench: Workbe
     assert len(rows((await client.get("/", params={"runtime": "cobol", "sort": "x"})).text)) == 2
 
 
-async def test_sorting_by_name_and_by_use(workbench: Workbench, client: httpx.AsyncClient) -> None:
+async def test_sorting_by_name_use_and_last_call(
+    workbench: Workbench, client: httpx.AsyncClient, clock: ManualClock
+) -> None:
     for name in ("zeta", "alpha", "mid"):
         await workbench.craft(add_tool(name, description=f"Add two numbers, flavour {name}"))
     for _ in range(2):
         await workbench.call("mid", {"a": 1, "b": 1})
     assert rows((await client.get("/", params={"sort": "name"})).text) == ["alpha", "mid", "zeta"]
     assert rows((await client.get("/", params={"sort": "usage"})).text)[0] == "mid"
+    clock.advance(seconds=60)
+    await workbench.call("zeta", {"a": 1, "b": 1})
+    assert rows((await client.get("/", params={"sort": "last_call"})).text) == ["zeta", "mid", "alpha"]
 
 
 async def test_the_search_box_uses_the_workbench_search(workbench: Workbench, client: httpx.AsyncClient) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -173,7 +173,8 @@ def tool_list(workbench: Workbench, query: ListQuery) -> ToolList:
     elif query.sort == "usage":
         rows.sort(key=lambda r: (-r.tool.usage_count, r.tool.name.lower()))
     elif query.sort == "last_call":
-        rows.sort(key=lambda r: r.last_call.at if r.last_call else datetime.min.replace(tzinfo=None), reverse=True)
+        never = datetime.min.replace(tzinfo=UTC)
+        rows.sort(key=lambda r: r.last_call.at if r.last_call else never, reverse=True)
     # "tier" keeps the store's (or the search's) order: hot tiers first, or best match first.
     return ToolList(rows=rows, query=query, tags=all_tags, search_mode=search_mode, total=len(rows))
 
