@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test install install-full install-dev install-test lint typecheck bench bench-cli bench-http clean
+.PHONY: run test install install-full install-dev install-test lint typecheck bench bench-cli bench-http clean chromium screenshot
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,8 +35,22 @@ lint: install-dev
 typecheck: install-dev
 	$(BIN)/mypy
 
+# Debian's Chromium for the web panel's browser tests (Playwright drives it; it never downloads a
+# browser of its own). A no-op where /usr/bin/chromium exists; installing needs root (CI runs as root).
+CHROMIUM := /usr/bin/chromium
+chromium:
+	@test -x $(CHROMIUM) || { \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends chromium; }
+
+# The README's picture of the web panel, taken by the browser test that builds it.
+screenshot: install-dev chromium
+	$(BIN)/python -m pytest -q tests/web/test_browser.py -k readme_screenshot
+	mkdir -p docs/images
+	cp build/screenshots/readme.png docs/images/web-panel.png
+
 # Install the test dependencies, lint, type-check and run the whole suite.
-test: install-test
+test: install-test chromium
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/python -m pytest

@@ -6,7 +6,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-EventKind = Literal["crafted", "updated", "deleted", "equipped", "unequipped", "tier_changed", "external"]
+EventKind = Literal[
+    "crafted",
+    "updated",
+    "deleted",
+    "equipped",
+    "unequipped",
+    "tier_changed",
+    "external",
+    # A craft's admission test began / failed (data: name, runtime / reason); "crafted" follows success.
+    "craft_started",
+    "craft_rejected",
+]
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from awb.config import Config
 from awb.craft_shape import craft_fields
 from awb.equip import Armory
 from awb.errors import (
+    AdmissionFailed,
     AwbError,
     DuplicateTool,
     ExecutionError,
@@ -145,6 +146,8 @@ class Workbench:
         self.search_engine = _search_engine(self.store, self.config)
         # Vectors follow every craft, new version, rollback and delete, whichever path made them.
         self.events.subscribe(self._keep_search_in_step)
+        # Other processes (the web panel of a server) read the inventory's journal of these events.
+        self.events.subscribe(self._journal)
         self.runtimes: dict[str, Runtime] = runtimes or build_runtimes(self.config)
         self._validators: dict[tuple[str, int, str], ToolSchema] = {}
         self._slots = ExecutionSlots(self.config.sandbox.max_concurrent, "tool")
@@ -172,6 +175,19 @@ class Workbench:
             tool = self.store.get(event.tool_id)
             if tool is not None:
                 self.search_engine.index_tool(tool)
+
+    def _journal(self, event: Event) -> None:
+        append = getattr(self.store, "append_event", None)
+        if append is None or event.kind == "tier_changed":
+            return
+        data = dict(event.data)
+        tool = self.store.get(event.tool_id) if event.tool_id else None
+        if tool is not None:
+            data.update(name=tool.name, version=tool.version, runtime=tool.runtime)
+        try:
+            append(event.kind, event.tool_id, data, self.clock.now())
+        except Exception as exc:  # the journal is for watchers; a craft or call never fails for it
+            log.warning("could not journal the %s event: %s", event.kind, exc)
 
     async def close(self) -> None:
         for runtime in self.runtimes.values():
@@ -247,7 +263,14 @@ class Workbench:
                 requested = await choose_python_runtime(self.runtimes, request.code, request.examples, share)  # type: ignore[assignment]
             runtime = self._runtime_for(request.language, requested)
             self._refuse_duplicate(request)
-            await crafting.admit(runtime, request.code, request.examples, request.output_schema, budget)
+            # The creation moment, for every face and process that watches (the web panel's toasts).
+            self.events.publish(Event("craft_started", None, {"name": request.name, "runtime": runtime.name}))
+            try:
+                await crafting.admit(runtime, request.code, request.examples, request.output_schema, budget)
+            except AdmissionFailed as exc:
+                reason = exc.message.split(";")[0]
+                self.events.publish(Event("craft_rejected", None, {"name": request.name, "reason": reason}))
+                raise
         now = self.clock.now()
         tool = Tool(
             tool_id="tool_" + uuid.uuid4().hex[:16],
@@ -367,7 +390,8 @@ class Workbench:
                 # A result nested past the interpreter's recursion limit, met while encoding or decoding it.
                 error = _too_deep(tool)
         duration_ms = (time.perf_counter() - started) * 1000
-        tool = self._record(tool, call_id, duration_ms, error)
+        peak = execution.peak_memory_bytes if execution is not None else None
+        tool = self._record(tool, call_id, duration_ms, error, peak)
         if error is not None:
             log.info("call %s failed: %s", tool.name, error.code)
             raise error
@@ -396,7 +420,14 @@ class Workbench:
         except SchemaTooExpensive as exc:
             raise InvalidOutput(f"the tool's result cannot be checked against its output_schema: {exc}") from None
 
-    def _record(self, tool: Tool, call_id: str, duration_ms: float, error: AwbError | None) -> Tool:
+    def _record(
+        self,
+        tool: Tool,
+        call_id: str,
+        duration_ms: float,
+        error: AwbError | None,
+        peak_memory_bytes: int | None = None,
+    ) -> Tool:
         now = self.clock.now()
         call = CallRecord(
             call_id=call_id,
@@ -406,6 +437,7 @@ class Workbench:
             duration_ms=duration_ms,
             ok=error is None,
             error_code=None if error is None else error.code,
+            peak_memory_bytes=peak_memory_bytes,
         )
         # Counters move in SQL inside one write transaction, so concurrent calls (from any process)
         # never lose an update; the tier is recomputed there from the counted usage.

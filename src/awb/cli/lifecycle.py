@@ -131,6 +131,7 @@ def _serve_http(config: Config, started: float) -> None:
                 f"awb {__version__}: MCP on http://{config.host}:{port}/mcp, REST on /api "
                 f"(inventory {config.inventory_path})"
             )
+            note(f"awb: web panel on http://{config.host}:{port}/")
             workbench = Workbench(config, store=open_store(config))
             anyio.run(serve_http, workbench, sock, started)
         finally:

@@ -123,6 +123,8 @@ class CallRecord(BaseModel):
     duration_ms: float
     ok: bool
     error_code: str | None = None
+    #: The most memory the call's sandbox held, where its runtime can measure it (None otherwise).
+    peak_memory_bytes: int | None = None
 
 
 class ToolCounters(BaseModel):

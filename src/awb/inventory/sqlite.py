@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from awb.errors import ConfigError, LimitExceeded, OutputExceeded
+from awb.inventory.feed_sql import FEED_SQL
 from awb.inventory.models import CallRecord, Example, MemoryLevel, Tool, ToolCounters, ToolSummary, ToolVersion
 from awb.inventory.sessions_sql import SESSIONS_SQL
 from awb.inventory.text_index import TextIndex
@@ -22,6 +23,8 @@ from awb.inventory.vectors import VECTORS_SQL
 from awb.search.fts import or_expression, split_identifier
 
 BUSY_TIMEOUT_MS = 5000
+#: Journal rows kept (`append_event`): enough for any reader that was away a minute or two.
+EVENTS_KEPT = 5000
 
 _V1 = """
 CREATE TABLE tools (
@@ -128,7 +131,7 @@ CREATE UNIQUE INDEX calls_call_id ON calls(call_id) WHERE call_id IS NOT NULL;
 """
 
 #: Forward migrations: MIGRATIONS[n] is the SQL that takes a database from schema n to n + 1.
-MIGRATIONS: list[str] = [_V1, _V2, VECTORS_SQL, _V4, SESSIONS_SQL]
+MIGRATIONS: list[str] = [_V1, _V2, VECTORS_SQL, _V4, SESSIONS_SQL, FEED_SQL]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # BM25 column weights (name, description, problem, tags): a word in the name says more than one
@@ -576,8 +579,8 @@ class SQLiteStore:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 self._db.execute(
-                    "INSERT INTO calls (call_id, tool_id, version, at, duration_ms, ok, error_code) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO calls (call_id, tool_id, version, at, duration_ms, ok, error_code, peak_memory_bytes) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         call.call_id or None,
                         call.tool_id,
@@ -586,6 +589,7 @@ class SQLiteStore:
                         call.duration_ms,
                         int(call.ok),
                         call.error_code,
+                        call.peak_memory_bytes,
                     ),
                 )
                 self._db.execute(
@@ -634,7 +638,8 @@ class SQLiteStore:
     def calls(self, tool_id: str, limit: int = 20) -> list[CallRecord]:
         with self._lock:
             rows = self._db.execute(
-                "SELECT tool_id, version, at, duration_ms, ok, error_code, call_id FROM calls WHERE tool_id = ? "
+                "SELECT tool_id, version, at, duration_ms, ok, error_code, call_id, peak_memory_bytes FROM calls "
+                "WHERE tool_id = ? "
                 "ORDER BY id DESC LIMIT ?",
                 (tool_id, limit),
             ).fetchall()
@@ -647,6 +652,7 @@ class SQLiteStore:
                 ok=bool(r[4]),
                 error_code=r[5],
                 call_id=r[6] or "",
+                peak_memory_bytes=r[7],
             )
             for r in rows
         ]
@@ -695,6 +701,20 @@ class SQLiteStore:
                 self._db.execute("ROLLBACK")
                 raise
         return int(cursor.lastrowid or 0)
+
+    # --- the event journal (awb.feed reads it from other connections and processes) ------------------
+
+    def append_event(self, kind: str, tool_id: str | None, data: dict[str, Any], at: datetime) -> int:
+        """Journal one workbench event; only the newest EVENTS_KEPT stay."""
+        with self._lock:
+            cursor = self._db.execute(
+                "INSERT INTO workbench_events (at, kind, tool_id, data) VALUES (?, ?, ?, ?)",
+                (iso(at), kind, tool_id, json.dumps(data, default=str)),
+            )
+            event_id = int(cursor.lastrowid or 0)
+            if event_id % 100 == 0:
+                self._db.execute("DELETE FROM workbench_events WHERE id <= ?", (event_id - EVENTS_KEPT,))
+        return event_id
 
     def iter_maintainable(self) -> Iterator[Tool]:
         with self._lock:

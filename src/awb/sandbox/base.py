@@ -37,6 +37,8 @@ class Execution:
     value: Any
     logs: list[str] = field(default_factory=list)
     duration_ms: float = 0.0
+    #: The most memory the run held, where the runtime can measure it; None where it cannot.
+    peak_memory_bytes: int | None = None
 
 
 class Runtime(Protocol):

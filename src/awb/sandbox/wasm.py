@@ -84,6 +84,9 @@ class _Call:
 
 
 _current: contextvars.ContextVar[_Call] = contextvars.ContextVar("awb_wasm_call")
+#: Where `execute` collects the run's peak memory; the worker thread sees it through the copied context.
+#: Linear memory never shrinks, so its size when the run ends is the run's peak.
+_peak_memory: contextvars.ContextVar[list[int]] = contextvars.ContextVar("awb_wasm_peak_memory")
 
 
 class WasmRuntime:
@@ -166,9 +169,19 @@ class WasmRuntime:
 
     async def execute(self, code: str, params: dict[str, Any], limits: Limits, host: HostFunctions) -> Execution:
         started = time.perf_counter()
-        value, logs = await self._run(code, params, limits, host, check=False)
+        peak: list[int] = []
+        token = _peak_memory.set(peak)
+        try:
+            value, logs = await self._run(code, params, limits, host, check=False)
+        finally:
+            _peak_memory.reset(token)
         encode_output(value, limits.max_output_bytes)
-        return Execution(value=value, logs=logs, duration_ms=(time.perf_counter() - started) * 1000)
+        return Execution(
+            value=value,
+            logs=logs,
+            duration_ms=(time.perf_counter() - started) * 1000,
+            peak_memory_bytes=peak[-1] if peak else None,
+        )
 
     async def check(self, code: str, limits: Limits) -> None:
         await self._run(code, {}, limits, None, check=True)
@@ -290,6 +303,7 @@ class WasmRuntime:
             ptr = int(alloc(store, len(data)))
             _write(memory, store, ptr, data)
             packed = int(run(store, ptr, len(data))) & 0xFFFFFFFFFFFFFFFF
+            _peak_memory.get([]).append(int(memory.data_len(store)))
             out_ptr, out_len = packed >> 32, packed & 0xFFFFFFFF
             if out_len > limits.max_output_bytes:
                 raise OutputExceeded(

@@ -108,8 +108,10 @@ async def serve_http(workbench: Workbench, sock: socket.socket, started: float |
     # REST (/api) beside MCP (/mcp) in one ASGI app (awb.api.app.HttpApp), all of it behind the HTTP guard.
     # Imported here so a stdio server never loads FastAPI and the blueprint runtime.
     from awb.api.app import http_app as rest_and_mcp
+    from awb.web import create_panel
 
-    app, api = rest_and_mcp(workbench, _mcp_app(face, config), face.server)
+    panel = create_panel(workbench)
+    app, api = rest_and_mcp(workbench, _mcp_app(face, config), face.server, panel=panel)
     # No access log: a line per request costs the request path more than the tool call it logs. No
     # log_config: uvicorn's dictConfig would close every handler already installed, ours included,
     # and every later line of the workbench's log would be lost.
@@ -127,6 +129,7 @@ async def serve_http(workbench: Workbench, sock: socket.socket, started: float |
             await server.serve(sockets=[sock])
         finally:
             api.close()
+            panel.close()
         tasks.cancel_scope.cancel()
 
 

@@ -1,0 +1,286 @@
+"""The Active Tools panel: server-rendered pages (Jinja2, a little vanilla JS, no build step, no CDN) over
+one workbench, served by `awb start --transport http` at `/` beside `/mcp` and `/api`.
+
+Reads run in a worker thread (search may embed, highlighting and diffs take CPU); changes (equip, delete,
+rollback, apply) run on the event loop like the MCP face's, since the workbench's event listeners expect it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, quote
+
+import anyio
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from awb import __version__
+from awb.errors import AwbError, InvalidParams
+from awb.feed import EventFeed, open_feed
+from awb.inventory.models import MEMORY_LEVELS
+from awb.sandbox import staging
+from awb.web import security, stream, views
+from awb.web.runs import RunLogs
+from awb.workbench import Workbench
+
+HERE = Path(__file__).parent
+#: Largest form body the panel reads; its forms carry a version number or a token.
+MAX_FORM_BYTES = 16 * 1024
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+class Panel:
+    """The panel's ASGI app and what it holds open (the feed's and the run logs' connections)."""
+
+    def __init__(self, workbench: Workbench, *, feed: EventFeed | None = None) -> None:
+        self.workbench = workbench
+        self.config = workbench.config
+        self.feed = feed or open_feed(workbench.store, workbench.events)
+        path = str(getattr(workbench.store, "path", ":memory:"))
+        self.runs = RunLogs(path) if path != ":memory:" and _has_run_logs(path) else None
+        self.streams = 0
+        env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True))
+        env.globals.update(version=__version__, tiers=views.TIER_LABELS, runtimes=views.RUNTIME_LABELS)
+        self.templates = Jinja2Templates(env=env)
+        self.app = Starlette(routes=self._routes())
+
+    def close(self) -> None:
+        self.feed.close()
+        if self.runs is not None:
+            self.runs.close()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.app(scope, receive, send)
+
+    # --- plumbing -------------------------------------------------------------------------------------
+
+    def _routes(self) -> list[Route | Mount]:
+        page, change = self._page, self._change
+        return [
+            Route("/", page(self.tools_page)),
+            Route("/tools/{ref}", page(self.tool_page)),
+            Route("/tools/{ref}/delete", page(self.confirm_delete)),
+            Route("/tools/{ref}/delete", change(self.delete), methods=["POST"]),
+            Route("/tools/{ref}/equip", change(self.equip), methods=["POST"]),
+            Route("/tools/{ref}/unequip", change(self.unequip), methods=["POST"]),
+            Route("/tools/{ref}/rollback", change(self.rollback), methods=["POST"]),
+            Route("/staged", page(self.staged_page)),
+            Route("/staged/{staged_id:int}/apply", change(self.apply), methods=["POST"]),
+            Route("/staged/{staged_id:int}/discard", change(self.discard), methods=["POST"]),
+            Route("/runs", page(self.runs_page)),
+            Route("/runs/{session_id}", page(self.run_page)),
+            Route("/events", self._guarded(self.events), methods=["GET"]),
+            Route("/login", self._login_page, methods=["GET"]),
+            Route("/login", self._login, methods=["POST"]),
+            Route("/static/code.css", self._code_css, methods=["GET"]),
+            Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+        ]
+
+    def _render(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+        token = security.configured_token(self.config)
+        context.update(
+            signed_in=token is None or security.token_ok(token, security.presented_token(request)),
+            token_required=token is not None,
+            notice=_notice(request),
+        )
+        return self.templates.TemplateResponse(request, template, context, status_code=status)
+
+    def _refusal(self, request: Request, refused: security.Refused) -> Response:
+        return self._render(request, "error.html", refused.status, code=refused.code, message=refused.message)
+
+    def _guarded(self, handler: Handler) -> Handler:
+        async def guarded(request: Request) -> Response:
+            if not security.host_allowed(request.headers.get("host", ""), self.config):
+                return PlainTextResponse("this Host is not served here", status_code=421)
+            token = security.configured_token(self.config)
+            if not security.token_ok(token, security.presented_token(request)):
+                return RedirectResponse(f"/login?next={quote(request.url.path)}", status_code=303)
+            try:
+                return await handler(request)
+            except security.Refused as refused:
+                return self._refusal(request, refused)
+            except AwbError as exc:
+                status = exc.http_status if 400 <= exc.http_status < 600 else 500
+                return self._render(request, "error.html", status, code=exc.code, message=exc.message)
+
+        return guarded
+
+    def _page(self, handler: Handler) -> Handler:
+        return self._guarded(handler)
+
+    def _change(self, handler: Handler) -> Handler:
+        async def change(request: Request) -> Response:
+            security.check_same_origin(request)
+            return await handler(request)
+
+        return self._guarded(change)
+
+    async def _code_css(self, request: Request) -> Response:
+        return Response(views.code_css(), media_type="text/css")
+
+    # --- Active Tools ---------------------------------------------------------------------------------
+
+    async def tools_page(self, request: Request) -> Response:
+        query = views.ListQuery.parse(request.query_params)
+        listing = await anyio.to_thread.run_sync(views.tool_list, self.workbench, query)
+        return self._render(
+            request, "tools.html", listing=listing, sorts=views.SORTS, levels=MEMORY_LEVELS, view="tools"
+        )
+
+    async def tool_page(self, request: Request) -> Response:
+        raw = request.query_params.get("version", "")
+        version = int(raw) if raw.isdigit() else None
+        found = await anyio.to_thread.run_sync(views.inspection, self.workbench, request.path_params["ref"], version)
+        return self._render(request, "tool.html", t=found, view="tools")
+
+    async def confirm_delete(self, request: Request) -> Response:
+        tool = self.workbench.resolve(request.path_params["ref"])
+        return self._render(request, "confirm_delete.html", tool=tool, view="tools")
+
+    async def delete(self, request: Request) -> Response:
+        tool = self.workbench.delete(request.path_params["ref"])
+        return _back("/", "deleted", tool.name)
+
+    async def equip(self, request: Request) -> Response:
+        tool = self.workbench.equip(request.path_params["ref"])
+        return _back(await _return_to(request), "equipped", tool.name)
+
+    async def unequip(self, request: Request) -> Response:
+        tool = self.workbench.unequip(request.path_params["ref"])
+        return _back(await _return_to(request), "unequipped", tool.name)
+
+    async def rollback(self, request: Request) -> Response:
+        form = await _form(request)
+        raw = form.get("version", "")
+        if not raw.isdigit():
+            raise InvalidParams("choose a version to roll back to", field="version")
+        tool = self.workbench.rollback(request.path_params["ref"], int(raw))
+        return _back(f"/tools/{quote(tool.tool_id)}", "rolled_back", f"{tool.name} v{tool.version}")
+
+    # --- staged writes --------------------------------------------------------------------------------
+
+    async def staged_page(self, request: Request) -> Response:
+        status = request.query_params.get("status", staging.PENDING)
+        if status not in (staging.PENDING, staging.APPLIED, staging.DISCARDED, "all"):
+            status = staging.PENDING
+        writes = await anyio.to_thread.run_sync(views.staged_views, self.workbench, None if status == "all" else status)
+        return self._render(request, "staged.html", writes=writes, shown_status=status, view="staged")
+
+    async def apply(self, request: Request) -> Response:
+        store: Any = self.workbench.store
+        write = await anyio.to_thread.run_sync(staging.apply_staged, store, request.path_params["staged_id"])
+        return _back("/staged", "applied", write.path)
+
+    async def discard(self, request: Request) -> Response:
+        store: Any = self.workbench.store
+        write = await anyio.to_thread.run_sync(staging.discard_staged, store, request.path_params["staged_id"])
+        return _back("/staged", "discarded", write.path)
+
+    # --- agent runs -----------------------------------------------------------------------------------
+
+    async def runs_page(self, request: Request) -> Response:
+        sessions = await anyio.to_thread.run_sync(self.runs.sessions) if self.runs else []
+        return self._render(request, "runs.html", sessions=sessions, available=self.runs is not None, view="runs")
+
+    async def run_page(self, request: Request) -> Response:
+        session_id = request.path_params["session_id"]
+        entries = await anyio.to_thread.run_sync(self.runs.logs, session_id) if self.runs else []
+        return self._render(request, "run.html", session_id=session_id, entries=entries, view="runs")
+
+    # --- the creation moment --------------------------------------------------------------------------
+
+    async def events(self, request: Request) -> Response:
+        if self.streams >= stream.MAX_STREAMS:
+            return PlainTextResponse("too many event streams are open", status_code=503)
+        cursor = stream.start_cursor(request, self.feed)
+        self.streams += 1
+
+        async def body() -> Any:
+            try:
+                async for chunk in stream.event_stream(request, self.feed, cursor):
+                    yield chunk
+            finally:
+                self.streams -= 1
+
+        headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+        return StreamingResponse(body(), media_type="text/event-stream", headers=headers)
+
+    # --- signing in (only when an API token is configured) ----------------------------------------------
+
+    async def _login_page(self, request: Request) -> Response:
+        return self._render(request, "login.html", next=_safe_next(request.query_params.get("next", "/")))
+
+    async def _login(self, request: Request) -> Response:
+        try:
+            security.check_same_origin(request)
+        except security.Refused as refused:
+            return self._refusal(request, refused)
+        form = await _form(request)
+        expected = security.configured_token(self.config)
+        target = _safe_next(form.get("next", "/"))
+        if expected is None:
+            return RedirectResponse(target, status_code=303)
+        if not security.token_ok(expected, form.get("token", "")):
+            return self._render(request, "login.html", 401, next=target, failed=True)
+        response = RedirectResponse(target, status_code=303)
+        response.set_cookie(security.TOKEN_COOKIE, expected, httponly=True, samesite="strict", path="/")
+        return response
+
+
+def _has_run_logs(path: str) -> bool:
+    # The session tables come with the inventory's migrations; an older awb's file may predate them.
+    return Path(path).exists()
+
+
+#: Notices a change leaves for the page it returns to: `?done=<key>&what=<name>`.
+NOTICES = {
+    "deleted": "Deleted {}.",
+    "equipped": "Equipped {}.",
+    "unequipped": "Unequipped {}.",
+    "rolled_back": "Rolled back: {} is current.",
+    "applied": "Applied: wrote {}.",
+    "discarded": "Discarded the staged write to {}.",
+}
+
+
+def _notice(request: Request) -> str | None:
+    template = NOTICES.get(request.query_params.get("done", ""))
+    return template.format(request.query_params.get("what", "")[:300]) if template else None
+
+
+def _back(path: str, done: str, what: str) -> RedirectResponse:
+    separator = "&" if "?" in path else "?"
+    return RedirectResponse(f"{path}{separator}done={done}&what={quote(what)}", status_code=303)
+
+
+def _safe_next(target: str) -> str:
+    """Only a path on this server: never `//host` or a full URL (no open redirect)."""
+    return target if target.startswith("/") and not target.startswith("//") and "\\" not in target else "/"
+
+
+async def _form(request: Request) -> dict[str, str]:
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM_BYTES:
+            raise InvalidParams(f"the form is over {MAX_FORM_BYTES} bytes")
+    fields = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
+    return {key: values[0] for key, values in fields.items()}
+
+
+async def _return_to(request: Request) -> str:
+    form = await _form(request)
+    return _safe_next(form.get("return_to", "/"))
+
+
+def create_panel(workbench: Workbench, *, feed: EventFeed | None = None) -> Panel:
+    """The web panel for `workbench`; mount it as `HttpApp`'s fallback and `close()` it when the server stops."""
+    return Panel(workbench, feed=feed)

@@ -1,0 +1,90 @@
+"""The panel's guards on state-changing requests: same-origin only (against CSRF), and the API token
+when one is configured.
+
+A browser cannot add an `Authorization` header to a form post, so a person signs in once on `/login`
+with the token and the panel keeps it in an HttpOnly, SameSite=Strict cookie; API clients may send the
+usual bearer header instead.
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import Any
+from urllib.parse import urlsplit
+
+from starlette.requests import Request
+
+TOKEN_COOKIE = "awb_panel_token"
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+class Refused(Exception):
+    """A request the guards turn away; `status` is the HTTP status, `code` the stable error code."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+def configured_token(config: Any) -> str | None:
+    """`config.auth_token` (a SecretStr or a str) when the configuration has one."""
+    token = getattr(config, "auth_token", None)
+    if token is None:
+        return None
+    value = token.get_secret_value() if hasattr(token, "get_secret_value") else str(token)
+    return value or None
+
+
+def presented_token(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    if header.lower().startswith("bearer "):
+        return header[7:].strip()
+    return request.cookies.get(TOKEN_COOKIE)
+
+
+def token_ok(expected: str | None, presented: str | None) -> bool:
+    if expected is None:
+        return True
+    return presented is not None and hmac.compare_digest(expected.encode(), presented.encode())
+
+
+def _host_name(host: str) -> str:
+    if host.startswith("["):
+        return host.split("]")[0] + "]"
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def check_same_origin(request: Request) -> None:
+    """Refuse a state-changing request that a page of another origin could have sent.
+
+    The Origin header (or, without it, the Referer) must name this very server: the scheme and the
+    Host the request came to. A request with neither is refused too: browsers send Origin on every
+    cross-origin post, and our own pages always post same-origin, so nothing legitimate lacks both.
+    """
+    host = request.headers.get("host", "")
+    if not host:
+        raise Refused(400, "host_missing", "the request has no Host header")
+    if request.headers.get("sec-fetch-site") == "cross-site":
+        raise Refused(403, "cross_origin", "cross-site requests may not change anything")
+    source = request.headers.get("origin") or request.headers.get("referer")
+    if not source or source == "null":
+        raise Refused(403, "cross_origin", "a change needs an Origin (or Referer) header naming this server")
+    parts = urlsplit(source)
+    if parts.scheme != request.url.scheme or parts.netloc.lower() != host.lower():
+        raise Refused(403, "cross_origin", f"requests from {parts.scheme}://{parts.netloc} may not change anything")
+
+
+def host_allowed(host: str, config: Any) -> bool:
+    """Loopback names always; others only when listed in `config.allowed_hosts` (`name:port` or `name:*`)."""
+    name = _host_name(host.lower())
+    if name in LOOPBACK_HOSTS:
+        return True
+    bound = str(getattr(config, "host", ""))
+    if name == bound.lower():
+        return True
+    for allowed in getattr(config, "allowed_hosts", None) or []:
+        allowed = str(allowed).lower()
+        if allowed == host.lower() or (allowed.endswith(":*") and allowed[:-2] == name):
+            return True
+    return False

@@ -1,0 +1,82 @@
+"""The creation moment, live: the workbench's event feed as Server-Sent Events, each with the sentence
+its toast shows ("crafting image_resizer…", "image_resizer v1 ready and sandboxed (monty)", …).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+from starlette.requests import Request
+
+from awb.feed import EventFeed, FeedEvent
+
+#: How often a stream looks at the feed: the bound on a toast's delay.
+POLL_SECONDS = 0.25
+#: A comment line this often keeps proxies and the browser from timing the stream out.
+KEEPALIVE_SECONDS = 15.0
+#: A stream ends after this long; EventSource reconnects with Last-Event-ID, so nothing is lost, and a
+#: server that stops never waits on a stream that would otherwise last forever.
+STREAM_SECONDS = 300.0
+#: Streams open at once; more get 503 and the browser retries.
+MAX_STREAMS = 32
+
+
+def toast(event: FeedEvent) -> dict[str, Any] | None:
+    """The toast an event shows: its sentence and tone, or None for events that show none."""
+    data = event.data
+    name = str(data.get("name") or event.tool_id or "a tool")
+    version = data.get("version")
+    runtime = data.get("runtime")
+    label = f"{name} v{version}" if version else name
+    if event.kind == "craft_started":
+        return {"text": f"crafting {name}…", "tone": "info"}
+    if event.kind == "crafted":
+        where = f" ({runtime})" if runtime else ""
+        return {"text": f"{label} ready and sandboxed{where}", "tone": "success"}
+    if event.kind == "craft_rejected":
+        return {"text": f"{name} rejected: {data.get('reason') or 'its admission test failed'}", "tone": "error"}
+    if event.kind == "updated":
+        return {"text": f"{label} is now current", "tone": "success"}
+    if event.kind == "deleted":
+        return {"text": f"{name} deleted", "tone": "info"}
+    if event.kind in ("equipped", "unequipped"):
+        return {"text": f"{name} {event.kind}", "tone": "info"}
+    return None
+
+
+def _frame(event: FeedEvent) -> str:
+    payload = {"id": event.id, "kind": event.kind, "tool_id": event.tool_id, "data": event.data, "toast": toast(event)}
+    return f"id: {event.id}\nevent: workbench\ndata: {json.dumps(payload, default=str)}\n\n"
+
+
+def start_cursor(request: Request, feed: EventFeed) -> int | None:
+    """Where a reconnecting browser left off (Last-Event-ID), or None to start at the newest event."""
+    raw = request.headers.get("last-event-id", "")
+    return int(raw) if raw.isdigit() else None
+
+
+async def event_stream(request: Request, feed: EventFeed, cursor: int | None) -> AsyncIterator[str]:
+    if cursor is None:
+        cursor = await anyio.to_thread.run_sync(feed.head)
+    # The browser waits this long before reconnecting after the stream ends.
+    yield "retry: 1000\n\n"
+    started = last_sent = time.monotonic()
+    while time.monotonic() - started < STREAM_SECONDS:
+        if await request.is_disconnected():
+            return
+        events = await anyio.to_thread.run_sync(feed.after, cursor, 100)
+        for event in events:
+            cursor = event.id
+            yield _frame(event)
+        now = time.monotonic()
+        if events:
+            last_sent = now
+        elif now - last_sent >= KEEPALIVE_SECONDS:
+            last_sent = now
+            yield ": keepalive\n\n"
+        if not events:
+            await anyio.sleep(POLL_SECONDS)

@@ -1,0 +1,274 @@
+"""What the panel's pages show, shaped from the workbench: rows of the Active Tools list, one tool's
+inspection (highlighted code, versions, diffs), staged writes with their diffs.
+
+Everything here is synchronous and reads the inventory; the routes run it in a worker thread.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from markupsafe import Markup
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexer import Lexer
+from pygments.lexers import DiffLexer, JavascriptLexer, JsonLexer, PythonLexer, TextLexer, WatLexer
+
+from awb.inventory.models import MEMORY_LEVELS, CallRecord, Tool, ToolVersion
+from awb.sandbox import staging
+from awb.workbench import Workbench
+
+#: Most rows the list shows; the filters narrow past it.
+LIST_LIMIT = 500
+#: Bytes of a staged write's current file read for its diff; a larger file is summarised, not diffed.
+MAX_DIFF_FILE_BYTES = 512 * 1024
+
+Status = Literal["ready", "failing", "archived"]
+SORTS = {
+    "tier": "memory tier",
+    "name": "name",
+    "usage": "most used",
+    "last_call": "last call",
+}
+RUNTIME_LABELS = {"monty": "Python · Monty", "cpython": "Python · CPython", "javascript": "JS", "wasm": "WASM"}
+TIER_LABELS = {
+    "long_term": "long-term",
+    "medium_term": "medium-term",
+    "short_term": "short-term",
+    "archived": "archived",
+}
+
+FORMATTER = HtmlFormatter(cssclass="code", wrapcode=True)
+
+
+def code_css() -> str:
+    """The highlighter's colours, scoped to `.code` blocks."""
+    return str(FORMATTER.get_style_defs(".code"))  # type: ignore[no-untyped-call]
+
+
+def _lexer(language: str, code: str) -> Lexer:
+    lexer: Lexer
+    if language == "python":
+        lexer = PythonLexer()
+    elif language == "javascript":
+        lexer = JavascriptLexer()
+    elif language == "wasm" and code.lstrip().startswith("("):
+        lexer = WatLexer()
+    else:  # a base64 WebAssembly binary, or anything else: plain text
+        lexer = TextLexer()
+    return lexer
+
+
+def highlighted(code: str, language: str) -> Markup:
+    # Pygments escapes the source; the markup it returns is ours.
+    return Markup(highlight(code, _lexer(language, code), FORMATTER))
+
+
+def highlighted_json(value: Any) -> Markup:
+    return Markup(highlight(json.dumps(value, indent=2, ensure_ascii=False), JsonLexer(), FORMATTER))
+
+
+def highlighted_diff(before: str, after: str, before_name: str, after_name: str) -> Markup | None:
+    lines = list(
+        difflib.unified_diff(
+            before.splitlines(keepends=True), after.splitlines(keepends=True), before_name, after_name, n=3
+        )
+    )
+    if not lines:
+        return None
+    text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    return Markup(highlight(text, DiffLexer(), FORMATTER))
+
+
+@dataclass(frozen=True)
+class ToolRow:
+    tool: Tool
+    status: Status
+    last_call: CallRecord | None
+
+    @property
+    def runtime_label(self) -> str:
+        return RUNTIME_LABELS.get(self.tool.runtime, self.tool.runtime)
+
+    @property
+    def tier_label(self) -> str:
+        return TIER_LABELS.get(self.tool.memory_level, self.tool.memory_level)
+
+
+def tool_status(tool: Tool, last_call: CallRecord | None) -> Status:
+    if tool.status == "archived" or tool.memory_level == "archived":
+        return "archived"
+    if last_call is not None and not last_call.ok:
+        return "failing"
+    return "ready"
+
+
+@dataclass
+class ListQuery:
+    q: str = ""
+    tier: str = ""
+    runtime: str = ""
+    tag: str = ""
+    sort: str = "tier"
+
+    @classmethod
+    def parse(cls, params: Any) -> ListQuery:
+        query = cls(
+            q=str(params.get("q", "")).strip()[:200],
+            tier=str(params.get("tier", "")),
+            runtime=str(params.get("runtime", "")),
+            tag=str(params.get("tag", "")).strip()[:100],
+            sort=str(params.get("sort", "tier")),
+        )
+        # Unknown values mean "no filter", never an error page: the form only offers known ones.
+        if query.tier not in MEMORY_LEVELS:
+            query.tier = ""
+        if query.runtime not in RUNTIME_LABELS:
+            query.runtime = ""
+        if query.sort not in SORTS:
+            query.sort = "tier"
+        return query
+
+
+@dataclass
+class ToolList:
+    rows: list[ToolRow]
+    query: ListQuery
+    tags: list[str]
+    search_mode: str | None = None
+    total: int = 0
+
+
+def _last_call(workbench: Workbench, tool_id: str) -> CallRecord | None:
+    calls = workbench.store.calls(tool_id, limit=1)
+    return calls[0] if calls else None
+
+
+def tool_list(workbench: Workbench, query: ListQuery) -> ToolList:
+    """The Active Tools list: every live tool (archived included) filtered, searched and sorted."""
+    tier = query.tier or None
+    search_mode = None
+    if query.q:
+        found = workbench.search(query.q, limit=LIST_LIMIT)
+        search_mode = found.mode
+        tools = [t for t in (workbench.store.get(s.tool_id) for s in found.results) if t is not None]
+        tools = [t for t in tools if t.status != "deleted"]
+        if tier is not None:
+            tools = [t for t in tools if t.memory_level == tier]
+        if query.tag:
+            tools = [t for t in tools if query.tag in t.metadata.tags]
+    else:
+        tools = workbench.store.list_tools(memory_level=tier, tag=query.tag or None, limit=LIST_LIMIT)  # type: ignore[arg-type]
+    all_tags = sorted({tag for t in workbench.store.list_tools(limit=LIST_LIMIT) for tag in t.metadata.tags})
+    if query.runtime:
+        tools = [t for t in tools if t.runtime == query.runtime]
+    rows = [ToolRow(t, tool_status(t, last), last) for t in tools for last in [_last_call(workbench, t.tool_id)]]
+    if query.sort == "name":
+        rows.sort(key=lambda r: r.tool.name.lower())
+    elif query.sort == "usage":
+        rows.sort(key=lambda r: (-r.tool.usage_count, r.tool.name.lower()))
+    elif query.sort == "last_call":
+        never = datetime.min.replace(tzinfo=UTC)
+        rows.sort(key=lambda r: r.last_call.at if r.last_call else never, reverse=True)
+    # "tier" keeps the store's (or the search's) order: hot tiers first, or best match first.
+    return ToolList(rows=rows, query=query, tags=all_tags, search_mode=search_mode, total=len(rows))
+
+
+@dataclass
+class Inspection:
+    tool: Tool
+    status: Status
+    shown: ToolVersion
+    versions: list[ToolVersion]
+    code: Markup
+    diff: Markup | None
+    previous: int | None
+    input_schema: Markup
+    output_schema: Markup | None
+    examples: Markup
+    calls: list[CallRecord]
+    errors: int = 0
+    tags: list[str] = field(default_factory=list)
+
+
+def inspection(workbench: Workbench, ref: str, version: int | None) -> Inspection:
+    """One tool as the inspect page shows it; `version` picks an older version to read (default: current)."""
+    found = workbench.inspect(ref)
+    tool = found.tool
+    versions = sorted(found.versions, key=lambda v: v.version, reverse=True)
+    by_number = {v.version: v for v in versions}
+    shown = by_number.get(version if version is not None else tool.version) or by_number.get(tool.version)
+    if shown is None:  # an inventory from before versions were kept
+        shown = ToolVersion(
+            version=tool.version,
+            code=tool.code,
+            description=tool.description,
+            input_schema=tool.input_schema,
+            output_schema=tool.output_schema,
+            examples=tool.examples,
+            runtime=tool.runtime,
+            created_at=tool.created_at,
+        )
+    older = [v for v in versions if v.version < shown.version]
+    previous = older[0] if older else None
+    diff = (
+        highlighted_diff(previous.code, shown.code, f"{tool.name} v{previous.version}", f"{tool.name} v{shown.version}")
+        if previous is not None
+        else None
+    )
+    calls = found.recent_calls
+    return Inspection(
+        tool=tool,
+        status=tool_status(tool, calls[0] if calls else None),
+        shown=shown,
+        versions=versions,
+        code=highlighted(shown.code, tool.language),
+        diff=diff,
+        previous=previous.version if previous else None,
+        input_schema=highlighted_json(shown.input_schema),
+        output_schema=highlighted_json(shown.output_schema) if shown.output_schema is not None else None,
+        examples=highlighted_json([e.model_dump(exclude_defaults=True) for e in shown.examples]),
+        calls=calls,
+        errors=sum(1 for c in calls if not c.ok),
+        tags=tool.metadata.tags,
+    )
+
+
+@dataclass
+class StagedView:
+    write: staging.StagedWrite
+    tool_name: str
+    exists: bool
+    diff: Markup | None
+    note: str = ""
+
+
+def staged_views(workbench: Workbench, status: str | None) -> list[StagedView]:
+    """Staged writes with a diff of each against the file as it is now on disk."""
+    views = []
+    store: Any = workbench.store
+    for write in staging.list_staged(store, status):
+        tool = workbench.store.get(write.tool_id)
+        views.append(_staged_view(write, tool.name if tool else write.tool_id))
+    return views
+
+
+def _staged_view(write: staging.StagedWrite, tool_name: str) -> StagedView:
+    path = Path(write.path)
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return StagedView(write, tool_name, False, highlighted_diff("", write.content, "/dev/null", write.path))
+    if size > MAX_DIFF_FILE_BYTES:
+        return StagedView(write, tool_name, True, None, f"the current file is {size} bytes, too large to diff here")
+    try:
+        current = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return StagedView(write, tool_name, True, None, f"the current file cannot be read as text ({exc})")
+    diff = highlighted_diff(current, write.content, write.path, f"{write.path} (staged)")
+    return StagedView(write, tool_name, True, diff, "" if diff is not None else "same as the current file")

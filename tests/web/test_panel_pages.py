@@ -1,0 +1,229 @@
+"""The panel's pages and actions over HTTP (in-process ASGI): what a person sees and what each button does."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from awb.clock import ManualClock
+from awb.errors import ExecutionError, InvalidParams
+from awb.workbench import Workbench
+from conftest import ORIGIN
+from support import add_tool
+
+pytestmark = pytest.mark.anyio
+
+POST = {"Origin": ORIGIN}
+
+
+def rows(html: str) -> list[str]:
+    """The tool names of the Active Tools list, in order."""
+    return re.findall(r'<tr data-tool="([^"]+)">', html)
+
+
+async def test_the_list_shows_each_live_tool_with_its_runtime_version_status_tier_and_counts(
+    workbench: Workbench, client: httpx.AsyncClient
+) -> None:
+    await workbench.craft(add_tool("adder", runtime="monty"))
+    await workbench.craft(add_tool("jsadder", language="javascript", code="function run(p) { return p.a + p.b; }"))
+    await workbench.call("adder", {"a": 1, "b": 2})
+    with pytest.raises(InvalidParams):
+        await workbench.call("jsadder", {"a": 1})  # fails the input schema: no call record
+    await workbench.update("jsadder", code="function run(p) { throw new Error('boom'); }", examples=[])
+    with pytest.raises(ExecutionError):
+        await workbench.call("jsadder", {"a": 1, "b": 2})
+    page = await client.get("/")
+    assert page.status_code == 200
+    html = page.text
+    assert sorted(rows(html)) == ["adder", "jsadder"]
+    assert "adder v1" in html and "jsadder v2" in html
+    assert 'class="badge rt-monty">Python · Monty' in html
+    assert 'class="badge rt-javascript">JS' in html
+    adder = html[html.index('data-tool="adder"') :].split("</tr>")[0]
+    assert "st-ready" in adder and "short-term" in adder and "1 / 1" in adder
+    jsadder = html[html.index('data-tool="jsadder"') :].split("</tr>")[0]
+    assert "st-failing" in jsadder and "runtime_error" in jsadder and "0 / 1" in jsadder
+
+
+async def test_filters_narrow_the_list_by_runtime_tier_and_tag(workbench: Workbench, client: httpx.AsyncClient) -> None:
+    await workbench.craft(add_tool("adder", runtime="monty", tags=["math"]))
+    await workbench.craft(
+        add_tool("jsadder", language="javascript", code="function run(p) { return p.a + p.b; }", tags=["js"])
+    )
+    assert rows((await client.get("/", params={"runtime": "javascript"})).text) == ["jsadder"]
+    assert rows((await client.get("/", params={"tag": "math"})).text) == ["adder"]
+    assert rows((await client.get("/", params={"tier": "long_term"})).text) == []
+    assert sorted(rows((await client.get("/", params={"tier": "short_term"})).text)) == ["adder", "jsadder"]
+    # An unknown filter value is no filter, never an error page.
+    assert len(rows((await client.get("/", params={"runtime": "cobol", "sort": "x"})).text)) == 2
+
+
+async def test_sorting_by_name_use_and_last_call(
+    workbench: Workbench, client: httpx.AsyncClient, clock: ManualClock
+) -> None:
+    for name in ("zeta", "alpha", "mid"):
+        await workbench.craft(add_tool(name, description=f"Add two numbers, flavour {name}"))
+    for _ in range(2):
+        await workbench.call("mid", {"a": 1, "b": 1})
+    assert rows((await client.get("/", params={"sort": "name"})).text) == ["alpha", "mid", "zeta"]
+    assert rows((await client.get("/", params={"sort": "usage"})).text)[0] == "mid"
+    clock.advance(seconds=60)
+    await workbench.call("zeta", {"a": 1, "b": 1})
+    assert rows((await client.get("/", params={"sort": "last_call"})).text) == ["zeta", "mid", "alpha"]
+
+
+async def test_the_search_box_uses_the_workbench_search(workbench: Workbench, client: httpx.AsyncClient) -> None:
+    await workbench.craft(add_tool("adder"))
+    await workbench.craft(
+        {
+            "name": "shout",
+            "description": "Turn text into upper case letters",
+            "code": "def run(params):\n    return params['text'].upper()\n",
+            "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}},
+            "examples": [{"params": {"text": "a"}, "expected": "A"}],
+        }
+    )
+    html = (await client.get("/", params={"q": "upper case text"})).text
+    expected = [s.name for s in workbench.search("upper case text", limit=500).results]
+    assert rows(html) == expected
+    assert rows(html)[0] == "shout"
+    assert "Search (" in html
+
+
+async def test_inspect_shows_highlighted_code_schemas_examples_versions_and_the_diff(
+    workbench: Workbench, client: httpx.AsyncClient
+) -> None:
+    tool = await workbench.craft(add_tool("adder"))
+    await workbench.update("adder", code="def run(params):\n    total = params['a'] + params['b']\n    return total\n")
+    html = (await client.get(f"/tools/{tool.tool_id}")).text
+    assert "adder v2" in html
+    assert 'class="code"' in html and '<span class="k">def</span>' in html  # Pygments, server-side
+    assert "v1" in html and "Roll back to v1" in html
+    assert "Changes from v1 to v2" in html and "total" in html
+    assert "&quot;required&quot;" in html or '"required"' in html  # the input schema, as JSON
+    assert "expected" in html  # the examples
+    older = (await client.get("/tools/adder", params={"version": 1})).text
+    assert "version 1, not current" in older
+    assert "Changes from" not in older  # v1 has no previous version
+
+
+async def test_inspect_lists_recent_calls_with_their_errors(workbench: Workbench, client: httpx.AsyncClient) -> None:
+    await workbench.craft(
+        add_tool(
+            "divider",
+            code="def run(params):\n    return params['a'] / params['b']\n",
+            examples=[{"params": {"a": 6, "b": 2}, "expected": 3}],
+        )
+    )
+    await workbench.call("divider", {"a": 4, "b": 2})
+    with pytest.raises(ExecutionError):
+        await workbench.call("divider", {"a": 1, "b": 0})
+    html = (await client.get("/tools/divider")).text
+    calls = html[html.index('id="calls"') :]
+    assert calls.count("<tr>") == 3  # header + two calls
+    assert "1 failed" in html and "runtime_error" in calls
+
+
+async def test_rollback_from_the_versions_view_makes_the_older_version_current(
+    workbench: Workbench, client: httpx.AsyncClient
+) -> None:
+    await workbench.craft(add_tool("adder"))
+    await workbench.update("adder", description="Add two numbers, second edition")
+    done = await client.post("/tools/adder/rollback", data={"version": "1"}, headers=POST)
+    assert done.status_code == 303
+    assert workbench.resolve("adder").description == "Add two numbers and return the sum"
+    page = await client.get(done.headers["location"])
+    assert "Rolled back: adder v1 is current." in page.text
+
+
+async def test_equip_and_unequip_from_the_list(workbench: Workbench, client: httpx.AsyncClient) -> None:
+    tool = await workbench.craft(add_tool("adder"))
+    done = await client.post(f"/tools/{tool.tool_id}/equip", data={"return_to": "/"}, headers=POST)
+    assert done.status_code == 303 and done.headers["location"].startswith("/?done=equipped")
+    assert workbench.resolve("adder").equipped
+    assert "Unequip adder" in (await client.get("/")).text
+    await client.post(f"/tools/{tool.tool_id}/unequip", data={"return_to": "/"}, headers=POST)
+    assert not workbench.resolve("adder").equipped
+
+
+async def test_delete_asks_first_then_removes_the_tool(workbench: Workbench, client: httpx.AsyncClient) -> None:
+    tool = await workbench.craft(add_tool("adder"))
+    confirm = await client.get(f"/tools/{tool.tool_id}/delete")
+    assert "Delete adder v1?" in confirm.text
+    assert workbench.resolve("adder").status == "active"  # asking deleted nothing
+    done = await client.post(f"/tools/{tool.tool_id}/delete", headers=POST)
+    assert done.status_code == 303
+    assert workbench.store.get_by_name("adder") is None
+    assert rows((await client.get(done.headers["location"])).text) == []
+
+
+async def test_a_change_of_a_missing_tool_answers_with_its_error_code(client: httpx.AsyncClient) -> None:
+    answer = await client.post("/tools/nothing_here/delete", headers=POST)
+    assert answer.status_code == 404
+    assert "tool_not_found" in answer.text
+    assert (await client.get("/tools/nothing_here")).status_code == 404
+
+
+async def staged(workbench: Workbench, note_writer: dict[str, Any], path: Path, text: str) -> None:
+    if workbench.store.get_by_name("note_writer") is None:
+        await workbench.craft(note_writer)
+    await workbench.call("note_writer", {"path": str(path), "text": text})
+
+
+async def test_staged_writes_show_a_diff_against_the_current_file_and_apply_writes_it(
+    workbench: Workbench, client: httpx.AsyncClient, note_writer: dict[str, Any], notes: Path
+) -> None:
+    target = notes / "todo.txt"
+    target.write_text("buy milk\n")
+    await staged(workbench, note_writer, target, "buy milk\nbuy bread\n")
+    html = (await client.get("/staged")).text
+    assert str(target) in html and "changes an existing file" in html
+    assert '<span class="gi">+buy bread</span>' in html  # the added line, highlighted as a diff
+    [write] = workbench.store.staged_writes("pending")
+    done = await client.post(f"/staged/{write['id']}/apply", headers=POST)
+    assert done.status_code == 303
+    assert target.read_text() == "buy milk\nbuy bread\n"
+    assert "Applied: wrote" in (await client.get(done.headers["location"])).text
+    again = await client.post(f"/staged/{write['id']}/apply", headers=POST)
+    assert again.status_code == 422 and "not pending" in again.text
+
+
+async def test_discard_drops_a_staged_write_and_writes_nothing(
+    workbench: Workbench, client: httpx.AsyncClient, note_writer: dict[str, Any], notes: Path
+) -> None:
+    target = notes / "new.txt"
+    await staged(workbench, note_writer, target, "draft\n")
+    assert "a new file" in (await client.get("/staged")).text
+    [write] = workbench.store.staged_writes("pending")
+    done = await client.post(f"/staged/{write['id']}/discard", headers=POST)
+    assert done.status_code == 303
+    assert not target.exists()
+    assert workbench.store.staged_writes("pending") == []
+    assert "No pending staged writes." in (await client.get("/staged")).text
+    assert str(target) in (await client.get("/staged", params={"status": "discarded"})).text
+
+
+async def test_agent_runs_are_listed_per_session_with_their_logs(
+    workbench: Workbench, client: httpx.AsyncClient
+) -> None:
+    from awb.blueprints.journal import LogEntry
+    from awb.blueprints.sessions import SQLiteSessionStore
+
+    store = SQLiteSessionStore(workbench.config.inventory_path)
+    now = workbench.clock.now()
+    store.append_logs(
+        "session-42",
+        [
+            LogEntry(at=now, run_id="run_a", kind="run_start", data={"message": "hello"}),
+            LogEntry(at=now, run_id="run_a", kind="run_end", data={"ok": True}),
+        ],
+    )
+    store.close()
+    listing = (await client.get("/runs")).text
+    assert "session-42" in listing
+    detail = (await client.get("/runs/session-42")).text
+    assert "run_start" in detail and "hello" in detail and "run_end" in detail

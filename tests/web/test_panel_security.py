@@ -1,0 +1,147 @@
+"""The panel's guards: changes only from its own pages (Origin/Host checks against CSRF and DNS
+rebinding), the API token when one is configured, and tool text always escaped."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from awb.clock import ManualClock
+from awb.config import Config
+from awb.web import create_panel
+from awb.workbench import Workbench
+from conftest import ORIGIN
+from support import add_tool
+
+pytestmark = pytest.mark.anyio
+
+TOKEN = "a-long-enough-panel-token-0123"
+
+
+async def test_a_change_without_origin_or_referer_is_refused_and_changes_nothing(
+    workbench: Workbench, client: httpx.AsyncClient
+) -> None:
+    await workbench.craft(add_tool("adder"))
+    answer = await client.post("/tools/adder/delete")
+    assert answer.status_code == 403 and "cross_origin" in answer.text
+    assert workbench.resolve("adder").status == "active"
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Origin": "http://evil.example"},
+        {"Origin": "http://127.0.0.1:9999"},
+        {"Origin": "https://127.0.0.1:7777"},
+        {"Origin": "null"},
+        {"Referer": "http://evil.example/page"},
+        {"Origin": ORIGIN, "Sec-Fetch-Site": "cross-site"},
+    ],
+)
+async def test_a_change_from_another_origin_is_refused(
+    workbench: Workbench, client: httpx.AsyncClient, headers: dict[str, str]
+) -> None:
+    await workbench.craft(add_tool("adder"))
+    answer = await client.post("/tools/adder/equip", headers=headers)
+    assert answer.status_code == 403
+    assert not workbench.resolve("adder").equipped
+
+
+async def test_a_same_origin_referer_is_enough_when_origin_is_missing(
+    workbench: Workbench, client: httpx.AsyncClient
+) -> None:
+    await workbench.craft(add_tool("adder"))
+    answer = await client.post("/tools/adder/equip", headers={"Referer": f"{ORIGIN}/"})
+    assert answer.status_code == 303
+    assert workbench.resolve("adder").equipped
+
+
+async def test_a_foreign_host_header_is_not_served(workbench: Workbench, client: httpx.AsyncClient) -> None:
+    # DNS rebinding: a page of evil.example whose name now points at 127.0.0.1.
+    answer = await client.get("/", headers={"Host": "evil.example:7777"})
+    assert answer.status_code == 421
+
+
+async def test_return_to_never_leaves_the_server(workbench: Workbench, client: httpx.AsyncClient) -> None:
+    await workbench.craft(add_tool("adder"))
+    answer = await client.post("/tools/adder/equip", data={"return_to": "//evil.example/x"}, headers={"Origin": ORIGIN})
+    assert answer.headers["location"].startswith("/?done=equipped")
+
+
+async def test_tool_text_is_escaped_everywhere_it_is_shown(workbench: Workbench, client: httpx.AsyncClient) -> None:
+    hostile = "<script>alert(1)</script>"
+    await workbench.craft(add_tool("adder", description=f"Add numbers {hostile}", tags=['"><img src=x>']))
+    for path in ("/", "/tools/adder", "/tools/adder/delete"):
+        html = (await client.get(path)).text
+        assert hostile not in html
+        assert "<img src=x>" not in html
+    assert "&lt;script&gt;" in (await client.get("/")).text
+
+
+class TokenConfig(Config):
+    """A configuration with an API token (the server's `auth_token`)."""
+
+    auth_token: str | None = None
+
+
+@pytest.fixture
+async def guarded(tmp_path: Path, clock: ManualClock) -> AsyncIterator[tuple[Workbench, httpx.AsyncClient]]:
+    config = TokenConfig(inventory_path=tmp_path / "inventory.db", pid_file=tmp_path / "pid", auth_token=TOKEN)
+    async with Workbench(config, clock=clock) as workbench:
+        panel = create_panel(workbench)
+        transport = httpx.ASGITransport(app=panel)
+        async with httpx.AsyncClient(transport=transport, base_url=ORIGIN) as client:
+            yield workbench, client
+        panel.close()
+
+
+async def test_with_a_token_configured_pages_ask_to_sign_in_first(
+    guarded: tuple[Workbench, httpx.AsyncClient],
+) -> None:
+    workbench, client = guarded
+    await workbench.craft(add_tool("adder"))
+    page = await client.get("/tools/adder")
+    assert page.status_code == 303 and page.headers["location"] == "/login?next=/tools/adder"
+    change = await client.post("/tools/adder/delete", headers={"Origin": ORIGIN})
+    assert change.status_code == 303 and change.headers["location"].startswith("/login")
+    assert workbench.resolve("adder").status == "active"
+    assert (await client.get("/events")).status_code == 303
+
+
+async def test_signing_in_with_the_token_lets_changes_through(guarded: tuple[Workbench, httpx.AsyncClient]) -> None:
+    workbench, client = guarded
+    await workbench.craft(add_tool("adder"))
+    wrong = await client.post("/login", data={"token": "nope", "next": "/"}, headers={"Origin": ORIGIN})
+    assert wrong.status_code == 401
+    assert "panel_token" not in wrong.headers.get("set-cookie", "")
+    signed = await client.post("/login", data={"token": TOKEN, "next": "/tools/adder"}, headers={"Origin": ORIGIN})
+    assert signed.status_code == 303 and signed.headers["location"] == "/tools/adder"
+    cookie = signed.headers["set-cookie"].lower()
+    assert "httponly" in cookie and "samesite=strict" in cookie
+    assert (await client.get("/tools/adder")).status_code == 200
+    done = await client.post("/tools/adder/delete", headers={"Origin": ORIGIN})
+    assert done.status_code == 303
+    assert workbench.store.get_by_name("adder") is None
+
+
+async def test_a_bearer_token_works_as_for_the_api(guarded: tuple[Workbench, httpx.AsyncClient]) -> None:
+    workbench, client = guarded
+    await workbench.craft(add_tool("adder"))
+    bearer = {"Authorization": f"Bearer {TOKEN}", "Origin": ORIGIN}
+    assert (await client.post("/tools/adder/equip", headers=bearer)).status_code == 303
+    assert workbench.resolve("adder").equipped
+
+
+async def test_signing_in_refuses_another_origin_and_an_outside_next(
+    guarded: tuple[Workbench, httpx.AsyncClient],
+) -> None:
+    _, client = guarded
+    foreign = await client.post("/login", data={"token": TOKEN}, headers={"Origin": "http://evil.example"})
+    assert foreign.status_code == 403
+    outside = await client.post(
+        "/login", data={"token": TOKEN, "next": "https://evil.example/"}, headers={"Origin": ORIGIN}
+    )
+    assert outside.headers["location"] == "/"
