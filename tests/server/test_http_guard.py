@@ -80,13 +80,17 @@ async def test_with_a_token_every_path_needs_it(workbench: Workbench, config: Co
     config = config.model_copy(update={"auth_token": SecretStr(TOKEN)})
     with anyio.fail_after(30):
         async with serving(workbench, config) as running:
-            for path in PATHS:
+            for path in [p for p in PATHS if not p.startswith("/static/")]:  # the panel's assets are public
                 for headers in ({}, {"Authorization": "Bearer wrong-token-wrong-token"}, {"Authorization": TOKEN}):
                     refused = await request(running.url, path, headers)
-                    assert refused.status_code == 401, (path, headers)
                     assert refused.json()["error"]["code"] == "unauthorized"
-                    assert refused.headers["www-authenticate"].startswith("Bearer")
                     assert TOKEN not in refused.text
+                    if path.startswith(("/mcp", "/api")):
+                        assert refused.status_code == 401, (path, headers)
+                        assert refused.headers["www-authenticate"].startswith("Bearer")
+                    else:  # the web panel's pages send a browser to its sign-in page
+                        assert refused.status_code == 303, (path, headers)
+                        assert refused.headers["location"] == "/login"
             granted = await request(running.url, "/mcp", {"Authorization": f"Bearer {TOKEN}"})
             assert granted.status_code == 200
 
@@ -138,3 +142,32 @@ def test_the_token_comes_from_the_environment_as_text_and_never_prints() -> None
     assert config.auth_token is not None
     assert config.auth_token.get_secret_value() == "1234567890123456"
     assert "1234567890123456" not in repr(config) + config.model_dump_json()
+
+
+async def test_with_a_token_the_panel_signs_in_through_its_cookie_behind_the_guard(tmp_path: Path) -> None:
+    """The guard wraps the panel too: a browser is sent to the sign-in page, which is open; the cookie it
+    sets opens the panel; /mcp and /api still need the bearer header."""
+    from awb.server.http_guard import PANEL_COOKIE, guard_http
+
+    token = "a-long-enough-guard-token-0123"
+    config = Config(inventory_path=tmp_path / "inventory.db", pid_file=tmp_path / "pid", auth_token=token)
+    seen: list[str] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen.append(scope["path"])
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    transport = httpx.ASGITransport(app=guard_http(app, config))
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:7777") as client:
+        first = await client.get("/")
+        assert first.status_code == 303 and first.headers["location"] == "/login"
+        assert (await client.get("/login")).status_code == 200
+        assert (await client.get("/static/panel.css")).status_code == 200
+        assert (await client.get("/api/blueprints")).status_code == 401
+        client.cookies.set(PANEL_COOKIE, "wrong-token-wrong-token")
+        assert (await client.get("/")).status_code == 303
+        client.cookies.set(PANEL_COOKIE, token)
+        assert (await client.get("/")).status_code == 200
+        assert (await client.get("/api/blueprints", headers={"Authorization": f"Bearer {token}"})).status_code == 200
+    assert seen == ["/login", "/static/panel.css", "/", "/api/blueprints"]

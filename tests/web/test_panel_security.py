@@ -81,15 +81,9 @@ async def test_tool_text_is_escaped_everywhere_it_is_shown(workbench: Workbench,
     assert "&lt;script&gt;" in (await client.get("/")).text
 
 
-class TokenConfig(Config):
-    """A configuration with an API token (the server's `auth_token`)."""
-
-    auth_token: str | None = None
-
-
 @pytest.fixture
 async def guarded(tmp_path: Path, clock: ManualClock) -> AsyncIterator[tuple[Workbench, httpx.AsyncClient]]:
-    config = TokenConfig(inventory_path=tmp_path / "inventory.db", pid_file=tmp_path / "pid", auth_token=TOKEN)
+    config = Config(inventory_path=tmp_path / "inventory.db", pid_file=tmp_path / "pid", auth_token=TOKEN)
     async with Workbench(config, clock=clock) as workbench:
         panel = create_panel(workbench)
         transport = httpx.ASGITransport(app=panel)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
+from contextlib import suppress
+from http.cookies import CookieError, SimpleCookie
 
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
@@ -75,6 +77,12 @@ def _allowed(value: str, allowlist: list[str]) -> bool:
     return False
 
 
+#: The web panel's sign-in page, static files and token cookie (`awb.web`), kept in step with it.
+PANEL_LOGIN = "/login"
+PANEL_STATIC = "/static/"
+PANEL_COOKIE = "awb_panel_token"
+
+
 class HttpGuard:
     """ASGI middleware: Host and Origin on the allowlist, and (if configured) `Authorization: Bearer`."""
 
@@ -87,7 +95,7 @@ class HttpGuard:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        refusal = self._refusal(Headers(scope=scope))
+        refusal = self._refusal(Headers(scope=scope), str(scope.get("path", "")))
         if refusal is None:
             await self.app(scope, receive, send)
             return
@@ -100,17 +108,34 @@ class HttpGuard:
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
-    def _refusal(self, headers: Headers) -> tuple[int, str, str, list[tuple[bytes, bytes]]] | None:
+    def _refusal(self, headers: Headers, path: str) -> tuple[int, str, str, list[tuple[bytes, bytes]]] | None:
         host = headers.get("host", "")
         if not _allowed(host, self.settings.allowed_hosts):
             return 421, "invalid_host", "this Host is not allowed (see allowed_hosts)", []
         origin = headers.get("origin")
         if origin is not None and not _allowed(origin, self.settings.allowed_origins):
             return 403, "invalid_origin", "this Origin is not allowed (see allowed_origins)", []
-        if self._token is not None and not self._authorized(headers.get("authorization", "")):
+        if self._token is not None and not self._signed_in(headers, path):
+            if not path.startswith(("/mcp", "/api")):
+                # A person opening the panel without the cookie goes to its sign-in page.
+                return 303, "unauthorized", "sign in first", [(b"location", PANEL_LOGIN.encode())]
             challenge = [(b"www-authenticate", b'Bearer realm="awb"')]
             return 401, "unauthorized", "a valid 'Authorization: Bearer <token>' header is required", challenge
         return None
+
+    def _signed_in(self, headers: Headers, path: str) -> bool:
+        """The bearer header, or for the web panel (a browser page cannot send headers) the token cookie
+        its sign-in form sets; the sign-in page and the panel's static files are open."""
+        if self._authorized(headers.get("authorization", "")):
+            return True
+        if path == PANEL_LOGIN or path.startswith(PANEL_STATIC):
+            return True
+        cookie = SimpleCookie()
+        with suppress(CookieError):
+            cookie.load(headers.get("cookie", ""))
+        morsel = cookie.get(PANEL_COOKIE)
+        assert self._token is not None
+        return morsel is not None and hmac.compare_digest(morsel.value.encode("utf-8"), self._token)
 
     def _authorized(self, header: str) -> bool:
         scheme, _, credentials = header.partition(" ")
