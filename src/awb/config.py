@@ -64,6 +64,9 @@ class Config(BaseModel):
     host: str = "127.0.0.1"
     port: int = Field(7777, ge=1, le=65535)
     inventory_path: Path = Path(".awb/inventory.db")
+    #: `postgresql://user@host/db` puts the inventory in PostgreSQL (extra `postgres`), shared by every
+    #: server given the same URL; unset, the inventory is the SQLite file at `inventory_path`.
+    inventory_url: str | None = Field(None, pattern=r"^postgres(ql)?://")
     tools_dir: Path = Path("tools")
     log_file: Path | None = None
     pid_file: Path = Path(".awb/awb.pid")
