@@ -51,3 +51,16 @@ def empty(url: str) -> None:
         exists = conn.execute("SELECT to_regclass('tools')").fetchone()
         if exists is not None and exists[0] is not None:
             conn.execute(f"TRUNCATE {', '.join(TABLES)} RESTART IDENTITY")
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    """A fresh database for this test session, dropped at its end."""
+    yield from create_database()
+
+
+@pytest.fixture
+def clean_pg_url(pg_url: str) -> str:
+    """The session's database, emptied of every row (schema kept)."""
+    empty(pg_url)
+    return pg_url

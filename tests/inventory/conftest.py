@@ -7,21 +7,8 @@ from pathlib import Path
 
 import pytest
 
-import pg_support
 from awb.config import Config
 from awb.inventory.store import Store
-
-
-@pytest.fixture(scope="session")
-def pg_url() -> Iterator[str]:
-    """A fresh database for this test session, dropped at its end."""
-    yield from pg_support.create_database()
-
-
-@pytest.fixture
-def clean_pg_url(pg_url: str) -> str:
-    pg_support.empty(pg_url)
-    return pg_url
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

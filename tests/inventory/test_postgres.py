@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
 import pytest
+from test_store_contract import NOW, make_tool
 
 import pg_support
 from awb.config import Config, MemoryConfig
@@ -20,7 +21,6 @@ from awb.inventory.models import CallRecord
 from awb.inventory.postgres import PostgresStore
 from awb.inventory.postgres_migrations import SCHEMA_VERSION
 from awb.inventory.postgres_notify import Change
-from test_store_contract import NOW, make_tool
 
 
 @pytest.fixture

@@ -16,12 +16,15 @@ import typer
 
 from awb import __version__
 from awb.agents.cli import agents_app
+from awb.cli.db import db_app, store_check
 from awb.cli.logs import setup_logging
 from awb.cli.output import console, errors, fail, print_json, table
 from awb.cli.staged import staged_app
+from awb.cli.transfer import register as register_transfer
 from awb.config import CONFIG_FILENAME, Config, default_config_json, load_config
 from awb.errors import AwbError, ConfigError
 from awb.inventory.models import MemoryLevel
+from awb.inventory.open import describe
 from awb.workbench import Workbench
 
 app = typer.Typer(
@@ -35,6 +38,8 @@ inventory_app = typer.Typer(help="Look into the inventory: list, search, inspect
 app.add_typer(inventory_app, name="inventory")
 app.add_typer(agents_app, name="agents")
 app.add_typer(staged_app, name="staged")
+app.add_typer(db_app, name="db")
+register_transfer(inventory_app)
 
 ConfigOption = Annotated[
     Path | None, typer.Option("--config", "-c", help=f"Path to {CONFIG_FILENAME} (default: ./{CONFIG_FILENAME}).")
@@ -96,9 +101,7 @@ def start(
     config.pid_file.parent.mkdir(parents=True, exist_ok=True)
     config.pid_file.write_text(str(os.getpid()), encoding="utf-8")
     if transport == "http":
-        errors.print(
-            f"awb {__version__}: MCP on http://{config.host}:{config.port}/mcp (inventory {config.inventory_path})"
-        )
+        errors.print(f"awb {__version__}: MCP on http://{config.host}:{config.port}/mcp (inventory {describe(config)})")
     try:
         workbench = Workbench(config)
         if transport == "http":
@@ -206,19 +209,22 @@ def _listing_checks(workbench: Workbench) -> list[dict[str, Any]]:
 
 
 async def _doctor_checks(config: Config) -> list[dict[str, Any]]:
+    from awb.inventory.open import open_store
+    from awb.inventory.postgres_migrations import SCHEMA_VERSION as SHARED_SCHEMA_VERSION
     from awb.inventory.sqlite import SCHEMA_VERSION, SQLiteStore
 
-    checks: list[dict[str, Any]] = [{"check": "config", "ok": True, "detail": "valid"}]
+    checks: list[dict[str, Any]] = [{"check": "config", "ok": True, "detail": "valid"}, store_check(config)]
     try:
-        store = SQLiteStore(config.inventory_path)
+        store = open_store(config)
     except Exception as error:
-        return [*checks, {"check": "inventory", "ok": False, "detail": f"{config.inventory_path}: {error}"}]
+        return [*checks, {"check": "inventory", "ok": False, "detail": f"{describe(config)}: {error}"}]
     version = store.schema_version()
+    expected = SCHEMA_VERSION if isinstance(store, SQLiteStore) else SHARED_SCHEMA_VERSION
     checks.append(
         {
             "check": "inventory",
-            "ok": version == SCHEMA_VERSION,
-            "detail": f"{config.inventory_path} writable, schema {version}/{SCHEMA_VERSION}",
+            "ok": version == expected,
+            "detail": f"{describe(config)} writable, schema {version}/{expected}",
         }
     )
     import sqlite3

@@ -248,6 +248,15 @@ class PostgresStore:
             self._insert_version(conn, tool.tool_id, _first_version(tool))
             send(conn, self.origin, "crafted", [tool.tool_id], equipped=tool.equipped)
 
+    def import_tool(self, tool: Tool, versions: list[ToolVersion]) -> None:
+        """Insert a tool and its versions exactly as exported (`awb inventory import`)."""
+        values = self._tool_values(tool)
+        marks = ", ".join("%s" for _ in values)
+        with self._pool.connection() as conn, conn.transaction():
+            conn.execute(f"INSERT INTO tools ({', '.join(values)}) VALUES ({marks})", list(values.values()))
+            for version in versions:
+                self._insert_version(conn, tool.tool_id, version)
+
     @staticmethod
     def _tool_values(tool: Tool) -> dict[str, Any]:
         values: dict[str, Any] = {}
