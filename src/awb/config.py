@@ -83,6 +83,9 @@ class Config(BaseModel):
     #: "auto" serves piped stdin/stdout on the event loop (awb/server/stdio.py); "sdk" always uses the
     #: MCP SDK's own stdio transport.
     stdio_transport: Literal["auto", "sdk"] = "auto"
+    #: Streamable HTTP without sessions (the MCP SDK's stateless mode): any replica behind a load
+    #: balancer answers any request. Servers then push no notifications (clients re-list).
+    stateless_http: bool = False
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     search: SearchConfig = Field(default_factory=SearchConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)

@@ -41,7 +41,9 @@ async def serve_stdio(workbench: Workbench) -> None:
 async def serve_http(workbench: Workbench, host: str, port: int) -> None:
     """Serve streamable HTTP at http://host:port/mcp until stopped (SIGINT/SIGTERM)."""
     face = McpFace(workbench)
-    app = face.server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+    app = face.server.streamable_http_app(
+        streamable_http_path=MCP_PATH, host=host, stateless_http=workbench.config.stateless_http
+    )
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     await workbench.start(warm_all=True)
