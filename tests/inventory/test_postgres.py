@@ -147,3 +147,40 @@ def test_inventory_url_comes_from_the_environment() -> None:
     with pytest.raises(ConfigError, match="inventory_url"):
         load_config(environ={"AWB_INVENTORY_URL": "mysql://nope"})
     assert Config().inventory_url is None
+
+
+def test_each_servers_text_ranking_follows_crafts_and_deletes_made_by_another(clean_pg_url: str) -> None:
+    writer, reader = PostgresStore(clean_pg_url), PostgresStore(clean_pg_url)
+    heard: queue.Queue[Change] = queue.Queue()
+    try:
+        writer.add_tool(make_tool("parse_csv", "Parse a CSV file into rows"))
+        assert [s.name for s in reader.search_summaries(["csv"], limit=5)] == ["parse_csv"]  # index built
+        reader.subscribe_changes(heard.put)
+        writer.add_tool(make_tool("csv_to_json", "Convert CSV text to JSON"))
+        assert heard.get(timeout=5).kind == "crafted"
+        assert {s.name for s in reader.search_summaries(["csv"], limit=5)} == {"parse_csv", "csv_to_json"}
+        writer.update("tool_parse_csv", description="Read spreadsheet rows")
+        writer.update("tool_csv_to_json", status="deleted")
+        assert heard.get(timeout=5).kind == "updated" and heard.get(timeout=5).kind == "deleted"
+        assert [s.name for s in reader.search_summaries(["csv", "json"], limit=5)] == ["parse_csv"]
+        assert [s.name for s in reader.search_summaries(["spreadsheet"], limit=5)] == ["parse_csv"]
+    finally:
+        writer.close()
+        reader.close()
+
+
+@pytest.mark.parametrize("text_search", ["bm25", "fts"])
+def test_both_text_rankings_keep_the_contract_best_first_archived_last(clean_pg_url: str, text_search: str) -> None:
+    store = PostgresStore(clean_pg_url, text_search=text_search)  # type: ignore[arg-type]
+    try:
+        store.add_tool(make_tool("resize_image", "Resize an image to a width"))
+        store.add_tool(make_tool("crop", "Crop an image", memory_level="archived", status="archived"))
+        store.add_tool(make_tool("image_meta", "Read the metadata of a picture file"))
+        for filler in ("weather", "translate", "hash_text", "zip_files"):
+            store.add_tool(make_tool(filler, f"{filler} for you"))
+        hits = store.search_summaries(["resize", "image"], limit=5)
+        assert [h.name for h in hits] == ["resize_image", "image_meta", "crop"]
+        scores = [h.score or 0.0 for h in hits[:2]]
+        assert scores[0] > scores[1] > 0
+    finally:
+        store.close()

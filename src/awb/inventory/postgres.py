@@ -11,16 +11,18 @@ own in-memory copy, kept in step by the change feed (awb.inventory.postgres_noti
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from awb.errors import ConfigError, LimitExceeded
 from awb.inventory.memory import MemoryPolicy
 from awb.inventory.models import CallRecord, Example, MemoryLevel, Tool, ToolSummary, ToolVersion
 from awb.inventory.postgres_migrations import SCHEMA_VERSION, applied_versions, migrate
 from awb.inventory.postgres_notify import Change, ChangeListenerThread, send
+from awb.inventory.postgres_text import PostgresTextIndex
 from awb.search.fts import split_identifier
 
 #: Advisory lock key serialising inserts while `max_tools` is checked ("awb_add" in ASCII).
@@ -150,6 +152,7 @@ class PostgresStore:
         policy: MemoryPolicy | None = None,
         pool_size: int = POOL_MAX,
         migrate_schema: bool = True,
+        text_search: Literal["bm25", "fts"] = "bm25",
     ) -> None:
         psycopg, psycopg_pool = _psycopg()
         self.url = url
@@ -170,7 +173,13 @@ class PostgresStore:
         self._feed = ChangeListenerThread(url, self.origin, self._connect)
         #: Bumped when another process made a change too broad to follow tool by tool (see `data_version`).
         self._resyncs = 0
-        self._feed_unsubscribe: Callable[[], None] | None = None
+        self._following = False
+        self._follow_lock = threading.Lock()
+        #: "bm25" ranks in memory (awb.inventory.postgres_text); "fts" asks PostgreSQL's ts_rank (kept
+        #: for the retrieval benchmark, which compares the two).
+        self.text_search = text_search
+        self._text = PostgresTextIndex(self._pool)
+        self._text_lock = threading.Lock()
 
     @property
     def where(self) -> str:
@@ -198,14 +207,26 @@ class PostgresStore:
         number moves only on a `resync` (a reconnect, a bulk import), when caches must reload."""
         return self._resyncs
 
-    def _count_resyncs(self, change: Change) -> None:
+    def _on_change(self, change: Change) -> None:
+        """The store's own caches follow every change another server commits."""
         if change.kind == "resync":
             self._resyncs += 1
+            self._text.mark_all()
+        elif change.kind != "vector":
+            self._text.mark_tools(change.tool_ids)
+
+    def _follow(self) -> None:
+        """Start following the change feed (once), before any cache is filled."""
+        if self._following:
+            return
+        with self._follow_lock:
+            if not self._following:
+                self._feed.subscribe(self._on_change)
+                self._following = True
 
     def subscribe_changes(self, listener: Callable[[Change], None]) -> Callable[[], None]:
         """Call `listener` (on the feed's thread) for every change another process commits."""
-        if self._feed_unsubscribe is None:
-            self._feed_unsubscribe = self._feed.subscribe(self._count_resyncs)
+        self._follow()
         return self._feed.subscribe(listener)
 
     def announce(self, kind: str, tool_ids: list[str], *, equipped: bool = False) -> None:
@@ -247,6 +268,7 @@ class PostgresStore:
             conn.execute(f"INSERT INTO tools ({columns}) VALUES ({marks})", list(values.values()))
             self._insert_version(conn, tool.tool_id, _first_version(tool))
             send(conn, self.origin, "crafted", [tool.tool_id], equipped=tool.equipped)
+        self._text.mark_tools([tool.tool_id])
 
     def import_tool(self, tool: Tool, versions: list[ToolVersion]) -> None:
         """Insert a tool and its versions exactly as exported (`awb inventory import`)."""
@@ -256,6 +278,7 @@ class PostgresStore:
             conn.execute(f"INSERT INTO tools ({', '.join(values)}) VALUES ({marks})", list(values.values()))
             for version in versions:
                 self._insert_version(conn, tool.tool_id, version)
+        self._text.mark_tools([tool.tool_id])
 
     @staticmethod
     def _tool_values(tool: Tool) -> dict[str, Any]:
@@ -307,6 +330,7 @@ class PostgresStore:
         with self._pool.connection() as conn, conn.transaction():
             conn.execute(f"UPDATE tools SET {', '.join(assignments)} WHERE tool_id = %s", [*values, tool_id])
             send(conn, self.origin, kind, [tool_id], equipped=equipped)
+        self._text.mark_tools([tool_id])
 
     def delete_forever(self, tool_ids: list[str]) -> int:
         if not tool_ids:
@@ -316,6 +340,7 @@ class PostgresStore:
                 conn.execute(f"DELETE FROM {table} WHERE tool_id = ANY(%s)", (tool_ids,))
             removed = conn.execute("DELETE FROM tools WHERE tool_id = ANY(%s)", (tool_ids,)).rowcount
             send(conn, self.origin, "purged", tool_ids, equipped=True)
+        self._text.mark_tools(tool_ids)
         return int(removed)
 
     def purge_candidates(self, *, archived_before: datetime | None, deleted: bool) -> list[Tool]:
@@ -411,36 +436,70 @@ class PostgresStore:
                 total = int(conn.execute(f"SELECT count(*) FROM tools WHERE {where}", args).fetchone()[0])
         return [_row_to_summary(r, None) for r in rows], total
 
-    def _ranked(self, conn: Any, words: Sequence[str], k: int, columns: str) -> list[tuple[Any, ...]]:
-        """The best `k` live rows for the OR of `words`: `columns` then the score, best first."""
+    def _ranked(self, words: Sequence[str], k: int) -> list[tuple[int, float]]:
+        """(seq, BM25) of the best `k` rows for the OR of `words`, best first (deleted ones included,
+        as in SQLite's FTS index: callers drop them)."""
+        if not words:
+            return []
+        self._follow()
+        with self._text_lock:
+            return self._text.top(words, k) or []
+
+    @staticmethod
+    def _live_rows(conn: Any, ranked: Sequence[tuple[int, float]], columns: str) -> list[tuple[Any, ...]]:
+        """`columns` of the ranked rows that are not deleted, best score first, each led by its seq."""
+        if not ranked:
+            return []
+        scores = dict(ranked)
+        rows = conn.execute(
+            f"SELECT t.seq, {columns} FROM tools t WHERE t.seq = ANY(%s) AND t.status <> 'deleted'", (list(scores),)
+        ).fetchall()
+        return sorted(rows, key=lambda r: (-scores[r[0]], r[0]))
+
+    def _fts_ranked(self, conn: Any, words: Sequence[str], k: int) -> list[tuple[int, float]]:
+        """The same, ranked by PostgreSQL's ts_rank over every matching row (text_search="fts")."""
         if not words:
             return []
         query, args = _query(words)
         sql = (
             f"WITH q AS (SELECT {query} AS q) "
-            f"SELECT {columns}, ts_rank('{RANK_WEIGHTS}', t.document, q.q, {RANK_NORMALISATION}) AS score "
-            "FROM tools t, q WHERE t.document @@ q.q AND t.status <> 'deleted' "
-            "ORDER BY score DESC, t.seq LIMIT %s"
+            f"SELECT t.seq, ts_rank('{RANK_WEIGHTS}', t.document, q.q, {RANK_NORMALISATION}) AS score "
+            "FROM tools t, q WHERE t.document @@ q.q ORDER BY score DESC, t.seq LIMIT %s"
         )
-        return list(conn.execute(sql, [*args, k]).fetchall())
+        return [(int(r[0]), float(r[1])) for r in conn.execute(sql, [*args, k])]
+
+    def _search(
+        self, words: Sequence[str], k: int, columns: str, *, enough: int | None = None
+    ) -> list[tuple[Any, ...]]:
+        """Live rows (seq, columns..., score) of the best `k` matches; with `enough`, read in batches and
+        stop once that many live (not archived) rows are in hand."""
+        with self._pool.connection() as conn:
+            ranked = self._fts_ranked(conn, words, k) if self.text_search == "fts" else self._ranked(words, k)
+            scores = dict(ranked)
+            batch = len(ranked) if enough is None else enough + 5
+            rows: list[tuple[Any, ...]] = []
+            live = 0
+            for start in range(0, len(ranked), max(batch, 1)):
+                found = self._live_rows(conn, ranked[start : start + batch], columns)
+                rows.extend(found)
+                if enough is not None:
+                    live += sum(1 for r in found if r[4] != "archived")  # memory_level of a summary row
+                    if live >= enough:
+                        break
+        return [(*r, scores[r[0]]) for r in rows]
 
     def search_summaries(self, words: Sequence[str], limit: int, *, candidates: int = 50) -> list[ToolSummary]:
         """The best `candidates` live matches by score, archived ones after live ones, `limit` of them."""
-        with self._pool.connection() as conn:
-            rows = self._ranked(conn, words, max(candidates, limit), _SUMMARY_COLUMNS)
-        live = [r for r in rows if r[3] != "archived"]
-        archived = [r for r in rows if r[3] == "archived"]
-        return [_row_to_summary(r[:-1], float(r[-1])) for r in (live + archived)[:limit]]
+        rows = self._search(words, max(candidates, limit), _SUMMARY_COLUMNS, enough=limit)
+        live = [r for r in rows if r[4] != "archived"]
+        archived = [r for r in rows if r[4] == "archived"]
+        return [_row_to_summary(r[1:-1], float(r[-1])) for r in (live + archived)[:limit]]
 
     def search_text(self, words: Sequence[str], limit: int) -> list[tuple[Tool, float]]:
-        with self._pool.connection() as conn:
-            rows = self._ranked(conn, words, limit, _TOOL_FIELDS)
-        return [(_row_to_tool(r[:-1]), float(r[-1])) for r in rows]
+        return [(_row_to_tool(r[1:-1]), float(r[-1])) for r in self._search(words, limit, _TOOL_FIELDS)]
 
     def text_scores(self, words: Sequence[str], limit: int) -> list[tuple[str, float]]:
-        with self._pool.connection() as conn:
-            rows = self._ranked(conn, words, limit, "t.tool_id")
-        return [(str(r[0]), float(r[1])) for r in rows]
+        return [(str(r[1]), float(r[-1])) for r in self._search(words, limit, "t.tool_id")]
 
     # --- calls --------------------------------------------------------------------------------
 
