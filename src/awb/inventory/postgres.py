@@ -20,8 +20,9 @@ from typing import Any, Literal
 from awb.errors import ConfigError, LimitExceeded
 from awb.inventory.memory import MemoryPolicy
 from awb.inventory.models import CallRecord, Example, MemoryLevel, Tool, ToolSummary, ToolVersion
+from awb.inventory.postgres_cache import MISSING, ReadCache
 from awb.inventory.postgres_migrations import SCHEMA_VERSION, applied_versions, migrate
-from awb.inventory.postgres_notify import Change, ChangeListenerThread, send
+from awb.inventory.postgres_notify import CHANNEL, Change, ChangeListenerThread, payload, send
 from awb.inventory.postgres_text import PostgresTextIndex
 from awb.search.fts import split_identifier
 
@@ -32,6 +33,8 @@ RANK_WEIGHTS = "{0.25, 0.25, 0.5, 1.0}"
 #: ts_rank normalisation 1: divide by 1 + log(document length), so long descriptions do not win by size.
 RANK_NORMALISATION = 1
 POOL_MAX = 8
+#: Recent calls kept per cached tool (what `inspect` shows).
+CALLS_CACHED = 20
 
 _JSON_FIELDS = {"input_schema", "output_schema", "examples", "capabilities"}
 _TOOL_COLUMNS = (
@@ -153,10 +156,12 @@ class PostgresStore:
         pool_size: int = POOL_MAX,
         migrate_schema: bool = True,
         text_search: Literal["bm25", "fts"] = "bm25",
+        durable: bool = False,
     ) -> None:
         psycopg, psycopg_pool = _psycopg()
         self.url = url
         self.max_tools = max_tools
+        self.durable = durable
         self.policy = policy
         #: Tags this process's change messages, so its own listener ignores them.
         self.origin = uuid.uuid4().hex
@@ -166,7 +171,14 @@ class PostgresStore:
                 with psycopg.connect(url, autocommit=True) as conn:
                     migrate(conn, where=self.where)
             self._pool = psycopg_pool.ConnectionPool(
-                url, min_size=1, max_size=max(pool_size, 1), open=True, name="awb-inventory"
+                url,
+                min_size=1,
+                max_size=max(pool_size, 1),
+                open=True,
+                name="awb-inventory",
+                # Reads are one round trip (no BEGIN/COMMIT); writes open their own transaction.
+                kwargs={"autocommit": True},
+                configure=self._configure,
             )
         except psycopg.OperationalError as exc:
             raise ConfigError(f"cannot reach the inventory at {self.where}: {exc}", url=self.where) from exc
@@ -179,7 +191,15 @@ class PostgresStore:
         #: for the retrieval benchmark, which compares the two).
         self.text_search = text_search
         self._text = PostgresTextIndex(self._pool)
+        self._cache = ReadCache()
         self._text_lock = threading.Lock()
+
+    def _configure(self, conn: Any) -> None:
+        if not self.durable:
+            # Like SQLite's WAL with synchronous=NORMAL: a commit returns before its WAL record is on
+            # disk. A crash of the database host can lose the last moments of commits, never corrupt
+            # or half-apply one; every commit costs a round trip instead of an fsync.
+            conn.execute("SET synchronous_commit = off")
 
     @property
     def where(self) -> str:
@@ -212,8 +232,17 @@ class PostgresStore:
         if change.kind == "resync":
             self._resyncs += 1
             self._text.mark_all()
+            self._cache.clear()
+        elif change.kind == "called":
+            self._cache.invalidate(change.tool_ids, counts=False)
         elif change.kind != "vector":
             self._text.mark_tools(change.tool_ids)
+            self._cache.invalidate(change.tool_ids)
+
+    def _written(self, tool_ids: list[str]) -> None:
+        """This server wrote these tools: its caches re-read them."""
+        self._text.mark_tools(tool_ids)
+        self._cache.invalidate(tool_ids)
 
     def _follow(self) -> None:
         """Start following the change feed (once), before any cache is filled."""
@@ -268,7 +297,12 @@ class PostgresStore:
             conn.execute(f"INSERT INTO tools ({columns}) VALUES ({marks})", list(values.values()))
             self._insert_version(conn, tool.tool_id, _first_version(tool))
             send(conn, self.origin, "crafted", [tool.tool_id], equipped=tool.equipped)
-        self._text.mark_tools([tool.tool_id])
+        generation = self._cache.generation()
+        self._written([tool.tool_id])
+        # Write-through: the server that crafted a tool is the one most likely to use it next.
+        self._cache.put_tool(generation + 1, tool.tool_id, tool)
+        self._cache.put(generation + 1, self._cache.versions, tool.tool_id, [_first_version(tool)])
+        self._cache.put(generation + 1, self._cache.calls, tool.tool_id, (CALLS_CACHED, []))
 
     def import_tool(self, tool: Tool, versions: list[ToolVersion]) -> None:
         """Insert a tool and its versions exactly as exported (`awb inventory import`)."""
@@ -278,7 +312,7 @@ class PostgresStore:
             conn.execute(f"INSERT INTO tools ({', '.join(values)}) VALUES ({marks})", list(values.values()))
             for version in versions:
                 self._insert_version(conn, tool.tool_id, version)
-        self._text.mark_tools([tool.tool_id])
+        self._written([tool.tool_id])
 
     @staticmethod
     def _tool_values(tool: Tool) -> dict[str, Any]:
@@ -295,17 +329,32 @@ class PostgresStore:
         return values
 
     def get(self, tool_id: str) -> Tool | None:
+        self._follow()
+        cached = self._cache.tools.get(tool_id)
+        if cached is not None:
+            return None if cached is MISSING else cached
+        generation = self._cache.generation()
         with self._pool.connection() as conn:
             row = conn.execute(f"{_SELECT} WHERE t.tool_id = %s", (tool_id,)).fetchone()
-        return None if row is None else _row_to_tool(row)
+        tool = None if row is None else _row_to_tool(row)
+        self._cache.put_tool(generation, tool_id, MISSING if tool is None else tool)
+        return tool
 
     def get_by_name(self, name: str, *, include_deleted: bool = False) -> Tool | None:
+        self._follow()
+        cached = self._cache.tool_named(name)
+        if cached is not None and cached is not MISSING and cached.status != "deleted":
+            return cached  # type: ignore[no-any-return]
+        generation = self._cache.generation()
         live = "" if include_deleted else " AND t.status <> 'deleted'"
         with self._pool.connection() as conn:
             row = conn.execute(
                 f"{_SELECT} WHERE t.name = %s{live} ORDER BY t.status = 'deleted', t.seq DESC LIMIT 1", (name,)
             ).fetchone()
-        return None if row is None else _row_to_tool(row)
+        tool = None if row is None else _row_to_tool(row)
+        if tool is not None:
+            self._cache.put_tool(generation, tool.tool_id, tool)
+        return tool
 
     @staticmethod
     def _assignments(fields: dict[str, Any]) -> tuple[list[str], list[Any]]:
@@ -327,10 +376,15 @@ class PostgresStore:
         equipped = "equipped" in fields
         kind = "deleted" if fields.get("status") == "deleted" else "updated"
         assignments, values = self._assignments(dict(fields))
-        with self._pool.connection() as conn, conn.transaction():
-            conn.execute(f"UPDATE tools SET {', '.join(assignments)} WHERE tool_id = %s", [*values, tool_id])
-            send(conn, self.origin, kind, [tool_id], equipped=equipped)
-        self._text.mark_tools([tool_id])
+        message = payload(self.origin, kind, [tool_id], equipped=equipped)
+        with self._pool.connection() as conn:
+            # One statement: the update and its announcement commit together, in one round trip.
+            conn.execute(
+                f"WITH u AS (UPDATE tools SET {', '.join(assignments)} WHERE tool_id = %s RETURNING 1) "
+                "SELECT pg_notify(%s, %s) FROM u",
+                [*values, tool_id, CHANNEL, message],
+            )
+        self._written([tool_id])
 
     def delete_forever(self, tool_ids: list[str]) -> int:
         if not tool_ids:
@@ -340,7 +394,7 @@ class PostgresStore:
                 conn.execute(f"DELETE FROM {table} WHERE tool_id = ANY(%s)", (tool_ids,))
             removed = conn.execute("DELETE FROM tools WHERE tool_id = ANY(%s)", (tool_ids,)).rowcount
             send(conn, self.origin, "purged", tool_ids, equipped=True)
-        self._text.mark_tools(tool_ids)
+        self._written(tool_ids)
         return int(removed)
 
     def purge_candidates(self, *, archived_before: datetime | None, deleted: bool) -> list[Tool]:
@@ -386,17 +440,31 @@ class PostgresStore:
             send(conn, self.origin, "version", [tool_id])
 
     def versions(self, tool_id: str) -> list[ToolVersion]:
+        self._follow()
+        cached = self._cache.versions.get(tool_id)
+        if cached is not None:
+            return list(cached)
+        generation = self._cache.generation()
         with self._pool.connection() as conn:
             rows = conn.execute(
                 f"SELECT {_VERSION_COLUMNS} FROM tool_versions WHERE tool_id = %s ORDER BY version", (tool_id,)
             ).fetchall()
-        return [_version_of(r) for r in rows]
+        versions = [_version_of(r) for r in rows]
+        self._cache.put(generation, self._cache.versions, tool_id, versions)
+        return list(versions)
 
     # --- listing and search -------------------------------------------------------------------
 
     def count_active(self) -> int:
+        self._follow()
+        cached = self._cache.counts.get("live")
+        if cached is not None:
+            return cached
+        generation = self._cache.generation()
         with self._pool.connection() as conn:
-            return int(conn.execute("SELECT count(*) FROM tools WHERE status <> 'deleted'").fetchone()[0])
+            count = int(conn.execute("SELECT count(*) FROM tools WHERE status <> 'deleted'").fetchone()[0])
+        self._cache.put(generation, self._cache.counts, "live", count)
+        return count
 
     def list_tools(
         self,
@@ -428,12 +496,18 @@ class PostgresStore:
     ) -> tuple[list[ToolSummary], int]:
         where, args = _summary_filter(memory_level, tag)
         sql = f"SELECT {_SUMMARY_COLUMNS} FROM tools WHERE {where} ORDER BY {_ORDER} LIMIT %s OFFSET %s"
+        self._follow()
+        generation = self._cache.generation()
         with self._pool.connection() as conn:
             rows = conn.execute(sql, [*args, limit, offset]).fetchall()
+            cached = self._cache.counts.get((memory_level, tag))
             if len(rows) < limit and (rows or offset == 0):
                 total = offset + len(rows)  # a short page is the last one
+            elif cached is not None:
+                total = cached
             else:
                 total = int(conn.execute(f"SELECT count(*) FROM tools WHERE {where}", args).fetchone()[0])
+                self._cache.put(generation, self._cache.counts, (memory_level, tag), total)
         return [_row_to_summary(r, None) for r in rows], total
 
     def _ranked(self, words: Sequence[str], k: int) -> list[tuple[int, float]]:
@@ -511,41 +585,72 @@ class PostgresStore:
         level = fields.pop("memory_level", None)
         assignments, values = self._assignments(fields)
         assignments += [f"{c} = {c} + 1" for c in counters]
-        with self._pool.connection() as conn, conn.transaction():
-            conn.execute(
-                "INSERT INTO calls (call_id, tool_id, version, at, duration_ms, ok, error_code) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                (
-                    call.call_id or None,
-                    call.tool_id,
-                    call.version,
-                    _iso(call.at),
-                    call.duration_ms,
-                    call.ok,
-                    call.error_code,
-                ),
+        call_values = (
+            call.call_id or None,
+            call.tool_id,
+            call.version,
+            _iso(call.at),
+            call.duration_ms,
+            call.ok,
+            call.error_code,
+        )
+        # One statement, so one round trip and one implicit transaction: the call, the version's
+        # counters and the tool's counters commit together.
+        sql = (
+            "WITH c AS (INSERT INTO calls (call_id, tool_id, version, at, duration_ms, ok, error_code) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s)), "
+            "v AS (UPDATE tool_versions SET usage_count = usage_count + 1, failure_count = failure_count + %s "
+            "WHERE tool_id = %s AND version = %s), "
+            # Other servers drop their cached copy of the tool (its counters and recent calls moved).
+            "n AS (SELECT pg_notify(%s, %s)) "
+        )
+        args: list[Any] = [
+            *call_values,
+            0 if call.ok else 1,
+            call.tool_id,
+            call.version,
+            CHANNEL,
+            payload(self.origin, "called", [call.tool_id]),
+        ]
+        if assignments:
+            sql += (
+                f"UPDATE tools SET {', '.join(assignments)} FROM n WHERE tool_id = %s "
+                "RETURNING memory_level, usage_count"
             )
-            conn.execute(
-                "UPDATE tool_versions SET usage_count = usage_count + 1, failure_count = failure_count + %s "
-                "WHERE tool_id = %s AND version = %s",
-                (0 if call.ok else 1, call.tool_id, call.version),
-            )
-            if not assignments:
-                return
-            row = conn.execute(
-                f"UPDATE tools SET {', '.join(assignments)} WHERE tool_id = %s RETURNING memory_level, usage_count",
-                [*values, call.tool_id],
-            ).fetchone()
-            if row is None or level is None:
+            args += [*values, call.tool_id]
+        else:
+            sql += "SELECT NULL, NULL FROM n"
+        with self._pool.connection() as conn:
+            row = conn.execute(sql, args).fetchone()
+            self._cache.invalidate([call.tool_id], counts=False)
+            if row is None or row[0] is None or level is None:
                 return
             before, usage = row
             after = level if self.policy is None else self.policy.level_after_success(before, int(usage))
-            if after != before:
-                # The row is locked by the update above: no other call moves it in between.
-                conn.execute("UPDATE tools SET memory_level = %s WHERE tool_id = %s", (after, call.tool_id))
-                send(conn, self.origin, "updated", [call.tool_id])
+            if after == before:
+                return
+            with conn.transaction():
+                # Compare and set: a concurrent call that moved the tier first computed it from a count
+                # at least as high, and maintenance may have moved it since; either way theirs stands.
+                moved = conn.execute(
+                    "UPDATE tools SET memory_level = %s WHERE tool_id = %s AND memory_level = %s",
+                    (after, call.tool_id, before),
+                ).rowcount
+                if moved:
+                    send(conn, self.origin, "updated", [call.tool_id])
+            self._written([call.tool_id])
 
     def calls(self, tool_id: str, limit: int = 20) -> list[CallRecord]:
+        self._follow()
+        cached = self._cache.calls.get(tool_id)
+        if cached is not None and cached[0] >= limit:
+            return list(cached[1][:limit])
+        generation = self._cache.generation()
+        records = self._read_calls(tool_id, limit)
+        self._cache.put(generation, self._cache.calls, tool_id, (limit, records))
+        return list(records)
+
+    def _read_calls(self, tool_id: str, limit: int) -> list[CallRecord]:
         with self._pool.connection() as conn:
             rows = conn.execute(
                 "SELECT tool_id, version, at, duration_ms, ok, error_code, call_id FROM calls WHERE tool_id = %s "
