@@ -120,3 +120,33 @@ def test_import_refuses_a_file_that_is_not_an_export(tmp_path: Path) -> None:
     result = runner.invoke(app, ["inventory", "import", str(bogus), "--inventory", str(tmp_path / "x.db"), "--json"])
     assert result.exit_code != 0
     assert "not an awb inventory export" in json.loads(result.output)["error"]["message"]
+
+
+def test_staged_writes_in_a_postgres_inventory_are_reviewed_with_awb_staged(tmp_path: Path, clean_pg_url: str) -> None:
+    from datetime import UTC, datetime
+
+    from awb.inventory.models import Tool
+
+    store = open_store(Config(inventory_url=clean_pg_url))
+    now = datetime.now(UTC)
+    try:
+        store.add_tool(
+            Tool(
+                tool_id="tool_writer",
+                name="writer",
+                description="writes",
+                language="python",
+                runtime="monty",
+                code="def run(params):\n    return 1\n",
+                input_schema={"type": "object"},
+                created_at=now,
+                updated_at=now,
+            )
+        )
+        store.stage_write("tool_writer", str(tmp_path / "out.txt"), "hello", now, call_id="call_00000000000000ab")
+    finally:
+        store.close()
+    config = write_config(tmp_path, inventory_url=clean_pg_url)
+    result = runner.invoke(app, ["staged", "list", "--config", str(config), "--json"])
+    assert result.exit_code == 0, result.output
+    assert "call_00000000000000ab" in result.output and "writer" in result.output

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from awb.config import load_config
 from awb.errors import AwbError
+from awb.inventory.open import open_store
 from awb.inventory.sqlite import SQLiteStore
 from awb.sandbox import staging
 
@@ -27,7 +28,9 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of 
 
 def _store(config_path: Path | None) -> SQLiteStore:
     config = load_config(config_path)
-    return SQLiteStore(config.inventory_path)
+    # The same methods on either store; PostgreSQL keeps staged writes in the shared database.
+    store: SQLiteStore = open_store(config)  # type: ignore[assignment]
+    return store
 
 
 def _fail(exc: AwbError, as_json: bool) -> typer.Exit:
