@@ -1,6 +1,6 @@
 """Tool retrieval on MetaTool: text-only, dense-only and hybrid search, quality and latency, in one run.
 
-    python benchmarks/retrieval.py [--sample N] [--pad 10000] [--tune-split]
+    python benchmarks/retrieval.py [--sample N] [--pad 10000] [--tune-split] [--store postgres --text-search bm25|fts]
 
 Tools go in through `Workbench.craft` (the admission path agents use); queries go through the search
 `awb_search` runs (`Workbench.search` for hybrid, the same `HybridSearch` forced to one signal for the
@@ -19,11 +19,13 @@ import statistics
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from awb.config import Config  # noqa: E402
 from awb.inventory.models import Tool  # noqa: E402
@@ -163,6 +165,13 @@ async def main() -> None:
     parser.add_argument(
         "--tune-split", action="store_true", help="also report the 20%% tuning and 80%% held-out query splits"
     )
+    parser.add_argument("--store", choices=["sqlite", "postgres"], default="sqlite", help="the inventory's store")
+    parser.add_argument(
+        "--text-search",
+        choices=["bm25", "fts"],
+        default="bm25",
+        help="PostgreSQL only: BM25 ranked in memory (default) or PostgreSQL's ts_rank",
+    )
     args = parser.parse_args()
 
     tools = [json.loads(line) for line in (DATA / "tools.jsonl").open()]
@@ -172,12 +181,20 @@ async def main() -> None:
     if args.sample:
         queries = random.Random(SEED).sample(queries, args.sample)
 
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         config = Config(inventory_path=Path(tmp) / "inventory.db", max_tools=100_000)
+        store = None
+        if args.store == "postgres":
+            from awb.inventory.postgres import PostgresStore
+            from ops import postgres_database
+
+            url = stack.enter_context(postgres_database())
+            store = PostgresStore(url, max_tools=config.max_tools, text_search=args.text_search)
+            print(f"store: PostgreSQL, text ranking {args.text_search}")
         config.search.mode = "hybrid"
         config.search.embedding_provider = "local"
         started = time.perf_counter()
-        async with Workbench(config) as workbench:
+        async with Workbench(config, store=store) as workbench:
             start_ms = (time.perf_counter() - started) * 1000
             embedder = workbench.search_engine.embedder
             if not isinstance(embedder, LocalEmbedder):

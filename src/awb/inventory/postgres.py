@@ -215,6 +215,12 @@ class PostgresStore:
     # --- life cycle, schema and the change feed ---------------------------------------------------
 
     def close(self) -> None:
+        if self._following:
+            self._feed.stop()
+            try:
+                self.announce("stop", [])  # wakes our own listener now (others ignore "stop")
+            except Exception:  # the database is gone: the listener notices within its wait anyway
+                pass
         self._feed.close()
         self._pool.close()
 

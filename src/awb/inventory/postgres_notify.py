@@ -77,6 +77,10 @@ class ChangeListenerThread:
             if listener in self._listeners:
                 self._listeners.remove(listener)
 
+    def stop(self) -> None:
+        """Ask the thread to end after the message it is waiting for (see `close`)."""
+        self._stop.set()
+
     def close(self) -> None:
         self._stop.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
@@ -92,7 +96,8 @@ class ChangeListenerThread:
                     if reconnecting:
                         self._dispatch(Change("resync", equipped=True))
                     while not self._stop.is_set():
-                        for message in conn.notifies(timeout=WAIT_SECONDS):
+                        # One message at a time, so `close` (which sends one) is seen at once.
+                        for message in conn.notifies(timeout=WAIT_SECONDS, stop_after=1):
                             self._handle(message.payload)
             except Exception:
                 if self._stop.is_set():
@@ -105,7 +110,7 @@ class ChangeListenerThread:
     def _handle(self, raw: str) -> None:
         try:
             message = json.loads(raw)
-            if message.get("o") == self._origin:
+            if message.get("o") == self._origin or message.get("k") == "stop":
                 return
             change = Change(str(message["k"]), tuple(message.get("ids", ())), bool(message.get("eq")))
         except (ValueError, KeyError, TypeError):
