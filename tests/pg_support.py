@@ -1,6 +1,6 @@
 """A throw-away PostgreSQL database for the test session (a plain module, imported by conftests).
 
-The server is the machine's PostgreSQL (AWB_TEST_POSTGRES_URL, default the local trust-auth one).
+The server is the machine's PostgreSQL (POSTGRES_TEST_URL, default the local trust-auth one).
 Unreachable, the PostgreSQL tests skip on a developer's machine and fail in CI (CI=true), where the
 server is part of the machine.
 """
@@ -14,7 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-ADMIN_URL = os.environ.get("AWB_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+ADMIN_URL = os.environ.get("POSTGRES_TEST_URL", "postgresql://postgres@127.0.0.1:5432/test")
 #: Tables a test may have written; emptied before each test that asks for a clean database.
 TABLES = ("tool_vectors", "calls", "staged_writes", "tool_versions", "tools")
 

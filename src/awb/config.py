@@ -20,7 +20,7 @@ from awb.errors import ConfigError
 CONFIG_FILENAME = "awb.config.json"
 ENV_PREFIX = "AWB_"
 #: Environment variables with the prefix that are not config fields.
-_ENV_NOT_FIELDS = {"AWB_CONFIG"}
+_ENV_NOT_FIELDS = {"AWB_CONFIG", "AWB_AGENTS_DIR"}
 
 
 class _Section(BaseModel):
@@ -86,6 +86,9 @@ class Config(BaseModel):
     #: Streamable HTTP without sessions (the MCP SDK's stateless mode): any replica behind a load
     #: balancer answers any request. Servers then push no notifications (clients re-list).
     stateless_http: bool = False
+    #: MCP servers for `awb agents run`: the `{"mcpServers": {...}}` map (or its inner map), or a path to
+    #: a file holding it. `AWB_MCP_SERVERS` sets it from the environment.
+    mcp_servers: dict[str, Any] | str | None = None
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     search: SearchConfig = Field(default_factory=SearchConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)

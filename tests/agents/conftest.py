@@ -1,4 +1,8 @@
-"""Fixtures for the agent runtime tests: the anyio backend and a fake provider on loopback."""
+"""Fixtures for the agent runtime tests: the anyio backend and a fake provider on loopback.
+
+The provider serves both wire formats (chat completions and Anthropic messages): each test
+scripts the replies, statuses, headers and stalls it wants.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from .agent_fixtures import FakeProvider
+from .agent_fixtures import FakeProvider, Reply
 
 
 @pytest.fixture
@@ -27,24 +31,33 @@ def fake_provider() -> Iterator[FakeProvider]:
             length = int(self.headers.get("Content-Length", "0"))
             body = json.loads(self.rfile.read(length) or b"{}")
             provider.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
-            status, reply = provider.replies.pop(0) if provider.replies else (500, {"error": "no reply"})
-            data = reply.encode() if isinstance(reply, str) else json.dumps(reply).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            reply = provider.replies.pop(0) if provider.replies else Reply(500, {"error": "no reply"})
+            if reply.hold:
+                provider.release.wait(timeout=30)
+            data = reply.body.encode() if isinstance(reply.body, str) else json.dumps(reply.body).encode()
+            try:
+                self.send_response(reply.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in reply.headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+            except OSError:
+                """The client gave up waiting (a timeout test); nothing to answer."""
 
         def log_message(self, format: str, *args: Any) -> None:
             """Keep test output quiet."""
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
     provider.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield provider
     finally:
+        provider.release.set()
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)

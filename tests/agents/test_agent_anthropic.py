@@ -66,7 +66,7 @@ async def test_anthropic_malformed_reply_is_fed_back_and_retried(fake_provider: 
     fake_provider.reply({"content": [{"type": "text", "text": "{not json"}]})
     fake_provider.reply(tool_use("done", {"answer": "ok"}))
     with anyio.fail_after(10):
-        result = await run_agent(Reader, "q", model=model(fake_provider), servers={})
+        result = await run_agent(Reader, "q", model=model(fake_provider), servers={"files": files_server()})
     assert (result.termination_reason, result.output) == ("done", {"answer": "ok"})
     assert "malformed_action" in fake_provider.requests[1]["body"]["messages"][0]["content"]
 
@@ -76,7 +76,9 @@ async def test_anthropic_server_error_is_retried_then_reported_as_model_error(fa
     for _ in range(2):
         fake_provider.reply(overloaded, status=529)
     with anyio.fail_after(10):
-        result = await run_agent(Reader, "q", model=model(fake_provider, max_retries=1), servers={})
+        result = await run_agent(
+            Reader, "q", model=model(fake_provider, max_retries=1), servers={"files": files_server()}
+        )
     assert result.termination_reason == "model_error"
     assert result.error is not None
     assert "HTTP 529: Overloaded" in result.error["message"]

@@ -27,16 +27,20 @@ def function_call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return {"choices": [{"message": {"role": "assistant", "tool_calls": [call]}}]}
 
 
+def greeter_server() -> str:
+    return shlex.join(["env", f"PYTHONPATH={SRC}", sys.executable, str(EXAMPLES / "hello_agent.py"), "serve"])
+
+
 @pytest.fixture(autouse=True)
 def no_provider_keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"):
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "AWB_MCP_SERVERS"):
         monkeypatch.delenv(name, raising=False)
 
 
 def test_agents_run_prints_the_structured_result_as_json(fake_provider: FakeProvider) -> None:
     fake_provider.reply(function_call("greeter__greet", {"name": "Ada"}))
     fake_provider.reply(function_call("done", {"greeting": "Hello, Ada!"}))
-    server = shlex.join(["env", f"PYTHONPATH={SRC}", sys.executable, str(EXAMPLES / "hello_agent.py"), "serve"])
+    server = greeter_server()
     outcome = runner.invoke(
         agents_app,
         [
@@ -63,7 +67,37 @@ def test_agents_run_prints_the_structured_result_as_json(fake_provider: FakeProv
 def test_agents_list_shows_the_agents_in_the_agents_directory() -> None:
     outcome = runner.invoke(agents_app, ["list", "--agents-dir", str(EXAMPLES)])
     assert outcome.exit_code == 0, outcome.output
-    assert outcome.stdout.startswith("hello\ttools=greeter\tGreet the person")
+    lines = outcome.stdout.splitlines()
+    assert lines[0].startswith("crafter\ttools=awb\tCraft a tool")
+    assert lines[1].startswith("hello\ttools=greeter\tGreet the person")
+
+
+def test_agents_list_marks_subagents_and_reports_a_broken_module_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "team.py").write_text(
+        "from pydantic import BaseModel\n"
+        "from awb.agents import Agent\n\n"
+        "class T(BaseModel):\n    text: str\n\n"
+        "class Sums(Agent):\n    mode = 'sums'\n    tools = ('math',)\n    Input = T\n    Output = T\n\n"
+        "class Lead(Agent):\n    mode = 'lead'\n    tools = ('math', 'files')\n    Input = T\n    Output = T\n"
+        "    system_prompt = 'Lead the team.'\n    subagents = (Sums,)\n"
+    )
+    (tmp_path / "broken.py").write_text("import no_such_module_here\n")
+    outcome = runner.invoke(agents_app, ["list", "--agents-dir", str(tmp_path)])
+    assert outcome.exit_code == 0, outcome.output
+    assert outcome.stdout.splitlines() == [
+        "sums\ttools=math\t(subagent of lead)\t",
+        "lead\ttools=math,files\tsubagents=sums\tLead the team.",
+    ]
+    assert outcome.stderr == "broken.py: cannot import: ModuleNotFoundError: No module named 'no_such_module_here'\n"
+
+
+def test_agents_list_of_a_missing_directory_is_an_error_with_its_path(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere"
+    outcome = runner.invoke(agents_app, ["list", "--agents-dir", str(missing)])
+    assert outcome.exit_code == 2
+    error = json.loads(outcome.stderr)["error"]
+    assert error["code"] == "config_invalid"
+    assert str(missing) in error["message"]
 
 
 def test_artificer_agents_runs_an_agent_found_by_dotted_path(
@@ -95,7 +129,7 @@ def test_artificer_agents_runs_an_agent_found_by_dotted_path(
 
 
 def test_unfinished_run_prints_its_result_and_exits_1(fake_provider: FakeProvider) -> None:
-    fake_provider.reply({"error": {"message": "bad model"}}, status=400)
+    fake_provider.reply({"error": {"message": "bad model"}}, status=401)
     outcome = runner.invoke(
         agents_app,
         [
@@ -108,6 +142,8 @@ def test_unfinished_run_prints_its_result_and_exits_1(fake_provider: FakeProvide
             "openai:nope",
             "--base-url",
             fake_provider.url,
+            "--server",
+            f"greeter={greeter_server()}",
         ],
     )
     assert outcome.exit_code == 1

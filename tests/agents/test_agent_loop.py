@@ -127,10 +127,13 @@ async def test_subagent_cannot_spawn_subagents() -> None:
 async def test_invalid_output_is_fed_back_and_retried_then_fails_with_validation_errors() -> None:
     model = ScriptedModel([Done(output={"wrong": 1})] * 3)
     with anyio.fail_after(10):
-        result = await run_agent(Reader, "q", model=model, servers={})
+        result = await run_agent(Reader, "q", model=model, servers=servers())
     assert result.termination_reason == "output_invalid"
     assert result.output is None
-    assert result.iterations == 3
+    assert result.iterations == 1
+    [step] = result.steps
+    assert [r.code for r in step.rejected] == ["output_invalid"] * 3
+    assert step.action is None
     assert result.error is not None
     assert result.error["details"]["errors"][0]["loc"] == ["answer"]
     assert "output does not match" in model.seen[1][0].body
@@ -139,14 +142,14 @@ async def test_invalid_output_is_fed_back_and_retried_then_fails_with_validation
 async def test_invalid_output_corrected_on_retry_finishes_done() -> None:
     model = ScriptedModel([Done(output={"answer": 7}), Done(output={"answer": "7"})])
     with anyio.fail_after(10):
-        result = await run_agent(Reader, "q", model=model, servers={})
+        result = await run_agent(Reader, "q", model=model, servers=servers())
     assert (result.termination_reason, result.output) == ("done", {"answer": "7"})
 
 
 async def test_malformed_action_from_the_model_is_fed_back_and_retried() -> None:
     model = ScriptedModel([{"action": "dance"}, {"tool": "x"}, {"action": "done", "output": {"answer": "a"}}])
     with anyio.fail_after(10):
-        result = await run_agent(Reader, "q", model=model, servers={})
+        result = await run_agent(Reader, "q", model=model, servers=servers())
     assert result.termination_reason == "done"
     assert "malformed_action" in model.seen[1][0].body
 
@@ -154,7 +157,7 @@ async def test_malformed_action_from_the_model_is_fed_back_and_retried() -> None
 async def test_malformed_actions_past_the_retries_end_in_output_invalid() -> None:
     model = ScriptedModel([{"action": "dance"}] * 3)
     with anyio.fail_after(10):
-        result = await run_agent(Reader, "q", model=model, servers={})
+        result = await run_agent(Reader, "q", model=model, servers=servers())
     assert result.termination_reason == "output_invalid"
 
 
@@ -192,7 +195,7 @@ async def test_timeout_ends_a_run_whose_model_never_answers() -> None:
         raise AssertionError("unreachable")
 
     with anyio.fail_after(10):
-        result = await run_agent(Hasty, "q", model=ScriptedModel(stuck), servers={})
+        result = await run_agent(Hasty, "q", model=ScriptedModel(stuck), servers=servers())
     assert result.termination_reason == "timeout"
     assert result.iterations == 1
 
@@ -223,17 +226,17 @@ async def test_stop_on_tool_error_ends_the_run_with_tool_error() -> None:
     assert "no such file" in result.error["details"]["result"]
 
 
-async def test_run_code_answers_not_supported_yet() -> None:
+async def test_run_code_without_a_code_runner_tells_the_model_it_is_not_available() -> None:
     model = ScriptedModel([{"action": "run_code", "code": "print(1)"}, Done(output={"answer": "x"})])
     with anyio.fail_after(10):
-        result = await run_agent(Reader, "q", model=model, servers={})
+        result = await run_agent(Reader, "q", model=model, servers=servers())
     assert result.termination_reason == "done"
-    assert "run_code is not supported yet" in model.seen[1][0].body
+    assert "run_code is not available in this run" in model.seen[1][0].body
 
 
 async def test_a_model_that_fails_ends_the_run_with_model_error() -> None:
     with anyio.fail_after(10):
-        result = await run_agent(Reader, "q", model=ScriptedModel([]), servers={})
+        result = await run_agent(Reader, "q", model=ScriptedModel([]), servers=servers())
     assert result.termination_reason == "model_error"
     assert result.error is not None
     assert result.error["code"] == "model_error"
@@ -248,11 +251,11 @@ async def test_notes_proposed_by_the_model_are_kept_in_working_memory() -> None:
 
 async def test_invalid_input_is_rejected_before_the_run_starts() -> None:
     with pytest.raises(InvalidParams):
-        await run_agent(Reader, {"nope": 1}, model=ScriptedModel([]), servers={})
+        await run_agent(Reader, {"nope": 1}, model=ScriptedModel([]), servers=servers())
 
 
 async def test_plain_string_input_fills_the_single_input_field() -> None:
     model = ScriptedModel([Done(output={"answer": "a"})])
     with anyio.fail_after(10):
-        await run_agent(Reader, "how are you?", model=model, servers={})
+        await run_agent(Reader, "how are you?", model=model, servers=servers())
     assert '"question": "how are you?"' in model.seen[0][0].body

@@ -98,7 +98,9 @@ async def test_openai_server_error_is_retried_then_reported_as_model_error(fake_
     for _ in range(3):
         fake_provider.reply({"error": {"message": "the engine is overloaded"}}, status=500)
     with anyio.fail_after(10):
-        result = await run_agent(Reader, "q", model=model(fake_provider, max_retries=2), servers={})
+        result = await run_agent(
+            Reader, "q", model=model(fake_provider, max_retries=2), servers={"files": files_server()}
+        )
     assert result.termination_reason == "model_error"
     assert result.error is not None
     assert "HTTP 500: the engine is overloaded" in result.error["message"]
@@ -109,7 +111,7 @@ async def test_openai_transient_server_error_is_retried_and_the_run_succeeds(fak
     fake_provider.reply({"error": {"message": "try again"}}, status=503)
     fake_provider.reply(tool_call("done", '{"answer": "fine"}'))
     with anyio.fail_after(10):
-        result = await run_agent(Reader, "q", model=model(fake_provider), servers={})
+        result = await run_agent(Reader, "q", model=model(fake_provider), servers={"files": files_server()})
     assert (result.termination_reason, result.output) == ("done", {"answer": "fine"})
 
 
@@ -119,7 +121,7 @@ async def test_api_key_never_appears_in_results_or_logs(
     fake_provider.reply({"error": {"message": f"Incorrect API key provided: {KEY}"}}, status=401)
     caplog.set_level(logging.DEBUG)
     with anyio.fail_after(10):
-        result = await run_agent(Reader, "q", model=model(fake_provider), servers={})
+        result = await run_agent(Reader, "q", model=model(fake_provider), servers={"files": files_server()})
     assert result.termination_reason == "model_error"
     assert result.error is not None
     assert "Incorrect API key provided: ***" in result.error["message"]

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError
 
 from awb.agents.errors import MalformedAction, validation_errors
 
@@ -14,6 +14,17 @@ class _Action(BaseModel):
 
     #: A short observation the model wants to keep in working memory.
     note: str | None = None
+    _not_run: list[str] = PrivateAttr(default_factory=list)
+
+    @property
+    def not_run(self) -> list[str]:
+        """Further tool calls of the same reply, which the runtime does not execute (one action per step)."""
+        return list(self._not_run)
+
+    def with_not_run(self, names: list[str]) -> Self:
+        """This action, noting the other calls its reply made; adapters use it for multi-call replies."""
+        self._not_run = list(names)
+        return self
 
 
 class CallTool(_Action):

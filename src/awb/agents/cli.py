@@ -1,20 +1,34 @@
-"""`awb agents run|list`, and `artificer agents`, the alias its users know. A thin layer over `run_agent`."""
+"""`awb agents run|list`, and `artificer agents`, the alias its users know. A thin layer over `run_agent`.
+
+`run` prints the `RunResult` as JSON on stdout. On a terminal it also shows a live progress view
+(on stderr); piped, stdout carries only the JSON. `--verbose` writes every event as a JSON line to
+stderr. Provider HTTP request logging stays off unless `--log-http`.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated
 
 import anyio
 import typer
+from rich.console import Console
 
+from awb.agents.agent import Agent
+from awb.agents.events import RunEvent
 from awb.agents.mcp_client import ServerTarget
-from awb.agents.registry import discover, load_agent
+from awb.agents.models.settings import ModelSettings
+from awb.agents.progress import ProgressView
+from awb.agents.registry import load_agent, scan
 from awb.agents.result import RunResult
 from awb.agents.run import run_agent
+from awb.agents.servers import configured_servers, load_servers_file
+from awb.config import find_config_file, load_config
 from awb.errors import AwbError, ConfigError
 
 agents_app = typer.Typer(help="Run typed agents that use MCP tools.", no_args_is_help=True)
@@ -22,9 +36,11 @@ agents_app = typer.Typer(help="Run typed agents that use MCP tools.", no_args_is
 AgentsDir = Annotated[
     Path, typer.Option("--agents-dir", envvar="AWB_AGENTS_DIR", help="Directory searched for agent classes.")
 ]
+_HTTP_LOGGERS = ("httpx", "httpcore", "httpx2")
 
 
 def parse_servers(values: list[str]) -> dict[str, ServerTarget]:
+    """`--server NAME=COMMAND-or-URL` values; a command inherits the environment."""
     servers: dict[str, ServerTarget] = {}
     for value in values:
         name, sep, target = value.partition("=")
@@ -34,9 +50,38 @@ def parse_servers(values: list[str]) -> dict[str, ServerTarget]:
     return servers
 
 
+def resolve_servers(
+    servers_file: Path | None, server_options: list[str], config_file: Path | None
+) -> dict[str, ServerTarget]:
+    """`--servers FILE`, else `mcp_servers` of the config (file or `AWB_MCP_SERVERS`); `--server` overrides."""
+    if servers_file is not None:
+        servers = load_servers_file(servers_file)
+    else:
+        config = load_config(config_file)
+        found = find_config_file(config_file)
+        base = found.parent.resolve() if found is not None else Path.cwd()
+        servers = configured_servers(config.mcp_servers, base=base)
+    servers.update(parse_servers(server_options))
+    return servers
+
+
 def _fail(err: AwbError) -> typer.Exit:
     typer.echo(json.dumps({"error": err.to_dict()}, default=str), err=True)
     return typer.Exit(err.exit_code)
+
+
+def _quiet_http(log_http: bool) -> None:
+    for name in _HTTP_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO if log_http else logging.WARNING)
+    if log_http:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+        logging.getLogger("httpx").addHandler(handler)
+
+
+def _settings(temperature: float | None, max_tokens: int | None, timeout: float | None) -> ModelSettings | None:
+    settings = ModelSettings(temperature=temperature, max_tokens=max_tokens, timeout_seconds=timeout)
+    return settings if settings != ModelSettings() else None
 
 
 @agents_app.command("run")
@@ -46,20 +91,49 @@ def run_command(
     model: Annotated[str | None, typer.Option(help="Model spec, e.g. openai:gpt-4o-mini.")] = None,
     base_url: Annotated[str | None, typer.Option(help="Provider base URL (vLLM, Ollama, ...).")] = None,
     server: Annotated[list[str] | None, typer.Option(help="MCP server NAME=COMMAND-or-URL; repeatable.")] = None,
+    servers: Annotated[
+        Path | None, typer.Option("--servers", help='MCP servers file: {"mcpServers": {name: {command|url, ...}}}.')
+    ] = None,
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="Path to awb.config.json.")] = None,
     agents_dir: AgentsDir = Path("agents"),
+    temperature: Annotated[float | None, typer.Option(help="Sampling temperature.")] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Most tokens one reply may have.")] = None,
+    timeout: Annotated[float | None, typer.Option(help="Seconds one provider request may take.")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Write every run event to stderr.")] = False,
+    log_http: Annotated[bool, typer.Option("--log-http", help="Log provider HTTP requests to stderr.")] = False,
 ) -> None:
     """Run an agent once and print its structured result as JSON."""
     # Console scripts leave the working directory off sys.path; dotted agent paths expect it.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
+    _quiet_http(log_http)
+    stderr = Console(stderr=True)
+    live = sys.stdout.isatty() and not verbose
     try:
         agent_class = load_agent(agent, agents_dir)
-        servers = parse_servers(server or [])
+        targets = resolve_servers(servers, server or [], config)
+        settings = _settings(temperature, max_tokens, timeout)
+        view = ProgressView(stderr) if live else None
+
+        def on_event(event: RunEvent) -> None:
+            if verbose:
+                stderr.print(event.model_dump_json(), markup=False, highlight=False, soft_wrap=True)
+            if view is not None:
+                view.handle(event)
 
         async def main() -> RunResult:
-            return await run_agent(agent_class, input, model=model, servers=servers, base_url=base_url)
+            return await run_agent(
+                agent_class,
+                input,
+                model=model,
+                servers=targets,
+                base_url=base_url,
+                model_settings=settings,
+                on_event=on_event,
+            )
 
-        result = anyio.run(main)
+        with view if view is not None else nullcontext():
+            result = anyio.run(main)
     except AwbError as err:
         raise _fail(err) from None
     typer.echo(result.model_dump_json(indent=2))
@@ -67,12 +141,32 @@ def run_command(
         raise typer.Exit(1)
 
 
+def _list_line(agent: type[Agent], parents: list[str]) -> str:
+    summary = agent.system_prompt.strip().splitlines()[0] if agent.system_prompt.strip() else ""
+    cells = [agent.mode, f"tools={','.join(agent.tools) or '-'}"]
+    if agent.subagents:
+        cells.append(f"subagents={','.join(sub.mode for sub in agent.subagents)}")
+    if parents:
+        cells.append(f"(subagent of {','.join(parents)})")
+    cells.append(summary)
+    return "\t".join(cells)
+
+
 @agents_app.command("list")
 def list_command(agents_dir: AgentsDir = Path("agents")) -> None:
-    """Show the agents found in the agents directory."""
-    for agent in discover(agents_dir):
-        summary = agent.system_prompt.strip().splitlines()[0] if agent.system_prompt.strip() else ""
-        typer.echo(f"{agent.mode}\ttools={','.join(agent.tools) or '-'}\t{summary}")
+    """Show the agents in the agents directory: allowed servers, subagents, first line of the prompt.
+
+    A module that fails to import is one line on stderr; the others are still listed.
+    """
+    try:
+        found = scan(agents_dir)
+    except AwbError as err:
+        raise _fail(err) from None
+    for agent in found.agents:
+        parents = [other.mode for other in found.agents if agent in other.subagents]
+        typer.echo(_list_line(agent, parents))
+    for name, why in found.failures.items():
+        typer.echo(f"{name}: cannot import: {why}", err=True)
 
 
 artificer_app = typer.Typer(help="Artificer: run typed agents (same as `awb agents run`).", no_args_is_help=True)

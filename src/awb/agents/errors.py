@@ -30,6 +30,15 @@ class AgentNotFound(AwbError):
     exit_code = 2
 
 
+class AgentDefinitionError(AwbError):
+    """An agent class that cannot run as declared: no pydantic Input/Output, a subagent allowed tools
+    its parent is not, or a tool namespace no configured server provides."""
+
+    code = "agent_invalid"
+    http_status = 422
+    exit_code = 2
+
+
 class ServerUnavailable(AwbError):
     """An MCP server named in the run's configuration could not be reached or listed."""
 

@@ -1,40 +1,78 @@
 """Connect to the MCP servers a run names and put their tools into a `Toolbox`.
 
-A server is named by a URL (streamable HTTP), a command line or `StdioServerParameters` (stdio),
-or an in-process SDK server (tests and embedding).
+A server is named by a URL or an `HttpServer` (streamable HTTP, with headers), a command line or
+`StdioServerParameters` (stdio), or an in-process SDK server (tests and embedding). A command line
+inherits this process's environment, so `AWB_*` settings reach a workbench started that way.
 """
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
+import httpx2
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, TextContent, Tool
 
 from awb.agents.errors import ServerUnavailable
-from awb.agents.toolbox import Handler, Toolbox, ToolOutcome, ToolSpec
+from awb.agents.toolbox import Handler, Lister, Toolbox, ToolOutcome, ToolSpec
 
-ServerTarget = str | Sequence[str] | StdioServerParameters | Server[Any] | MCPServer
+
+@dataclass(frozen=True)
+class HttpServer:
+    """A streamable HTTP server that needs headers (an API key, a tenant)."""
+
+    url: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def __repr__(self) -> str:  # headers often hold credentials
+        return f"HttpServer(url={self.url!r}, headers=[{', '.join(self.headers)}])"
+
+
+ServerTarget = str | Sequence[str] | StdioServerParameters | HttpServer | Server[Any] | MCPServer
 
 #: A server that pages its tool list forever must not hang the run.
 _MAX_PAGES = 50
 
 
-def _client_target(target: ServerTarget) -> Server[Any] | MCPServer | StdioServerParameters | str:
+def client_target(target: ServerTarget) -> Server[Any] | MCPServer | StdioServerParameters | str:
     if isinstance(target, Server | MCPServer | StdioServerParameters):
         return target
+    if isinstance(target, HttpServer):
+        return target.url
     if isinstance(target, str) and target.startswith(("http://", "https://")):
         return target
     argv = shlex.split(target) if isinstance(target, str) else list(target)
     if not argv:
         raise ServerUnavailable("an MCP server needs a command or a URL")
-    return StdioServerParameters(command=argv[0], args=argv[1:])
+    return StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
+
+
+async def _open(stack: AsyncExitStack, target: ServerTarget) -> Client:
+    if isinstance(target, HttpServer) and target.headers:
+        # The SDK's own defaults: 30 s per operation, 5 min for a server-sent event stream to speak.
+        timeout = httpx2.Timeout(30.0, read=300.0)
+        http = await stack.enter_async_context(httpx2.AsyncClient(headers=target.headers, timeout=timeout))
+        return await stack.enter_async_context(Client(streamable_http_client(target.url, http_client=http)))
+    return await stack.enter_async_context(Client(client_target(target)))
+
+
+def error_code(result: CallToolResult) -> str | None:
+    """The error code an MCP tool result carries: awb's `{"error": {"code": ...}}`, or a top-level `code`."""
+    content = result.structured_content
+    if not isinstance(content, dict):
+        return None
+    error = content.get("error")
+    code = error.get("code") if isinstance(error, dict) else content.get("code")
+    return code if isinstance(code, str) else None
 
 
 def describe_result(result: CallToolResult) -> Any:
@@ -49,8 +87,10 @@ def _handler(client: Client, tool: str) -> Handler:
         try:
             result = await client.call_tool(tool, arguments)
         except Exception as err:  # boundary: any transport or protocol failure is an observation
-            return ToolOutcome(ok=False, payload=f"{type(err).__name__}: {err}")
-        return ToolOutcome(ok=not result.is_error, payload=describe_result(result))
+            return ToolOutcome(ok=False, payload=f"{type(err).__name__}: {err}", error_code="transport_error")
+        if result.is_error:
+            return ToolOutcome(ok=False, payload=describe_result(result), error_code=error_code(result) or "tool_error")
+        return ToolOutcome(ok=True, payload=describe_result(result))
 
     return call
 
@@ -76,18 +116,35 @@ async def connect_servers(servers: Mapping[str, ServerTarget]) -> AsyncIterator[
             if "." in name:
                 raise ServerUnavailable(f"server name {name!r} must not contain '.'", server=name)
             try:
-                client = await stack.enter_async_context(Client(_client_target(target)))
+                client = await _open(stack, target)
                 tools = await _list_tools(client)
             except ServerUnavailable:
                 raise
             except Exception as err:  # boundary: report which server failed, whatever the cause
                 raise ServerUnavailable(f"cannot reach MCP server {name!r}: {err}", server=name) from err
-            for tool in tools:
-                spec = ToolSpec(
-                    name=f"{name}.{tool.name}",
-                    description=tool.description or "",
-                    input_schema=tool.input_schema,
-                    namespace=name,
-                )
-                toolbox.add(spec, _handler(client, tool.name))
+            for spec, handler in _entries(name, client, tools):
+                toolbox.add(spec, handler)
+            toolbox.relists(name, _lister(name, client))
         yield toolbox
+
+
+def _entries(name: str, client: Client, tools: list[Tool]) -> list[tuple[ToolSpec, Handler]]:
+    return [
+        (
+            ToolSpec(
+                name=f"{name}.{tool.name}",
+                description=tool.description or "",
+                input_schema=tool.input_schema,
+                namespace=name,
+            ),
+            _handler(client, tool.name),
+        )
+        for tool in tools
+    ]
+
+
+def _lister(name: str, client: Client) -> Lister:
+    async def relist() -> list[tuple[ToolSpec, Handler]]:
+        return _entries(name, client, await _list_tools(client))
+
+    return relist

@@ -1,4 +1,8 @@
-"""Find agent classes: by dotted path `pkg.module:ClassName`, or by name in an agents directory."""
+"""Find agent classes: by dotted path `pkg.module:ClassName`, or by name in an agents directory.
+
+A module of the directory that fails to import (a syntax error, an agent that fails its
+definition checks) is reported as one failure; the other modules are still read.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +10,22 @@ import importlib
 import importlib.util
 import inspect
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from awb.agents.agent import Agent
 from awb.agents.errors import AgentNotFound
+from awb.errors import ConfigError
 
 #: Agents-directory modules are imported under this prefix so they never shadow real packages.
 _PREFIX = "awb_agents_dir"
+
+
+@dataclass
+class Scan:
+    agents: list[type[Agent]] = field(default_factory=list)
+    #: File name -> one line saying why it could not be imported.
+    failures: dict[str, str] = field(default_factory=dict)
 
 
 def _agent_classes(module: object) -> list[type[Agent]]:
@@ -24,11 +37,19 @@ def _agent_classes(module: object) -> list[type[Agent]]:
     ]
 
 
-def discover(directory: Path) -> list[type[Agent]]:
-    """Every agent defined in the directory's `*.py` files, in file then definition order."""
-    found: list[type[Agent]] = []
+def _one_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def scan(directory: Path) -> Scan:
+    """Every agent defined in the directory's `*.py` files, in file then definition order.
+
+    Raises `ConfigError` (with the path) when the directory does not exist.
+    """
     if not directory.is_dir():
-        return found
+        raise ConfigError(f"agents directory not found: {directory.resolve()}", path=str(directory.resolve()))
+    found = Scan()
     for path in sorted(directory.glob("*.py")):
         if path.name.startswith("_"):
             continue
@@ -38,9 +59,19 @@ def discover(directory: Path) -> list[type[Agent]]:
             continue
         module = importlib.util.module_from_spec(spec)
         sys.modules[module_name] = module
-        spec.loader.exec_module(module)
-        found.extend(_agent_classes(module))
+        try:
+            spec.loader.exec_module(module)
+        except Exception as err:  # boundary: any import failure is one line, the others still load
+            sys.modules.pop(module_name, None)
+            found.failures[path.name] = _one_line(err)
+            continue
+        found.agents.extend(_agent_classes(module))
     return found
+
+
+def discover(directory: Path) -> list[type[Agent]]:
+    """The agents `scan` finds; an empty list when the directory does not exist."""
+    return scan(directory).agents if directory.is_dir() else []
 
 
 def load_agent(reference: str, directory: Path | None = None) -> type[Agent]:
@@ -54,12 +85,16 @@ def load_agent(reference: str, directory: Path | None = None) -> type[Agent]:
         if not (inspect.isclass(value) and issubclass(value, Agent)):
             raise AgentNotFound(f"{reference!r} is not an Agent subclass", reference=reference)
         return value
-    candidates = discover(directory) if directory is not None else []
-    for agent in candidates:
+    if directory is None:
+        raise AgentNotFound(f"no agent named {reference!r}; use pkg.module:ClassName or --agents-dir")
+    found = scan(directory)
+    for agent in found.agents:
         if reference in (agent.mode, agent.__name__):
             return agent
+    hint = "".join(f"; {name} did not import ({why})" for name, why in found.failures.items())
     raise AgentNotFound(
-        f"no agent named {reference!r} in {directory}; use pkg.module:ClassName or --agents-dir",
+        f"no agent named {reference!r} in {directory}{hint}",
         reference=reference,
-        available=[agent.mode for agent in candidates],
+        available=[agent.mode for agent in found.agents],
+        failures=found.failures,
     )

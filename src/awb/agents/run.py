@@ -1,15 +1,23 @@
-"""The library entry point: `await run_agent(AgentClass, input, model=..., servers=...)`."""
+"""The library entry points: `await run_agent(AgentClass, input, model=..., servers=...)`, and
+`run_agent_stream(...)`, the same run as an async iterator of `RunEvent`s."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import AsyncIterator, Mapping
+
+import anyio
 
 from awb.agents.agent import Agent
+from awb.agents.events import Emitter, EventHandler, RunEvent
 from awb.agents.loop import run_loop
 from awb.agents.mcp_client import ServerTarget, connect_servers
 from awb.agents.models.base import Model
+from awb.agents.models.settings import ModelSettings
 from awb.agents.models.spec import resolve_model
+from awb.agents.pricing import has_price
 from awb.agents.result import RunResult
+from awb.agents.scope import RunScope
 from awb.errors import ConfigError
 
 
@@ -21,6 +29,26 @@ def _model_for(agent: type[Agent], model: Model | str | None, base_url: str | No
     return resolve_model(model, base_url=base_url) if isinstance(model, str) else model
 
 
+def _subagent_models(agent: type[Agent]) -> dict[str, Model]:
+    """Each subagent's own model, resolved once per run (specs read keys and base URLs from the environment)."""
+    return {
+        sub.mode: resolve_model(sub.model) if isinstance(sub.model, str) else sub.model
+        for sub in agent.subagents
+        if sub.model is not None
+    }
+
+
+def _check_prices(agent: type[Agent], models: list[Model]) -> None:
+    if agent.budget.max_cost_usd is None:
+        return
+    for model in models:
+        if not has_price(model):
+            raise ConfigError(
+                f"agent {agent.mode!r} has max_cost_usd, but the price table does not know model {model!r}",
+                model=repr(model),
+            )
+
+
 async def run_agent(
     agent: type[Agent],
     input: object,
@@ -28,13 +56,74 @@ async def run_agent(
     model: Model | str | None = None,
     servers: Mapping[str, ServerTarget] | None = None,
     base_url: str | None = None,
+    model_settings: ModelSettings | None = None,
+    on_event: EventHandler | None = None,
 ) -> RunResult:
-    """Validate the input, connect the servers the run names, and run the agent to an ending.
+    """Validate the input, connect the servers the run may use, and run the agent to an ending.
 
-    Invalid input raises `InvalidParams`; an unreachable server raises `ServerUnavailable`.
-    Everything that happens after the run starts is reported in the `RunResult` instead.
+    Only servers some agent of the run allows (its own `tools` or a subagent's) are started.
+    `model_settings` override the agent's own; `on_event` receives every `RunEvent` as it happens.
+
+    Raises before the run starts: `InvalidParams` for invalid input, `AgentDefinitionError` for an
+    agent without Input/Output or with a namespace no server in `servers` provides, `ConfigError`
+    for an unusable model or a cost limit on a model without a known price, `ServerUnavailable` for
+    a server that cannot be reached. Everything after the start is reported in the `RunResult`.
     """
+    available = dict(servers or {})
+    agent.check_runnable(available)
     task = agent.parse_input(input)
     chosen = _model_for(agent, model, base_url)
-    async with connect_servers(servers or {}) as toolbox:
-        return await run_loop(agent, task, chosen, toolbox)
+    own = _subagent_models(agent)
+    _check_prices(agent, [chosen, *own.values()])
+    scope = RunScope(
+        agent.budget,
+        emit=Emitter(on_event),
+        settings=model_settings,
+        own_model=lambda sub: own.get(sub.mode),
+    )
+    needed = agent.namespaces()
+    async with connect_servers({name: target for name, target in available.items() if name in needed}) as toolbox:
+        if not agent.code_mode:
+            return await run_loop(agent, task, chosen, toolbox, scope=scope)
+        # Plans run in the planner's runner, over the same tools the agent may call directly.
+        from awb.planner.code_mode import CodeMode
+        from awb.planner.plan_runner import PlanRunner
+
+        async with PlanRunner(toolbox.view(agent.tools, subagents=False)) as runner:
+            scope.code_runner = CodeMode(runner, scope, max_tool_calls=agent.budget.max_tool_calls)
+            return await run_loop(agent, task, chosen, toolbox, scope=scope)
+
+
+async def run_agent_stream(
+    agent: type[Agent],
+    input: object,
+    *,
+    model: Model | str | None = None,
+    servers: Mapping[str, ServerTarget] | None = None,
+    base_url: str | None = None,
+    model_settings: ModelSettings | None = None,
+) -> AsyncIterator[RunEvent]:
+    """`run_agent` as an async iterator of its events; the last one is the top-level `done`, whose
+    `data["result"]` is the `RunResult` as JSON. Errors raised before the run starts propagate.
+
+        async for event in run_agent_stream(Hello, "Ada", model=model, servers=servers):
+            print(event.type, event.data)
+    """
+    send, receive = anyio.create_memory_object_stream[RunEvent](math.inf)
+
+    async def produce() -> None:
+        async with send:
+            await run_agent(
+                agent,
+                input,
+                model=model,
+                servers=servers,
+                base_url=base_url,
+                model_settings=model_settings,
+                on_event=send.send,
+            )
+
+    async with anyio.create_task_group() as group, receive:
+        group.start_soon(produce)
+        async for event in receive:
+            yield event

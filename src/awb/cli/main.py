@@ -25,6 +25,7 @@ from awb.config import CONFIG_FILENAME, Config, default_config_json, load_config
 from awb.errors import AwbError, ConfigError
 from awb.inventory.models import MemoryLevel
 from awb.inventory.open import describe
+from awb.planner.cli import plan_command
 from awb.workbench import Workbench
 
 app = typer.Typer(
@@ -40,6 +41,7 @@ app.add_typer(agents_app, name="agents")
 app.add_typer(staged_app, name="staged")
 app.add_typer(db_app, name="db")
 register_transfer(inventory_app)
+app.command("plan")(plan_command)
 
 ConfigOption = Annotated[
     Path | None, typer.Option("--config", "-c", help=f"Path to {CONFIG_FILENAME} (default: ./{CONFIG_FILENAME}).")

@@ -1,4 +1,7 @@
-"""Anthropic Messages API: tools go out as tools, the first `tool_use` block is the action."""
+"""Anthropic Messages API: tools go out as tools, the first `tool_use` block is the action.
+
+Further `tool_use` blocks in the same reply are reported to the model as not run.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +12,8 @@ from awb.agents.actions import Action
 from awb.agents.errors import MalformedAction
 from awb.agents.models.base import Prompt
 from awb.agents.models.functions import FunctionTable, parse_text_action
-from awb.agents.models.http import ProviderClient
+from awb.agents.models.http import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_SECONDS, ProviderClient
+from awb.agents.models.settings import ModelSettings
 from awb.agents.result import Usage
 from awb.agents.toolbox import ToolSpec
 
@@ -19,6 +23,8 @@ _HINT = "Act by using exactly one tool; use `done` with the final output when fi
 
 
 class AnthropicModel:
+    provider = "anthropic"
+
     def __init__(
         self,
         model: str,
@@ -26,20 +32,23 @@ class AnthropicModel:
         base_url: str = DEFAULT_BASE_URL,
         api_key: str | None = None,
         max_tokens: int = 4096,
-        max_retries: int = 2,
+        max_retries: int = DEFAULT_MAX_RETRIES,
         backoff_seconds: float = 0.5,
-        timeout_seconds: float = 120.0,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+        settings: ModelSettings | None = None,
     ) -> None:
         self.model = model
         self.max_tokens = max_tokens
         self.usage = Usage()
+        self.settings = settings or ModelSettings()
         headers = {"anthropic-version": API_VERSION}
         if api_key:
             headers["x-api-key"] = api_key
-        self._http = ProviderClient(
+        self.http = ProviderClient(
             base_url,
             headers,
             secret=api_key,
+            usage=self.usage,
             max_retries=max_retries,
             backoff_seconds=backoff_seconds,
             timeout_seconds=timeout_seconds,
@@ -49,31 +58,40 @@ class AnthropicModel:
         return f"AnthropicModel(model={self.model!r})"
 
     async def call(self, prompt: Prompt, tools: Sequence[ToolSpec]) -> Action:
-        table = FunctionTable(tools, prompt.output_schema)
+        table = FunctionTable(tools, prompt.output_schema, code_mode=prompt.code_mode)
+        settings = self.settings.merged(prompt.settings)
+        # `done` is a tool too, so insisting on a tool never blocks finishing.
+        tool_choice: dict[str, Any] = {"type": "any"}
+        if settings.parallel_tool_calls is False:
+            tool_choice["disable_parallel_tool_use"] = True
         payload: dict[str, Any] = {
             "model": self.model,
-            "max_tokens": self.max_tokens,
+            "max_tokens": settings.max_tokens or self.max_tokens,
             "system": prompt.system,
             "messages": [{"role": "user", "content": f"{prompt.body}\n\n{_HINT}"}],
             "tools": [
                 {"name": f.name, "description": f.description, "input_schema": f.parameters} for f in table.functions
             ],
-            # `done` is a tool too, so insisting on a tool never blocks finishing.
-            "tool_choice": {"type": "any"},
+            "tool_choice": tool_choice,
         }
-        reply = await self._http.post("/v1/messages", payload)
+        if settings.temperature is not None:
+            payload["temperature"] = settings.temperature
+        reply = await self.http.post("/v1/messages", payload, settings)
         self._count(reply.get("usage"))
         blocks = reply.get("content")
         if not isinstance(blocks, list):
             raise MalformedAction("the reply has no content blocks")
-        for block in blocks:
-            if isinstance(block, dict) and block.get("type") == "tool_use":
-                return table.to_action(str(block.get("name")), block.get("input"))
+        calls = [
+            (str(block.get("name")), block.get("input"))
+            for block in blocks
+            if isinstance(block, dict) and block.get("type") == "tool_use"
+        ]
+        if calls:
+            return table.first_of(calls)
         text = "".join(str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text")
-        return parse_text_action(text)
+        return parse_text_action(text, native=True)
 
     def _count(self, usage: object) -> None:
-        self.usage.requests += 1
         if isinstance(usage, dict):
             self.usage.input_tokens += int(usage.get("input_tokens") or 0)
             self.usage.output_tokens += int(usage.get("output_tokens") or 0)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from awb.agents.actions import Action, parse_action
 from awb.agents.errors import ModelError
+from awb.agents.models.settings import ModelSettings
 from awb.agents.result import Usage
 from awb.agents.toolbox import ToolSpec
 
@@ -20,10 +21,18 @@ class Prompt:
     #: The task, the working memory and any feedback, already bounded.
     body: str
     output_schema: dict[str, Any]
+    #: The agent's and the run's provider settings, merged; adapters without settings ignore them.
+    settings: ModelSettings = field(default_factory=ModelSettings)
+    #: The run can execute `run_code` actions (a code runner is set): adapters offer the action.
+    code_mode: bool = False
 
 
 class Model(Protocol):
-    #: Running total across calls; the loop reports the difference a run made.
+    """What the loop calls. Adapters may also have `model` (the provider's model name) and
+    `provider` (e.g. "openai"): the price table and telemetry read them when present."""
+
+    #: Running total across calls; the loop reports the difference a run made. `requests` counts
+    #: every HTTP attempt, failed ones included.
     usage: Usage
 
     async def call(self, prompt: Prompt, tools: Sequence[ToolSpec]) -> Action:
@@ -41,6 +50,9 @@ def catalog(tools: Sequence[ToolSpec]) -> str:
     return "\n".join(lines) or "(none)"
 
 
+RUN_CODE_LINE = '{"action": "run_code", "code": PYTHON (the body of an async main(); return a small JSON value)}\n'
+
+
 def json_action_instructions(prompt: Prompt, tools: Sequence[ToolSpec]) -> str:
     """The contract for providers without native tool calling: reply with one JSON action."""
     output_schema = json.dumps(prompt.output_schema, sort_keys=True)
@@ -51,7 +63,8 @@ def json_action_instructions(prompt: Prompt, tools: Sequence[ToolSpec]) -> str:
         "Reply with exactly one JSON object and nothing else, one of:\n"
         '{"action": "call_tool", "tool": NAME, "arguments": {...}}\n'
         '{"action": "spawn_subagent", "agent": NAME, "input": {...}}\n'
-        '{"action": "done", "output": OUTPUT}\n'
+        + (RUN_CODE_LINE if prompt.code_mode else "")
+        + '{"action": "done", "output": OUTPUT}\n'
         f"OUTPUT must match this JSON schema: {output_schema}\n"
         'Any action may carry "note": a short fact to remember.'
     )

@@ -1,18 +1,30 @@
 """The HTTP leg every provider adapter shares: POST JSON, retry what is transient, redact the key.
 
-Provider failures surface as `ModelError` carrying the provider's own message, never the key.
+Every attempt sent is counted in the adapter's `Usage` (failed ones too). A `retry-after` (or
+`retry-after-ms`) from the provider is honoured up to `max_retry_wait_seconds`; otherwise retries
+back off exponentially. Each attempt is bounded by the timeout as a whole, so a server that
+trickles its body cannot hold a run. Provider failures surface as `ModelError` carrying the
+provider's own message and HTTP status, never the key.
 """
 
 from __future__ import annotations
 
+import email.utils
+import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
 import httpx
 
 from awb.agents.errors import ModelError
+from awb.agents.models.settings import ModelSettings
+from awb.agents.result import Usage
 
 _RETRY_STATUSES = frozenset({408, 409, 429})
+DEFAULT_TIMEOUT_SECONDS = 120.0
+DEFAULT_MAX_RETRIES = 2
+DEFAULT_MAX_RETRY_WAIT_SECONDS = 30.0
 
 
 def redact(text: str, secret: str | None) -> str:
@@ -32,6 +44,28 @@ def _provider_message(response: httpx.Response) -> str:
     return response.text[:500]
 
 
+def retry_after_seconds(headers: httpx.Headers) -> float | None:
+    """The wait a provider asks for: `retry-after-ms`, or `retry-after` in seconds or as an HTTP date."""
+    milliseconds = headers.get("retry-after-ms")
+    if milliseconds is not None:
+        try:
+            return max(0.0, float(milliseconds) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
 class ProviderClient:
     def __init__(
         self,
@@ -39,40 +73,71 @@ class ProviderClient:
         headers: dict[str, str],
         *,
         secret: str | None,
-        max_retries: int = 2,
+        usage: Usage | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
         backoff_seconds: float = 0.5,
-        timeout_seconds: float = 120.0,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+        max_retry_wait_seconds: float = DEFAULT_MAX_RETRY_WAIT_SECONDS,
     ) -> None:
-        self._base_url = base_url.rstrip("/")
+        self.base_url = base_url.rstrip("/")
         self._headers = headers
         self._secret = secret
-        self._max_retries = max_retries
+        self.usage = usage if usage is not None else Usage()
+        self.defaults = ModelSettings(
+            max_retries=max_retries, timeout_seconds=timeout_seconds, max_retry_wait_seconds=max_retry_wait_seconds
+        )
         self._backoff_seconds = backoff_seconds
-        self._timeout = httpx.Timeout(timeout_seconds)
+        #: How the client waits between attempts; tests swap it to see the waits without taking them.
+        self.sleep: Callable[[float], Awaitable[None]] = anyio.sleep
 
-    async def post(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
-        url = f"{self._base_url}{path}"
-        failure = ""
-        async with httpx.AsyncClient(timeout=self._timeout) as client:
-            for attempt in range(self._max_retries + 1):
+    def _wait(self, attempt: int, asked: float | None, cap: float) -> float:
+        if asked is not None:
+            return min(asked, cap)
+        return min(self._backoff_seconds * 2.0 ** (attempt - 1), cap)
+
+    async def post(self, path: str, payload: dict[str, Any], settings: ModelSettings | None = None) -> dict[str, Any]:
+        """POST `payload`; the body as a dict, or `ModelError` with `status` and `attempts` in details."""
+        chosen = self.defaults.merged(settings)
+        retries = chosen.max_retries if chosen.max_retries is not None else DEFAULT_MAX_RETRIES
+        timeout = chosen.timeout_seconds or DEFAULT_TIMEOUT_SECONDS
+        cap = chosen.max_retry_wait_seconds
+        cap = DEFAULT_MAX_RETRY_WAIT_SECONDS if cap is None else cap
+        url = f"{self.base_url}{path}"
+        failure, status, asked = "", None, None
+        attempt = 0
+        async with httpx.AsyncClient(timeout=httpx.Timeout(timeout)) as client:
+            for attempt in range(retries + 1):
                 if attempt:
-                    await anyio.sleep(self._backoff_seconds * 2 ** (attempt - 1))
+                    await self.sleep(self._wait(attempt, asked, cap))
+                self.usage.requests += 1
+                asked, status = None, None
                 try:
-                    response = await client.post(url, json=payload, headers=self._headers)
+                    with anyio.fail_after(timeout):
+                        response = await client.post(url, json=payload, headers=self._headers)
+                except TimeoutError:
+                    failure = f"the provider did not answer within {timeout:g} s"
+                    self.usage.failed_requests += 1
+                    continue
                 except httpx.HTTPError as err:
                     failure = f"cannot reach the provider: {type(err).__name__}: {err}"
+                    self.usage.failed_requests += 1
                     continue
                 if response.status_code >= 400:
-                    failure = f"provider returned HTTP {response.status_code}: {_provider_message(response)}"
-                    if response.status_code >= 500 or response.status_code in _RETRY_STATUSES:
+                    self.usage.failed_requests += 1
+                    status = response.status_code
+                    failure = f"provider returned HTTP {status}: {_provider_message(response)}"
+                    if status >= 500 or status in _RETRY_STATUSES:
+                        asked = retry_after_seconds(response.headers)
                         continue
                     break
                 try:
                     body = response.json()
                 except ValueError:
                     failure = "provider returned a body that is not JSON"
+                    self.usage.failed_requests += 1
                     continue
                 if isinstance(body, dict):
                     return body
+                self.usage.failed_requests += 1
                 failure = "provider returned JSON that is not an object"
-        raise ModelError(redact(failure, self._secret), attempts=attempt + 1)
+        raise ModelError(redact(failure, self._secret), attempts=attempt + 1, status=status)

@@ -1,27 +1,40 @@
 """OpenAI-compatible chat completions: OpenAI, vLLM, Ollama, llama.cpp server, LM Studio.
 
-With `native_tools` the tools go out as functions and the first tool call is the action;
-without, the prompt asks for one JSON action in the reply text (for servers without tool calling).
+With `native_tools` the tools go out as functions with `tool_choice: "required"` and the first tool
+call is the action (any further calls are reported to the model as not run); without, the prompt
+asks for one JSON action in the reply text (for servers without tool calling).
+
+Servers differ in what they accept: when one rejects an optional field (`tool_choice`,
+`parallel_tool_calls`) with a 400, the request is sent again without it and the server is
+remembered (per base URL and model, for the life of the process), so later turns do not ask again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from awb.agents.actions import Action
 from awb.agents.errors import MalformedAction, ModelError
 from awb.agents.models.base import Prompt, json_action_instructions
 from awb.agents.models.functions import FunctionTable, parse_text_action
-from awb.agents.models.http import ProviderClient
+from awb.agents.models.http import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_SECONDS, ProviderClient
+from awb.agents.models.settings import ModelSettings
 from awb.agents.result import Usage
 from awb.agents.toolbox import ToolSpec
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _NATIVE_HINT = "Act by calling exactly one function; call `done` with the final output when finished."
+#: Fields a server may refuse without the request being wrong; dropped on a 400 that names them.
+OPTIONAL_FIELDS = ("tool_choice", "parallel_tool_calls")
+_REJECTION_STATUSES = frozenset({400, 422})
 
 
 class OpenAIModel:
+    provider = "openai"
+    #: Optional fields each (base URL, model) refused, shared by every instance.
+    refused_fields: ClassVar[dict[tuple[str, str], set[str]]] = {}
+
     def __init__(
         self,
         model: str,
@@ -29,18 +42,22 @@ class OpenAIModel:
         base_url: str = DEFAULT_BASE_URL,
         api_key: str | None = None,
         native_tools: bool = True,
-        max_retries: int = 2,
+        max_retries: int = DEFAULT_MAX_RETRIES,
         backoff_seconds: float = 0.5,
-        timeout_seconds: float = 120.0,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+        settings: ModelSettings | None = None,
     ) -> None:
         self.model = model
         self.native_tools = native_tools
         self.usage = Usage()
+        #: Defaults for every call; an agent's or a run's settings override them.
+        self.settings = settings or ModelSettings()
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = ProviderClient(
+        self.http = ProviderClient(
             base_url,
             headers,
             secret=api_key,
+            usage=self.usage,
             max_retries=max_retries,
             backoff_seconds=backoff_seconds,
             timeout_seconds=timeout_seconds,
@@ -49,9 +66,17 @@ class OpenAIModel:
     def __repr__(self) -> str:
         return f"OpenAIModel(model={self.model!r}, native_tools={self.native_tools})"
 
-    async def call(self, prompt: Prompt, tools: Sequence[ToolSpec]) -> Action:
-        table = FunctionTable(tools, prompt.output_schema)
+    @property
+    def _server(self) -> tuple[str, str]:
+        return self.http.base_url, self.model
+
+    def _payload(self, prompt: Prompt, tools: Sequence[ToolSpec], table: FunctionTable) -> dict[str, Any]:
+        settings = self.settings.merged(prompt.settings)
         payload: dict[str, Any] = {"model": self.model}
+        if settings.temperature is not None:
+            payload["temperature"] = settings.temperature
+        if settings.max_tokens is not None:
+            payload["max_tokens"] = settings.max_tokens
         if self.native_tools:
             body = f"{prompt.body}\n\n{_NATIVE_HINT}"
             payload["tools"] = [
@@ -61,25 +86,51 @@ class OpenAIModel:
                 }
                 for f in table.functions
             ]
+            # `done` is a function too, so insisting on a call never blocks finishing.
+            payload["tool_choice"] = "required"
+            if settings.parallel_tool_calls is not None:
+                payload["parallel_tool_calls"] = settings.parallel_tool_calls
         else:
             body = f"{prompt.body}\n\n{json_action_instructions(prompt, tools)}"
         payload["messages"] = [{"role": "system", "content": prompt.system}, {"role": "user", "content": body}]
-        reply = await self._http.post("/chat/completions", payload)
+        for name in self.refused_fields.get(self._server, ()):
+            payload.pop(name, None)
+        return payload
+
+    async def _post(self, payload: dict[str, Any], settings: ModelSettings) -> dict[str, Any]:
+        try:
+            return await self.http.post("/chat/completions", payload, settings)
+        except ModelError as err:
+            sent = [name for name in OPTIONAL_FIELDS if name in payload]
+            if err.details.get("status") not in _REJECTION_STATUSES or not sent:
+                raise
+            named = [name for name in sent if name in err.message] or sent
+            retry = {key: value for key, value in payload.items() if key not in named}
+            reply = await self.http.post("/chat/completions", retry, settings)
+            self.refused_fields.setdefault(self._server, set()).update(named)
+            return reply
+
+    async def call(self, prompt: Prompt, tools: Sequence[ToolSpec]) -> Action:
+        table = FunctionTable(tools, prompt.output_schema, code_mode=prompt.code_mode)
+        reply = await self._post(self._payload(prompt, tools, table), self.settings.merged(prompt.settings))
         self._count(reply.get("usage"))
         try:
             message = reply["choices"][0]["message"]
         except (KeyError, IndexError, TypeError):
             raise ModelError("provider reply has no choices[0].message") from None
-        for call in message.get("tool_calls") or []:
-            function = call.get("function") or {}
-            return table.to_action(str(function.get("name")), function.get("arguments"))
+        calls = [
+            (str((call.get("function") or {}).get("name")), (call.get("function") or {}).get("arguments"))
+            for call in message.get("tool_calls") or []
+            if isinstance(call, dict)
+        ]
+        if calls:
+            return table.first_of(calls)
         content = message.get("content")
         if not isinstance(content, str):
             raise MalformedAction("the reply has neither a tool call nor text")
-        return parse_text_action(content)
+        return parse_text_action(content, native=self.native_tools)
 
     def _count(self, usage: object) -> None:
-        self.usage.requests += 1
         if isinstance(usage, dict):
             self.usage.input_tokens += int(usage.get("prompt_tokens") or 0)
             self.usage.output_tokens += int(usage.get("completion_tokens") or 0)

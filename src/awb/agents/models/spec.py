@@ -12,12 +12,20 @@ from collections.abc import Mapping
 
 from awb.agents.models import anthropic, openai
 from awb.agents.models.base import Model
+from awb.agents.models.settings import ModelSettings
 from awb.errors import ConfigError
 
 PROVIDERS = ("openai", "openai-json", "anthropic")
 
 
-def resolve_model(spec: str, *, base_url: str | None = None, environ: Mapping[str, str] | None = None) -> Model:
+def resolve_model(
+    spec: str,
+    *,
+    base_url: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    settings: ModelSettings | None = None,
+) -> Model:
+    """The adapter a spec names; `settings` become its defaults (an agent's or a run's still win)."""
     env = os.environ if environ is None else environ
     provider, _, name = spec.partition(":")
     if not name or provider not in PROVIDERS:
@@ -27,10 +35,12 @@ def resolve_model(spec: str, *, base_url: str | None = None, environ: Mapping[st
             name,
             base_url=base_url or env.get("ANTHROPIC_BASE_URL") or anthropic.DEFAULT_BASE_URL,
             api_key=env.get("ANTHROPIC_API_KEY"),
+            settings=settings,
         )
     return openai.OpenAIModel(
         name,
         base_url=base_url or env.get("OPENAI_BASE_URL") or openai.DEFAULT_BASE_URL,
         api_key=env.get("OPENAI_API_KEY"),
         native_tools=provider == "openai",
+        settings=settings,
     )

@@ -1,0 +1,1 @@
+"""Two demo MCP servers that behave like a mail and a chat provider, with generated but realistic data."""

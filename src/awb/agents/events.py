@@ -1,0 +1,45 @@
+"""What a run tells while it runs: one event per thing that happened, for progress views and logs.
+
+Pass `on_event=` to `run_agent` (a plain or async function), or iterate `run_agent_stream(...)`.
+Subagent events come through the same channel with `depth=1` and the subagent's `agent`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+EventType = Literal["step_started", "model_reply", "rejected", "tool_call", "tool_result", "subagent", "done"]
+
+
+class RunEvent(BaseModel):
+    """`data` by type: `model_reply` {action, not_run, usage}; `rejected` {code, message};
+    `tool_call` {tool, arguments}; `tool_result` {tool, ok, duration_seconds, error};
+    `subagent` {agent, phase: started|finished, termination_reason}; `done` {result} (the `RunResult`
+    as JSON; at depth 1 a subagent's ending)."""
+
+    type: EventType
+    agent: str
+    depth: int = 0
+    step: int = 0
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+EventHandler = Callable[[RunEvent], Awaitable[None] | None]
+
+
+class Emitter:
+    """Delivers events to an optional handler, awaiting it when it is async."""
+
+    def __init__(self, handler: EventHandler | None = None) -> None:
+        self._handler = handler
+
+    async def __call__(self, event: RunEvent) -> None:
+        if self._handler is None:
+            return
+        outcome = self._handler(event)
+        if inspect.isawaitable(outcome):
+            await outcome

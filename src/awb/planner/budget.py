@@ -1,0 +1,27 @@
+"""The planner's budget, as the spec names it, and what a task used of it."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Budget(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_steps: int = Field(10, ge=1)
+    max_tool_calls: int = Field(30, ge=0)
+    max_code_runs: int = Field(3, ge=0)
+    #: Enforced when the model's price is in the offline table; otherwise the cost is reported unknown.
+    max_llm_cost_usd: float | None = Field(0.50, gt=0)
+    timeout_seconds: float = Field(300.0, gt=0)
+
+
+class BudgetSnapshot(BaseModel):
+    steps_taken: int = 0
+    tool_calls: int = 0
+    code_runs: int = 0
+    llm_cost_usd: float | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model_requests: int = 0
+    limits: Budget = Field(default_factory=Budget)

@@ -1,0 +1,64 @@
+"""`run_code` for a run of the agent loop: each plan runs in the plan runner, its bridged tool calls
+count toward the run's tool-call budget, and its result reaches the model capped and redacted."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from awb.agents.scope import RunScope, StopRun
+from awb.agents.toolbox import ToolOutcome
+from awb.planner.plan_runner import PlanRunner, SandboxResult
+from awb.planner.redaction import redact_payload
+
+#: Log lines of a plan that reach the model, newest kept, each cut to a line's worth.
+PLAN_LOG_LINES = 20
+PLAN_LOG_CHARS = 500
+
+
+class CodeMode:
+    """The run's code runner (`RunScope.code_runner`): call it with a plan's code."""
+
+    def __init__(
+        self,
+        runner: PlanRunner,
+        scope: RunScope,
+        *,
+        max_tool_calls: int,
+        max_code_runs: int | None = None,
+        timeout_sec: float = 30,
+        for_context: Callable[[str, Any], Any] | None = None,
+        on_run: Callable[[SandboxResult], None] | None = None,
+    ) -> None:
+        self.runner, self.scope = runner, scope
+        self.max_tool_calls, self.max_code_runs, self.timeout_sec = max_tool_calls, max_code_runs, timeout_sec
+        self._for_context = for_context or (lambda label, payload: redact_payload(payload))
+        self._on_run = on_run
+        self.code_runs = 0
+
+    async def __call__(self, code: str) -> ToolOutcome:
+        if self.max_code_runs is not None and self.code_runs >= self.max_code_runs:
+            raise StopRun("max_code_runs", "the code-run budget is spent", limit=self.max_code_runs)
+        remaining = max(0, self.max_tool_calls - self.scope.tool_calls)
+        self.code_runs += 1
+        result = await self.runner.run(code, max_tool_calls=remaining, timeout_sec=self.timeout_sec)
+        self.scope.tool_calls += result.tool_calls
+        if self._on_run is not None:
+            self._on_run(result)
+        if result.error_code == "limit_exceeded":
+            raise StopRun("max_tool_calls", "the tool-call budget is spent", limit=self.max_tool_calls)
+        return ToolOutcome(ok=result.success, payload=self._payload(result), error_code=result.error_code)
+
+    def _payload(self, result: SandboxResult) -> dict[str, Any]:
+        logs = [line[:PLAN_LOG_CHARS] for line in result.logs[-PLAN_LOG_LINES:]]
+        payload: dict[str, Any] = {
+            "success": result.success,
+            "result": self._for_context("plan_result", result.result),
+            "logs": redact_payload(logs),
+            "tool_calls": result.tool_calls,
+        }
+        if len(result.logs) > len(logs):
+            payload["logs_dropped"] = len(result.logs) - len(logs)
+        if not result.success:
+            payload.update(error=redact_payload(result.error), timed_out=result.timed_out)
+        return payload

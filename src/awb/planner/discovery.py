@@ -1,0 +1,129 @@
+"""`search_tools`: find the tools of every connected MCP server with the workbench's own search engine.
+
+The servers' tools are kept as records of an in-memory inventory, so they are ranked exactly as
+`awb_search` ranks crafted tools (BM25 over name, description and tags; fused with embeddings when the
+`embed` extra is installed and hybrid search is asked for). The index is rebuilt when a server's tool
+list changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from awb.agents.toolbox import ToolSpec
+from awb.config import SearchConfig
+from awb.inventory.models import Tool, ToolMetadata
+from awb.inventory.sqlite import SQLiteStore
+from awb.planner.codegen import Wrapper, wrapper_for
+from awb.search.embeddings import create_embedder
+from awb.search.hybrid import HybridSearch
+
+DetailLevel = Literal["summary", "full"]
+_SHORT_DESCRIPTION_CHARS = 160
+log = logging.getLogger("awb.planner")
+
+
+class ToolIndex:
+    """The tools of the connected servers, searchable; `refresh` with the current specs at each step."""
+
+    def __init__(self, *, mode: Literal["auto", "text", "hybrid"] = "auto") -> None:
+        self._lock = threading.Lock()
+        self._fingerprint = ""
+        self._specs: dict[str, ToolSpec] = {}
+        self._wrappers: dict[str, Wrapper] = {}
+        self._available: set[str] = set()
+        self._store = SQLiteStore(":memory:")
+        # The model is loaded once per process and shared with every workbench in it.
+        embedder, reason = create_embedder("local") if mode != "text" else (None, "search mode is 'text'")
+        if embedder is None and mode == "hybrid":
+            log.warning("planner tool search falls back to text: %s", reason)
+        wanted: Literal["text", "hybrid"] = "hybrid" if embedder is not None else "text"
+        self._search = HybridSearch(self._store, embedder, SearchConfig(mode=wanted), reason=reason)
+        #: Bumped on every rebuild, so a planner can tell that its menu is stale.
+        self.version = 0
+
+    @property
+    def mode(self) -> str:
+        return self._search.mode
+
+    def close(self) -> None:
+        self._store.close()
+
+    def refresh(self, specs: Sequence[ToolSpec], *, unavailable: Sequence[str] = ()) -> bool:
+        """Index these tools if they differ from the last call; return whether anything changed."""
+        tools = sorted((s for s in specs if s.kind == "tool"), key=lambda s: s.name)
+        fingerprint = _fingerprint(tools, unavailable)
+        with self._lock:
+            if fingerprint == self._fingerprint:
+                return False
+            for tool_id in list(self._specs):
+                self._store.delete_forever([tool_id])
+            self._specs = {spec.name: spec for spec in tools}
+            self._wrappers = {spec.name: wrapper_for(spec) for spec in tools}
+            self._available = {spec.name for spec in tools} - set(unavailable)
+            now = datetime.now(UTC)
+            records = [_record(spec, now) for spec in tools]
+            for record in records:
+                self._store.add_tool(record)
+            self._search.index_tools(records)
+            self._fingerprint = fingerprint
+            self.version += 1
+            return True
+
+    def search(self, query: str, *, detail_level: DetailLevel = "summary", limit: int = 40) -> list[dict[str, Any]]:
+        """The best tools for `query`, one row per (server, tool); an empty query lists them all."""
+        limit = max(1, min(limit, 200))
+        with self._lock:
+            if query.strip():
+                _, hits = self._search.search(query, limit=limit)
+                names = [tool.tool_id for tool, _ in hits]
+                scores = {tool.tool_id: score for tool, score in hits}
+            else:
+                names, scores = sorted(self._specs)[:limit], {}
+            return [self._row(name, scores.get(name), detail_level) for name in dict.fromkeys(names)]
+
+    def _row(self, name: str, score: float | None, detail: DetailLevel) -> dict[str, Any]:
+        spec, wrapper = self._specs[name], self._wrappers[name]
+        description = " ".join(spec.description.split())
+        row: dict[str, Any] = {
+            "server": wrapper.server,
+            "tool": wrapper.tool,
+            "short_description": description[:_SHORT_DESCRIPTION_CHARS],
+            "parameters": {p.name: p.annotation + ("" if p.required else " (optional)") for p in wrapper.parameters},
+            "available": name in self._available,
+            "mcp_tool_name": wrapper.tool,
+            "path": wrapper.import_path,
+            "score": None if score is None else round(score, 4),
+        }
+        if detail == "full":
+            row["description"] = spec.description
+            row["input_schema"] = spec.input_schema
+        return row
+
+
+def _fingerprint(specs: Sequence[ToolSpec], unavailable: Sequence[str]) -> str:
+    data = [[s.name, s.description, s.input_schema] for s in specs] + [sorted(unavailable)]
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _record(spec: ToolSpec, now: datetime) -> Tool:
+    server, _, tool = spec.name.partition(".")
+    return Tool(
+        tool_id=spec.name,
+        # The name is what BM25 splits into words: `search_mail` on `mail` reads as "mail search mail".
+        name=f"{server}__{tool}",
+        description=spec.description or tool,
+        language="python",
+        runtime="monty",
+        code="",
+        input_schema=spec.input_schema if isinstance(spec.input_schema, dict) else {},
+        metadata=ToolMetadata(tags=[server]),
+        created_at=now,
+        updated_at=now,
+    )

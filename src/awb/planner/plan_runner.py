@@ -1,0 +1,220 @@
+"""Run one model-written Python plan in the sandbox, where the only way out is `call_tool`.
+
+The plan is the body of `async def main()`. It runs in Monty (no filesystem, network or environment,
+exact time and memory limits, in a worker process), with every connected server importable as
+`from servers import <server>`: each tool a host function that the runner bridges to the real MCP
+client, counted against the plan's limit and reported to the caller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import textwrap
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pydantic_monty as pm
+
+from awb.agents.toolbox import Toolbox, ToolSpec
+from awb.planner.codegen import Wrapper, group_wrappers, identifier, module_source
+from awb.planner.redaction import redact_payload
+
+#: Called for every bridged tool call: (server, tool, payload, ok, duration_ms).
+CallObserver = Callable[[str, str, dict[str, Any], bool, float], None]
+_SCRIPT = "plan.py"
+
+
+@dataclass
+class SandboxResult:
+    success: bool
+    result: Any = None
+    logs: list[str] = field(default_factory=list)
+    error: str | None = None
+    timed_out: bool = False
+    tool_calls: int = 0
+    #: A stable code when the plan failed: `timeout`, `limit_exceeded`, `memory_exceeded`,
+    #: `output_exceeded`, `runtime_error`.
+    error_code: str | None = None
+
+
+class PlanToolError(Exception):
+    """A bridged tool call failed; the plan sees it as an exception it may catch."""
+
+
+class PlanRunner:
+    """Runs plans against one toolbox; one Monty worker pool for all of them, closed with `close()`."""
+
+    def __init__(
+        self,
+        toolbox: Toolbox,
+        *,
+        max_tool_calls: int = 30,
+        memory_mb: int = 256,
+        max_log_bytes: int = 64 * 1024,
+        max_output_bytes: int = 1024 * 1024,
+        on_call: CallObserver | None = None,
+    ) -> None:
+        self._toolbox = toolbox
+        self._max_tool_calls = max_tool_calls
+        self._memory_mb = memory_mb
+        self._max_log_bytes = max_log_bytes
+        self._max_output_bytes = max_output_bytes
+        self._on_call = on_call
+        self._pool: pm.AsyncMonty | None = None
+        self._grouped = group_wrappers(toolbox.specs("tool"))
+
+    @property
+    def servers(self) -> list[str]:
+        return list(self._grouped)
+
+    def stubs(self) -> str:
+        """The wrappers' source, for the model's prompt: what a plan can import and call."""
+        return "\n\n".join(module_source(server, wrappers) for server, wrappers in self._grouped.items())
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.__aexit__(None, None, None)
+
+    async def __aenter__(self) -> PlanRunner:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def run(self, code_body: str, *, timeout_sec: float = 30, max_tool_calls: int | None = None) -> SandboxResult:
+        if self._pool is None:
+            pool = pm.AsyncMonty(min_processes=1, max_processes=2, feed_duration_limit_grace=1.0)
+            await pool.__aenter__()
+            self._pool = pool
+        state = _PlanState(limit=self._max_tool_calls if max_tool_calls is None else max_tool_calls)
+        modules = {"servers": pm.ExternalModule(self._server_modules(state))}
+        limits: pm.ResourceLimits = {"max_feed_duration_secs": timeout_sec, "max_memory": self._memory_mb << 20}
+        prints = pm.CollectString(max_bytes=self._max_log_bytes)
+        result = SandboxResult(success=False)
+        try:
+            async with self._pool.checkout(script_name=_SCRIPT, limits=limits, external_modules=modules) as session:
+                value = await asyncio.wait_for(
+                    session.feed_run(plan_source(code_body, self.servers), print_callback=prints),
+                    timeout=timeout_sec + 5,
+                )
+            result.result = _json_value(value, self._max_output_bytes)
+            result.success = True
+        except TimeoutError:
+            result.timed_out, result.error_code = True, "timeout"
+            result.error = f"the plan ran past {timeout_sec} s"
+        except pm.MontyRuntimeError as exc:
+            _runtime_failure(result, exc, timeout_sec, self._memory_mb)
+        except pm.MontySyntaxError as exc:
+            result.error, result.error_code = f"the plan does not parse: {exc}", "runtime_error"
+        except pm.MontyCrashedError as exc:
+            result.timed_out = bool(exc.timed_out)
+            result.error_code = "timeout" if exc.timed_out else "runtime_error"
+            result.error = f"the plan ran past {timeout_sec} s" if exc.timed_out else f"the sandbox worker died: {exc}"
+        except _OutputTooLarge as exc:
+            result.error, result.error_code = str(exc), "output_exceeded"
+        except pm.MontyError as exc:
+            result.error, result.error_code = f"the sandbox refused the plan: {exc}", "runtime_error"
+        if state.over_limit:
+            # Whether the plan died of the refusal or caught it and went on, the limit failed it.
+            result.success, result.error_code, result.result = False, "limit_exceeded", None
+            result.error = f"the plan tried more than {state.limit} tool calls"
+        result.tool_calls = state.calls
+        output = prints.output
+        result.logs = output.splitlines() if output else []
+        return result
+
+    def _server_modules(self, state: _PlanState) -> dict[str, pm.ExternalModule]:
+        modules = {}
+        for server, wrappers in self._grouped.items():
+            functions = {w.function: self._host_function(w, state) for w in wrappers}
+            modules[identifier(server)] = pm.ExternalModule(functions, stubs=module_source(server, wrappers))
+        return modules
+
+    def _host_function(self, wrapper: Wrapper, state: _PlanState) -> Callable[..., Any]:
+        names = wrapper.argument_names()
+        required = {p.ident for p in wrapper.parameters if p.required}
+        spec = self._toolbox.resolve(f"{wrapper.server}.{wrapper.tool}", "tool")
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            if args:
+                raise TypeError(f"{wrapper.function}() takes keyword arguments only")
+            unknown = sorted(set(kwargs) - set(names))
+            if unknown:
+                raise TypeError(f"{wrapper.function}() got unexpected keyword arguments: {', '.join(unknown)}")
+            missing = sorted(required - {k for k, v in kwargs.items() if v is not None})
+            if missing:
+                raise TypeError(f"{wrapper.function}() is missing required arguments: {', '.join(missing)}")
+            payload = {names[k]: v for k, v in kwargs.items() if v is not None}
+            return await self._bridge(spec, wrapper, payload, state)
+
+        return call
+
+    async def _bridge(self, spec: ToolSpec | None, wrapper: Wrapper, payload: dict[str, Any], state: _PlanState) -> Any:
+        if state.calls >= state.limit:
+            state.over_limit = True
+            raise PlanToolError(f"tool call limit reached: a plan may make at most {state.limit} tool calls")
+        state.calls += 1
+        if spec is None:
+            raise PlanToolError(f"{wrapper.server}.{wrapper.tool} is not available")
+        started = time.perf_counter()
+        outcome = await self._toolbox.call(spec, payload)
+        if self._on_call is not None:
+            elapsed = (time.perf_counter() - started) * 1000
+            self._on_call(wrapper.server, wrapper.tool, redact_payload(payload), outcome.ok, elapsed)
+        if not outcome.ok:
+            raise PlanToolError(f"{wrapper.server}.{wrapper.tool} failed: {outcome.payload}")
+        return outcome.payload
+
+
+@dataclass
+class _PlanState:
+    limit: int
+    calls: int = 0
+    over_limit: bool = False
+
+
+class _OutputTooLarge(Exception):
+    pass
+
+
+def plan_source(code_body: str, servers: list[str]) -> str:
+    """The module a plan runs as: every server imported, the body inside `async def main()`."""
+    body = textwrap.indent(textwrap.dedent(code_body).strip("\n") or "pass", "    ")
+    imports = f"from servers import {', '.join(identifier(s) for s in servers)}\n" if servers else ""
+    return f"import asyncio\n{imports}\n\nasync def main():\n{body}\n\n\nawait main()\n"
+
+
+def _json_value(value: Any, max_bytes: int) -> Any:
+    text = json.dumps(value, default=str, ensure_ascii=False)
+    if len(text.encode("utf-8")) > max_bytes:
+        raise _OutputTooLarge(f"the plan's result is over the {max_bytes}-byte cap; return aggregates, not raw data")
+    return json.loads(text)
+
+
+def _runtime_failure(result: SandboxResult, exc: pm.MontyRuntimeError, timeout_sec: float, memory_mb: int) -> None:
+    inner = exc.exception()
+    kind, message = type(inner).__name__, str(inner)
+    if kind == "TimeoutError" and "time limit" in message:
+        result.timed_out, result.error_code = True, "timeout"
+        result.error = f"the plan ran past {timeout_sec} s"
+    elif kind == "MemoryError":
+        result.error_code, result.error = "memory_exceeded", f"the plan went over its {memory_mb} MB memory limit"
+    else:
+        result.error_code, result.error = "runtime_error", exc.display("traceback")
+
+
+async def run_python_plan(
+    code_body: str,
+    *,
+    tools: Toolbox,
+    timeout_sec: float = 30,
+    max_tool_calls: int = 30,
+    on_call: CallObserver | None = None,
+) -> SandboxResult:
+    """Run one plan against `tools` in a runner of its own (see `PlanRunner` to reuse the workers)."""
+    async with PlanRunner(tools, max_tool_calls=max_tool_calls, on_call=on_call) as runner:
+        return await runner.run(code_body, timeout_sec=timeout_sec)

@@ -1,0 +1,85 @@
+"""Mask secrets before anything is logged, put into a prompt or persisted.
+
+Two rules: a value under a key that names a secret (`token`, `authorization`, `password`, ...) is masked
+whole; any string, under any key, has the substrings that look like credentials (bearer tokens, API keys,
+JWTs, private keys) masked in place.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+MASK = "[REDACTED]"
+DEFAULT_SENSITIVE_KEYS: tuple[str, ...] = (
+    "token",
+    "authorization",
+    "password",
+    "passwd",
+    "api_key",
+    "apikey",
+    "secret",
+    "cookie",
+    "private_key",
+    "credential",
+)
+#: Deeper than this, a payload is cut rather than walked: redaction must never be a stack overflow.
+_MAX_DEPTH = 64
+
+_CREDENTIAL_PATTERNS = re.compile(
+    "|".join(
+        (
+            r"(?i:bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}",
+            r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{16,}",
+            r"\b(?:ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{20,}",
+            r"\bxox[abposr]-[A-Za-z0-9-]{10,}",
+            r"\bAKIA[0-9A-Z]{16}\b",
+            r"\bAIza[0-9A-Za-z_-]{35}\b",
+            r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+            r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
+        )
+    )
+)
+
+
+def _normalise(key: str) -> str:
+    return key.lower().replace("-", "_")
+
+
+def is_sensitive_key(key: str, sensitive_keys: Iterable[str] = DEFAULT_SENSITIVE_KEYS) -> bool:
+    """`Authorization`, `x-api-key` and `db_password` all count: names are compared as fragments."""
+    name = _normalise(key)
+    return any(_normalise(fragment) in name for fragment in sensitive_keys)
+
+
+def redact_text(text: str) -> str:
+    return _CREDENTIAL_PATTERNS.sub(MASK, text)
+
+
+def redact_payload(payload: Any, sensitive_keys: Iterable[str] = DEFAULT_SENSITIVE_KEYS) -> Any:
+    """A copy of `payload` with secrets masked; the input is never changed.
+
+    Dicts, lists and tuples are walked; strings are scrubbed; other scalars pass as they are.
+    """
+    keys = tuple(sensitive_keys)
+    return _redact(payload, keys, 0)
+
+
+def _redact(value: Any, keys: tuple[str, ...], depth: int) -> Any:
+    if depth > _MAX_DEPTH:
+        return MASK
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {
+            k: (
+                MASK
+                if isinstance(k, str) and is_sensitive_key(k, keys) and v is not None
+                else _redact(v, keys, depth + 1)
+            )
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_redact(item, keys, depth + 1) for item in value]
+    return value

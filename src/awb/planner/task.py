@@ -1,0 +1,270 @@
+"""`execute_mcp_task`: one task string in, an `MCPTaskResult` out.
+
+The planner is an agent of the one loop (`awb.agents`): its tools are `planner.search_tools` and
+`planner.call_tool`, its `run_code` actions run as sandboxed plans, and the loop's budget carries
+steps, tool calls and LLM cost. What the planner adds is context hygiene: only the tools a search
+found are shown, large results become summaries, everything is redacted, and every step is told as
+telemetry.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+from pydantic import BaseModel, Field
+
+from awb.agents.agent import Agent
+from awb.agents.budget import Budget as RunBudget
+from awb.agents.events import Emitter, EventHandler, RunEvent
+from awb.agents.loop import run_loop
+from awb.agents.mcp_client import ServerTarget, connect_servers
+from awb.agents.models.base import Model
+from awb.agents.models.spec import resolve_model
+from awb.agents.pricing import has_price
+from awb.agents.result import RunResult
+from awb.agents.scope import RunScope
+from awb.agents.toolbox import Toolbox
+from awb.planner.budget import Budget, BudgetSnapshot
+from awb.planner.discovery import ToolIndex
+from awb.planner.plan_runner import PlanRunner
+from awb.planner.prompt import CODE_MODE_OFF, PLANNER_PROMPT
+from awb.planner.redaction import redact_payload
+from awb.planner.summaries import SUMMARY_THRESHOLD_BYTES
+from awb.planner.telemetry import TaskTelemetry
+from awb.planner.tools import PlannerTools
+
+Mode = Literal["auto", "direct", "code"]
+#: Budget endings, by the loop's termination reason, named as the planner's budget names them.
+_LIMIT_NAMES = {
+    "max_iterations": "max_steps",
+    "max_tool_calls": "max_tool_calls",
+    "max_code_runs": "max_code_runs",
+    "max_cost": "max_llm_cost_usd",
+    "max_tokens": "max_tokens",
+    "timeout": "timeout_seconds",
+}
+
+
+class MCPTaskResult(BaseModel):
+    task_id: str
+    success: bool
+    final_summary: str
+    raw_outputs: dict[str, Any] = Field(default_factory=dict)
+    budget_usage: BudgetSnapshot
+    logs: list[dict[str, Any]] = Field(default_factory=list)
+    error: str | None = None
+
+
+class PlanTask(BaseModel):
+    task: str
+    tools: list[dict[str, Any]] = Field(description="The search_tools results for the task: the tool menu.")
+    budget: dict[str, Any] = Field(default_factory=dict)
+    extra_context: dict[str, Any] | None = None
+
+
+class TaskOutput(BaseModel):
+    summary: str = Field(description="What was done and found, for the user.")
+    data: Any = Field(None, description="The task's result: counts, ids, rows (small).")
+
+
+async def execute_mcp_task(
+    task: str,
+    *,
+    servers: Mapping[str, ServerTarget],
+    model: Model | str,
+    budget: Budget | None = None,
+    extra_context: dict[str, Any] | None = None,
+    user_id: str = "singleton",
+    mode: Mode = "auto",
+    summarize: bool = True,
+    summary_threshold: int = SUMMARY_THRESHOLD_BYTES,
+    menu_size: int = 12,
+    search_mode: Literal["auto", "text", "hybrid"] = "auto",
+    workspace: Path | None = None,
+    base_url: str | None = None,
+    context_chars: int = 24_000,
+    on_event: EventHandler | None = None,
+) -> MCPTaskResult:
+    """Discover tools on `servers`, plan with `model`, act, and return a structured result.
+
+    `search_mode`: "auto" ranks tools like `awb_search` in hybrid mode (BM25 fused with embeddings) when the
+    `embed` extra is installed, by text alone otherwise. `mode`: "auto" lets the model choose direct calls or code plans, "direct" refuses plans, "code"
+    still allows direct calls but says plans are preferred. `summarize=False` puts raw results into the
+    context (the baseline the code-mode benchmark compares against). Full payloads of summarised
+    results are stored under `workspace/tool-results/<task_id>/` when a workspace is given.
+    """
+    budget = budget or Budget()
+    task_id = uuid.uuid4().hex[:12]
+    telemetry = TaskTelemetry(task_id, user_id)
+    chosen = resolve_model(model, base_url=base_url) if isinstance(model, str) else model
+    storage = workspace / "tool-results" / task_id if workspace is not None else None
+    async with connect_servers(servers) as toolbox:
+        index = ToolIndex(mode=search_mode)
+        try:
+            return await _plan(
+                task,
+                toolbox,
+                index,
+                chosen,
+                budget,
+                telemetry,
+                extra_context=extra_context,
+                mode=mode,
+                summarize=summarize,
+                summary_threshold=summary_threshold,
+                menu_size=menu_size,
+                storage=storage,
+                context_chars=context_chars,
+                on_event=on_event,
+            )
+        finally:
+            index.close()
+
+
+def execute_mcp_task_sync(task: str, **kwargs: Any) -> MCPTaskResult:
+    """`execute_mcp_task` for callers without an event loop."""
+
+    async def run() -> MCPTaskResult:
+        return await execute_mcp_task(task, **kwargs)
+
+    return anyio.run(run)
+
+
+async def _plan(
+    task: str,
+    toolbox: Toolbox,
+    index: ToolIndex,
+    model: Model,
+    budget: Budget,
+    telemetry: TaskTelemetry,
+    *,
+    extra_context: dict[str, Any] | None,
+    mode: Mode,
+    summarize: bool,
+    summary_threshold: int,
+    menu_size: int,
+    storage: Path | None,
+    context_chars: int,
+    on_event: EventHandler | None,
+) -> MCPTaskResult:
+    index.refresh(toolbox.specs("tool"))
+    menu = index.search(task, limit=menu_size)
+    # Words rarely cover every tool a task needs; the menu's spare room lists others, unranked.
+    seen = {(row["server"], row["tool"]) for row in menu}
+    menu += [row for row in index.search("", limit=menu_size) if (row["server"], row["tool"]) not in seen]
+    menu = menu[:menu_size]
+    telemetry.emit("mcp.search.run", query=task, results=len(menu), initial=True)
+    run_budget = RunBudget(
+        max_iterations=budget.max_steps,
+        max_tool_calls=budget.max_tool_calls,
+        timeout_seconds=budget.timeout_seconds,
+        max_cost_usd=budget.max_llm_cost_usd if budget.max_llm_cost_usd is not None and has_price(model) else None,
+    )
+    planner_agent = _planner_class(run_budget, code=mode != "direct", context_chars=context_chars)
+    emit = Emitter(on_event)
+
+    async def track(event: RunEvent) -> None:
+        telemetry.step_index = event.step
+        await emit(event)
+
+    scope = RunScope(run_budget, emit=Emitter(track))
+
+    def bridged(server: str, tool: str, payload: dict[str, Any], ok: bool, ms: float) -> None:
+        telemetry.emit(
+            "mcp.action.called", server=server, tool=tool, request=payload, ok=ok, via="plan", ms=round(ms, 2)
+        )
+
+    async with PlanRunner(toolbox, max_tool_calls=budget.max_tool_calls, on_call=bridged) as runner:
+        tools = PlannerTools(
+            toolbox,
+            index,
+            runner,
+            scope,
+            budget,
+            telemetry,
+            summarize=summarize,
+            summary_threshold=summary_threshold,
+            storage=storage,
+        )
+        if mode != "direct":
+            scope.code_runner = tools.code_mode
+        plan_task = PlanTask(
+            task=task, tools=menu, budget=budget.model_dump(), extra_context=redact_payload(extra_context)
+        )
+        result = await run_loop(planner_agent, plan_task, model, tools.toolbox(), scope=scope)
+    return _task_result(task_id=telemetry.task_id, run=result, budget=budget, tools=tools, telemetry=telemetry)
+
+
+def _planner_class(run_budget: RunBudget, *, code: bool, context_chars: int) -> type[Agent]:
+    prompt = PLANNER_PROMPT + ("" if code else CODE_MODE_OFF)
+    return type(
+        "Planner",
+        (Agent,),
+        {
+            "mode": "planner",
+            "tools": ("planner",),
+            "Input": PlanTask,
+            "Output": TaskOutput,
+            "system_prompt": prompt,
+            "budget": run_budget,
+            "context_chars": context_chars,
+        },
+    )
+
+
+def _task_result(
+    *, task_id: str, run: RunResult, budget: Budget, tools: PlannerTools, telemetry: TaskTelemetry
+) -> MCPTaskResult:
+    snapshot = BudgetSnapshot(
+        steps_taken=run.iterations,
+        tool_calls=tools.scope.tool_calls,
+        code_runs=tools.code_mode.code_runs,
+        llm_cost_usd=run.usage.cost_usd,
+        input_tokens=run.usage.input_tokens,
+        output_tokens=run.usage.output_tokens,
+        model_requests=run.usage.requests,
+        limits=budget,
+    )
+    raw: dict[str, Any] = {"storage_refs": tools.storage_refs}
+    if run.ok and run.output is not None:
+        raw["result"] = run.output.get("data")
+        return MCPTaskResult(
+            task_id=task_id,
+            success=True,
+            final_summary=str(run.output.get("summary", "")),
+            raw_outputs=raw,
+            budget_usage=snapshot,
+            logs=telemetry.events,
+        )
+    reason = run.termination_reason
+    message = (run.error or {}).get("message", reason)
+    limit = _LIMIT_NAMES.get(reason)
+    if limit is not None:
+        telemetry.emit("mcp.budget.exceeded", limit=limit, reason=reason, usage=snapshot.model_dump(exclude={"limits"}))
+        error = f"budget exceeded: {limit} ({message})"
+    else:
+        error = f"{reason}: {message}"
+    return MCPTaskResult(
+        task_id=task_id,
+        success=False,
+        final_summary=_partial_summary(run),
+        raw_outputs=raw,
+        budget_usage=snapshot,
+        logs=telemetry.events,
+        error=error,
+    )
+
+
+def _partial_summary(run: RunResult) -> str:
+    """What the run had when it stopped: its last output if any, else its latest observations."""
+    partial = run.partial
+    if partial is None:
+        return ""
+    if isinstance(partial.last_output, dict) and partial.last_output.get("summary"):
+        return f"(partial) {partial.last_output['summary']}"
+    lines = [line[:400] for line in partial.observations[-4:]]
+    return "(partial) " + ("\n".join(lines) if lines else "nothing was done before the limit")

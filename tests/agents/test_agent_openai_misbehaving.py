@@ -1,0 +1,230 @@
+"""A chat-completions server that behaves like real models do: prose, several calls, hidden tools,
+broken JSON, 5xx, 429 with retry-after, rejected fields, a reply slower than the timeout."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import pytest
+from pydantic import BaseModel
+
+from awb.agents import Agent, ModelSettings, run_agent
+from awb.agents.models.functions import PROSE_REPLY
+from awb.agents.models.openai import OpenAIModel
+
+from .agent_fixtures import FakeProvider, WaitRecorder, files_server, math_server, openai_calls, openai_text
+
+pytestmark = pytest.mark.anyio
+
+
+class Question(BaseModel):
+    question: str
+
+
+class Answer(BaseModel):
+    answer: str
+
+
+class Reader(Agent):
+    mode = "reader"
+    tools = ("files",)
+    system_prompt = "Read documents and answer."
+    Input = Question
+    Output = Answer
+
+
+def model(provider: FakeProvider, **options: Any) -> OpenAIModel:
+    return OpenAIModel("fake-model", base_url=provider.url, api_key="k", backoff_seconds=0, **options)
+
+
+def servers() -> dict[str, Any]:
+    return {"files": files_server(), "math": math_server()}
+
+
+def user_text(body: dict[str, Any]) -> str:
+    return str(body["messages"][1]["content"])
+
+
+async def run(provider: FakeProvider, agent: type[Agent] = Reader, **options: Any) -> Any:
+    with anyio.fail_after(15):
+        return await run_agent(agent, "q", model=model(provider, **options), servers=servers())
+
+
+async def test_tool_choice_required_is_sent_when_functions_are_offered(fake_provider: FakeProvider) -> None:
+    fake_provider.reply(openai_calls(("done", '{"answer": "a"}')))
+    result = await run(fake_provider)
+    assert result.ok
+    assert fake_provider.bodies()[0]["tool_choice"] == "required"
+
+
+async def test_a_server_rejecting_tool_choice_is_asked_again_without_it_and_remembered(
+    fake_provider: FakeProvider,
+) -> None:
+    fake_provider.reply({"error": {"message": "tool_choice 'required' is not supported"}}, status=400)
+    fake_provider.reply(openai_calls(("files__listing", "{}")))
+    fake_provider.reply(openai_calls(("done", '{"answer": "a"}')))
+    result = await run(fake_provider)
+    assert (result.termination_reason, result.output) == ("done", {"answer": "a"})
+    sent = [("tool_choice" in body) for body in fake_provider.bodies()]
+    assert sent == [True, False, False]
+    assert (result.usage.requests, result.usage.failed_requests) == (3, 1)
+    # A new adapter for the same server and model remembers too.
+    fake_provider.reply(openai_calls(("done", '{"answer": "b"}')))
+    assert (await run(fake_provider)).ok
+    assert "tool_choice" not in fake_provider.bodies()[-1]
+
+
+async def test_prose_instead_of_a_call_is_fed_back_and_the_model_recovers(fake_provider: FakeProvider) -> None:
+    fake_provider.reply(openai_text("The answer is probably 42."))
+    fake_provider.reply(openai_calls(("done", '{"answer": "42"}')))
+    result = await run(fake_provider)
+    assert (result.termination_reason, result.output) == ("done", {"answer": "42"})
+    assert PROSE_REPLY in user_text(fake_provider.bodies()[1])
+    [step] = result.steps
+    assert [(r.code, r.reply) for r in step.rejected] == [("malformed_action", "The answer is probably 42.")]
+
+
+async def test_two_calls_in_one_reply_run_the_first_and_tell_the_model_the_other_was_not_run(
+    fake_provider: FakeProvider,
+) -> None:
+    fake_provider.reply(openai_calls(("files__read", '{"path": "notes.txt"}'), ("files__listing", "{}")))
+    fake_provider.reply(openai_calls(("done", '{"answer": "42"}')))
+    result = await run(fake_provider)
+    assert result.ok
+    assert [c.name for c in result.tool_calls] == ["files.read"]
+    assert result.steps[0].not_run == ["files__listing"]
+    second = user_text(fake_provider.bodies()[1])
+    assert "only 'files.read' ran; not run: ['files__listing']" in second
+
+
+async def test_parallel_tool_calls_false_is_sent_when_set(fake_provider: FakeProvider) -> None:
+    fake_provider.reply(openai_calls(("done", '{"answer": "a"}')))
+    with anyio.fail_after(15):
+        result = await run_agent(
+            Reader,
+            "q",
+            model=model(fake_provider),
+            servers=servers(),
+            model_settings=ModelSettings(parallel_tool_calls=False),
+        )
+    assert result.ok
+    assert fake_provider.bodies()[0]["parallel_tool_calls"] is False
+
+
+@pytest.mark.parametrize(
+    ("native", "reply"),
+    [
+        (True, openai_calls(("math__add", '{"a": 1, "b": 2}'))),
+        (False, openai_text('{"action": "call_tool", "tool": "math.add", "arguments": {"a": 1, "b": 2}}')),
+    ],
+)
+async def test_a_hidden_tool_is_the_same_observation_with_or_without_native_tools(
+    fake_provider: FakeProvider, native: bool, reply: dict[str, Any]
+) -> None:
+    fake_provider.reply(reply)
+    fake_provider.reply(
+        openai_calls(("done", '{"answer": "a"}'))
+        if native
+        else openai_text('{"action": "done", "output": {"answer": "a"}}')
+    )
+    result = await run(fake_provider, native_tools=native)
+    assert result.ok
+    assert result.tool_calls == []
+    observation = (
+        "tool_error (math.add): no tool named 'math.add' is available; available: ['files.read', 'files.listing']"
+    )
+    assert observation in user_text(fake_provider.bodies()[1])
+    assert [r.code for r in result.steps[0].rejected] == ["tool_not_found"]
+
+
+async def test_malformed_arguments_are_corrected_within_one_step_and_the_count_resets(
+    fake_provider: FakeProvider,
+) -> None:
+    class Patient(Reader):
+        output_retries = 1
+
+    # Two bad replies in a row would end the run; a good one in between restores the count.
+    fake_provider.reply(openai_calls(("files__read", '{"path": "notes.txt"')))
+    fake_provider.reply(openai_calls(("files__read", '{"path": "notes.txt"}')))
+    fake_provider.reply(openai_calls(("done", '{"answer": ')))
+    fake_provider.reply(openai_calls(("done", '{"answer": "42"}')))
+    result = await run(fake_provider, Patient)
+    assert (result.termination_reason, result.output) == ("done", {"answer": "42"})
+    assert result.iterations == 2
+    assert [len(step.rejected) for step in result.steps] == [1, 1]
+    assert "arguments of 'files__read' are not valid JSON" in user_text(fake_provider.bodies()[1])
+
+
+async def test_500_then_success_counts_both_requests(fake_provider: FakeProvider) -> None:
+    fake_provider.reply({"error": {"message": "boom"}}, status=500)
+    fake_provider.reply(openai_calls(("done", '{"answer": "fine"}'), usage=(5, 1)))
+    result = await run(fake_provider)
+    assert (result.termination_reason, result.output) == ("done", {"answer": "fine"})
+    assert (result.usage.requests, result.usage.failed_requests, result.usage.input_tokens) == (2, 1, 5)
+    assert result.steps[0].usage.requests == 2
+
+
+async def test_429_retry_after_is_honoured_up_to_the_cap(fake_provider: FakeProvider) -> None:
+    limited = {"error": {"message": "rate limited"}}
+    fake_provider.reply(limited, status=429, headers={"retry-after": "2"})
+    fake_provider.reply(limited, status=429, headers={"retry-after": "3600"})
+    fake_provider.reply(limited, status=429, headers={"retry-after-ms": "250"})
+    fake_provider.reply(openai_calls(("done", '{"answer": "a"}')))
+    adapter = OpenAIModel("fake-model", base_url=fake_provider.url, max_retries=3, backoff_seconds=0)
+    recorder = WaitRecorder()
+    adapter.http.sleep = recorder
+    with anyio.fail_after(15):
+        result = await run_agent(
+            Reader,
+            "q",
+            model=adapter,
+            servers=servers(),
+            model_settings=ModelSettings(max_retry_wait_seconds=60),
+        )
+    assert result.ok
+    assert recorder.waits == [2.0, 60.0, 0.25]
+    assert (result.usage.requests, result.usage.failed_requests) == (4, 3)
+
+
+async def test_a_reply_slower_than_the_timeout_ends_in_model_error(fake_provider: FakeProvider) -> None:
+    fake_provider.reply(openai_calls(("done", '{"answer": "late"}')), hold=True)
+    fake_provider.reply(openai_calls(("done", '{"answer": "late"}')), hold=True)
+    with anyio.fail_after(15):
+        result = await run_agent(
+            Reader,
+            "q",
+            model=model(fake_provider),
+            servers=servers(),
+            model_settings=ModelSettings(timeout_seconds=0.2, max_retries=1),
+        )
+    assert result.termination_reason == "model_error"
+    assert result.error is not None
+    assert "did not answer within 0.2 s" in result.error["message"]
+    assert (result.usage.requests, result.usage.failed_requests) == (2, 2)
+
+
+async def test_agent_settings_are_sent_and_the_run_overrides_them(fake_provider: FakeProvider) -> None:
+    class Tuned(Reader):
+        model_settings = ModelSettings(temperature=0.1, max_tokens=100)
+
+    fake_provider.reply(openai_calls(("done", '{"answer": "a"}')))
+    fake_provider.reply(openai_calls(("done", '{"answer": "a"}')))
+    with anyio.fail_after(15):
+        await run_agent(Tuned, "q", model=model(fake_provider), servers=servers())
+        await run_agent(
+            Tuned, "q", model=model(fake_provider), servers=servers(), model_settings=ModelSettings(temperature=0.7)
+        )
+    first, second = fake_provider.bodies()
+    assert (first["temperature"], first["max_tokens"]) == (0.1, 100)
+    assert (second["temperature"], second["max_tokens"]) == (0.7, 100)
+
+
+async def test_usage_of_a_priced_model_reports_its_cost(fake_provider: FakeProvider) -> None:
+    fake_provider.reply(openai_calls(("done", '{"answer": "a"}'), usage=(1_000_000, 0)))
+    adapter = OpenAIModel("gpt-4o-mini", base_url=fake_provider.url, backoff_seconds=0)
+    with anyio.fail_after(15):
+        result = await run_agent(Reader, "q", model=adapter, servers=servers())
+    assert result.usage.cost_usd == pytest.approx(0.15)
+    assert json.loads(result.model_dump_json())["usage"]["cost_usd"] == pytest.approx(0.15)

@@ -1,0 +1,49 @@
+"""The live progress view `awb agents run` shows on a terminal."""
+
+from __future__ import annotations
+
+import io
+
+import anyio
+import pytest
+from pydantic import BaseModel
+from rich.console import Console
+
+from awb.agents import Agent, run_agent
+from awb.agents.models import ScriptedModel
+from awb.agents.progress import ProgressView
+
+from .agent_fixtures import files_server
+
+
+class Question(BaseModel):
+    question: str
+
+
+class Answer(BaseModel):
+    answer: str
+
+
+class Reader(Agent):
+    mode = "reader"
+    tools = ("files",)
+    Input = Question
+    Output = Answer
+
+
+@pytest.mark.anyio
+async def test_progress_view_shows_each_step_and_the_ending_on_a_terminal() -> None:
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=120, color_system=None)
+    model = ScriptedModel(
+        [
+            {"action": "call_tool", "tool": "files.read", "arguments": {"path": "missing.txt"}},
+            {"action": "done", "output": {"answer": "none"}},
+        ]
+    )
+    with ProgressView(console) as view, anyio.fail_after(10):
+        await run_agent(Reader, "q", model=model, servers={"files": files_server()}, on_event=view.handle)
+    assert view.lines[0] == 'reader #1 → files.read {"path": "missing.txt"}'
+    assert view.lines[1].startswith("reader #1   ✗ tool_error files.read")
+    assert view.lines[-1] == "reader finished: done in 2 steps"
+    assert "reader finished: done in 2 steps" in screen.getvalue()

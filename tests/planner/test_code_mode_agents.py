@@ -1,0 +1,75 @@
+"""An agent of the loop with `code_mode = True` runs `run_code` plans over its own tools."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+from pydantic import BaseModel
+
+from awb.agents import Agent, run_agent
+from awb.agents.budget import Budget
+from awb.agents.models import ScriptedModel
+
+from .test_task import servers
+
+pytestmark = pytest.mark.anyio
+
+
+class Query(BaseModel):
+    label: str
+
+
+class Count(BaseModel):
+    count: int
+
+
+class Counter(Agent):
+    mode = "counter"
+    tools = ("mail",)
+    code_mode = True
+    Input = Query
+    Output = Count
+    budget = Budget(max_tool_calls=5)
+
+
+async def test_a_code_mode_agent_runs_a_plan_over_its_tools() -> None:
+    plan = 'found = await mail.search_mail(query="x", label="billing")\nreturn len(found["messages"])'
+    model = ScriptedModel([{"action": "run_code", "code": plan}, {"action": "done", "output": {"count": 1000}}])
+    with anyio.fail_after(30):
+        result = await run_agent(Counter, {"label": "billing"}, model=model, servers=servers())
+    assert result.termination_reason == "done"
+    assert '"result": 1000' in model.seen[1][0].body
+    assert result.steps[0].tool_call is not None and result.steps[0].tool_call.name == "run_code"
+
+
+async def test_a_plan_cannot_reach_a_server_the_agent_is_not_allowed() -> None:
+    model = ScriptedModel(
+        [
+            {"action": "run_code", "code": "return await chat.post_message(channel='c', text='t')"},
+            {"action": "done", "output": {"count": 0}},
+        ]
+    )
+    with anyio.fail_after(30):
+        await run_agent(Counter, {"label": "x"}, model=model, servers=servers())
+    assert "NameError" in model.seen[1][0].body
+
+
+async def test_plan_calls_count_toward_the_agents_tool_call_budget() -> None:
+    plan = "for i in range(10):\n    await mail.search_mail(query='x')"
+    script: list[dict[str, Any]] = [{"action": "run_code", "code": plan}, {"action": "done", "output": {"count": 0}}]
+    with anyio.fail_after(30):
+        result = await run_agent(Counter, {"label": "x"}, model=ScriptedModel(script), servers=servers())
+    assert result.termination_reason == "max_tool_calls"
+
+
+async def test_an_agent_without_code_mode_is_told_run_code_is_not_available() -> None:
+    class Plain(Counter):
+        mode = "plain"
+        code_mode = False
+
+    model = ScriptedModel([{"action": "run_code", "code": "return 1"}, {"action": "done", "output": {"count": 0}}])
+    with anyio.fail_after(30):
+        await run_agent(Plain, {"label": "x"}, model=model, servers=servers())
+    assert "run_code is not available" in model.seen[1][0].body

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import pytest
+
+from awb.agents.toolbox import ToolSpec
+from awb.planner.discovery import ToolIndex
+
+from .planner_tools import planner_toolbox
+
+
+def test_search_ranks_the_servers_tools_and_returns_the_documented_fields() -> None:
+    index = ToolIndex()
+    index.refresh(planner_toolbox([]).specs("tool"))
+    rows = index.search("search mailbox messages", limit=5)
+    assert rows[0]["server"] == "mail" and rows[0]["tool"] == "search_mail"
+    assert {"server", "tool", "short_description", "parameters", "available", "mcp_tool_name", "path"} <= set(rows[0])
+    assert rows[0]["parameters"] == {"query": "str", "label": "str (optional)", "limit": "int (optional)"}
+    assert rows[0]["path"] == "servers.mail.search_mail"
+    assert rows[0]["available"] is True
+    assert "input_schema" not in rows[0]
+    full = index.search("post a message to a channel", detail_level="full", limit=1)[0]
+    assert (full["server"], full["tool"]) == ("chat", "post-message")
+    assert full["input_schema"]["required"] == ["channel", "text"]
+
+
+def test_results_are_unique_per_server_and_tool_and_bounded_by_limit() -> None:
+    index = ToolIndex()
+    index.refresh(planner_toolbox([]).specs("tool"))
+    everything = index.search("", limit=40)
+    assert [(r["server"], r["tool"]) for r in everything] == [
+        ("chat", "post-message"),
+        ("mail", "fail"),
+        ("mail", "search_mail"),
+    ]
+    assert len(index.search("", limit=2)) == 2
+
+
+def test_the_index_follows_a_changed_tool_list_and_ignores_an_unchanged_one() -> None:
+    index = ToolIndex()
+    specs = planner_toolbox([]).specs("tool")
+    assert index.refresh(specs) is True
+    assert index.refresh(list(reversed(specs))) is False
+    version = index.version
+    added = ToolSpec("calendar.book_room", "Book a meeting room.", {"type": "object", "properties": {}}, "calendar")
+    assert index.refresh([*specs, added]) is True and index.version == version + 1
+    assert index.search("book a meeting room", limit=1)[0]["tool"] == "book_room"
+    index.refresh([added], unavailable=["calendar.book_room"])
+    assert [(r["tool"], r["available"]) for r in index.search("", limit=10)] == [("book_room", False)]
+
+
+def test_auto_mode_ranks_by_meaning_when_the_embed_extra_is_installed() -> None:
+    index = ToolIndex(mode="auto")
+    if index.mode != "hybrid":
+        pytest.skip("the embed extra is not installed")
+    index.refresh(planner_toolbox([]).specs("tool"))
+    # No word of the query is in the tool's name or description: only the embeddings can find it.
+    assert index.search("find emails", limit=1)[0]["tool"] == "search_mail"
+    text_only = ToolIndex(mode="text")
+    text_only.refresh(planner_toolbox([]).specs("tool"))
+    assert text_only.search("find emails", limit=3) == []

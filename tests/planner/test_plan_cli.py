@@ -1,0 +1,88 @@
+"""`awb plan` end to end: the real executable, the demo mail and chat servers over stdio, and a fake
+OpenAI-compatible provider on loopback that plays the model."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from agents.agent_fixtures import FakeProvider, openai_calls
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "examples" / "demo_servers"
+AWB = str(Path(sys.executable).parent / "awb")
+
+PLAN = """
+found = await mail.search_mail(query="invoice", label="billing")
+total = round(sum(m["amount"] for m in found["messages"]), 2)
+posted = await chat.post_message(channel="finance", text=f"{found['total']} invoices, ${total}")
+return {"invoices": found["total"], "total": total, "posted": posted["ok"]}
+"""
+
+
+def servers_file(tmp_path: Path) -> Path:
+    path = tmp_path / "servers.json"
+    entries = {
+        name: {"command": sys.executable, "args": [str(DEMO / f"{name}_server.py")]} for name in ("mail", "chat")
+    }
+    path.write_text(json.dumps({"mcpServers": entries}))
+    return path
+
+
+def expected_invoices() -> tuple[int, float]:
+    sys.path.insert(0, str(DEMO))
+    try:
+        from mail_server import build_mailbox  # type: ignore[import-not-found]
+    finally:
+        sys.path.remove(str(DEMO))
+    invoices = [m for m in build_mailbox() if "invoice" in m["subject"].lower() and "billing" in m["labels"]]
+    return len(invoices), round(sum(m["amount"] for m in invoices), 2)
+
+
+def run_plan(tmp_path: Path, provider: FakeProvider, *extra: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AWB_"))}
+    env["OPENAI_API_KEY"] = "test-key"
+    command = [AWB, "plan", "add up my billing invoices and tell #finance", "--model", "openai:gpt-4o-mini"]
+    command += ["--base-url", provider.url, "--servers", str(servers_file(tmp_path)), *extra]
+    return subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+
+
+def test_awb_plan_runs_a_code_plan_across_two_stdio_servers_and_prints_the_result(
+    tmp_path: Path, fake_provider: FakeProvider
+) -> None:
+    count, total = expected_invoices()
+    fake_provider.reply(openai_calls(("run_code", json.dumps({"code": PLAN}))))
+    answer = {"summary": f"{count} invoices", "data": {"invoices": count, "total": total}}
+    fake_provider.reply(openai_calls(("done", json.dumps(answer))))
+    done = run_plan(tmp_path, fake_provider)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["success"] is True and result["raw_outputs"]["result"] == {"invoices": count, "total": total}
+    assert result["budget_usage"]["code_runs"] == 1 and result["budget_usage"]["tool_calls"] == 2
+    first, second = fake_provider.bodies()
+    offered = {tool["function"]["name"] for tool in first["tools"]}
+    assert offered == {"done", "run_code", "planner__search_tools", "planner__call_tool"}
+    menu = first["messages"][1]["content"]
+    assert "search_mail" in menu and "post_message" in menu
+    observation: dict[str, Any] = json.loads(
+        second["messages"][1]["content"].split("tool_result (run_code): ")[1].splitlines()[0]
+    )
+    assert observation["result"] == {"invoices": count, "total": total, "posted": True}
+    events = [e["event"] for e in result["logs"]]
+    assert events.count("mcp.action.called") == 2 and "mcp.sandbox.run" in events
+
+
+def test_awb_plan_exits_1_with_the_limit_named_when_the_budget_runs_out(
+    tmp_path: Path, fake_provider: FakeProvider
+) -> None:
+    search = json.dumps({"query": "mail"})
+    for _ in range(3):
+        fake_provider.reply(openai_calls(("planner__search_tools", search)))
+    done = run_plan(tmp_path, fake_provider, "--max-steps", "2")
+    assert done.returncode == 1, done.stderr
+    result = json.loads(done.stdout)
+    assert result["success"] is False and result["error"].startswith("budget exceeded: max_steps")

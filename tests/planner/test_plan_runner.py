@@ -1,0 +1,117 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from awb.planner.plan_runner import PlanRunner, plan_source, run_python_plan
+
+from .planner_tools import planner_toolbox
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_plan_calls_tools_through_the_wrappers_and_returns_aggregates() -> None:
+    calls: list[tuple[str, dict[str, Any]]] = []
+    observed: list[tuple[str, str, bool]] = []
+    code = """
+found = await mail.search_mail(query="invoice", label="billing")
+total = sum(m["amount"] for m in found["messages"])
+print("messages:", len(found["messages"]))
+await chat.post_message(channel="finance", text=f"billing total {total}")
+return {"count": len(found["messages"]), "total": total}
+"""
+    result = await run_python_plan(
+        code, tools=planner_toolbox(calls), on_call=lambda s, t, p, ok, ms: observed.append((s, t, ok))
+    )
+    assert result.success, result.error
+    assert result.result == {"count": 1000, "total": sum(range(1, 2000, 2))}
+    assert result.logs == ["messages: 1000"]
+    assert result.tool_calls == 2
+    assert calls == [
+        ("mail.search_mail", {"query": "invoice", "label": "billing"}),
+        ("chat.post-message", {"channel": "finance", "text": f"billing total {sum(range(1, 2000, 2))}"}),
+    ]
+    assert observed == [("mail", "search_mail", True), ("chat", "post-message", True)]
+
+
+async def test_a_failed_tool_call_is_an_exception_the_plan_can_catch() -> None:
+    code = """
+try:
+    await mail.fail()
+except Exception as exc:
+    return {"caught": str(exc)}
+"""
+    result = await run_python_plan(code, tools=planner_toolbox([]))
+    assert result.success
+    assert result.result == {"caught": "mail.fail failed: mailbox is locked"}
+
+
+async def test_an_uncaught_error_fails_the_plan_with_its_traceback() -> None:
+    result = await run_python_plan("return 1 / 0", tools=planner_toolbox([]))
+    assert not result.success and result.error_code == "runtime_error"
+    assert "ZeroDivisionError" in (result.error or "")
+
+
+async def test_wrong_arguments_are_refused_before_any_call() -> None:
+    calls: list[tuple[str, dict[str, Any]]] = []
+    result = await run_python_plan("return await mail.search_mail(q='x')", tools=planner_toolbox(calls))
+    assert not result.success and "unexpected keyword arguments: q" in (result.error or "")
+    assert calls == []
+
+
+async def test_a_plan_that_runs_too_long_times_out() -> None:
+    result = await run_python_plan("while True:\n    pass", tools=planner_toolbox([]), timeout_sec=0.5)
+    assert not result.success and result.timed_out and result.error_code == "timeout"
+
+
+async def test_the_tool_call_limit_fails_the_plan_even_when_the_plan_swallows_the_refusal() -> None:
+    calls: list[tuple[str, dict[str, Any]]] = []
+    code = """
+for i in range(10):
+    try:
+        await chat.post_message(channel="c", text=str(i))
+    except Exception:
+        pass
+return "finished"
+"""
+    result = await run_python_plan(code, tools=planner_toolbox(calls), max_tool_calls=3)
+    assert not result.success and result.error_code == "limit_exceeded"
+    assert len(calls) == 3 and result.tool_calls == 3
+
+
+@pytest.mark.parametrize(
+    "escape",
+    [
+        "return open('/etc/passwd').read()",
+        "import os\nreturn os.listdir('/')",
+        "import socket\nreturn 1",
+        "import subprocess\nreturn 1",
+        "return __import__('os').environ['HOME']",
+        "import sys\nreturn sys.modules",
+    ],
+)
+async def test_a_plan_cannot_reach_the_filesystem_network_or_processes(escape: str) -> None:
+    result = await run_python_plan(escape, tools=planner_toolbox([]))
+    assert not result.success
+    assert result.error_code == "runtime_error"
+
+
+async def test_a_result_over_the_output_cap_is_output_exceeded() -> None:
+    async with PlanRunner(planner_toolbox([]), max_output_bytes=1000) as runner:
+        result = await runner.run("return 'x' * 5000")
+    assert not result.success and result.error_code == "output_exceeded"
+
+
+async def test_one_runner_serves_several_plans_and_each_starts_clean() -> None:
+    async with PlanRunner(planner_toolbox([])) as runner:
+        first = await runner.run("global leftover\nleftover = 41\nreturn leftover + 1")
+        second = await runner.run("return leftover")
+    assert first.result == 42
+    assert not second.success and "NameError" in (second.error or "")
+
+
+def test_the_plan_module_imports_every_server_and_wraps_the_body() -> None:
+    source = plan_source("  x = 1\n  return x", ["mail", "chat-ops"])
+    assert "from servers import mail, chat_ops" in source
+    assert "async def main():\n    x = 1\n    return x" in source

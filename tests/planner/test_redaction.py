@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+from awb.planner.redaction import MASK, redact_payload, redact_text
+
+
+def test_values_under_secret_keys_are_masked_at_any_depth() -> None:
+    payload = {
+        "user": "ada",
+        "Authorization": "Bearer abc.def",
+        "nested": [{"db_password": "hunter2", "x-api-key": "k"}, {"refresh_token": "t", "count": 3}],
+    }
+    redacted = redact_payload(payload)
+    assert redacted == {
+        "user": "ada",
+        "Authorization": MASK,
+        "nested": [{"db_password": MASK, "x-api-key": MASK}, {"refresh_token": MASK, "count": 3}],
+    }
+    assert payload["nested"][0]["db_password"] == "hunter2"  # the input is left alone
+
+
+def test_credentials_inside_free_text_are_masked_whatever_the_key() -> None:
+    text = (
+        "curl -H 'Authorization: Bearer eyJhbGciOi.JIUzI1NiJ9' with sk-proj-ABCDEFGHIJKLMNOPQRSTUV "
+        "and ghp_0123456789abcdefghijABCDEFGHIJ and AKIAABCDEFGHIJKLMNOP then xoxb-1234567890-abcdef"
+    )
+    scrubbed = redact_text(text)
+    for secret in ("eyJhbGciOi", "sk-proj-ABC", "ghp_0123", "AKIAABCD", "xoxb-1234"):
+        assert secret not in scrubbed
+    assert scrubbed.startswith("curl -H 'Authorization: ")
+    assert redact_payload({"body": text})["body"] == scrubbed
+
+
+def test_custom_sensitive_keys_replace_the_default_list() -> None:
+    assert redact_payload({"ssn": "123", "password": "p"}, sensitive_keys=["ssn"]) == {"ssn": MASK, "password": "p"}
+
+
+def test_ordinary_words_are_not_mistaken_for_secrets() -> None:
+    payload = {"subject": "Quarterly tokens of appreciation", "tokens_used": None, "amount": 12.5}
+    assert redact_payload(payload) == payload
+
+
+def test_a_payload_nested_past_the_walk_limit_is_cut_not_crashed() -> None:
+    deep: object = "sk-ABCDEFGHIJKLMNOPQRSTUVWX"
+    for _ in range(5000):
+        deep = [deep]
+    out = redact_payload(deep)
+    for _ in range(60):
+        out = out[0]
+    assert "ABCDEFGH" not in str(out)

@@ -1,0 +1,236 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp.server.mcpserver import MCPServer
+
+from awb.agents.actions import Action
+from awb.agents.models import ScriptedModel
+from awb.agents.models.base import Prompt
+from awb.agents.toolbox import ToolSpec
+from awb.planner.budget import Budget
+from awb.planner.task import execute_mcp_task, execute_mcp_task_sync
+
+pytestmark = pytest.mark.anyio
+
+MESSAGES = [{"id": f"m{i}", "label": ["inbox", "billing"][i % 2], "amount": i, "body": "x" * 40} for i in range(2000)]
+
+
+def mail_server() -> MCPServer:
+    server = MCPServer("mail")
+
+    @server.tool()
+    def search_mail(query: str, label: str | None = None) -> dict[str, Any]:
+        """Search the mailbox for messages; returns {total, messages}."""
+        found = [m for m in MESSAGES if label in (None, m["label"])]
+        return {"total": len(found), "messages": found}
+
+    @server.tool()
+    def send_mail(to: str, subject: str, api_key: str = "") -> dict[str, Any]:
+        """Send a message."""
+        return {"status": "sent", "to": to}
+
+    return server
+
+
+def chat_server() -> MCPServer:
+    server = MCPServer("chat")
+
+    @server.tool()
+    def post_message(channel: str, text: str) -> dict[str, Any]:
+        """Post a message to a chat channel."""
+        return {"ok": True, "channel": channel}
+
+    return server
+
+
+def servers() -> dict[str, Any]:
+    return {"mail": mail_server(), "chat": chat_server()}
+
+
+def done(summary: str, data: Any = None) -> dict[str, Any]:
+    return {"action": "done", "output": {"summary": summary, "data": data}}
+
+
+def call(server: str, tool: str, **arguments: Any) -> dict[str, Any]:
+    return {
+        "action": "call_tool",
+        "tool": "planner.call_tool",
+        "arguments": {"server": server, "tool": tool, "arguments": arguments},
+    }
+
+
+async def test_the_task_comes_with_a_menu_of_searched_tools_and_a_direct_call_finishes_it() -> None:
+    model = ScriptedModel([call("chat", "post_message", channel="general", text="hi"), done("posted", {"ok": True})])
+    with anyio.fail_after(30):
+        result = await execute_mcp_task("post hi to the general chat channel", servers=servers(), model=model)
+    assert result.success and result.final_summary == "posted" and result.raw_outputs["result"] == {"ok": True}
+    first_prompt, tools = model.seen[0]
+    menu = json.loads(first_prompt.body.split("## Task\n", 1)[1].split("\n## Working memory", 1)[0])["tools"]
+    assert menu[0]["server"] == "chat" and menu[0]["tool"] == "post_message"
+    assert {t.name for t in tools} == {"planner.search_tools", "planner.call_tool"}  # never every server tool
+    assert '"channel": "general"' in model.seen[1][0].body
+    assert [e["event"] for e in result.logs] == ["mcp.search.run", "mcp.action.called"]
+    assert result.budget_usage.steps_taken == 2 and result.budget_usage.tool_calls == 1
+
+
+async def test_code_mode_runs_one_plan_that_aggregates_a_large_result() -> None:
+    plan = """
+found = await mail.search_mail(query="invoice", label="billing")
+total = sum(m["amount"] for m in found["messages"])
+await chat.post_message(channel="finance", text=f"total {total}")
+return {"count": found["total"], "total": total}
+"""
+    model = ScriptedModel([{"action": "run_code", "code": plan}, done("billing total posted", {"total": 1000000})])
+    with anyio.fail_after(30):
+        result = await execute_mcp_task("sum billing amounts and post them", servers=servers(), model=model)
+    assert result.success
+    observation = model.seen[1][0].body
+    assert '"total": 1000000' in observation and '"count": 1000' in observation
+    assert len(observation) < 3000  # the 2,000 messages never entered the context
+    assert result.budget_usage.code_runs == 1 and result.budget_usage.tool_calls == 2
+    sandbox = [e for e in result.logs if e["event"] == "mcp.sandbox.run"]
+    assert sandbox[0]["payload"]["success"] is True and sandbox[0]["payload"]["tool_calls"] == 2
+
+
+async def test_a_large_direct_result_enters_the_context_as_a_summary_and_is_stored(tmp_path: Path) -> None:
+    model = ScriptedModel([call("mail", "search_mail", query="all"), done("counted", 2000)])
+    with anyio.fail_after(30):
+        result = await execute_mcp_task("count my mail", servers=servers(), model=model, workspace=tmp_path)
+    observation = model.seen[1][0].body
+    assert '"aggregates"' in observation and '"count": 2000' in observation
+    assert len(observation) < 8000
+    [ref] = result.raw_outputs["storage_refs"]
+    assert Path(ref).is_relative_to(tmp_path / "tool-results" / result.task_id)
+    assert len(json.loads(Path(ref).read_text())["messages"]) == 2000
+    assert "mcp.summary.created" in [e["event"] for e in result.logs]
+
+
+async def test_without_summaries_the_raw_result_enters_the_context() -> None:
+    model = ScriptedModel([call("mail", "search_mail", query="all"), done("counted")])
+    with anyio.fail_after(30):
+        await execute_mcp_task(
+            "count my mail", servers=servers(), model=model, summarize=False, context_chars=1_000_000
+        )
+    assert model.seen[1][0].body.count('"id": "m') == 2000
+
+
+async def test_a_refined_search_is_an_action_and_an_unknown_tool_is_an_observation() -> None:
+    model = ScriptedModel(
+        [
+            {"action": "call_tool", "tool": "planner.search_tools", "arguments": {"query": "send email"}},
+            call("mail", "no_such_tool"),
+            done("searched"),
+        ]
+    )
+    with anyio.fail_after(30):
+        result = await execute_mcp_task("something", servers=servers(), model=model)
+    assert '"tool": "send_mail"' in model.seen[1][0].body
+    assert "no tool 'no_such_tool' on server 'mail'" in model.seen[2][0].body
+    assert [e["event"] for e in result.logs].count("mcp.search.run") == 2
+
+
+async def test_direct_mode_refuses_plans() -> None:
+    model = ScriptedModel([{"action": "run_code", "code": "return 1"}, done("no code")])
+    with anyio.fail_after(30):
+        result = await execute_mcp_task("x", servers=servers(), model=model, mode="direct")
+    assert "run_code is not available" in model.seen[1][0].body
+    assert "Code mode is off" in model.seen[0][0].system
+    assert result.budget_usage.code_runs == 0
+
+
+@pytest.mark.parametrize(
+    ("budget", "script", "limit"),
+    [
+        (Budget(max_steps=2), [call("chat", "post_message", channel="c", text="t")] * 3, "max_steps"),
+        (Budget(max_tool_calls=2), [call("chat", "post_message", channel="c", text="t")] * 4, "max_tool_calls"),
+        (Budget(max_code_runs=1), [{"action": "run_code", "code": "return 1"}] * 3, "max_code_runs"),
+        (
+            Budget(max_tool_calls=3),
+            [{"action": "run_code", "code": "for i in range(10):\n    await chat.post_message(channel='c', text='t')"}],
+            "max_tool_calls",
+        ),
+    ],
+)
+async def test_each_budget_limit_stops_the_task_with_an_error_naming_it(
+    budget: Budget, script: list[dict[str, Any]], limit: str
+) -> None:
+    model = ScriptedModel([*script, done("never")])
+    with anyio.fail_after(30):
+        result = await execute_mcp_task("post", servers=servers(), model=model, budget=budget)
+    assert not result.success
+    assert result.error is not None and result.error.startswith(f"budget exceeded: {limit}")
+    assert result.final_summary.startswith("(partial)")
+    exceeded = [e for e in result.logs if e["event"] == "mcp.budget.exceeded"]
+    assert exceeded and exceeded[0]["payload"]["limit"] == limit
+    assert result.budget_usage.tool_calls <= budget.max_tool_calls
+
+
+class PricedModel(ScriptedModel):
+    """A scripted model that reports tokens and names a model the offline price table knows."""
+
+    provider = "openai"
+    model = "gpt-4o-mini"
+
+    def __init__(self, script: list[dict[str, Any]], tokens: int) -> None:
+        super().__init__(script)
+        self.tokens = tokens
+
+    async def call(self, prompt: Prompt, tools: Sequence[ToolSpec]) -> Action:
+        self.usage.input_tokens += self.tokens
+        return await super().call(prompt, tools)
+
+
+async def test_the_llm_cost_limit_stops_the_task_once_the_priced_usage_passes_it() -> None:
+    # gpt-4o-mini input costs $0.15 per million tokens: 1M tokens a reply passes $0.20 on the second.
+    model = PricedModel([call("chat", "post_message", channel="c", text="t")] * 5 + [done("x")], tokens=1_000_000)
+    with anyio.fail_after(30):
+        result = await execute_mcp_task("post", servers=servers(), model=model, budget=Budget(max_llm_cost_usd=0.20))
+    assert not result.success and result.error is not None and "max_llm_cost_usd" in result.error
+    assert result.budget_usage.llm_cost_usd == pytest.approx(0.30)
+    assert result.budget_usage.model_requests == 2
+
+
+async def test_telemetry_events_carry_ids_and_are_redacted() -> None:
+    model = ScriptedModel(
+        [call("mail", "send_mail", to="a@b.c", subject="key sk-ABCDEFGHIJKLMNOPQRSTUVWX", api_key="hunter2"), done("s")]
+    )
+    with anyio.fail_after(30):
+        result = await execute_mcp_task("send", servers=servers(), model=model, user_id="u-7")
+    action = next(e for e in result.logs if e["event"] == "mcp.action.called")
+    assert action["task_id"] == result.task_id and action["user_id"] == "u-7" and action["step_index"] == 1
+    text = json.dumps(result.logs)
+    assert "hunter2" not in text and "ABCDEFGHIJKL" not in text
+
+
+def test_the_sync_wrapper_runs_a_task_without_an_event_loop() -> None:
+    model = ScriptedModel([done("nothing to do")])
+    result = execute_mcp_task_sync("nothing", servers=servers(), model=model)
+    assert result.success and result.final_summary == "nothing to do"
+
+
+async def test_telemetry_events_are_spans_when_an_otel_sdk_is_configured() -> None:
+    sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
+    in_memory = pytest.importorskip("opentelemetry.sdk.trace.export.in_memory_span_exporter")
+    export = pytest.importorskip("opentelemetry.sdk.trace.export")
+    from awb.agents.telemetry import use_tracer_provider
+
+    exporter = in_memory.InMemorySpanExporter()
+    provider = sdk_trace.TracerProvider()
+    provider.add_span_processor(export.SimpleSpanProcessor(exporter))
+    use_tracer_provider(provider)
+    try:
+        model = ScriptedModel([call("chat", "post_message", channel="c", text="t"), done("posted")])
+        with anyio.fail_after(30):
+            result = await execute_mcp_task("post", servers=servers(), model=model, user_id="u-1")
+    finally:
+        use_tracer_provider(None)
+        provider.shutdown()
+    spans = [s for s in exporter.get_finished_spans() if s.name.startswith("mcp.")]
+    assert [s.name for s in spans] == ["mcp.search.run", "mcp.action.called"]
+    assert spans[1].attributes["awb.task_id"] == result.task_id and spans[1].attributes["awb.user_id"] == "u-1"
