@@ -83,7 +83,8 @@ def store_check(config: Config) -> dict[str, Any]:
         f"{status['store']} {status['server_version']} at {status['location']}; "
         f"schema {status['schema']}/{status['schema_expected']}; vectors: {status['vector_search']}"
     )
-    return {"check": "store", "ok": status["schema"] == status["schema_expected"], "detail": detail}
+    # Reachable is what this line checks; the `inventory` line checks the schema once opened (migrated).
+    return {"check": "store", "ok": True, "detail": detail}
 
 
 @db_app.command("status")
