@@ -294,7 +294,7 @@ class PostgresStore:
             if self.max_tools is not None:
                 # One inserter at a time: the count and the insert are then one atomic step across servers.
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (ADD_LOCK,))
-                live = conn.execute("SELECT count(*) FROM tools WHERE status <> 'deleted'").fetchone()[0]
+                live = conn.execute("SELECT count FROM awb_live_tools").fetchone()[0]
                 if live >= self.max_tools:
                     raise LimitExceeded(
                         f"the inventory holds its maximum of {self.max_tools} tools; delete some first",
@@ -468,7 +468,7 @@ class PostgresStore:
             return cached
         generation = self._cache.generation()
         with self._pool.connection() as conn:
-            count = int(conn.execute("SELECT count(*) FROM tools WHERE status <> 'deleted'").fetchone()[0])
+            count = int(conn.execute("SELECT count FROM awb_live_tools").fetchone()[0])
         self._cache.put(generation, self._cache.counts, "live", count)
         return count
 
@@ -511,6 +511,8 @@ class PostgresStore:
                 total = offset + len(rows)  # a short page is the last one
             elif cached is not None:
                 total = cached
+            elif memory_level is None and tag is None:
+                total = int(conn.execute("SELECT count FROM awb_live_tools").fetchone()[0])
             else:
                 total = int(conn.execute(f"SELECT count(*) FROM tools WHERE {where}", args).fetchone()[0])
                 self._cache.put(generation, self._cache.counts, (memory_level, tag), total)

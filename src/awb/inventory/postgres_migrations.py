@@ -64,6 +64,19 @@ CREATE INDEX tools_equipped ON tools(equipped) WHERE equipped;
 CREATE INDEX tools_tags ON tools USING GIN (tags);
 CREATE INDEX tools_document ON tools USING GIN (document);
 
+-- Live (not deleted) tools, kept by a trigger: checking max_tools costs one row, not a count.
+CREATE TABLE awb_live_tools (id BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (id), count BIGINT NOT NULL);
+INSERT INTO awb_live_tools VALUES (TRUE, 0);
+CREATE FUNCTION awb_count_live() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE awb_live_tools SET count = count
+        + (CASE WHEN TG_OP <> 'DELETE' AND NEW.status <> 'deleted' THEN 1 ELSE 0 END)
+        - (CASE WHEN TG_OP <> 'INSERT' AND OLD.status <> 'deleted' THEN 1 ELSE 0 END);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER tools_count_live AFTER INSERT OR DELETE OR UPDATE OF status ON tools
+    FOR EACH ROW EXECUTE FUNCTION awb_count_live();
+
 CREATE TABLE tool_versions (
     tool_id TEXT NOT NULL,
     version INTEGER NOT NULL,
