@@ -3,7 +3,7 @@
 Each server keeps a psycopg 3 connection pool. The database enforces what must hold across servers:
 live names are unique (a partial unique index), `max_tools` is checked under an advisory lock in the
 inserting transaction, and usage counters and tier changes are single `UPDATE ... SET n = n + 1`
-statements on a locked row. Text search is PostgreSQL full-text search (weighted tsvector, GIN), so
+statements on a locked row. Text search reads PostgreSQL's full-text documents (weighted tsvector), so
 every server ranks from the same index; vectors live in `tool_vectors` and each server searches its
 own in-memory copy, kept in step by the change feed (awb.inventory.postgres_notify).
 """

@@ -16,7 +16,9 @@ from awb.errors import ConfigError
 MIGRATION_LOCK = 0x6177625F6D6967
 
 # Tools: the text search document is a generated column (name weighted highest, like SQLite's BM25
-# weights 4:2:1:1 for name, tags, description, problem), indexed by GIN. JSON fields stay TEXT so a
+# weights 4:2:1:1 for name, tags, description, problem). It has no GIN index: every server ranks from
+# its in-memory copy of the postings (awb.inventory.postgres_text), and a GIN index on a column that
+# every call's counter update rewrites cost more than it served (ts_rank is only a benchmark option). JSON fields stay TEXT so a
 # record round-trips byte for byte; timestamps are ISO strings as in SQLite, so both stores compare
 # and return them alike.
 _V1 = """
@@ -61,8 +63,8 @@ CREATE TABLE tools (
 CREATE UNIQUE INDEX tools_live_name ON tools(name) WHERE status <> 'deleted';
 CREATE INDEX tools_hot ON tools(tier, usage_count DESC, seq DESC) WHERE status <> 'deleted';
 CREATE INDEX tools_equipped ON tools(equipped) WHERE equipped;
-CREATE INDEX tools_tags ON tools USING GIN (tags);
-CREATE INDEX tools_document ON tools USING GIN (document);
+-- fastupdate off: a pending list would make an occasional call flush megabytes of index entries.
+CREATE INDEX tools_tags ON tools USING GIN (tags) WITH (fastupdate = off);
 
 -- Live (not deleted) tools, kept by a trigger: checking max_tools costs one row, not a count.
 CREATE TABLE awb_live_tools (id BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (id), count BIGINT NOT NULL);
