@@ -47,6 +47,8 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     #: Hold the answer until the test ends: a provider slower than any timeout.
     hold: bool = False
+    #: Send the headers and half the body, then hold the rest: a stream that stops mid-way.
+    stall_body: bool = False
 
 
 @dataclass
@@ -59,8 +61,15 @@ class FakeProvider:
     #: Set when the test ends, so held replies stop waiting.
     release: threading.Event = field(default_factory=threading.Event)
 
-    def reply(self, body: Any, status: int = 200, headers: dict[str, str] | None = None, hold: bool = False) -> None:
-        self.replies.append(Reply(status, body, headers or {}, hold))
+    def reply(
+        self,
+        body: Any,
+        status: int = 200,
+        headers: dict[str, str] | None = None,
+        hold: bool = False,
+        stall_body: bool = False,
+    ) -> None:
+        self.replies.append(Reply(status, body, headers or {}, hold, stall_body))
 
     def bodies(self) -> list[dict[str, Any]]:
         return [request["body"] for request in self.requests]

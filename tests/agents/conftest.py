@@ -42,6 +42,10 @@ def fake_provider() -> Iterator[FakeProvider]:
                 for name, value in reply.headers.items():
                     self.send_header(name, value)
                 self.end_headers()
+                if reply.stall_body:
+                    self.wfile.write(data[: len(data) // 2])
+                    self.wfile.flush()
+                    provider.release.wait(timeout=30)
                 self.wfile.write(data)
             except OSError:
                 """The client gave up waiting (a timeout test); nothing to answer."""

@@ -35,7 +35,7 @@ class Reader(Agent):
 
 
 def model(provider: FakeProvider) -> AnthropicModel:
-    return AnthropicModel("claude-fake", base_url=provider.url, api_key="k", backoff_seconds=0)
+    return AnthropicModel("claude-fake", base_url=provider.url, api_key="sk-test-misbehaving", backoff_seconds=0)
 
 
 def user_text(body: dict[str, Any]) -> str:

@@ -8,6 +8,7 @@ import logging
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -153,8 +154,19 @@ def test_verbose_writes_each_event_as_a_json_line_on_stderr(fake_provider: FakeP
     assert json.loads(outcome.stdout)["output"] == {"text": "HI"}
 
 
+@pytest.fixture
+def httpx_logger() -> Iterator[logging.Logger]:
+    logger = logging.getLogger("httpx")
+    level, handlers = logger.level, list(logger.handlers)
+    try:
+        yield logger
+    finally:
+        logger.setLevel(level)
+        logger.handlers[:] = handlers
+
+
 def test_provider_http_requests_are_not_logged_unless_asked(
-    fake_provider: FakeProvider, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    fake_provider: FakeProvider, tmp_path: Path, caplog: pytest.LogCaptureFixture, httpx_logger: logging.Logger
 ) -> None:
     caplog.set_level(logging.INFO)
     agents = agents_dir(tmp_path)
@@ -163,8 +175,6 @@ def test_provider_http_requests_are_not_logged_unless_asked(
     assert not [r for r in caplog.records if r.name == "httpx"]
     assert run_shouter(fake_provider, agents, "--server", server, "--log-http").exit_code == 0
     assert [r for r in caplog.records if r.name == "httpx"]
-    logging.getLogger("httpx").handlers.clear()
-    logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 def test_the_awb_executable_runs_an_agent_on_a_workbench_started_over_stdio_from_a_servers_file(
@@ -201,3 +211,12 @@ def test_the_awb_executable_runs_an_agent_on_a_workbench_started_over_stdio_from
     assert result["tool_calls"][1]["error"]["message"].startswith("the inventory holds its maximum of 1 tools")
     assert inventory.exists()
     assert "42" in fake_provider.bodies()[3]["messages"][1]["content"]
+
+
+def test_model_settings_options_reach_the_provider(fake_provider: FakeProvider, tmp_path: Path) -> None:
+    server = f"tiny={sys.executable} {HERE / 'tiny_mcp_server.py'}"
+    settings = ["--temperature", "0.3", "--max-tokens", "77", "--timeout", "20"]
+    outcome = run_shouter(fake_provider, agents_dir(tmp_path), "--server", server, *settings)
+    assert outcome.exit_code == 0, outcome.output
+    first = fake_provider.bodies()[0]
+    assert (first["temperature"], first["max_tokens"]) == (0.3, 77)

@@ -10,7 +10,7 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
-from awb.agents import Agent, ModelSettings, run_agent
+from awb.agents import Agent, ModelSettings, RunEvent, run_agent
 from awb.agents.models.functions import PROSE_REPLY
 from awb.agents.models.openai import OpenAIModel
 
@@ -36,7 +36,7 @@ class Reader(Agent):
 
 
 def model(provider: FakeProvider, **options: Any) -> OpenAIModel:
-    return OpenAIModel("fake-model", base_url=provider.url, api_key="k", backoff_seconds=0, **options)
+    return OpenAIModel("fake-model", base_url=provider.url, api_key="sk-test-misbehaving", backoff_seconds=0, **options)
 
 
 def servers() -> dict[str, Any]:
@@ -79,9 +79,13 @@ async def test_a_server_rejecting_tool_choice_is_asked_again_without_it_and_reme
 async def test_prose_instead_of_a_call_is_fed_back_and_the_model_recovers(fake_provider: FakeProvider) -> None:
     fake_provider.reply(openai_text("The answer is probably 42."))
     fake_provider.reply(openai_calls(("done", '{"answer": "42"}')))
-    result = await run(fake_provider)
+    events: list[RunEvent] = []
+    with anyio.fail_after(15):
+        result = await run_agent(Reader, "q", model=model(fake_provider), servers=servers(), on_event=events.append)
     assert (result.termination_reason, result.output) == ("done", {"answer": "42"})
     assert PROSE_REPLY in user_text(fake_provider.bodies()[1])
+    assert [event.type for event in events] == ["step_started", "rejected", "model_reply", "done"]
+    assert events[1].data == {"code": "malformed_action", "message": PROSE_REPLY}
     [step] = result.steps
     assert [(r.code, r.reply) for r in step.rejected] == [("malformed_action", "The answer is probably 42.")]
 
@@ -205,6 +209,21 @@ async def test_a_reply_slower_than_the_timeout_ends_in_model_error(fake_provider
     assert (result.usage.requests, result.usage.failed_requests) == (2, 2)
 
 
+async def test_a_body_that_stops_mid_way_ends_in_model_error_after_the_timeout(fake_provider: FakeProvider) -> None:
+    fake_provider.reply(openai_calls(("done", '{"answer": "never"}')), stall_body=True)
+    with anyio.fail_after(15):
+        result = await run_agent(
+            Reader,
+            "q",
+            model=model(fake_provider),
+            servers=servers(),
+            model_settings=ModelSettings(timeout_seconds=0.3, max_retries=0),
+        )
+    assert result.termination_reason == "model_error"
+    assert result.error is not None
+    assert "did not answer within 0.3 s" in result.error["message"]
+
+
 async def test_agent_settings_are_sent_and_the_run_overrides_them(fake_provider: FakeProvider) -> None:
     class Tuned(Reader):
         model_settings = ModelSettings(temperature=0.1, max_tokens=100)
@@ -228,3 +247,20 @@ async def test_usage_of_a_priced_model_reports_its_cost(fake_provider: FakeProvi
         result = await run_agent(Reader, "q", model=adapter, servers=servers())
     assert result.usage.cost_usd == pytest.approx(0.15)
     assert json.loads(result.model_dump_json())["usage"]["cost_usd"] == pytest.approx(0.15)
+
+
+async def test_a_model_that_wants_max_completion_tokens_and_no_temperature_gets_them(
+    fake_provider: FakeProvider,
+) -> None:
+    refusal = "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens'."
+    fake_provider.reply({"error": {"message": refusal}}, status=400)
+    fake_provider.reply({"error": {"message": "Unsupported value: 'temperature' does not support 0.2"}}, status=400)
+    fake_provider.reply(openai_calls(("files__listing", "{}")))
+    fake_provider.reply(openai_calls(("done", '{"answer": "a"}')))
+    settings = ModelSettings(max_tokens=50, temperature=0.2)
+    with anyio.fail_after(15):
+        result = await run_agent(Reader, "q", model=model(fake_provider), servers=servers(), model_settings=settings)
+    assert result.ok
+    sent = [(b.get("max_tokens"), b.get("max_completion_tokens"), b.get("temperature")) for b in fake_provider.bodies()]
+    assert sent == [(50, None, 0.2), (None, 50, 0.2), (None, 50, None), (None, 50, None)]
+    assert (result.usage.requests, result.usage.failed_requests) == (4, 2)

@@ -4,6 +4,7 @@ budgets, and the partial output of a run that did not finish."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import aclosing
 from typing import Any
 
 import anyio
@@ -12,6 +13,7 @@ from pydantic import BaseModel
 
 from awb.agents import Agent, Budget, RunEvent, run_agent, run_agent_stream
 from awb.agents.actions import Action
+from awb.agents.errors import AgentDefinitionError
 from awb.agents.models import Prompt, ScriptedModel
 from awb.agents.toolbox import ToolSpec
 from awb.errors import ConfigError
@@ -241,3 +243,39 @@ async def test_tool_errors_keep_their_code_and_message() -> None:
     assert call.error is not None
     assert call.error.code == "tool_error"
     assert "no such file: missing.txt" in call.error.message
+
+
+async def test_leaving_run_agent_stream_early_stops_the_run() -> None:
+    seen = []
+    model = ScriptedModel(lambda prompt, tools: {"action": "call_tool", "tool": "files.listing"})
+    with anyio.fail_after(10):
+        async with aclosing(run_agent_stream(Lead, "sum", model=model, servers=servers())) as events:
+            async for event in events:
+                seen.append(event.type)
+                if event.type == "tool_result":
+                    break
+    assert seen == ["step_started", "model_reply", "tool_call", "tool_result"]
+    assert len(model.seen) <= 2
+
+
+async def test_run_agent_stream_raises_errors_from_before_the_start_as_they_are() -> None:
+    class Bare(Agent):
+        tools = ()
+
+    with anyio.fail_after(10), pytest.raises(AgentDefinitionError):
+        async for _ in run_agent_stream(Bare, "x", model=ScriptedModel([]), servers={}):
+            pass
+
+
+async def test_max_output_tokens_ends_the_run_before_the_next_request() -> None:
+    class Terse(Lead):
+        budget = Budget(max_output_tokens=15_000)
+
+    model = PricedModel(lambda prompt, tools: {"action": "call_tool", "tool": "files.listing"})
+    with anyio.fail_after(10):
+        result = await run_agent(Terse, "q", model=model, servers=servers())
+    assert result.termination_reason == "max_tokens"
+    assert result.error is not None
+    assert result.error["details"] == {"limit": "max_output_tokens", "max": 15_000, "used": 20_000}
+    assert result.usage.requests == 2
+    assert len(result.tool_calls) == 2

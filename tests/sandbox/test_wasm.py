@@ -11,7 +11,8 @@ import anyio
 import pytest
 import wat
 
-from awb.errors import MemoryExceeded, ToolRuntimeError
+from awb.errors import ExecutionError, MemoryExceeded, ToolRuntimeError
+from awb.sandbox.base import Limits
 from awb.sandbox.wasm import WasmRuntime
 from sandbox_support import LIMITS, SHORT, failure
 
@@ -142,3 +143,70 @@ async def test_twenty_hostile_calls_in_parallel_leave_normal_calls_working(
         )
     assert "succeeded" not in results[:20]
     assert results[20:] == [{"i": i} for i in range(10)]
+
+
+def slow_to_compile(functions: int = 400, depth: int = 400) -> str:
+    """A valid module of ~8 MB of WAT whose compilation takes hundreds of milliseconds."""
+    expr = "(local.get 0)"
+    for i in range(depth):
+        expr = f"(i32.add (i32.mul {expr} (i32.const {i + 3})) (local.get 0))"
+    body = "\n".join(f"(func $f{i} (param i32) (result i32) {expr})" for i in range(functions))
+    return wat.module(f'(func (export "run") (param i32 i32) (result i64) (i64.const 0))\n{body}')
+
+
+async def test_slow_compilation_times_out_off_the_event_loop(wasm: WasmRuntime, host_factory: Any) -> None:
+    from awb.sandbox.wasm import MAX_MODULE_CHARS
+
+    code = slow_to_compile()
+    assert len(code) <= MAX_MODULE_CHARS
+    gaps: list[float] = []
+    stop = asyncio.Event()
+
+    async def ticker() -> None:
+        loop = asyncio.get_running_loop()
+        last = loop.time()
+        while not stop.is_set():
+            await asyncio.sleep(0.005)
+            gaps.append(loop.time() - last)
+            last = loop.time()
+
+    limits = Limits(timeout_ms=20)
+    with anyio.fail_after(20):
+        task = asyncio.ensure_future(ticker())
+        error = await failure(wasm, code, {}, host_factory(), limits)
+        stop.set()
+        await task
+    assert error.code == "timeout" and "compile" in error.message
+    assert max(gaps) < 0.25, max(gaps)
+    with anyio.fail_after(1):  # remembered: refused at once, not compiled again
+        again = await failure(wasm, code, {}, host_factory(), limits)
+    assert again.code == "timeout" and "before" in again.message
+    assert (await wasm.execute(wat.constant(1), {}, LIMITS, host_factory())).value == 1
+
+
+async def test_module_over_the_size_cap_is_refused_before_parsing(wasm: WasmRuntime, host_factory: Any) -> None:
+    from awb.sandbox.wasm import MAX_MODULE_CHARS
+
+    code = wat.module(f'(func (export "run") (param i32 i32) (result i64) (i64.const 0)) ;; {"x" * MAX_MODULE_CHARS}')
+    with anyio.fail_after(5):
+        error = await failure(wasm, code, {}, host_factory())
+    assert error.code == "runtime_error" and "cap" in error.message
+    with pytest.raises(ToolRuntimeError, match="cap"):
+        await wasm.check(code, LIMITS)
+
+
+async def test_a_module_still_running_when_the_runtime_closes_is_stopped_at_its_deadline(
+    host_factory: Any,
+) -> None:
+    runtime = WasmRuntime()
+    await runtime.start()
+    with anyio.fail_after(10):
+        call = asyncio.ensure_future(runtime.execute(wat.LOOP, {}, Limits(timeout_ms=300), host_factory()))
+        while runtime._active == 0:
+            await asyncio.sleep(0.01)
+        await runtime.close()
+        with pytest.raises(ExecutionError) as info:
+            await call
+        assert info.value.code == "timeout"
+        while runtime._active:  # the module's thread ends: the epoch clock kept ticking for it
+            await asyncio.sleep(0.01)

@@ -35,7 +35,7 @@ from awb.agents.result import (
     Usage,
 )
 from awb.agents.scope import RunScope, StopRun
-from awb.agents.telemetry import model_attributes, set_attributes, span
+from awb.agents.telemetry import chat_attributes, model_attributes, set_attributes, span
 from awb.agents.toolbox import Handler, Toolbox, ToolOutcome, ToolSpec
 from awb.errors import AwbError, InvalidParams
 
@@ -112,10 +112,16 @@ class _Run:
                 return await self._turn(step, retries)
             except _Retry:
                 retries -= 1
+                await self._tell_rejected(step)
             except ModelError as err:
                 return "model_error", None, err.to_dict()
             except _GiveUp as give_up:
+                await self._tell_rejected(step)
                 return give_up.ending
+
+    async def _tell_rejected(self, step: StepRecord) -> None:
+        rejected = step.rejected[-1]
+        await self._tell("rejected", code=rejected.code, message=rejected.message)
 
     async def _turn(self, step: StepRecord, retries: int) -> Ending | None:
         action = await self._ask(step, retries)
@@ -182,12 +188,8 @@ class _Run:
             code_mode=self.scope.code_runner is not None,
         )
         before = self.model.usage.model_copy()
-        attributes: dict[str, str | int | float | None] = {"gen_ai.operation.name": "chat"}
-        attributes.update(model_attributes(self.model))
-        attributes["gen_ai.request.temperature"] = self.settings.temperature
-        attributes["gen_ai.request.max_tokens"] = self.settings.max_tokens
-        name = attributes.get("gen_ai.request.model") or "model"
-        with span(f"chat {name}", attributes) as current:
+        attributes = chat_attributes(self.model, self.settings.temperature, self.settings.max_tokens)
+        with span(f"chat {attributes['gen_ai.request.model'] or 'model'}", attributes) as current:
             try:
                 return await self.model.call(prompt, self.tools.specs())
             except MalformedAction as err:
@@ -250,7 +252,7 @@ class _Run:
         spec = self.tools.resolve(action.tool, "tool")
         if spec is None:
             self._unknown(step, "tool", action.tool)
-            await self._tell("rejected", code="tool_not_found", tool=action.tool)
+            await self._tell_rejected(step)
             return None
         self.scope.tool_calls += 1
         outcome = await self._invoke(step, spec.name, action.arguments, lambda: self.tools.call(spec, action.arguments))

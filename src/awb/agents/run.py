@@ -105,25 +105,37 @@ async def run_agent_stream(
 ) -> AsyncIterator[RunEvent]:
     """`run_agent` as an async iterator of its events; the last one is the top-level `done`, whose
     `data["result"]` is the `RunResult` as JSON. Errors raised before the run starts propagate.
+    To stop early, iterate inside `contextlib.aclosing(...)`: closing the iterator cancels the run.
 
         async for event in run_agent_stream(Hello, "Ada", model=model, servers=servers):
             print(event.type, event.data)
     """
     send, receive = anyio.create_memory_object_stream[RunEvent](math.inf)
+    failure: list[Exception] = []
 
     async def produce() -> None:
         async with send:
-            await run_agent(
-                agent,
-                input,
-                model=model,
-                servers=servers,
-                base_url=base_url,
-                model_settings=model_settings,
-                on_event=send.send,
-            )
+            try:
+                await run_agent(
+                    agent,
+                    input,
+                    model=model,
+                    servers=servers,
+                    base_url=base_url,
+                    model_settings=model_settings,
+                    on_event=send.send,
+                )
+            except Exception as err:  # re-raised as itself below, not wrapped in an exception group
+                failure.append(err)
 
     async with anyio.create_task_group() as group, receive:
         group.start_soon(produce)
         async for event in receive:
-            yield event
+            try:
+                yield event
+            except GeneratorExit:
+                # The caller stopped listening (`aclose`): stop the run rather than finish it unseen.
+                group.cancel_scope.cancel()
+                break
+    if failure:
+        raise failure[0]

@@ -64,3 +64,12 @@ def model_attributes(model: object) -> dict[str, str | None]:
         "gen_ai.provider.name": provider if isinstance(provider, str) else None,
         "gen_ai.request.model": name if isinstance(name, str) else None,
     }
+
+
+def chat_attributes(model: object, temperature: float | None, max_tokens: int | None) -> dict[str, Any]:
+    return {
+        "gen_ai.operation.name": "chat",
+        **model_attributes(model),
+        "gen_ai.request.temperature": temperature,
+        "gen_ai.request.max_tokens": max_tokens,
+    }

@@ -201,7 +201,9 @@ async def _sandbox_checks(workbench: Workbench) -> list[dict[str, Any]]:
             checks.append({"check": f"sandbox:{name}", "ok": result.value == 42, "detail": f"probe ran; {active}"})
         except AwbError as error:
             checks.append({"check": f"sandbox:{name}", "ok": not required, "detail": f"probe failed: {error.message}"})
-    return checks
+    from awb.sandbox.report import protection_checks
+
+    return checks + protection_checks(workbench.runtimes)
 
 
 def _listing_checks(workbench: Workbench) -> list[dict[str, Any]]:

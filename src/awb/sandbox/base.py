@@ -92,7 +92,12 @@ def encode_output(value: Any, max_output_bytes: int) -> str:
         raise InvalidOutput(
             f"the tool returned a value that is not JSON-serialisable: {exc}", type=type(value).__name__
         ) from exc
-    size = len(text.encode("utf-8"))
+    except RecursionError:
+        raise InvalidOutput("the tool returned a value nested too deeply to serialise") from None
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidOutput("the tool returned text that is not valid Unicode (a lone surrogate)") from None
     if size > max_output_bytes:
         raise OutputExceeded(
             f"tool output is {size} bytes, over the {max_output_bytes}-byte cap",
@@ -100,3 +105,24 @@ def encode_output(value: Any, max_output_bytes: int) -> str:
             limit=max_output_bytes,
         )
     return text
+
+
+def clean_text(text: str) -> str:
+    """`text` as valid Unicode: a lone surrogate (which no UTF-8 wire can carry) becomes '?'."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+def checked_logs(logs: list[str], max_log_bytes: int) -> list[str]:
+    """A runtime's printed output as it may reach the wire: valid text, under the log cap (enforced
+    here on whatever a worker sent, not only inside the worker)."""
+    cleaned = [clean_text(str(line)) for line in logs]
+    size = sum(len(line.encode("utf-8")) for line in cleaned)
+    if size > max_log_bytes:
+        raise OutputExceeded(
+            f"printed output is {size} bytes, over the {max_log_bytes}-byte cap", size=size, limit=max_log_bytes
+        )
+    return cleaned

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.util
-import json
 import logging
 import subprocess
 import sys
@@ -18,24 +17,34 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from awb.errors import OutputExceeded, ToolRuntimeError, ToolTimeout, Unavailable
+from awb.errors import ExecutionError, OutputExceeded, ToolRuntimeError, ToolTimeout, Unavailable
 from awb.sandbox.base import Execution, ExecutionSlots, HostFunctions, Limits
 from awb.sandbox.cpython import lockdown
 from awb.sandbox.wire import (
     BadFrame,
     FrameTooLarge,
     encode_frame,
-    error_from_worker,
     frame_limit,
     host_call,
     read_frame,
+    result_from_worker,
 )
 
 log = logging.getLogger("awb.sandbox.javascript")
 
 WORKER_PATH = Path(__file__).with_name("javascript_worker.py")
 START_TIMEOUT_S = 15.0
-REQUIRED_LAYERS = ("rlimits", "no_new_privs", "seccomp", "landlock")
+REQUIRED_LAYERS = (
+    "rlimits",
+    "no_new_privs",
+    "seccomp",
+    "syscall_allowlist",
+    "landlock",
+    "unprivileged_uid",
+    "capabilities_dropped",
+    "network_namespace",
+    "ipc_namespace",
+)
 
 
 def quickjs_missing() -> str | None:
@@ -191,21 +200,18 @@ class JavaScriptRuntime:
                             "ok": False,
                             "error": {"code": "sandbox_violation", "message": "no host functions while checking"},
                         }
+                    elif message.get("fn") == "read_file":  # file I/O: off the event loop
+                        reply = await asyncio.to_thread(host_call, host, message)
                     else:
                         reply = host_call(host, message)
                     await worker.send(reply)
                     continue
                 if message.get("op") != "result":
                     raise ToolRuntimeError("the javascript worker sent an unexpected frame")
-                if not message.get("ok"):
-                    raise _WorkerReported(error_from_worker(message.get("error")))
                 try:
-                    value = json.loads(str(message.get("value", "null")))
-                except json.JSONDecodeError:
-                    raise ToolRuntimeError("the javascript worker sent a result that is not JSON") from None
-                raw_logs = message.get("logs")
-                logs = [str(line) for line in raw_logs] if isinstance(raw_logs, list) else []
-                return value, logs
+                    return result_from_worker(message, limits)
+                except ExecutionError as exc:  # a whole frame came back: the worker itself is fine
+                    raise _WorkerReported(exc) from None
         except TimeoutError:
             raise ToolTimeout(f"the tool ran past {limits.timeout_ms} ms", limit_ms=limits.timeout_ms) from None
         except FrameTooLarge as exc:

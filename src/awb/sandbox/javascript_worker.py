@@ -17,6 +17,7 @@ from typing import Any, BinaryIO
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpython"))
 
 import lockdown  # type: ignore[import-not-found,unused-ignore]
+import namespaces  # type: ignore[import-not-found,unused-ignore]
 import quickjs
 from worker import HEADER, MAX_JOB_BYTES, MAX_REPLY_BYTES  # type: ignore[import-not-found,unused-ignore]
 
@@ -38,7 +39,16 @@ globalThis.__awb_call = function (fn, args) {
 globalThis.log = (message) => { __awb_call("log", [String(message)]); };
 globalThis.readFile = globalThis.read_file = (path) => __awb_call("read_file", [String(path)]);
 globalThis.writeFile = globalThis.write_file = (path, data) => __awb_call("write_file", [String(path), String(data)]);
-globalThis.console = { log: (...parts) => __awb_print(parts.map(String).join(" ")) };
+// Text crosses into Python as JSON: JSON.stringify escapes a lone surrogate, which the binding
+// could not convert (and would leave the interpreter in an error state). A UTF-8 byte count is never
+// below the UTF-16 length, so text past the cap in UTF-16 units is over it without leaving QuickJS.
+let __awb_units = 0;
+globalThis.console = { log: (...parts) => {
+  const text = parts.map(String).join(" ");
+  __awb_units += text.length + 1;
+  if (__awb_units > __awb_log_cap) { __awb_print_over(); return; }
+  __awb_print(JSON.stringify(text));
+} };
 """
 
 CALL = r"""
@@ -59,7 +69,9 @@ CALL = r"""
 
 
 def send(out: BinaryIO, message: dict[str, Any]) -> None:
-    data = json.dumps(message, ensure_ascii=False).encode("utf-8")
+    # ASCII JSON: a lone surrogate from JavaScript travels as an escape the server checks, instead
+    # of failing to encode here and taking the worker down.
+    data = json.dumps(message).encode("ascii")
     out.write(HEADER.pack(len(data)) + data)
     out.flush()
 
@@ -96,8 +108,9 @@ def run_job(inp: BinaryIO, out: BinaryIO, job: dict[str, Any]) -> dict[str, Any]
         send(out, {"op": "host", "fn": fn, "args": json.loads(args_json)})
         return json.dumps(recv(inp, MAX_REPLY_BYTES))
 
-    def print_(text: str) -> None:
-        size = len(text.encode("utf-8", "replace")) + 1
+    def print_(encoded: str) -> None:
+        text = json.loads(encoded).encode("utf-8", "replace").decode("utf-8")
+        size = len(text.encode("utf-8")) + 1
         if printed_size[0] + size > max_log:
             printed_size[1] = True
             return
@@ -109,6 +122,8 @@ def run_job(inp: BinaryIO, out: BinaryIO, job: dict[str, Any]) -> dict[str, Any]
     context.set_max_stack_size(STACK_BYTES)
     context.add_callable("__awb_host", host)
     context.add_callable("__awb_print", print_)
+    context.add_callable("__awb_print_over", lambda: printed_size.__setitem__(1, True))
+    context.set("__awb_log_cap", max_log)
     try:
         context.eval(PRELUDE)
         context.set("__awb_params", json.dumps(job.get("params") or {}))
@@ -121,6 +136,8 @@ def run_job(inp: BinaryIO, out: BinaryIO, job: dict[str, Any]) -> dict[str, Any]
         return _classify(_first_line(exc), None, str(exc))
     except MemoryError:
         return _error("memory_exceeded", f"the tool went over its {limits.get('memory_mb')} MB memory limit")
+    except (SystemError, UnicodeError, ValueError) as exc:  # the binding could not convert a value
+        return _error("runtime_error", f"the tool produced a value that cannot leave QuickJS: {_first_line(exc)}")
     if printed_size[1]:
         return _error("output_exceeded", f"console output is over the {max_log}-byte cap")
     if not outcome.get("ok"):
@@ -151,7 +168,7 @@ def main() -> None:
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing else may write frames
     available = lockdown.probe()
-    available["network_namespace"] = lockdown.enter_network_namespace()
+    available.update(namespaces.unshare(network=True, ipc=True, mounts=False))
     with open("/proc/self/statm", encoding="ascii") as handle:
         base_vsz = int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
     run_job(inp, out, {"mode": "check", "code": "function run(p) { return p; }", "params": {}})  # warm-up

@@ -15,6 +15,9 @@ imports (module "awb", all optional)
   read_file(ptr: i32, len: i32) -> i64             path in, file text out (packed ptr/len, via alloc)
   write_file(path_ptr, path_len, data_ptr, data_len: i32) -> i64
                                                    stages a write; returns the staging receipt as JSON
+Compiling happens off the event loop, on two dedicated threads, within the call's time limit, and a
+module's source is capped at MAX_MODULE_CHARS; a module that failed to compile in time is remembered
+and refused at once afterwards.
 A refused host call (e.g. a read outside the granted directories) traps the module; the call ends in
 that host error (`sandbox_violation`, ...). A module whose declared minimum is over the limit does not
 start (`memory_exceeded`). Growing memory past the limit makes `memory.grow` return -1, as the
@@ -37,6 +40,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +57,11 @@ from awb.sandbox.base import Execution, ExecutionSlots, HostFunctions, Limits, e
 
 TICK_S = 0.005
 MODULE_CACHE_SIZE = 64
+#: Largest module source accepted (WAT text or base64), before anything is parsed.
+MAX_MODULE_CHARS = 8 * 1024 * 1024
+COMPILE_THREADS = 2
+#: Modules whose compilation ran past the time limit, refused without compiling again.
+SLOW_MODULES_REMEMBERED = 256
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 PAGE_BYTES = 64 * 1024
 #: Table entries cost host memory that the store's memory limit does not count; modules use a few thousand.
@@ -91,6 +100,8 @@ class WasmRuntime:
         self._ticker: threading.Thread | None = None
         self._clock = threading.Condition()
         self._active = 0
+        self._compiler: ThreadPoolExecutor | None = None
+        self._too_slow: OrderedDict[str, None] = OrderedDict()
 
     async def start(self) -> None:
         if self._engine is not None:
@@ -106,18 +117,24 @@ class WasmRuntime:
         self._engine = wasmtime.Engine(config)
         self._linker = _make_linker(self._engine)
         self._stop.clear()
+        self._compiler = ThreadPoolExecutor(COMPILE_THREADS, thread_name_prefix="awb-wasm-compile")
         self._ticker = threading.Thread(target=self._tick, name="awb-wasm-epoch", daemon=True)
         self._ticker.start()
 
     def _tick(self) -> None:
         # The clock only runs while a module does: an idle ticker would still take the GIL 200 times
         # a second from the thread serving every other request (measured: +0.3 ms per MCP request).
+        # It keeps ticking after close() while a module still runs (a call abandoned at its wall-clock
+        # limit): without ticks that module would never reach its epoch deadline, and its thread would
+        # never end.
         engine = self._engine
-        while not self._stop.is_set():
+        while True:
             with self._clock:
                 self._clock.wait_for(lambda: self._active > 0 or self._stop.is_set())
-            if not self._stop.wait(TICK_S):
-                engine.increment_epoch()
+                if self._active == 0:
+                    return
+            time.sleep(TICK_S)
+            engine.increment_epoch()
 
     @contextlib.contextmanager
     def _ticking(self) -> Iterator[None]:
@@ -137,6 +154,9 @@ class WasmRuntime:
         if self._ticker is not None:
             await asyncio.to_thread(self._ticker.join, 2)
             self._ticker = None
+        if self._compiler is not None:
+            self._compiler.shutdown(wait=False, cancel_futures=True)
+            self._compiler = None
         self._engine = None
         self._linker = None
         self._modules.clear()
@@ -158,7 +178,7 @@ class WasmRuntime:
     ) -> tuple[Any, list[str]]:
         with self._slots.take():
             await self.start()
-            module = self._module(code)
+            module = await self._module(code, limits)
             call = _Call(host)
             token = _current.set(call)
             try:
@@ -172,15 +192,46 @@ class WasmRuntime:
             finally:
                 _current.reset(token)
 
-    def _module(self, code: str) -> Any:
-        import wasmtime
-
-        key = hashlib.sha256(code.encode("utf-8")).hexdigest()
+    async def _module(self, code: str, limits: Limits) -> Any:
+        """The compiled module, from the cache or compiled off the loop within the call's time limit."""
+        if len(code) > MAX_MODULE_CHARS:
+            raise ToolRuntimeError(
+                f"the module is {len(code)} characters, over the {MAX_MODULE_CHARS}-character cap",
+                size=len(code),
+                limit=MAX_MODULE_CHARS,
+            )
+        key = hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()
         with self._lock:
             module = self._modules.get(key)
             if module is not None:
                 self._modules.move_to_end(key)
                 return module
+            slow = key in self._too_slow
+        if slow:
+            raise ToolTimeout("the module took too long to compile before; refused", limit_ms=limits.timeout_ms)
+        assert self._compiler is not None
+        future = asyncio.get_running_loop().run_in_executor(self._compiler, self._compile, code)
+        try:
+            module = await asyncio.wait_for(future, limits.timeout_ms / 1000)
+        except TimeoutError:
+            # The compiling thread cannot be interrupted; it finishes in the background and its
+            # module is dropped. Remember the module so that retries do not queue behind it.
+            with self._lock:
+                self._too_slow[key] = None
+                while len(self._too_slow) > SLOW_MODULES_REMEMBERED:
+                    self._too_slow.popitem(last=False)
+            raise ToolTimeout(
+                f"the module did not compile within {limits.timeout_ms} ms", limit_ms=limits.timeout_ms
+            ) from None
+        with self._lock:
+            self._modules[key] = module
+            while len(self._modules) > MODULE_CACHE_SIZE:
+                self._modules.popitem(last=False)
+        return module
+
+    def _compile(self, code: str) -> Any:
+        import wasmtime
+
         text = code.strip()
         source: str | bytes
         if text.startswith("("):
@@ -191,14 +242,11 @@ class WasmRuntime:
             except (binascii.Error, ValueError):
                 raise ToolRuntimeError("wasm code must be WAT text or base64 of a WebAssembly binary") from None
         try:
-            module = wasmtime.Module(self._engine, source)
+            return wasmtime.Module(self._engine, source)
         except wasmtime.WasmtimeError as exc:
             raise ToolRuntimeError(f"the module does not compile: {_first_line(exc)}") from None
-        with self._lock:
-            self._modules[key] = module
-            while len(self._modules) > MODULE_CACHE_SIZE:
-                self._modules.popitem(last=False)
-        return module
+        except UnicodeEncodeError:
+            raise ToolRuntimeError("the module's text is not valid Unicode (a lone surrogate)") from None
 
     def _run_ticking(
         self, module: Any, params: dict[str, Any], limits: Limits, call: _Call, check: bool

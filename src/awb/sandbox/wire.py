@@ -18,7 +18,7 @@ from awb.errors import (
     ToolRuntimeError,
     ToolTimeout,
 )
-from awb.sandbox.base import HostFunctions
+from awb.sandbox.base import HostFunctions, Limits, checked_logs, clean_text, encode_output
 
 HEADER = struct.Struct(">I")
 #: Frame budget on top of the output and log caps: JSON quoting of the value text and envelope.
@@ -72,9 +72,11 @@ def host_call(host: HostFunctions, message: dict[str, Any]) -> dict[str, Any]:
         return _refusal(SandboxViolation(f"unknown host function call {fn!r}", fn=str(fn)))
     if not all(isinstance(a, str) for a in args):
         return _refusal(SandboxViolation(f"{fn} takes string arguments", fn=fn))
+    if fn != "log" and any(clean_text(a) is not a for a in args):
+        return _refusal(ToolRuntimeError(f"{fn} got text that is not valid Unicode (a lone surrogate)", fn=fn))
     try:
         if fn == "log":
-            host.log(args[0])
+            host.log(clean_text(args[0]))
             value: Any = None
         elif fn == "read_file":
             value = host.read_file(args[0])
@@ -104,14 +106,42 @@ def error_from_worker(error: Any) -> ExecutionError:
     if not isinstance(error, dict):
         return ToolRuntimeError("the sandbox worker sent a malformed error")
     cls = _ERRORS.get(str(error.get("code")), ToolRuntimeError)
-    message = str(error.get("message", "the tool failed"))[:_MAX_DETAIL_CHARS]
+    message = clean_text(str(error.get("message", "the tool failed"))[:_MAX_DETAIL_CHARS])
     raw_details = error.get("details")
     raw: dict[str, Any] = raw_details if isinstance(raw_details, dict) else {}
     details: dict[str, Any] = {}
     if isinstance(raw.get("traceback"), list):
-        details["traceback"] = [str(line)[:500] for line in raw["traceback"][-30:]]
+        details["traceback"] = [clean_text(str(line)[:500]) for line in raw["traceback"][-30:]]
     if isinstance(raw.get("exception"), str):
-        details["exception"] = raw["exception"][:200]
+        details["exception"] = clean_text(raw["exception"][:200])
     if isinstance(raw.get("size"), int):
         details["size"] = raw["size"]
     return cls(message, **details)
+
+
+def result_from_worker(message: dict[str, Any], limits: Limits) -> tuple[Any, list[str]]:
+    """A worker's result frame, checked here whatever the worker claims: the output and log caps,
+    JSON, and valid Unicode. Tool code can write frames of its own; this is where they stop mattering."""
+    if not message.get("ok"):
+        raise error_from_worker(message.get("error"))
+    text = message.get("value", "null")
+    if not isinstance(text, str):
+        raise ToolRuntimeError("the worker sent a malformed result")
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > limits.max_output_bytes:
+        raise OutputExceeded(
+            f"tool output is {size} bytes, over the {limits.max_output_bytes}-byte cap",
+            size=size,
+            limit=limits.max_output_bytes,
+        )
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        raise ToolRuntimeError("the worker sent a result that is not JSON") from None
+    except RecursionError:
+        raise InvalidOutput("the tool returned a value nested too deeply to read") from None
+    encode_output(value, limits.max_output_bytes)
+    raw_logs = message.get("logs")
+    if raw_logs is not None and not isinstance(raw_logs, list):
+        raise ToolRuntimeError("the worker sent malformed logs")
+    return value, checked_logs([str(line) for line in raw_logs or []], limits.max_log_bytes)

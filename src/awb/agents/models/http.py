@@ -114,7 +114,7 @@ class ProviderClient:
                 try:
                     with anyio.fail_after(timeout):
                         response = await client.post(url, json=payload, headers=self._headers)
-                except TimeoutError:
+                except (TimeoutError, httpx.TimeoutException):
                     failure = f"the provider did not answer within {timeout:g} s"
                     self.usage.failed_requests += 1
                     continue

@@ -5,8 +5,10 @@ call is the action (any further calls are reported to the model as not run); wit
 asks for one JSON action in the reply text (for servers without tool calling).
 
 Servers differ in what they accept: when one rejects an optional field (`tool_choice`,
-`parallel_tool_calls`) with a 400, the request is sent again without it and the server is
-remembered (per base URL and model, for the life of the process), so later turns do not ask again.
+`parallel_tool_calls`, or a `temperature` the model does not take) with a 400, the request is sent
+again without it, and `max_tokens` is sent again as `max_completion_tokens` (newer OpenAI models
+want that). The server is remembered (per base URL and model, for the life of the process), so
+later turns do not ask again.
 """
 
 from __future__ import annotations
@@ -26,8 +28,21 @@ from awb.agents.toolbox import ToolSpec
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _NATIVE_HINT = "Act by calling exactly one function; call `done` with the final output when finished."
 #: Fields a server may refuse without the request being wrong; dropped on a 400 that names them.
-OPTIONAL_FIELDS = ("tool_choice", "parallel_tool_calls")
+OPTIONAL_FIELDS = ("tool_choice", "parallel_tool_calls", "temperature")
+#: Dropped on a 400 that names no field: the ones servers without tool support refuse.
+_LIKELY_REFUSED = ("tool_choice", "parallel_tool_calls")
+#: Renamed on a 400 that names them.
+RENAMED_FIELDS = {"max_tokens": "max_completion_tokens"}
 _REJECTION_STATUSES = frozenset({400, 422})
+
+
+def _without(payload: dict[str, Any], refused: list[str]) -> dict[str, Any]:
+    """`payload` without the refused fields; renamed ones come back under their new name."""
+    kept = {key: value for key, value in payload.items() if key not in refused}
+    for name in refused:
+        if name in RENAMED_FIELDS:
+            kept[RENAMED_FIELDS[name]] = payload[name]
+    return kept
 
 
 class OpenAIModel:
@@ -93,21 +108,32 @@ class OpenAIModel:
         else:
             body = f"{prompt.body}\n\n{json_action_instructions(prompt, tools)}"
         payload["messages"] = [{"role": "system", "content": prompt.system}, {"role": "user", "content": body}]
-        for name in self.refused_fields.get(self._server, ()):
-            payload.pop(name, None)
+        refused = sorted(self.refused_fields.get(self._server, ()))
+        payload = _without(payload, [name for name in refused if name in payload])
         return payload
 
+    def _refused(self, err: ModelError, payload: dict[str, Any]) -> list[str]:
+        """The fields of `payload` a rejection is about; none when it is not about a field."""
+        if err.details.get("status") not in _REJECTION_STATUSES:
+            return []
+        named = [name for name in (*OPTIONAL_FIELDS, *RENAMED_FIELDS) if name in payload and name in err.message]
+        return named or [name for name in _LIKELY_REFUSED if name in payload]
+
     async def _post(self, payload: dict[str, Any], settings: ModelSettings) -> dict[str, Any]:
-        try:
-            return await self.http.post("/chat/completions", payload, settings)
-        except ModelError as err:
-            sent = [name for name in OPTIONAL_FIELDS if name in payload]
-            if err.details.get("status") not in _REJECTION_STATUSES or not sent:
-                raise
-            named = [name for name in sent if name in err.message] or sent
-            retry = {key: value for key, value in payload.items() if key not in named}
-            reply = await self.http.post("/chat/completions", retry, settings)
-            self.refused_fields.setdefault(self._server, set()).update(named)
+        # Each pass learns at least one new field from a finite set, so this ends.
+        learned: set[str] = set()
+        while True:
+            try:
+                reply = await self.http.post("/chat/completions", payload, settings)
+            except ModelError as err:
+                refused = [name for name in self._refused(err, payload) if name not in learned]
+                if not refused:
+                    raise
+                learned.update(refused)
+                payload = _without(payload, refused)
+                continue
+            if learned:
+                self.refused_fields.setdefault(self._server, set()).update(learned)
             return reply
 
     async def call(self, prompt: Prompt, tools: Sequence[ToolSpec]) -> Action:

@@ -15,47 +15,30 @@ import struct
 import sys
 from collections.abc import Iterable
 
+try:  # imported as part of the awb package (server side) or by path (inside the zygote)
+    from . import namespaces, syscalls
+except ImportError:
+    import namespaces  # type: ignore[no-redef,import-not-found,unused-ignore]
+    import syscalls  # type: ignore[no-redef,import-not-found,unused-ignore]
+
 _IS_X86_64_LINUX = sys.platform == "linux" and platform.machine() in ("x86_64", "AMD64")
 _libc = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
 if _libc is not None:
     _libc.syscall.restype = ctypes.c_long
     _libc.prctl.restype = ctypes.c_int
+    _libc.prctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong)
 
-# --- syscall numbers (x86_64) ---------------------------------------------------------------------
-SYS = {
-    "socket": 41, "connect": 42, "accept": 43, "bind": 49, "listen": 50, "socketpair": 53, "accept4": 288,
-    "clone": 56, "fork": 57, "vfork": 58, "execve": 59, "execveat": 322, "clone3": 435,
-    "kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297,
-    "pidfd_send_signal": 424, "pidfd_open": 434, "pidfd_getfd": 438,
-    "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "kcmp": 312,
-    "unshare": 272, "setns": 308, "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161,
-    "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
-    "mount_setattr": 442,
-    "bpf": 321, "perf_event_open": 298, "keyctl": 250, "add_key": 248, "request_key": 249,
-    "userfaultfd": 323, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-    "kexec_load": 246, "kexec_file_load": 320, "init_module": 175, "finit_module": 313, "delete_module": 176,
-    "reboot": 169, "swapon": 167, "swapoff": 168, "acct": 163, "settimeofday": 164, "clock_settime": 227,
-    "name_to_handle_at": 303, "open_by_handle_at": 304, "quotactl": 179, "syslog": 103,
-}  # fmt: skip
-#: Calls that end the worker at once (SIGSYS): a tool has no business making them.
-DENIED = sorted(name for name in SYS if name not in ("clone", "clone3"))
 _SYS_LANDLOCK_CREATE_RULESET, _SYS_LANDLOCK_ADD_RULE, _SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
 _SYS_CAPSET = 126
 
 _PR_SET_PDEATHSIG = 1
+_PR_GET_PDEATHSIG = 2
 _PR_SET_SECCOMP = 22
 _PR_CAPBSET_DROP = 24
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_CAP_AMBIENT = 47
 _PR_CAP_AMBIENT_CLEAR_ALL = 4
 _SECCOMP_MODE_FILTER = 2
-_CLONE_THREAD = 0x00010000
-_CLONE_NEWNET = 0x40000000
-_CLONE_NEWUSER = 0x10000000
-_AUDIT_ARCH_X86_64 = 0xC000003E
-_SECCOMP_RET_KILL_PROCESS = 0x80000000
-_SECCOMP_RET_ERRNO = 0x00050000
-_SECCOMP_RET_ALLOW = 0x7FFF0000
 
 # --- Landlock ---------------------------------------------------------------------------------------
 _LL_EXECUTE, _LL_WRITE_FILE, _LL_READ_FILE, _LL_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
@@ -78,7 +61,21 @@ SYSTEM_READ_PATHS = (
     "/etc/localtime",
     "/dev/urandom",
 )
-LAYERS = ("rlimits", "no_new_privs", "landlock", "capabilities_dropped", "seccomp", "network_namespace")
+#: Every layer, in the order `lock_down` reports them. The namespaces are entered once by the zygote
+#: (or the JavaScript worker) and inherited; the rest is applied by each worker to itself.
+LAYERS = (
+    "rlimits",
+    "no_new_privs",
+    "landlock",
+    "capabilities_dropped",
+    "unprivileged_uid",
+    "seccomp",
+    "syscall_allowlist",
+    "network_namespace",
+    "ipc_namespace",
+    "mount_namespace",
+)
+NAMESPACE_LAYERS = ("network_namespace", "ipc_namespace", "mount_namespace")
 
 
 def _syscall(number: int, *args: object) -> int:
@@ -92,15 +89,22 @@ def _syscall(number: int, *args: object) -> int:
 
 def _prctl(option: int, arg2: int = 0, arg3: int = 0, arg4: int = 0, arg5: int = 0) -> int:
     assert _libc is not None
-    result = int(
-        _libc.prctl(
-            ctypes.c_int(option), ctypes.c_ulong(arg2), ctypes.c_ulong(arg3), ctypes.c_ulong(arg4), ctypes.c_ulong(arg5)
-        )
-    )
+    result = int(_libc.prctl(option, arg2, arg3, arg4, arg5))
     if result < 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
     return result
+
+
+def _cap_last() -> int:
+    try:
+        with open("/proc/sys/kernel/cap_last_cap", encoding="ascii") as handle:
+            return int(handle.read())
+    except (OSError, ValueError):
+        return 63
+
+
+_CAP_LAST = _cap_last()
 
 
 # --- probes -----------------------------------------------------------------------------------------
@@ -129,40 +133,21 @@ def seccomp_available() -> bool:
 
 
 def probe() -> dict[str, bool]:
-    """Which layers this machine can provide (the network namespace is probed by `enter_network_namespace`)."""
+    """Which layers this machine can provide (the namespaces are probed by entering them)."""
     linux = _IS_X86_64_LINUX
+    seccomp = seccomp_available()
     return {
         "rlimits": linux,
         "no_new_privs": linux,
         "landlock": landlock_abi() >= 1,
         "capabilities_dropped": linux,
-        "seccomp": seccomp_available(),
+        "unprivileged_uid": linux,
+        "seccomp": seccomp,
+        "syscall_allowlist": seccomp,
     }
 
 
 # --- layers ---------------------------------------------------------------------------------------
-
-
-def enter_network_namespace() -> bool:
-    """Move the calling (single-threaded) process into a fresh, empty network namespace."""
-    if not _IS_X86_64_LINUX:
-        return False
-    assert _libc is not None
-    if os.geteuid() == 0:
-        return bool(_libc.unshare(ctypes.c_int(_CLONE_NEWNET)) == 0)
-    uid, gid = os.geteuid(), os.getegid()
-    if _libc.unshare(ctypes.c_int(_CLONE_NEWUSER | _CLONE_NEWNET)) != 0:
-        return False
-    try:
-        with open("/proc/self/setgroups", "w", encoding="ascii") as handle:
-            handle.write("deny")
-        with open("/proc/self/uid_map", "w", encoding="ascii") as handle:
-            handle.write(f"{uid} {uid} 1")
-        with open("/proc/self/gid_map", "w", encoding="ascii") as handle:
-            handle.write(f"{gid} {gid} 1")
-    except OSError:
-        return False
-    return True
 
 
 def die_with_parent() -> None:
@@ -233,9 +218,9 @@ def _add_path_rule(ruleset: int, path: str, rights: int) -> None:
         os.close(fd)
 
 
-def drop_capabilities() -> None:
-    """Empty the bounding, ambient, effective, permitted and inheritable capability sets."""
-    for cap in range(64):
+def drop_bounding_capabilities() -> None:
+    """Empty the bounding set (needs CAP_SETPCAP, so before leaving root) and the ambient set."""
+    for cap in range(_CAP_LAST + 1):
         try:
             _prctl(_PR_CAPBSET_DROP, cap)
         except OSError as exc:
@@ -245,51 +230,51 @@ def drop_capabilities() -> None:
                 raise
             break
     _prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL)
+
+
+def clear_capability_sets() -> None:
+    """Empty the effective, permitted and inheritable sets (already empty after leaving root)."""
     header = ctypes.create_string_buffer(struct.pack("=Ii", 0x20080522, 0), 8)
     data = ctypes.create_string_buffer(bytes(24), 24)
     _syscall(_SYS_CAPSET, header, data)
 
 
-def seccomp_program() -> bytes:
-    """Classic BPF: other architectures and x32 die; denied calls kill the process; clone is
-    allowed only for threads; clone3 answers ENOSYS so the C library falls back to clone."""
-    ld, jeq, jset, jge, ret = 0x20, 0x15, 0x45, 0x35, 0x06
+def drop_to_unprivileged_uid(uid: int = namespaces.WORKER_UID, gid: int = namespaces.WORKER_GID) -> bool:
+    """As root: leave host root for good (no groups, real = effective = saved ids). Changing ids
+    clears the parent-death signal, so it is armed again. When not root there is nothing to leave:
+    the process already runs as the server's non-root user (in a user namespace, mapped only to it)."""
+    if os.geteuid() != 0:
+        return True
+    deathsig = ctypes.c_int(0)
+    _prctl(_PR_GET_PDEATHSIG, ctypes.addressof(deathsig))
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    if deathsig.value:
+        _prctl(_PR_SET_PDEATHSIG, deathsig.value)
+    return os.getresuid() == (uid, uid, uid) and os.getgroups() == []
 
-    def ins(code: int, jt: int, jf: int, k: int) -> bytes:
-        return struct.pack("=HBBI", code, jt, jf, k)
 
-    prog = [
-        ins(ld, 0, 0, 4),
-        ins(jeq, 1, 0, _AUDIT_ARCH_X86_64),
-        ins(ret, 0, 0, _SECCOMP_RET_KILL_PROCESS),
-        ins(ld, 0, 0, 0),
-        ins(jge, 0, 1, 0x40000000),
-        ins(ret, 0, 0, _SECCOMP_RET_KILL_PROCESS),
-    ]
-    for name in DENIED:
-        prog += [ins(jeq, 0, 1, SYS[name]), ins(ret, 0, 0, _SECCOMP_RET_KILL_PROCESS)]
-    prog += [
-        ins(jeq, 0, 1, SYS["clone3"]),
-        ins(ret, 0, 0, _SECCOMP_RET_ERRNO | errno.ENOSYS),
-        ins(jeq, 0, 3, SYS["clone"]),
-        ins(ld, 0, 0, 16),
-        ins(jset, 1, 0, _CLONE_THREAD),
-        ins(ret, 0, 0, _SECCOMP_RET_KILL_PROCESS),
-        ins(ret, 0, 0, _SECCOMP_RET_ALLOW),
-    ]
-    return b"".join(prog)
+class _SockFprog(ctypes.Structure):
+    _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
+
+
+_FILTER: tuple[ctypes.Array[ctypes.c_char], _SockFprog] | None = None
+
+
+def prepare() -> None:
+    """Build the seccomp program once, before forking: workers only attach it."""
+    global _FILTER
+    if _FILTER is None:
+        program = syscalls.program()
+        buffer = ctypes.create_string_buffer(program, len(program))
+        _FILTER = (buffer, _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p)))
 
 
 def install_seccomp() -> None:
-    program = seccomp_program()
-    count = len(program) // 8
-    filters = ctypes.create_string_buffer(program, len(program))
-
-    class SockFprog(ctypes.Structure):
-        _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
-
-    fprog = SockFprog(count, ctypes.cast(filters, ctypes.c_void_p))
-    _prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog))
+    prepare()
+    assert _FILTER is not None
+    _prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(_FILTER[1]))
 
 
 def lock_down(
@@ -303,20 +288,23 @@ def lock_down(
     """Apply every available layer to the calling process, in the order the kernel needs, and say
     which ones took. A layer the machine offers but that fails to apply raises."""
     applied = dict.fromkeys(LAYERS, False)
-    applied["network_namespace"] = available.get("network_namespace", False)
+    for layer in NAMESPACE_LAYERS:
+        applied[layer] = bool(available.get(layer, False))
     if not _IS_X86_64_LINUX:
         return applied
     set_rlimits(nofile=nofile, fsize_bytes=fsize_bytes, address_space_bytes=None, cpu_seconds=None)
     applied["rlimits"] = True
+    drop_bounding_capabilities()
+    applied["unprivileged_uid"] = drop_to_unprivileged_uid()
     set_no_new_privs()
     applied["no_new_privs"] = True
     abi = landlock_abi()
     if available.get("landlock") and abi:
         landlock_restrict(read_paths, write_paths, abi=abi)
         applied["landlock"] = True
-    drop_capabilities()
+    clear_capability_sets()
     applied["capabilities_dropped"] = True
     if available.get("seccomp"):
         install_seccomp()
-        applied["seccomp"] = True
+        applied["seccomp"] = applied["syscall_allowlist"] = True
     return applied

@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -36,10 +37,10 @@ from awb.sandbox.wire import (
     BadFrame,
     FrameTooLarge,
     encode_frame,
-    error_from_worker,
     frame_limit,
     host_call,
     read_frame,
+    result_from_worker,
 )
 
 log = logging.getLogger("awb.sandbox.cpython")
@@ -60,7 +61,10 @@ class _Worker:
     pidfd: int
     sock: socket.socket
     scratch: str
-    exited: asyncio.Future[int]
+    #: (raw wait status, whether the kernel's OOM killer ended it in its memory cgroup)
+    exited: asyncio.Future[tuple[int, bool]]
+    #: The worker's memory cgroup file the call's limit goes to ("" without cgroups).
+    limit_path: str = ""
     killed: bool = False
     reader: asyncio.StreamReader | None = None
     writer: asyncio.StreamWriter | None = None
@@ -91,7 +95,7 @@ class _Zygote:
     available: dict[str, bool] = field(default_factory=dict)
     landlock_abi: int = 0
     spawns: dict[int, asyncio.Future[_Worker]] = field(default_factory=dict)
-    exits: dict[int, asyncio.Future[int]] = field(default_factory=dict)
+    exits: dict[int, asyncio.Future[tuple[int, bool]]] = field(default_factory=dict)
     ready: asyncio.Future[dict[str, Any]] | None = None
     next_id: int = 0
     dead: bool = False
@@ -128,6 +132,8 @@ class _Zygote:
             sock = socket.socket(fileno=worker_fd)
             sock.setblocking(False)
             worker = _Worker(pid=pid, pidfd=pidfd, sock=sock, scratch=str(message["scratch"]), exited=exited)
+            if message.get("cgroup") and message.get("limit_file"):
+                worker.limit_path = os.path.join(str(message["cgroup"]), str(message["limit_file"]))
             future = self.spawns.pop(int(message["id"]), None)
             if future is None or future.done():
                 worker.close()
@@ -136,7 +142,7 @@ class _Zygote:
         elif op == "exited":
             exit_future = self.exits.pop(int(message["pid"]), None)
             if exit_future is not None and not exit_future.done():
-                exit_future.set_result(int(message["status"]))
+                exit_future.set_result((int(message["status"]), bool(message.get("oom_killed"))))
         elif op == "error":
             pending = self.spawns.pop(int(message.get("id") or 0), None)
             if pending is not None and not pending.done():
@@ -203,6 +209,8 @@ class CPythonRuntime:
         self._slots = ExecutionSlots(max_concurrent, "cpython")
         self._start_lock: asyncio.Lock | None = None
         self._refusal: str | None = None
+        #: The layers the last worker reported applying to itself (authoritative over the probe).
+        self._worker_layers: dict[str, bool] = {}
 
     # --- life cycle -------------------------------------------------------------------------------
 
@@ -265,6 +273,12 @@ class CPythonRuntime:
                 process.stderr.close()
         zygote.available = {k: bool(v) for k, v in dict(ready.get("available") or {}).items()}
         zygote.landlock_abi = int(ready.get("landlock_abi") or 0)
+        mountpoint = str(ready.get("mountpoint") or "")
+        if mountpoint.startswith(tempfile.gettempdir() + "/awb-root-"):
+            # The zygote has pivoted onto the tmpfs mounted there: the host's empty directory is no
+            # longer anyone's mount point and goes now, whatever happens to the zygote later.
+            with contextlib.suppress(OSError):
+                os.rmdir(mountpoint)
         log.info("cpython zygote %s up; protections %s", ready.get("pid"), zygote.available)
         return zygote
 
@@ -285,7 +299,11 @@ class CPythonRuntime:
             layers = dict(self._zygote.available)
         else:
             layers = lockdown.probe()
-            layers["network_namespace"] = os.geteuid() == 0 or _user_namespaces_allowed()
+            namespaces_possible = os.geteuid() == 0 or _user_namespaces_allowed()
+            layers.update(dict.fromkeys(lockdown.NAMESPACE_LAYERS, namespaces_possible))
+            if not self._network_namespace:
+                layers["network_namespace"] = False
+        layers.update(self._worker_layers)
         layers["worker_process"] = True
         layers["single_use_workers"] = True
         return layers
@@ -334,6 +352,7 @@ class CPythonRuntime:
             worker.close()
             raise Unavailable(f"a cpython worker came up without {', '.join(missing)}; refusing to run code")
         worker.ready = ready
+        self._worker_layers = {layer: bool(layers.get(layer)) for layer in REQUIRED_LAYERS}
         return worker
 
     async def _checkout(self) -> _Worker:
@@ -401,10 +420,13 @@ class CPythonRuntime:
                 },
                 "read_dirs": read_dirs,
             }
+            _set_cgroup_limit(worker, limits)
             writer.write(encode_frame(job))
             await writer.drain()
             base_rss = int(worker.ready.get("base_rss") or 0)
-            watchdog = loop.create_task(_watch_rss(worker, base_rss + limits.memory_mb * 1024 * 1024, memory_hit))
+            watchdog = loop.create_task(
+                _watch_rss(worker, base_rss + limits.memory_mb * 1024 * 1024, memory_hit, self._scratch_view(worker))
+            )
             while True:
                 message = await self._next_frame(worker, reader, limits, deadline, memory_hit)
                 op = message.get("op")
@@ -414,12 +436,14 @@ class CPythonRuntime:
                             "ok": False,
                             "error": {"code": "sandbox_violation", "message": "no host functions while checking"},
                         }
+                    elif message.get("fn") == "read_file":  # file I/O: off the event loop
+                        reply = await asyncio.to_thread(host_call, host, message)
                     else:
                         reply = host_call(host, message)
                     writer.write(encode_frame(reply))
                     await writer.drain()
                 elif op == "result":
-                    return _result(message)
+                    return result_from_worker(message, limits)
                 else:
                     raise SandboxViolation(f"the worker sent an unexpected {op!r} frame")
         except (ConnectionError, BrokenPipeError):
@@ -428,6 +452,14 @@ class CPythonRuntime:
             if watchdog is not None:
                 watchdog.cancel()
             worker.kill()
+
+    def _scratch_view(self, worker: _Worker) -> str | None:
+        """The worker's scratch tmpfs as the server sees it (through the zygote's root), or None when
+        scratch is a plain directory on the host's disk."""
+        zygote = self._zygote
+        if zygote is None or not zygote.available.get("mount_namespace"):
+            return None
+        return f"/proc/{zygote.process.pid}/root{worker.scratch}"
 
     async def _next_frame(
         self,
@@ -463,15 +495,20 @@ class CPythonRuntime:
                 f"the tool went over its {limits.memory_mb} MB memory limit", limit_mb=limits.memory_mb
             )
         try:
-            status = await asyncio.wait_for(asyncio.shield(worker.exited), EXIT_STATUS_WAIT_S)
+            status, oom_killed = await asyncio.wait_for(asyncio.shield(worker.exited), EXIT_STATUS_WAIT_S)
         except TimeoutError:
             return ToolRuntimeError("the sandbox worker died")
+        if oom_killed:
+            return MemoryExceeded(
+                f"the tool went over its {limits.memory_mb} MB memory limit (memory cgroup)", limit_mb=limits.memory_mb
+            )
         if os.WIFSIGNALED(status):
             number = os.WTERMSIG(status)
             if number == signal.SIGSYS:
                 return SandboxViolation(
-                    "the tool made a system call the sandbox forbids "
-                    "(process creation, exec, sockets, signals, ptrace, namespaces) and was stopped",
+                    "the tool made a system call the sandbox forbids (process creation, exec, sockets, "
+                    "signals, ptrace, namespaces, IPC, memfd, file watching, limits of other processes) "
+                    "and was stopped",
                     signal="SIGSYS",
                 )
             if number in (signal.SIGXCPU, signal.SIGKILL):
@@ -486,19 +523,23 @@ class CPythonRuntime:
         return ToolRuntimeError(f"the sandbox worker exited with status {os.WEXITSTATUS(status)} without a result")
 
 
-def _result(message: dict[str, Any]) -> tuple[Any, list[str]]:
-    if not message.get("ok"):
-        raise error_from_worker(message.get("error"))
-    try:
-        value = json.loads(str(message.get("value", "null")))
-    except json.JSONDecodeError:
-        raise ToolRuntimeError("the worker sent a result that is not JSON") from None
-    raw_logs = message.get("logs")
-    logs = [str(line) for line in raw_logs] if isinstance(raw_logs, list) else []
-    return value, logs
+#: The memory cgroup is the kernel's hard backstop above the watchdog's precise limit: room for pages
+#: the worker copies from the zygote, its scratch files and allocator slack (as RLIMIT_AS has).
+CGROUP_HEADROOM_BYTES = 32 * 1024 * 1024
 
 
-async def _watch_rss(worker: _Worker, limit_bytes: int, hit: asyncio.Event) -> None:
+def _set_cgroup_limit(worker: _Worker, limits: Limits) -> None:
+    if worker.limit_path:
+        try:
+            with open(worker.limit_path, "w", encoding="ascii") as handle:
+                handle.write(str(limits.memory_mb * 1024 * 1024 + CGROUP_HEADROOM_BYTES))
+        except OSError as exc:  # the cgroup keeps its start limit
+            log.warning("could not set a worker's memory cgroup limit: %s", exc)
+
+
+async def _watch_rss(worker: _Worker, limit_bytes: int, hit: asyncio.Event, scratch: str | None) -> None:
+    """Kill the worker when its resident memory plus the files in its scratch tmpfs (memory too) pass
+    the limit."""
     page = os.sysconf("SC_PAGE_SIZE")
     path = f"/proc/{worker.pid}/statm"
     while True:
@@ -507,6 +548,12 @@ async def _watch_rss(worker: _Worker, limit_bytes: int, hit: asyncio.Event) -> N
                 rss = int(handle.read().split()[1]) * page
         except (OSError, IndexError, ValueError):
             return
+        if scratch is not None:
+            try:
+                fs = os.statvfs(scratch)
+                rss += (fs.f_blocks - fs.f_bfree) * fs.f_frsize
+            except OSError:
+                scratch = None  # not reachable from here: resident size alone still counts
         if rss > limit_bytes:
             hit.set()
             worker.kill()

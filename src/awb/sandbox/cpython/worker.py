@@ -15,6 +15,7 @@ worker -> server  {"op": "result", "ok": true, "value": "<JSON text>", "logs": [
 from __future__ import annotations
 
 import builtins
+import errno
 import io
 import json
 import linecache
@@ -36,10 +37,15 @@ MAX_REPLY_BYTES = 8 * 1024 * 1024
 #: thread stacks and allocator slack; the server's RSS watchdog enforces the limit itself.
 ADDRESS_SPACE_HEADROOM = 64 * 1024 * 1024
 SCRIPT_NAME = "tool.py"
+#: Trees that exist in the worker's root (the interpreter, system libraries, grants, scratch): a
+#: missing file elsewhere is missing because the sandbox hides it.
+_VISIBLE: list[str] = []
 
 
 def send_frame(sock: socket.socket, message: dict[str, Any]) -> None:
-    data = json.dumps(message, ensure_ascii=False).encode("utf-8")
+    # ASCII JSON: a lone surrogate in tool text travels as an escape the server checks, instead of
+    # failing to encode here and losing the whole result.
+    data = json.dumps(message).encode("ascii")
     sock.sendall(HEADER.pack(len(data)) + data)
 
 
@@ -96,10 +102,14 @@ class _CappedText(io.TextIOBase):
         return len(text)
 
 
-def _memory() -> tuple[int, int]:
-    """(virtual size, resident size) of this process in bytes."""
-    with open("/proc/self/statm", encoding="ascii") as handle:
-        fields = handle.read().split()
+def memory_use(proc_fd: int) -> tuple[int, int]:
+    """(virtual size, resident size) of this process in bytes, read through a descriptor of /proc
+    (the worker's root has no /proc)."""
+    fd = os.open("self/statm", os.O_RDONLY | os.O_CLOEXEC, dir_fd=proc_fd)
+    try:
+        fields = os.read(fd, 256).split()
+    finally:
+        os.close(fd)
     page = os.sysconf("SC_PAGE_SIZE")
     return int(fields[0]) * page, int(fields[1]) * page
 
@@ -122,6 +132,7 @@ def child_main(
     read_paths: list[str],
     grants: list[str],
     available: dict[str, bool],
+    memory: tuple[int, int],
 ) -> None:
     """Entry point in the freshly forked child; never returns."""
     code = 70
@@ -130,7 +141,8 @@ def child_main(
         os.environ.clear()
         os.environ.update({"TMPDIR": scratch, "HOME": scratch, "LANG": "C.UTF-8"})
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # over RLIMIT_FSIZE: EFBIG, not death
-        base_vsz, base_rss = _memory()
+        base_vsz, base_rss = memory
+        _VISIBLE[:] = [*read_paths, *grants, scratch, "/dev/null"]
         layers = lockdown.lock_down(
             available=available, read_paths=read_paths + grants, write_paths=[scratch, "/dev/null"]
         )
@@ -208,7 +220,10 @@ def _run_job(sock: socket.socket, job: dict[str, Any]) -> dict[str, Any]:
             text = json.dumps(value, ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError) as exc:
             return _error("invalid_output", f"the tool returned a value that is not JSON-serialisable: {exc}")
-        size = len(text.encode("utf-8"))
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError:
+            return _error("invalid_output", "the tool returned text that is not valid Unicode (a lone surrogate)")
         if size > max_output:
             return _error("output_exceeded", f"tool output is {size} bytes, over the {max_output}-byte cap", size=size)
         logs = ["".join(capture.parts)] if capture.parts else []
@@ -221,6 +236,18 @@ def _run_job(sock: socket.socket, job: dict[str, Any]) -> dict[str, Any]:
         return _error("memory_exceeded", f"the tool went over its {limits.get('memory_mb')} MB memory limit")
     except PermissionError as exc:
         return _error("sandbox_violation", f"the sandbox refused an operation: {exc}", traceback=_tool_traceback(exc))
+    except OSError as exc:
+        if exc.errno == errno.ENOMEM:  # a mapping past the address-space limit
+            return _error("memory_exceeded", f"the tool went over its {limits.get('memory_mb')} MB memory limit")
+        if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):  # the scratch tmpfs is memory too
+            return _error("memory_exceeded", f"the tool filled its scratch space: {exc}")
+        if exc.errno == errno.EROFS:  # everything outside scratch is mounted read-only
+            return _error("sandbox_violation", f"the sandbox refused a write: {exc}", traceback=_tool_traceback(exc))
+        if exc.errno == errno.ENOENT and _hidden(exc.filename):
+            message = f"the sandbox has no such path: {exc.filename} is outside what the tool may see"
+            return _error("sandbox_violation", message, traceback=_tool_traceback(exc))
+        kind = type(exc).__name__
+        return _error("runtime_error", f"{kind}: {exc}", exception=kind, traceback=_tool_traceback(exc))
     except SyntaxError as exc:
         return _error("runtime_error", f"the tool's code does not parse: {exc}", exception="SyntaxError")
     except BaseException as exc:
@@ -230,6 +257,14 @@ def _run_job(sock: socket.socket, job: dict[str, Any]) -> dict[str, Any]:
         return _error("runtime_error", f"{kind}: {exc}", exception=kind, traceback=_tool_traceback(exc))
     finally:
         sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+
+
+def _hidden(filename: Any) -> bool:
+    """True when `filename` (followed through symlinks) lies outside every visible tree."""
+    if not isinstance(filename, (str, bytes)) or not _VISIBLE:
+        return False
+    path = os.path.realpath(os.fsdecode(filename))
+    return not any(path == root or path.startswith(root.rstrip("/") + "/") for root in _VISIBLE)
 
 
 def _error(code: str, message: str, **details: Any) -> dict[str, Any]:

@@ -1,14 +1,16 @@
-"""The CPython zygote: started once by the server (`python -I`, empty environment), it enters an empty
-network namespace, preloads the interpreter and forks single-use workers on request.
+"""The CPython zygote: started once by the server (`python -I`, empty environment), it preloads the
+interpreter, enters fresh network, IPC and mount namespaces (the mount namespace's root holds only the
+interpreter, system libraries and granted directories) and forks single-use workers on request; each
+worker gets its own size-capped tmpfs scratch directory and leaves root for an unprivileged uid.
 
 Standard library only; run by path. Control channel: a SOCK_SEQPACKET socket whose number is argv[1],
 one JSON object per message.
 
 server -> zygote  {"op": "config", "grants": [dirs], "network_namespace": bool}   (first message)
-zygote -> server  {"op": "ready", "pid", "available": {layer: bool}, "landlock_abi"}
+zygote -> server  {"op": "ready", "pid", "available": {layer: bool}, "landlock_abi", "mountpoint"}
 server -> zygote  {"op": "spawn", "id": n}
-zygote -> server  {"op": "spawned", "id": n, "pid", "scratch"} + fds [worker socket, pidfd]
-zygote -> server  {"op": "exited", "pid", "status"}        (raw wait status, when a worker is reaped)
+zygote -> server  {"op": "spawned", "id": n, "pid", "scratch", "cgroup", "limit_file"} + fds [worker socket, pidfd]
+zygote -> server  {"op": "exited", "pid", "status", "oom_killed"}  (raw wait status, when a worker is reaped)
 zygote -> server  {"op": "error", "id": n, "message"}
 The zygote exits when the control socket closes, killing its workers.
 """
@@ -30,7 +32,9 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import cgroups  # type: ignore[import-not-found,unused-ignore]
 import lockdown  # type: ignore[import-not-found,unused-ignore]
+import namespaces  # type: ignore[import-not-found,unused-ignore]
 import worker  # type: ignore[import-not-found,unused-ignore]
 
 #: Modules tools commonly need, imported once here so a worker does not pay for them.
@@ -40,6 +44,21 @@ PRELOAD = (
     "urllib.parse uuid zlib"
 ).split()
 _M_ARENA_MAX = -8
+#: Emptied scratch mounts kept for reuse.
+SPARE_SCRATCH = 8
+
+
+def _emptied(directory: str) -> bool:
+    """Remove everything inside `directory`; True when it is empty afterwards."""
+    try:
+        for entry in os.scandir(directory):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+        return not os.listdir(directory)
+    except OSError:
+        return False
 
 
 def interpreter_paths() -> list[str]:
@@ -55,17 +74,24 @@ def interpreter_paths() -> list[str]:
 class Zygote:
     def __init__(self, control: socket.socket) -> None:
         self.control = control
-        self.children: dict[int, str] = {}
+        #: pid -> (scratch directory, cgroup name)
+        self.children: dict[int, tuple[str, str]] = {}
+        self.cgroups: Any = None
         self.base = ""
         self.read_paths: list[str] = []
         self.grants: list[str] = []
         self.available: dict[str, bool] = {}
+        self.mountpoint = ""
+        self.proc_fd = -1
+        self.next_scratch = 0
+        self.spare_scratch: list[str] = []
+        self.worker_ids = (os.geteuid(), os.getegid())
 
     def setup(self, config: dict[str, Any]) -> None:
         self.grants = sorted({os.path.realpath(g) for g in config.get("grants", []) if isinstance(g, str)})
         self.available = lockdown.probe()
-        netns = bool(config.get("network_namespace", True)) and lockdown.enter_network_namespace()
-        self.available["network_namespace"] = netns
+        if os.geteuid() == 0:
+            self.worker_ids = (namespaces.WORKER_UID, namespaces.WORKER_GID)
         with contextlib.suppress(OSError, AttributeError):
             # One malloc arena: per-thread arenas reserve 64 MB of address space each.
             ctypes.CDLL(None).mallopt(_M_ARENA_MAX, 1)
@@ -73,31 +99,92 @@ class Zygote:
             with contextlib.suppress(ImportError):
                 __import__(name)
         worker.warm_up()
+        lockdown.prepare()
+        self.read_paths = interpreter_paths()
+        if os.geteuid() == 0:  # before the new root hides /sys and /proc
+            self.cgroups = cgroups.open_memory_cgroups()
+        self.available["memory_cgroup"] = self.cgroups is not None
+        # Workers read their own memory use through this descriptor: /proc is not in the new root.
+        self.proc_fd = os.open("/proc", os.O_PATH | os.O_DIRECTORY)
+        self.available.update(
+            namespaces.unshare(network=bool(config.get("network_namespace", True)), ipc=True, mounts=True)
+        )
+        if self.available["mount_namespace"]:
+            self.mountpoint = tempfile.mkdtemp(prefix="awb-root-")
+            try:
+                namespaces.enter_minimal_root(self.mountpoint, self.read_paths + self.grants, [os.devnull])
+                self.base = namespaces.SCRATCH_ROOT
+            except OSError:
+                self.available["mount_namespace"] = False
+        if not self.available["mount_namespace"]:
+            self.base = tempfile.mkdtemp(prefix="awb-cpython-")
+            os.chmod(self.base, 0o711)  # workers leave root: they must reach their own scratch inside
         # Objects alive now are never collected in a worker: keeping the collector off them keeps
         # their pages shared with the zygote instead of copied on the first collection.
         gc.collect()
         gc.freeze()
-        self.base = tempfile.mkdtemp(prefix="awb-cpython-")
-        os.chmod(self.base, 0o700)
-        self.read_paths = interpreter_paths()
+
+    def _new_scratch(self) -> str:
+        self.next_scratch += 1
+        uid, gid = self.worker_ids
+        if not self.available["mount_namespace"]:
+            scratch = tempfile.mkdtemp(dir=self.base)
+            os.chown(scratch, uid, gid)
+            return scratch
+        if self.spare_scratch:
+            return self.spare_scratch.pop()
+        scratch = os.path.join(self.base, str(self.next_scratch))
+        os.mkdir(scratch, 0o700)
+        try:
+            namespaces.mount_scratch(scratch, uid=uid, gid=gid)
+        except OSError:
+            os.rmdir(scratch)
+            raise
+        return scratch
+
+    def _remove_scratch(self, scratch: str) -> None:
+        if self.available["mount_namespace"]:
+            # Unmounting costs an RCU grace period on every CPU: an emptied tmpfs is kept for the
+            # next worker instead (same owner and mode, which the worker could not change).
+            if len(self.spare_scratch) < SPARE_SCRATCH and _emptied(scratch):
+                self.spare_scratch.append(scratch)
+                return
+            with contextlib.suppress(OSError):
+                namespaces.umount(scratch)
+            with contextlib.suppress(OSError):
+                os.rmdir(scratch)
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
 
     def spawn(self, request_id: int) -> None:
-        parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        scratch = tempfile.mkdtemp(dir=self.base)
+        scratch = self._new_scratch()
+        group, group_path = f"w{self.next_scratch}", ""
+        try:
+            if self.cgroups is not None:
+                group_path = self.cgroups.create(group)
+            parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        except OSError:
+            self._remove_scratch(scratch)
+            if self.cgroups is not None:
+                self.cgroups.remove(group)
+            raise
         pid = os.fork()
         if pid == 0:  # the worker
             try:
                 signal.set_wakeup_fd(-1)
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 lockdown.die_with_parent()
+                if self.cgroups is not None:
+                    self.cgroups.join(group)
+                memory = worker.memory_use(self.proc_fd)
                 fd = child_end.fileno()
-                os.closerange(3, fd)
+                os.closerange(3, fd)  # the control socket, /proc and every other zygote descriptor
                 os.closerange(fd + 1, 1 << 20)
-                worker.child_main(child_end, scratch, self.read_paths, self.grants, self.available)
+                worker.child_main(child_end, scratch, self.read_paths, self.grants, self.available, memory)
             finally:
                 os._exit(72)
         child_end.close()
-        self.children[pid] = scratch
+        self.children[pid] = (scratch, group)
         try:
             pidfd = os.pidfd_open(pid)
         except OSError as exc:
@@ -106,7 +193,14 @@ class Zygote:
             self._send({"op": "error", "id": request_id, "message": f"pidfd_open failed: {exc}"})
             return
         try:
-            message = {"op": "spawned", "id": request_id, "pid": pid, "scratch": scratch}
+            message = {
+                "op": "spawned",
+                "id": request_id,
+                "pid": pid,
+                "scratch": scratch,
+                "cgroup": group_path,
+                "limit_file": self.cgroups.limit_file if self.cgroups is not None else "",
+            }
             socket.send_fds(self.control, [json.dumps(message).encode()], [parent_end.fileno(), pidfd])
         finally:
             os.close(pidfd)
@@ -120,10 +214,14 @@ class Zygote:
                 return
             if pid == 0:
                 return
-            scratch = self.children.pop(pid, None)
-            if scratch:
-                shutil.rmtree(scratch, ignore_errors=True)
-            self._send({"op": "exited", "pid": pid, "status": status})
+            child = self.children.pop(pid, None)
+            oom_killed = False
+            if child is not None:
+                self._remove_scratch(child[0])
+                if self.cgroups is not None:
+                    oom_killed = self.cgroups.oom_killed(child[1])
+                    self.cgroups.remove(child[1])
+            self._send({"op": "exited", "pid": pid, "status": status, "oom_killed": oom_killed})
 
     def _send(self, message: dict[str, Any]) -> None:
         with contextlib.suppress(OSError):
@@ -136,7 +234,14 @@ class Zygote:
         for pid in list(self.children):
             with contextlib.suppress(OSError):
                 os.waitpid(pid, 0)
-        if self.base:
+        self.spare_scratch.clear()  # the mount namespace goes with the zygote
+        for scratch, group in list(self.children.values()):
+            self._remove_scratch(scratch)
+            if self.cgroups is not None:
+                self.cgroups.remove(group)
+        if self.cgroups is not None:
+            self.cgroups.close()
+        if self.base and not self.available.get("mount_namespace"):
             shutil.rmtree(self.base, ignore_errors=True)
 
     def serve(self) -> None:
@@ -175,6 +280,7 @@ def main() -> None:
             "pid": os.getpid(),
             "available": zygote.available,
             "landlock_abi": lockdown.landlock_abi(),
+            "mountpoint": zygote.mountpoint,
         }
         control.send(json.dumps(ready).encode())
         devnull = os.open(os.devnull, os.O_RDWR)

@@ -1,0 +1,72 @@
+"""What `awb doctor` says about the sandbox's kernel protections: one row per protection class
+(identity, IPC, system calls, memory, filesystem, network) for each process-isolated runtime, from
+the layers its workers actually reported."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from awb.sandbox.base import Runtime
+from awb.sandbox.cpython.namespaces import SCRATCH_BYTES, WORKER_UID
+from awb.sandbox.cpython.syscalls import ALLOWED, KILLED
+
+#: (row, layers that must all be active, what the row means when they are)
+_ROWS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    (
+        "identity",
+        ("unprivileged_uid", "capabilities_dropped", "no_new_privs"),
+        f"workers never run as host root (uid {WORKER_UID} when the server is root, else the server's own "
+        "uid); no capabilities; no_new_privs",
+    ),
+    (
+        "ipc",
+        ("ipc_namespace", "syscall_allowlist"),
+        "private IPC namespace; System V and POSIX IPC calls kill the worker",
+    ),
+    (
+        "syscalls",
+        ("seccomp", "syscall_allowlist"),
+        f"seccomp allowlist of {len(ALLOWED)} calls; {len(KILLED)} named hostile calls (processes, sockets, "
+        "namespaces, IPC, memfd, inotify, bpf, keys...) and prlimit on other processes kill the worker; "
+        "any other call fails with EPERM (chmod, chown, utime, xattr writes...)",
+    ),
+    (
+        "memory",
+        ("rlimits",),
+        "per call: {cgroup}RLIMIT_AS and a watchdog on resident size + scratch files; scratch is a "
+        f"{SCRATCH_BYTES // 2**20} MB tmpfs; memfd, shared memory and pipes refused",
+    ),
+    (
+        "filesystem",
+        ("mount_namespace", "landlock"),
+        "minimal root (interpreter, system libraries, granted directories, scratch) in a mount namespace, "
+        "read-only outside scratch; Landlock on top",
+    ),
+    ("network", ("network_namespace",), "empty network namespace; creating a socket kills the worker"),
+)
+_JAVASCRIPT_ROWS = ("identity", "ipc", "syscalls", "network")
+
+
+def protection_checks(runtimes: dict[str, Runtime]) -> list[dict[str, Any]]:
+    """Doctor rows `sandbox:<runtime>:<class>`. A row fails only when a protection is missing and the
+    runtime would still run code (degraded mode); a runtime that refuses to run is reported elsewhere."""
+    checks: list[dict[str, Any]] = []
+    for name, wanted in (("cpython", None), ("javascript", _JAVASCRIPT_ROWS)):
+        runtime = runtimes.get(name)
+        if runtime is None:
+            continue
+        layers = runtime.protections()
+        refusal = getattr(runtime, "refusal", None)
+        refuses = callable(refusal) and refusal() is not None
+        for row, needed, meaning in _ROWS:
+            if wanted is not None and row not in wanted:
+                continue
+            missing = [layer for layer in needed if not layers.get(layer)]
+            if not missing:
+                cgroup = "a memory cgroup per worker, " if layers.get("memory_cgroup") else "no memory cgroup here; "
+                detail = meaning.replace("{cgroup}", cgroup)
+                checks.append({"check": f"sandbox:{name}:{row}", "ok": True, "detail": detail})
+                continue
+            detail = f"missing: {', '.join(missing)}" + (" (the runtime refuses to run)" if refuses else "")
+            checks.append({"check": f"sandbox:{name}:{row}", "ok": refuses, "detail": detail})
+    return checks
