@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test install install-dev lint typecheck bench clean
+.PHONY: run test install install-full install-dev lint typecheck bench bench-cli bench-http clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -12,11 +12,15 @@ $(BIN)/python:
 install: $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
 
+# The embedded defaults a user wants on one machine: hybrid search (embed) and every sandbox runtime.
+install-full: $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[embed,sandbox]'
+
 install-dev: $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev]'
 
-# Install into .venv and start the workbench on its defaults (stdio MCP server).
-run: install
+# Install into .venv with hybrid search and every runtime, and serve MCP on http://127.0.0.1:7777/mcp.
+run: install-full
 	$(BIN)/awb start --transport http
 
 lint: install-dev
@@ -34,6 +38,12 @@ test: install-dev
 
 bench: install-dev
 	$(BIN)/python benchmarks/ops.py
+
+bench-cli: install-dev
+	$(BIN)/python benchmarks/cli_startup.py
+
+bench-http: install-dev
+	$(BIN)/python benchmarks/http_load.py
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache

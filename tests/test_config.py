@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from awb.config import Config, default_config_json, load_config
+from awb.config import Config, default_config_json, load_config, unknown_env_names, with_overrides
 from awb.errors import ConfigError
 
 
@@ -19,7 +19,7 @@ def test_every_field_has_the_documented_default() -> None:
     assert config.memory.promotion_threshold_long == 50
     assert config.memory.demotion_days_medium_to_short == 30
     assert config.memory.archive_days_short == 60
-    assert config.search.mode == "text"
+    assert config.search.mode == "auto"
     assert config.tool_names == "underscore"
 
 
@@ -73,3 +73,28 @@ def test_the_written_default_config_loads_back_unchanged(tmp_path: Path) -> None
     path = tmp_path / "awb.config.json"
     path.write_text(default_config_json())
     assert load_config(path, environ={}).max_tools == 1000
+
+
+def test_unknown_awb_variables_are_ignored_and_listed(tmp_path: Path) -> None:
+    env = {"AWB_AGENTS_DIR": "agents", "AWB_PROMPT": "x", "AWB_MEMORY__NOT_A_FIELD": "1", "AWB_PORT": "9200"}
+    config = load_config(None, environ=env)
+    assert config.port == 9200
+    assert unknown_env_names(env) == ["AWB_MEMORY__NOT_A_FIELD", "AWB_PROMPT"]
+
+
+def test_a_section_can_be_set_as_json_from_the_environment() -> None:
+    config = load_config(None, environ={"AWB_SANDBOX__GRANTS": '{"reader": ["/srv/data"]}', "AWB_HOST": "0.0.0.0"})
+    assert config.sandbox.grants == {"reader": ["/srv/data"]}
+    assert config.host == "0.0.0.0"
+
+
+def test_a_config_built_in_code_never_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWB_PORT", "9300")
+    assert Config().port == 7777
+    assert load_config(None).port == 9300
+
+
+def test_command_line_overrides_are_validated_like_the_file() -> None:
+    with pytest.raises(ConfigError, match=r"the command line: port: .*65535"):
+        with_overrides(Config(), port=70000)
+    assert with_overrides(Config(), port=0, host=None).port == 0

@@ -229,7 +229,7 @@ async def test_purge_from_the_cli_refuses_without_a_terminal_and_removes_with_ye
         timeout=60,
         stdin=subprocess.DEVNULL,
     )
-    assert refused.returncode == 1 and "--yes" in refused.stderr
+    assert refused.returncode == 2 and refused.stderr.startswith("error (usage_error): ") and "--yes" in refused.stderr
     assert "doomed" in refused.stdout
     done = subprocess.run(
         [sys.executable, "-m", "awb", "inventory", "purge", "--deleted", "--yes", "--json"],

@@ -1,8 +1,13 @@
 """The workbench's one configuration: `awb.config.json`, every field defaulted, `AWB_*` overrides.
 
 Lookup order: defaults < config file < environment. `AWB_PORT=8000` sets `port`;
-`AWB_MEMORY__PROMOTION_THRESHOLD_MEDIUM=3` sets a nested field (double underscore).
-Relative paths are resolved against the config file's folder (or the working directory).
+`AWB_MEMORY__PROMOTION_THRESHOLD_MEDIUM=3` sets a nested field (double underscore). The environment is
+read by pydantic-settings and only for names that are fields: any other `AWB_*` variable (a shell's,
+another tool's) is ignored, never an error; `awb doctor` lists them. Relative paths are resolved
+against the config file's folder (or the working directory).
+
+Adding a field is one line in `Config` (or a section): the file, the environment, `awb init`'s
+default file and the doctor's list of known names all follow from the model.
 """
 
 from __future__ import annotations
@@ -13,14 +18,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from awb.errors import ConfigError
 
 CONFIG_FILENAME = "awb.config.json"
 ENV_PREFIX = "AWB_"
-#: Environment variables with the prefix that are not config fields.
-_ENV_NOT_FIELDS = {"AWB_CONFIG", "AWB_AGENTS_DIR"}
+ENV_NESTED_DELIMITER = "__"
+#: `AWB_*` names the workbench reads that are not config fields.
+ENV_NOT_FIELDS = frozenset({"AWB_CONFIG", "AWB_AGENTS_DIR"})
 
 
 class _Section(BaseModel):
@@ -37,7 +44,8 @@ class MemoryConfig(_Section):
 
 
 class SearchConfig(_Section):
-    mode: Literal["text", "hybrid"] = "text"
+    #: `auto`: hybrid when the `embed` extra is installed, text otherwise (said at start and by `awb doctor`).
+    mode: Literal["auto", "text", "hybrid"] = "auto"
     #: `local` uses the bundled offline model from the `embed` extra; `none` disables embeddings.
     embedding_provider: Literal["local", "none"] = "local"
 
@@ -53,16 +61,41 @@ class SandboxConfig(_Section):
     #: Let `cpython` run where some kernel protections are missing (default: refuse and say why).
     allow_degraded_cpython: bool = False
     #: Directories a tool may read, by tool name. Granting is configuration, never an MCP call.
+    #: A tool's staged writes must also fall inside them.
     grants: dict[str, list[str]] = Field(default_factory=dict)
+    #: The whole admission test of a craft or update (load check + every example), in milliseconds.
+    admission_timeout_ms: int = Field(30_000, ge=100, le=3_600_000)
+    #: Pending staged-write bytes one tool may hold, and all tools together.
+    max_staged_bytes_per_tool: int = Field(16 * 1024 * 1024, ge=1024)
+    max_staged_bytes_total: int = Field(64 * 1024 * 1024, ge=1024)
 
 
-class Config(BaseModel):
+class HttpConfig(_Section):
+    """Limits of the HTTP server, against clients that open connections and never finish a request."""
+
+    #: Connections open at once; past it the oldest one still waiting for its headers is closed.
+    max_connections: int = Field(100, ge=2, le=10_000)
+    #: Time a client has to send a request's headers (from connecting, or from the previous response).
+    header_timeout_seconds: float = Field(10.0, gt=0, le=600)
+    #: Time a client has to send a request's body, once its headers are in.
+    body_timeout_seconds: float = Field(30.0, gt=0, le=3600)
+    #: Idle time before a kept-alive connection is closed.
+    keep_alive_seconds: float = Field(5.0, gt=0, le=600)
+
+
+class Config(BaseSettings):
     """Everything the workbench can be told; see the README's configuration table."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter=ENV_NESTED_DELIMITER,
+        extra="forbid",
+        validate_assignment=True,
+    )
 
     host: str = "127.0.0.1"
-    port: int = Field(7777, ge=1, le=65535)
+    #: 0 picks a free port; `awb start` reports the one bound.
+    port: int = Field(7777, ge=0, le=65535)
     inventory_path: Path = Path(".awb/inventory.db")
     #: `postgresql://user@host/db` puts the inventory in PostgreSQL (extra `postgres`), shared by every
     #: server given the same URL; unset, the inventory is the SQLite file at `inventory_path`.
@@ -86,6 +119,15 @@ class Config(BaseModel):
     #: Streamable HTTP without sessions (the MCP SDK's stateless mode): any replica behind a load
     #: balancer answers any request. Servers then push no notifications (clients re-list).
     stateless_http: bool = False
+    #: Bearer token every HTTP request must carry (`Authorization: Bearer ...`); required to bind a
+    #: non-loopback address. Set it through `AWB_AUTH_TOKEN` rather than in a file others can read.
+    auth_token: SecretStr | None = None
+    #: Host headers (`name:port`, `name:*` for any port) accepted beside the loopback names and the
+    #: bound address: DNS-rebinding protection is on for every bind address.
+    allowed_hosts: list[str] = Field(default_factory=list)
+    #: Origin headers (`http://name:port`, `...:*`) accepted beside the loopback origins.
+    allowed_origins: list[str] = Field(default_factory=list)
+    http: HttpConfig = Field(default_factory=HttpConfig)
     #: MCP servers for `awb agents run`: the `{"mcpServers": {...}}` map (or its inner map), or a path to
     #: a file holding it. `AWB_MCP_SERVERS` sets it from the environment.
     mcp_servers: dict[str, Any] | str | None = None
@@ -93,10 +135,31 @@ class Config(BaseModel):
     search: SearchConfig = Field(default_factory=SearchConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
 
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # `Config(...)` in code is exactly what it is given: `load_config` layers the file and then
+        # the environment (file < environment), so a test's or a library user's Config never picks up
+        # a stray shell variable.
+        return (init_settings,)
+
+    @field_validator("auth_token")
+    @classmethod
+    def _long_enough(cls, token: SecretStr | None) -> SecretStr | None:
+        if token is not None and len(token.get_secret_value()) < 16:
+            raise ValueError("auth_token must be at least 16 characters")
+        return token
+
     def resolve_paths(self, base: Path) -> Config:
         """Return a copy whose relative paths are anchored at `base`."""
         updates: dict[str, Any] = {}
-        for name in ("inventory_path", "tools_dir", "log_file", "pid_file"):
+        for name in type(self).model_fields:
             value = getattr(self, name)
             if isinstance(value, Path) and not value.is_absolute() and str(value) != ":memory:":
                 updates[name] = base / value
@@ -115,23 +178,43 @@ def _format_validation_error(err: ValidationError, source: str) -> ConfigError:
     return ConfigError(f"invalid configuration in {source}: " + "; ".join(problems), fields=fields)
 
 
+class _MappingEnvSource(EnvSettingsSource):
+    """pydantic-settings' environment source over a given mapping (tests and `load_config(environ=...)`)."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self._environ = environ
+        super().__init__(Config)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return {key.lower(): value for key, value in self._environ.items()}
+
+
+def _known_env_names() -> set[str]:
+    """Every `AWB_*` name that sets a field: top-level fields, sections as JSON, and section fields."""
+    names = set(ENV_NOT_FIELDS)
+    for name, field in Config.model_fields.items():
+        key = f"{ENV_PREFIX}{name.upper()}"
+        names.add(key)
+        section = field.annotation
+        if isinstance(section, type) and issubclass(section, BaseModel):
+            names.update(f"{key}{ENV_NESTED_DELIMITER}{sub.upper()}" for sub in section.model_fields)
+    return names
+
+
+def unknown_env_names(environ: Mapping[str, str] | None = None) -> list[str]:
+    """`AWB_*` variables that are not configuration: ignored, listed by `awb doctor` as a warning."""
+    environ = os.environ if environ is None else environ
+    known = _known_env_names()
+    return sorted(key for key in environ if key.upper().startswith(ENV_PREFIX) and key.upper() not in known)
+
+
 def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
-    data: dict[str, Any] = {}
-    for key, raw in environ.items():
-        if not key.startswith(ENV_PREFIX) or key in _ENV_NOT_FIELDS:
-            continue
-        path = key[len(ENV_PREFIX) :].lower().split("__")
-        try:
-            value: Any = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw
-        if isinstance(value, (int, float, bool)) and path[-1].endswith(("_path", "_dir", "_file", "host")):
-            value = raw
-        node = data
-        for part in path[:-1]:
-            node = node.setdefault(part, {})
-        node[path[-1]] = value
-    return data
+    """The fields the environment sets, parsed by pydantic-settings; unknown names never reach it."""
+    unknown = {name.upper() for name in unknown_env_names(environ)}
+    known = {
+        key: value for key, value in environ.items() if key.upper() not in unknown and key.upper() not in ENV_NOT_FIELDS
+    }
+    return _MappingEnvSource(known)()
 
 
 def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -183,6 +266,20 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
         raise _format_validation_error(exc, source) from exc
     base = file.parent if file is not None else Path.cwd()
     return config.resolve_paths(base.resolve())
+
+
+def with_overrides(config: Config, **overrides: Any) -> Config:
+    """`config` with command-line values (None means "not given"), validated like the file's."""
+    updates = {key: value for key, value in overrides.items() if value is not None}
+    if not updates:
+        return config
+    for key, value in updates.items():
+        if isinstance(value, Path) and not value.is_absolute():
+            updates[key] = value.resolve()
+    try:
+        return Config.model_validate({**config.model_dump(), **updates})
+    except ValidationError as exc:
+        raise _format_validation_error(exc, "the command line") from exc
 
 
 def default_config_json() -> str:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from awb.text import MAX_MESSAGE_CHARS, bounded, cap_text
+
 
 class AwbError(Exception):
     """Base of every error the workbench reports on purpose."""
@@ -19,12 +21,15 @@ class AwbError(Exception):
     exit_code: ClassVar[int] = 1
 
     def __init__(self, message: str, **details: Any) -> None:
+        # Messages quote what tools and agents sent; capped here, once, for every face and log line.
+        message = cap_text(str(message), MAX_MESSAGE_CHARS)
         super().__init__(message)
         self.message = message
         self.details: dict[str, Any] = details
 
     def to_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "message": self.message, "details": self.details}
+        """The error as every face sends it, details capped (long strings, lists and nesting)."""
+        return {"code": self.code, "message": self.message, "details": bounded(self.details)}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.message!r}, details={self.details!r})"
@@ -126,3 +131,37 @@ class InvalidOutput(ExecutionError):
     """The tool returned something that is not JSON or does not match its output schema."""
 
     code = "invalid_output"
+
+
+# --- what the command line and start-up report ------------------------------------------------
+
+
+class UsageError(AwbError):
+    """A command line the CLI cannot run: unknown option, missing argument, bad value."""
+
+    code = "usage_error"
+    exit_code = 2
+
+
+class StartupFailed(AwbError):
+    """The server cannot start: the address is in use or invalid."""
+
+    code = "startup_failed"
+
+
+class AlreadyRunning(StartupFailed):
+    """Another `awb start` serves this workspace (its pid file is locked)."""
+
+    code = "already_running"
+
+
+class InventoryUnreadable(AwbError):
+    """The inventory file exists but is not a SQLite inventory we can open."""
+
+    code = "inventory_unreadable"
+
+
+class NotAnAwbServer(AwbError):
+    """`awb stop` found a pid file whose process is not an awb server: it signals nothing."""
+
+    code = "not_an_awb_server"

@@ -62,7 +62,7 @@ async def update(
         raise InvalidParams(
             "invalid update", errors=[{"path": str(e["loc"]), "message": e["msg"]} for e in exc.errors()[:20]]
         ) from None
-    workbench._validate_craft(request)
+    await workbench._validate_craft(request)
     problems = equip_problems(request.input_schema)
     if tool.equipped and problems:
         # An equipped tool with such a schema would silently drop out of every client's tool list.

@@ -9,26 +9,23 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-import jsonschema
-from jsonschema import Draft202012Validator
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
-from awb import evolve, forget
+from awb import crafting, evolve, forget
 from awb.clock import Clock, SystemClock
 from awb.config import Config
 from awb.craft_shape import craft_fields
 from awb.equip import Armory
 from awb.errors import (
-    AdmissionFailed,
     AwbError,
     DuplicateTool,
     ExecutionError,
     InvalidOutput,
     InvalidParams,
-    LimitExceeded,
     NameConflict,
+    OutputExceeded,
     ToolDeleted,
     ToolNotFound,
     Unavailable,
@@ -36,7 +33,6 @@ from awb.errors import (
 from awb.events import Event, EventBus
 from awb.inventory.memory import MemoryPolicy, TierChange
 from awb.inventory.models import (
-    NAME_PATTERN,
     CallRecord,
     Capabilities,
     Example,
@@ -53,11 +49,15 @@ from awb.inventory.store import Store
 from awb.sandbox.base import Execution, ExecutionSlots, Limits, Runtime
 from awb.sandbox.host import HostBridge
 from awb.sandbox.registry import build_runtimes, choose_python_runtime
+from awb.sandbox.staging import protected_paths
 from awb.schema_rules import normalise_schemas
 from awb.search.duplicates import rank_similar
 from awb.search.embeddings import create_embedder
 from awb.search.fts import search_words
 from awb.search.hybrid import HybridSearch
+from awb.text import MAX_RESULT_DEPTH, cap_text, nesting_depth
+from awb.validation import SchemaTooExpensive, ToolSchema
+from awb.validation import schema_errors as schema_errors
 
 log = logging.getLogger("awb.workbench")
 
@@ -77,16 +77,18 @@ class CraftRequest(BaseModel):
         return normalise_schemas(craft_fields(data))
 
     name: str
-    description: str = Field(min_length=1)
+    description: str = Field(min_length=1, max_length=crafting.MAX_DESCRIPTION_CHARS)
     code: str = Field(min_length=1)
     input_schema: dict[str, Any] = Field(default_factory=lambda: dict(DEFAULT_INPUT_SCHEMA))
     output_schema: dict[str, Any] | None = None
-    examples: list[Example] = Field(default_factory=list)
+    examples: list[Example] = Field(default_factory=list, max_length=crafting.MAX_EXAMPLES)
     language: Language = "python"
     runtime: RuntimeName | None = None
-    tags: list[str] = Field(default_factory=list)
-    problem: str = ""
-    created_by_agent: str = ""
+    tags: list[Annotated[str, StringConstraints(min_length=1, max_length=crafting.MAX_TAG_CHARS)]] = Field(
+        default_factory=list, max_length=crafting.MAX_TAGS
+    )
+    problem: str = Field("", max_length=crafting.MAX_PROBLEM_CHARS)
+    created_by_agent: str = Field("", max_length=crafting.MAX_AGENT_CHARS)
 
 
 class CallResult(BaseModel):
@@ -123,20 +125,6 @@ class Inspection(BaseModel):
     recent_calls: list[CallRecord]
 
 
-def _check_schema(schema: dict[str, Any], field: str) -> None:
-    try:
-        Draft202012Validator.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        raise InvalidParams(f"{field} is not a valid JSON Schema: {exc.message}", field=field) from None
-    if schema.get("type", "object") != "object":
-        raise InvalidParams(f"{field} must describe an object (type: object)", field=field)
-
-
-def schema_errors(validator: Draft202012Validator, instance: Any) -> list[dict[str, str]]:
-    errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
-    return [{"path": "/" + "/".join(str(p) for p in e.absolute_path), "message": e.message} for e in errors[:20]]
-
-
 class Workbench:
     """One inventory, its search, its memory policy and its sandbox runtimes."""
 
@@ -158,8 +146,9 @@ class Workbench:
         # Vectors follow every craft, new version, rollback and delete, whichever path made them.
         self.events.subscribe(self._keep_search_in_step)
         self.runtimes: dict[str, Runtime] = runtimes or build_runtimes(self.config)
-        self._validators: dict[tuple[str, int, str], Draft202012Validator] = {}
+        self._validators: dict[tuple[str, int, str], ToolSchema] = {}
         self._slots = ExecutionSlots(self.config.sandbox.max_concurrent, "tool")
+        self._protected = protected_paths(self.config)
         self._calls_since_maintenance = 0
 
     # --- life cycle ---------------------------------------------------------------------------
@@ -245,29 +234,9 @@ class Workbench:
             raise InvalidParams(f"runtime {name!r} runs {runtime.language}, not {language}", runtime=name)
         return runtime
 
-    def _validate_craft(self, request: CraftRequest) -> None:
-        if not NAME_PATTERN.match(request.name):
-            raise InvalidParams(
-                "tool names are 1-64 characters of letters, digits, '_' and '-'", field="name", name=request.name
-            )
-        size = len(request.code.encode("utf-8"))
-        if size > self.config.max_code_bytes:
-            raise LimitExceeded(
-                f"code is {size} bytes, over the {self.config.max_code_bytes}-byte limit",
-                limit="max_code_bytes",
-                size=size,
-            )
-        _check_schema(request.input_schema, "input_schema")
-        if request.output_schema is not None:
-            try:
-                Draft202012Validator.check_schema(request.output_schema)
-            except jsonschema.SchemaError as exc:
-                raise InvalidParams(f"output_schema is not a valid JSON Schema: {exc.message}") from None
-        validator = Draft202012Validator(request.input_schema)
-        for index, example in enumerate(request.examples):
-            problems = schema_errors(validator, example.params)
-            if problems:
-                raise InvalidParams(f"example {index} does not match input_schema", example=index, errors=problems)
+    async def _validate_craft(self, request: CraftRequest) -> None:
+        crafting.validate_request(request, self.config.max_code_bytes)
+        await crafting.check_examples(request)
 
     async def craft(self, request: CraftRequest | dict[str, Any]) -> Tool:
         """Check, admit and store a new tool. Its examples must pass in the sandbox first."""
@@ -276,34 +245,20 @@ class Workbench:
                 request = CraftRequest.model_validate(request)
             except ValidationError as exc:
                 raise InvalidParams("invalid craft request", errors=_pydantic_errors(exc)) from None
-        self._validate_craft(request)
+        await self._validate_craft(request)
         if self.store.get_by_name(request.name) is not None:
             raise NameConflict(f"a tool named {request.name!r} already exists", name=request.name)
-        if self.store.count_active() >= self.config.max_tools:
-            raise LimitExceeded(
-                f"the inventory holds its maximum of {self.config.max_tools} tools; delete some first",
-                limit="max_tools",
-            )
-        requested = request.runtime
-        if request.language == "python" and requested is None and self.config.sandbox.python_runtime == "auto":
-            requested = await choose_python_runtime(self.runtimes, request.code, request.examples, self.limits)  # type: ignore[assignment]
-        runtime = self._runtime_for(request.language, requested)
-        if self.config.dedupe == "reject":
-            close = [
-                s
-                for s in self.similar(request.name, request.description)
-                if (s.score or 0) >= self.config.dedupe_threshold
-            ]
-            if close:
-                raise DuplicateTool(
-                    f"{close[0].name!r} ({close[0].tool_id}) already does this (similarity {close[0].score}); "
-                    "reuse it, or update it with awb_update",
-                    tool_id=close[0].tool_id,
-                    name=close[0].name,
-                    score=close[0].score,
-                    threshold=self.config.dedupe_threshold,
-                )
-        await self._admit(runtime, request.code, request.examples, request.output_schema)
+        self.store.check_room(self.config.max_tools)
+        # Admission runs tool code: it takes an execution slot like a call, and one time budget in all.
+        with self._slots.take():
+            budget = self.admission_budget()
+            requested = request.runtime
+            if request.language == "python" and requested is None and self.config.sandbox.python_runtime == "auto":
+                share = budget.limits(share=len(request.examples) + 1)
+                requested = await choose_python_runtime(self.runtimes, request.code, request.examples, share)  # type: ignore[assignment]
+            runtime = self._runtime_for(request.language, requested)
+            self._refuse_duplicate(request)
+            await crafting.admit(runtime, request.code, request.examples, request.output_schema, budget)
         now = self.clock.now()
         tool = Tool(
             tool_id="tool_" + uuid.uuid4().hex[:16],
@@ -323,7 +278,10 @@ class Workbench:
             updated_at=now,
         )
         try:
-            self.store.add_tool(tool)
+            # The cap is checked again where the row is written: concurrent crafts cannot pass it together.
+            self.store.add_tool(tool, max_active=self.config.max_tools)
+        except AwbError:
+            raise
         except Exception as exc:  # a concurrent craft of the same name won the race
             if self.store.get_by_name(request.name) is not None:
                 raise NameConflict(f"a tool named {request.name!r} already exists", name=request.name) from exc
@@ -332,51 +290,42 @@ class Workbench:
         self.events.publish(Event("crafted", tool.tool_id))
         return tool
 
+    def _refuse_duplicate(self, request: CraftRequest) -> None:
+        if self.config.dedupe != "reject":
+            return
+        close = [
+            s for s in self.similar(request.name, request.description) if (s.score or 0) >= self.config.dedupe_threshold
+        ]
+        if close:
+            raise DuplicateTool(
+                f"{close[0].name!r} ({close[0].tool_id}) already does this (similarity {close[0].score}); "
+                "reuse it, or update it with awb_update",
+                tool_id=close[0].tool_id,
+                name=close[0].name,
+                score=close[0].score,
+                threshold=self.config.dedupe_threshold,
+            )
+
+    def admission_budget(self) -> crafting.AdmissionBudget:
+        return crafting.AdmissionBudget(self.limits, self.config.sandbox.admission_timeout_ms)
+
     async def _admit(
         self, runtime: Runtime, code: str, examples: list[Example], output_schema: dict[str, Any] | None
     ) -> None:
-        """The admission test: the code loads and defines its entry point, and every example passes."""
-        limits = self.limits
-        try:
-            await runtime.check(code, limits)
-        except ExecutionError as exc:
-            raise AdmissionFailed(f"the tool does not load: {exc.message}", check="load", error=exc.to_dict()) from None
-        report = []
-        out_validator = Draft202012Validator(output_schema) if output_schema else None
-        for index, example in enumerate(examples):
-            host = HostBridge(read_dirs=[], stage=None, max_log_bytes=limits.max_log_bytes)
-            entry: dict[str, Any] = {"example": index, "params": example.params}
-            try:
-                got = (await runtime.execute(code, example.params, limits, host)).value
-            except ExecutionError as exc:
-                entry.update(got=None, error=exc.to_dict())
-                entry["ok"] = example.expected_error == exc.code
-            else:
-                entry["got"] = got
-                entry["ok"] = example.expected_error is None and got == example.expected
-                if entry["ok"] and out_validator is not None:
-                    problems = schema_errors(out_validator, got)
-                    if problems:
-                        entry.update(ok=False, error={"code": "invalid_output", "errors": problems})
-            entry["expected"] = example.expected if example.expected_error is None else None
-            entry["expected_error"] = example.expected_error
-            report.append(entry)
-        failed = [e for e in report if not e["ok"]]
-        if failed:
-            raise AdmissionFailed(
-                f"{len(failed)} of {len(report)} examples failed; the tool was not admitted", examples=report
-            )
+        """The admission test of a new version (update): in an execution slot, in one time budget."""
+        with self._slots.take():
+            await crafting.admit(runtime, code, examples, output_schema, self.admission_budget())
 
     # --- call ---------------------------------------------------------------------------------
 
-    def _validator(self, tool: Tool, which: Literal["input", "output"] = "input") -> Draft202012Validator:
+    def _schema(self, tool: Tool, which: Literal["input", "output"] = "input") -> ToolSchema:
         """The compiled schema of a tool version; versions are immutable, so compile once per version."""
         key = (tool.tool_id, tool.version, which)
-        validator = self._validators.get(key)
-        if validator is None:
-            schema = tool.input_schema if which == "input" else tool.output_schema
-            validator = self._validators[key] = Draft202012Validator(schema or {})
-        return validator
+        schema = self._validators.get(key)
+        if schema is None:
+            raw = tool.input_schema if which == "input" else tool.output_schema
+            schema = self._validators[key] = ToolSchema.compile(raw or {})
+        return schema
 
     async def call(self, ref: str, params: dict[str, Any] | None = None) -> CallResult:
         """Run a tool in its sandbox. Failures are recorded and raised as `ExecutionError`s."""
@@ -385,7 +334,12 @@ class Workbench:
         params = {} if params is None else params
         if not isinstance(params, dict):
             raise InvalidParams("params must be a JSON object", got=type(params).__name__)
-        problems = schema_errors(self._validator(tool), params)
+        try:
+            problems = await self._schema(tool).problems_off_loop(params)
+        except SchemaTooExpensive as exc:
+            raise InvalidParams(
+                f"params of {tool.name!r} cannot be checked: {exc}", tool_id=tool.tool_id, reason="validation_limit"
+            ) from None
         if problems:
             raise InvalidParams(
                 f"params do not match the input_schema of {tool.name!r}", tool_id=tool.tool_id, errors=problems
@@ -396,9 +350,16 @@ class Workbench:
         host = HostBridge(
             read_dirs=tool.capabilities.read_dirs,
             stage=lambda path, data: self.store.stage_write(
-                tool.tool_id, path, data, self.clock.now(), call_id=call_id
+                tool.tool_id,
+                path,
+                data,
+                self.clock.now(),
+                call_id=call_id,
+                max_tool_bytes=self.config.sandbox.max_staged_bytes_per_tool,
+                max_total_bytes=self.config.sandbox.max_staged_bytes_total,
             ),
             max_log_bytes=self.limits.max_log_bytes,
+            protected=self._protected,
         )
         started = time.perf_counter()
         error: AwbError | None = None
@@ -406,12 +367,16 @@ class Workbench:
         with self._slots.take():
             try:
                 execution = await runtime.execute(tool.code, params, self.limits, host)
+                self._check_result(tool, execution)
                 if tool.output_schema is not None:
-                    out_problems = schema_errors(self._validator(tool, "output"), execution.value)
+                    out_problems = await self._output_problems(tool, execution.value)
                     if out_problems:
                         raise InvalidOutput("the tool's result does not match its output_schema", errors=out_problems)
             except ExecutionError as exc:
                 error = exc
+            except RecursionError:
+                # A result nested past the interpreter's recursion limit, met while encoding or decoding it.
+                error = _too_deep(tool)
         duration_ms = (time.perf_counter() - started) * 1000
         tool = self._record(tool, call_id, duration_ms, error)
         if error is not None:
@@ -424,28 +389,26 @@ class Workbench:
             name=tool.name,
             version=tool.version,
             result=execution.value,
-            logs=host.logs + execution.logs,
+            logs=_capped_logs(host.logs + execution.logs, self.limits.max_log_bytes),
             duration_ms=round(duration_ms, 3),
             memory_level=tool.memory_level,
             usage_count=tool.usage_count,
         )
 
+    def _check_result(self, tool: Tool, execution: Execution) -> None:
+        """Results nested past MAX_RESULT_DEPTH cannot be encoded on the wire: a failed call, not a
+        success that the face then cannot send."""
+        if nesting_depth(execution.value, MAX_RESULT_DEPTH) > MAX_RESULT_DEPTH:
+            raise _too_deep(tool)
+
+    async def _output_problems(self, tool: Tool, value: Any) -> list[dict[str, str]]:
+        try:
+            return await self._schema(tool, "output").problems_off_loop(value)
+        except SchemaTooExpensive as exc:
+            raise InvalidOutput(f"the tool's result cannot be checked against its output_schema: {exc}") from None
+
     def _record(self, tool: Tool, call_id: str, duration_ms: float, error: AwbError | None) -> Tool:
         now = self.clock.now()
-        fields: dict[str, Any]
-        if error is None:
-            usage = tool.usage_count + 1
-            level = self.policy.level_after_success(tool.memory_level, usage)
-            fields = {
-                "usage_count": usage,
-                "success_count": tool.success_count + 1,
-                "last_used_at": now,
-                "memory_level": level,
-            }
-            if tool.status == "archived":
-                fields["status"] = "active"
-        else:
-            fields = {"failure_count": tool.failure_count + 1}
         call = CallRecord(
             call_id=call_id,
             tool_id=tool.tool_id,
@@ -455,13 +418,24 @@ class Workbench:
             ok=error is None,
             error_code=None if error is None else error.code,
         )
-        self.store.record_call(call, fields)
-        updated = tool.model_copy(update=fields)
-        if updated.memory_level != tool.memory_level:
+        # Counters move in SQL inside one write transaction, so concurrent calls (from any process)
+        # never lose an update; the tier is recomputed there from the counted usage.
+        counters = self.store.record_call(call, level_after=self.policy.level_after_success)
+        updated = tool.model_copy(
+            update={
+                "usage_count": counters.usage_count,
+                "success_count": counters.success_count,
+                "failure_count": counters.failure_count,
+                "memory_level": counters.memory_level,
+                "status": counters.status,
+                "last_used_at": now if error is None else tool.last_used_at,
+            }
+        )
+        if counters.memory_level != counters.previous_level:
             self.events.publish(
-                Event("tier_changed", tool.tool_id, {"before": tool.memory_level, "after": updated.memory_level})
+                Event("tier_changed", tool.tool_id, {"before": counters.previous_level, "after": counters.memory_level})
             )
-            if updated.memory_level == "long_term":
+            if counters.memory_level == "long_term":
                 updated = self.armory.auto_equip(updated, now)
         self._calls_since_maintenance += 1
         every = self.config.memory.maintenance_every_calls
@@ -628,11 +602,32 @@ class Workbench:
 
 
 def _search_engine(store: Store, config: Config) -> HybridSearch:
-    """Hybrid search when configured and the `embed` extra is installed; text-only otherwise, with why."""
-    if config.search.mode != "hybrid":
+    """Hybrid search when configured (or `auto`) and the `embed` extra is installed; text-only otherwise,
+    with why."""
+    if config.search.mode == "text":
         return HybridSearch(store, None, config.search, reason="search.mode is 'text'")
     embedder, reason = create_embedder(config.search.embedding_provider)
+    if embedder is None and config.search.mode == "auto":
+        reason = f"search.mode is 'auto' and {reason}"
     return HybridSearch(store, embedder, config.search, reason=reason)
+
+
+def _too_deep(tool: Tool) -> OutputExceeded:
+    return crafting.too_deep(tool.name)
+
+
+def _capped_logs(logs: list[str], max_bytes: int) -> list[str]:
+    """The call's log lines up to `max_bytes` in all, whichever runtime produced them."""
+    kept: list[str] = []
+    used = 0
+    for line in logs:
+        size = len(line.encode("utf-8", errors="surrogatepass"))
+        if used + size > max_bytes:
+            kept.append(cap_text(line, max(0, max_bytes - used)) if used < max_bytes else "[log cut at the cap]")
+            break
+        kept.append(line)
+        used += size
+    return kept
 
 
 def _one_limit(limit: int | None, top_k: int | None) -> int:

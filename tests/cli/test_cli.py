@@ -1,4 +1,4 @@
-"""The `awb` command line, run as a person or a script would run it."""
+"""The `awb` command line, run as the venv's real executable in a temporary workspace."""
 
 from __future__ import annotations
 
@@ -11,112 +11,138 @@ from typing import Any
 
 import pytest
 import typer.main
-from typer.testing import CliRunner
 
 from awb.cli.main import app
 from awb.clock import ManualClock
 from awb.config import load_config
 from awb.workbench import Workbench
-from support import REPO, add_tool, awb_env
+from clitools import assert_one_error_line, clean_env, run_awb
+from support import REPO, add_tool
 
 pytestmark = pytest.mark.anyio
-runner = CliRunner()
 
 
-def awb(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "awb", *args],
-        env=awb_env(tmp_path),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
+    return clean_env(AWB_INVENTORY_PATH=str(tmp_path / "inventory.db"), AWB_PID_FILE=str(tmp_path / "awb.pid"), **extra)
 
 
-def test_init_creates_config_inventory_and_tools_dir_and_refuses_to_overwrite(tmp_path: Path) -> None:
-    result = runner.invoke(app, ["init", str(tmp_path)])
-    assert result.exit_code == 0, result.output
-    assert (tmp_path / "awb.config.json").exists()
-    assert (tmp_path / "tools").is_dir()
-    assert load_config(tmp_path / "awb.config.json", environ={}).inventory_path.exists()
-    again = runner.invoke(app, ["init", str(tmp_path)])
-    assert again.exit_code == 1
-    assert "already exists" in again.output
-    assert runner.invoke(app, ["init", str(tmp_path), "--force"]).exit_code == 0
+def test_init_creates_config_inventory_tools_dir_and_an_ignored_state_dir_and_refuses_to_overwrite(
+    tmp_path: Path,
+) -> None:
+    result = run_awb(tmp_path, "init", str(tmp_path / "ws"))
+    assert result.returncode == 0, result.stderr
+    workspace = tmp_path / "ws"
+    assert (workspace / "awb.config.json").exists() and (workspace / "tools").is_dir()
+    assert load_config(workspace / "awb.config.json", environ={}).inventory_path.exists()
+    assert (workspace / ".awb" / ".gitignore").read_text().splitlines()[-1] == "*"
+    again = run_awb(tmp_path, "init", str(workspace))
+    assert "already exists" in assert_one_error_line(again, "config_invalid")
+    assert run_awb(tmp_path, "init", str(workspace), "--force").returncode == 0
+
+
+def test_the_repository_ignores_the_workbench_state_dir() -> None:
+    assert ".awb/" in (REPO / ".gitignore").read_text().splitlines()
+
+
+def test_init_with_an_invalid_environment_is_one_error_line(tmp_path: Path) -> None:
+    result = run_awb(tmp_path, "init", env=clean_env(AWB_PORT="seven"))
+    assert "port" in assert_one_error_line(result, "config_invalid")
+    assert result.returncode == 2
 
 
 def test_doctor_passes_on_a_fresh_workbench_and_reports_json(tmp_path: Path) -> None:
-    result = awb(tmp_path, "doctor", "--json")
+    assert run_awb(tmp_path, "init").returncode == 0
+    result = run_awb(tmp_path, "doctor", "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
-    checks = {check["check"]: check["ok"] for check in report["checks"]}
-    assert report["ok"] and checks["inventory"] and checks["fts5"] and checks["sandbox:monty"]
+    checks = {check["check"]: check for check in report["checks"]}
+    assert report["ok"] and checks["inventory"]["ok"] and checks["fts5"]["ok"] and checks["sandbox:monty"]["ok"]
+    assert "search.mode is 'auto'" in checks["search"]["detail"]
 
 
 def test_doctor_fails_with_a_nonzero_exit_on_a_bad_config(tmp_path: Path) -> None:
     (tmp_path / "awb.config.json").write_text('{"port": "seven"}')
-    result = awb(tmp_path, "doctor")
+    result = run_awb(tmp_path, "doctor")
     assert result.returncode == 1
     assert "port" in result.stdout
 
 
-def test_stop_says_clearly_when_nothing_runs(tmp_path: Path) -> None:
-    result = awb(tmp_path, "stop")
-    assert result.returncode == 0
-    assert "no workbench is running" in result.stdout
+def test_unknown_awb_variables_stop_no_command_and_doctor_lists_them(tmp_path: Path) -> None:
+    env = env_for(tmp_path, AWB_AGENTS_DIR="agents", AWB_SOMETHING_ELSE="1", AWB_MEMORY__NOT_A_FIELD="2")
+    for args in (("init",), ("inventory", "list", "--json"), ("maintain", "--json")):
+        result = run_awb(tmp_path, *args, env=env)
+        assert result.returncode == 0, (args, result.stderr)
+    report = json.loads(run_awb(tmp_path, "doctor", "--json", env=env).stdout)
+    environment = next(c for c in report["checks"] if c["check"] == "environment")
+    assert environment["warning"] and "AWB_SOMETHING_ELSE" in environment["detail"]
+    assert "AWB_MEMORY__NOT_A_FIELD" in environment["detail"] and "AWB_AGENTS_DIR" not in environment["detail"]
 
 
-def test_start_and_stop_through_the_pid_file(tmp_path: Path) -> None:
-    from support import free_port, wait_for_ready
+def test_checks_and_listings_without_a_config_say_so_and_create_nothing(tmp_path: Path) -> None:
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for args in (
+        ("doctor", "--json"),
+        ("inventory", "list"),
+        ("inventory", "list", "--json"),
+        ("inventory", "search", "add numbers"),
+        ("staged", "list"),
+    ):
+        result = run_awb(tmp_path, *args)
+        assert result.returncode == 0, (args, result.stderr)
+        if args[0] != "doctor":
+            assert "no awb.config.json here" in result.stderr and "nothing to show" in result.stderr
+    report = json.loads(run_awb(tmp_path, "doctor", "--json").stdout)
+    config_row = next(c for c in report["checks"] if c["check"] == "config")
+    assert "no awb.config.json here" in config_row["detail"]
+    missing = run_awb(tmp_path, "inventory", "inspect", "adder")
+    assert "no inventory" in assert_one_error_line(missing, "tool_not_found")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before == []
 
-    process = subprocess.Popen(
-        [sys.executable, "-m", "awb", "start", "--transport", "http", "--port", str(free_port())],
-        env=awb_env(tmp_path),
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+
+def test_an_unreadable_inventory_is_one_error_line(tmp_path: Path) -> None:
+    (tmp_path / "inventory.db").write_text("this is not a database\n" * 100)
+    result = run_awb(tmp_path, "inventory", "list", env=env_for(tmp_path))
+    assert "cannot open the inventory" in assert_one_error_line(result, "inventory_unreadable")
+    as_json = run_awb(tmp_path, "inventory", "list", "--json", env=env_for(tmp_path))
+    assert json.loads(as_json.stderr)["error"]["code"] == "inventory_unreadable" and as_json.stdout == ""
+
+
+def test_usage_errors_have_the_same_one_line_format_and_json_on_stderr(tmp_path: Path) -> None:
+    line = assert_one_error_line(run_awb(tmp_path, "start", "--no-such-option"), "usage_error")
+    assert "--no-such-option" in line and "awb start --help" in line
+    as_json = run_awb(tmp_path, "inventory", "list", "--limit", "many", "--json")
+    assert as_json.returncode == 2 and json.loads(as_json.stderr)["error"]["code"] == "usage_error"
+    bad_level = run_awb(tmp_path, "inventory", "list", "--memory-level", "forever")
+    assert "forever" in assert_one_error_line(bad_level, "usage_error")
+
+
+def test_version_and_short_help(tmp_path: Path) -> None:
+    from awb import __version__
+
+    assert run_awb(tmp_path, "--version").stdout.strip() == f"awb {__version__}"
+    short = run_awb(tmp_path, "-h")
+    assert short.returncode == 0 and "Usage: awb" in short.stdout
+    assert (
+        run_awb(tmp_path, "inventory", "list", "-h").stdout == run_awb(tmp_path, "inventory", "list", "--help").stdout
     )
-    try:
-        reader = wait_for_ready(process)
-        assert (tmp_path / "awb.pid").read_text() == str(process.pid)
-        stopped = awb(tmp_path, "stop")
-        assert stopped.returncode == 0, stopped.stderr
-        assert f"pid {process.pid}" in stopped.stdout
-        assert process.wait(timeout=15) is not None
-        assert not (tmp_path / "awb.pid").exists()
-        reader.join(timeout=5)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=5)
-        assert process.stderr is not None
-        process.stderr.close()
 
 
-async def test_inventory_commands_show_what_the_workbench_holds(tmp_path: Path) -> None:
-    clock = ManualClock()
-    async with Workbench(load_config(None, environ=awb_env(tmp_path)), clock=clock) as workbench:
-        tool = await workbench.craft(add_tool("cli_adder"))
-    listed = awb(tmp_path, "inventory", "list", "--json")
-    assert json.loads(listed.stdout)["tools"][0]["tool_id"] == tool.tool_id
-    table = awb(tmp_path, "inventory", "list")
-    assert "cli_adder" in table.stdout
-    found = json.loads(awb(tmp_path, "inventory", "search", "add numbers", "--json").stdout)
-    assert found["results"][0]["name"] == "cli_adder"
-    inspected = json.loads(awb(tmp_path, "inventory", "inspect", "cli_adder", "--json").stdout)
-    assert inspected["tool"]["code"] == add_tool()["code"]
-    missing = awb(tmp_path, "inventory", "inspect", "nope")
-    assert missing.returncode == 1 and "tool_not_found" in missing.stderr
-    empty = awb(tmp_path, "inventory", "search", "  ", "--json")
-    assert empty.returncode == 2 and json.loads(empty.stdout)["error"]["code"] == "invalid_params"
+def _groups(command: Any, path: str = "awb") -> list[tuple[str, Any]]:
+    found = [(path, command)]
+    for name, sub in getattr(command, "commands", {}).items():
+        found.extend(_groups(sub, f"{path} {name}"))
+    return found
 
 
-def test_maintain_reports_what_it_moved(tmp_path: Path) -> None:
-    result = awb(tmp_path, "maintain", "--json")
-    assert result.returncode == 0
-    assert json.loads(result.stdout) == {"changes": []}
+def test_every_help_lists_every_subcommand_and_shows_no_type_metavar_for_flags(tmp_path: Path) -> None:
+    for path, command in _groups(typer.main.get_command(app)):
+        shown = run_awb(tmp_path, *path.split()[1:], "--help")
+        assert shown.returncode == 0, (path, shown.stderr)
+        assert "<bool>" not in shown.stdout, path
+        subcommands = list(getattr(command, "commands", {}))
+        # The group's own help sentence (what its parent's listing shows) names every subcommand.
+        missing = [name for name in subcommands if not re.search(rf"\b{name}\b", command.help or "")]
+        assert missing == [], (path, missing)
 
 
 def _command_paths(command: Any, prefix: str = "awb") -> list[str]:
@@ -136,3 +162,51 @@ def test_every_cli_command_is_documented_in_the_readme() -> None:
         if not re.search(re.escape(path) + r"(\s|`|$)", readme)
     ]
     assert missing == [], f"undocumented commands: {missing}"
+
+
+async def test_inventory_commands_show_what_the_workbench_holds_with_whole_ids_in_a_pipe(tmp_path: Path) -> None:
+    env = env_for(tmp_path)
+    async with Workbench(load_config(None, environ=env), clock=ManualClock()) as workbench:
+        tool = await workbench.craft(add_tool("cli_adder"))
+        await workbench.call("cli_adder", {"a": 1, "b": 2})
+    listed = run_awb(tmp_path, "inventory", "list", "--json", env=env)
+    assert json.loads(listed.stdout)["tools"][0]["tool_id"] == tool.tool_id
+    table = run_awb(tmp_path, "inventory", "list", env=env)
+    assert "cli_adder" in table.stdout and tool.tool_id in table.stdout
+    found = json.loads(run_awb(tmp_path, "inventory", "search", "add numbers", "--json", env=env).stdout)
+    assert found["results"][0]["name"] == "cli_adder"
+    # The only tool, matching the query word for word, scores like a match, not 0.0.
+    assert found["results"][0]["score"] >= 0.5
+    inspected = json.loads(run_awb(tmp_path, "inventory", "inspect", "cli_adder", "--json", env=env).stdout)
+    assert inspected["tool"]["code"] == add_tool()["code"]
+    call_id = inspected["recent_calls"][0]["call_id"]
+    shown = run_awb(tmp_path, "inventory", "inspect", "cli_adder", env=env).stdout
+    assert "versions" in shown and "recent calls (1 of 1)" in shown
+    assert tool.tool_id in shown and call_id in shown
+    missing = run_awb(tmp_path, "inventory", "inspect", "nope", env=env)
+    assert_one_error_line(missing, "tool_not_found")
+    empty = run_awb(tmp_path, "inventory", "search", "  ", "--json", env=env)
+    assert empty.returncode == 2 and json.loads(empty.stderr)["error"]["code"] == "invalid_params"
+
+
+def test_maintain_reports_what_it_moved(tmp_path: Path) -> None:
+    result = run_awb(tmp_path, "maintain", "--json", env=env_for(tmp_path))
+    assert result.returncode == 0
+    assert json.loads(result.stdout) == {"changes": []}
+
+
+def test_python_dash_m_awb_is_awb(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "awb", "--version"], capture_output=True, text=True, timeout=60)
+    assert done.stdout.startswith("awb ")
+
+
+def test_the_cli_imports_nothing_heavy_before_a_command_needs_it() -> None:
+    # What `awb --help` loads: the MCP SDK, the agent runtime, the planner, the workbench and the
+    # config model (pydantic) are imported by the commands that use them (benchmarks/cli_startup.py).
+    probe = (
+        "import sys, awb.cli.main\n"
+        "heavy = ('mcp', 'mcp_types', 'awb.workbench', 'awb.agents.run', 'awb.planner.task', 'pydantic', 'rich')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m in heavy))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]"

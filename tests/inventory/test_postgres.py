@@ -55,7 +55,7 @@ def test_an_unreachable_server_is_a_clear_config_error() -> None:
 
 def test_many_servers_calling_one_tool_lose_no_count_and_promote_on_the_true_count(clean_pg_url: str) -> None:
     policy = MemoryPolicy(MemoryConfig(promotion_threshold_medium=40, promotion_threshold_long=1000))
-    stores = [PostgresStore(clean_pg_url, policy=policy) for _ in range(2)]
+    stores = [PostgresStore(clean_pg_url) for _ in range(2)]
     try:
         stores[0].add_tool(make_tool("shared"))
         stale = stores[0].get("tool_shared")
@@ -65,9 +65,7 @@ def test_many_servers_calling_one_tool_lose_no_count_and_promote_on_the_true_cou
             record = CallRecord(
                 call_id=f"call_{i:016x}", tool_id="tool_shared", version=1, at=NOW, duration_ms=1, ok=True
             )
-            # Every caller read the tool before anyone called it: the values it sends are all stale.
-            fields = {"usage_count": 1, "success_count": 1, "last_used_at": NOW, "memory_level": "short_term"}
-            stores[i % 2].record_call(record, fields)
+            stores[i % 2].record_call(record, level_after=policy.level_after_success)
 
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(call, range(80)))

@@ -65,7 +65,7 @@ def test_an_inventory_from_before_call_ids_migrates_and_keeps_its_rows(tmp_path:
     [old_write] = store.staged_writes()
     assert (old_write["call_id"], old_write["content"]) == ("", "old content")
     new_call = old_call.model_copy(update={"call_id": "call_0123456789abcdef", "ok": True, "error_code": None})
-    store.record_call(new_call, {})
+    store.record_call(new_call)
     assert [c.call_id for c in store.calls("tool_old")] == ["call_0123456789abcdef", ""]
     store.close()
 

@@ -103,9 +103,9 @@ def test_a_call_is_recorded_with_its_counters_in_one_step(store: Store) -> None:
     call = CallRecord(
         call_id="call_0000000000000001", tool_id="tool_counted", version=1, at=NOW, duration_ms=2.5, ok=True
     )
-    store.record_call(call, {"usage_count": 1, "success_count": 1, "last_used_at": NOW})
+    store.record_call(call)
     failed = call.model_copy(update={"call_id": "call_0000000000000002", "ok": False, "error_code": "timeout"})
-    store.record_call(failed, {"failure_count": 1})
+    store.record_call(failed)
     tool = store.get("tool_counted")
     assert tool is not None
     assert (tool.usage_count, tool.success_count, tool.failure_count, tool.last_used_at) == (1, 1, 1, NOW)

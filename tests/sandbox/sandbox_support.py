@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from awb.errors import ExecutionError
+from awb.inventory.models import Capabilities, Tool
 from awb.sandbox.base import Execution, Limits, Runtime
 from awb.sandbox.host import HostBridge
 
@@ -35,3 +38,20 @@ async def failure(
         assert "root:x:0" not in repr(exc.to_dict())
         return exc
     raise AssertionError(f"the tool was expected to fail but returned {result.value!r}")
+
+
+def granted_tool(tool_id: str, *read_dirs: Path) -> Tool:
+    """A stored-tool record granted `read_dirs` (staged writes may target them)."""
+    now = datetime.now(UTC)
+    return Tool(
+        tool_id=tool_id,
+        name=tool_id,
+        description="writes files",
+        language="python",
+        runtime="monty",
+        code="def run(params):\n    return 1\n",
+        input_schema={"type": "object"},
+        capabilities=Capabilities(read_dirs=[str(d) for d in read_dirs]),
+        created_at=now,
+        updated_at=now,
+    )

@@ -70,7 +70,7 @@ async def test_tool_opens_a_granted_file_directly_and_writes_its_scratch_dir(
 async def test_write_file_stages_instead_of_writing(
     cpython: CPythonRuntime, host_factory: Any, staged: Staged, dirs: dict[str, Path]
 ) -> None:
-    target = dirs["outside"] / "new.txt"
+    target = dirs["granted"] / "new.txt"
     code = "def run(params):\n    return write_file(params['path'], 'content')\n"
     result = await cpython.execute(code, {"path": str(target)}, LIMITS, host_factory())
     assert result.value == {"staged": True, "id": 1, "path": str(target)}

@@ -39,7 +39,7 @@ async def test_run_returns_a_json_value_and_console_output_is_logged(
 async def test_host_functions_read_granted_files_and_stage_writes(
     javascript: JavaScriptRuntime, host_factory: Any, staged: Staged, dirs: dict[str, Path]
 ) -> None:
-    target = str(dirs["outside"] / "out.txt")
+    target = str(dirs["granted"] / "out.txt")
     code = "function run(p) { const text = readFile('data.txt'); return writeFile(p.target, text.toUpperCase()); }"
     result = await javascript.execute(code, {"target": target}, LIMITS, host_factory())
     assert result.value["staged"] is True

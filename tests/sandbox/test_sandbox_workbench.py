@@ -25,7 +25,7 @@ async def wb(tmp_path: Path) -> AsyncIterator[Workbench]:
     granted.mkdir()
     (granted / "in.txt").write_text("granted text")
     config = Config(inventory_path=tmp_path / "inv.db")
-    config.sandbox.grants = {"reader": [str(granted)]}
+    config.sandbox.grants = {"reader": [str(granted)], "stager": [str(tmp_path / "written")]}
     workbench = Workbench(config, runtimes=build_runtimes(config))
     async with workbench:
         yield workbench
@@ -57,7 +57,7 @@ async def test_hostile_cpython_call_is_recorded_as_a_failure_and_the_tool_keeps_
 
 
 async def test_granted_tool_reads_and_stages_a_write_a_person_applies(wb: Workbench, tmp_path: Path) -> None:
-    target = tmp_path / "result" / "out.txt"
+    target = tmp_path / "granted" / "result" / "out.txt"
     code = "def run(params):\n    return write_file(params['to'], read_file('in.txt').upper())\n"
     await wb.craft({"name": "reader", "description": "copies upper-cased", "code": code, "runtime": "cpython"})
     receipt = (await wb.call("reader", {"to": str(target)})).result
@@ -79,7 +79,7 @@ async def test_staged_writes_carry_the_id_of_the_call_that_staged_them(wb: Workb
         "    return 'staged'\n"
     )
     await wb.craft({"name": "stager", "description": "stages two writes", "code": code})
-    first, second = str(tmp_path / "first.txt"), str(tmp_path / "second.txt")
+    first, second = str(tmp_path / "written" / "first.txt"), str(tmp_path / "written" / "second.txt")
     result = await wb.call("stager", {"to": first, "fail": False})
     with pytest.raises(ExecutionError):
         await wb.call("stager", {"to": second, "fail": True})

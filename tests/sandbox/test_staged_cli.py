@@ -10,12 +10,14 @@ from typer.testing import CliRunner
 
 from awb.cli.staged import staged_app
 from awb.inventory.sqlite import SQLiteStore
+from sandbox_support import granted_tool
 
 
 def _setup(tmp_path: Path) -> tuple[Path, Path, int]:
     config = tmp_path / "awb.config.json"
     config.write_text(json.dumps({"inventory_path": "inv.db"}))
     store = SQLiteStore(tmp_path / "inv.db")
+    store.add_tool(granted_tool("tool_x", tmp_path / "out"))
     target = tmp_path / "out" / "file.txt"
     staged_id = store.stage_write("tool_x", str(target), "staged content", datetime.now(UTC), call_id="call_1")
     store.close()
@@ -59,3 +61,89 @@ def test_list_and_show_name_the_call_that_staged_the_write(tmp_path: Path) -> No
         result = runner.invoke(staged_app, [*command, "--config", str(config)], terminal_width=200)
         assert result.exit_code == 0, result.output
         assert "call_1" in result.output
+
+
+HOSTILE_PATHS = [
+    "[red]fake[/red] [link=http://x]click[/link]",
+    "[/]",
+    "\x1b[2J\x1b[31mcleared",
+    "name\u202etxt.exe",
+    "bell\x07and\x9bcsi",
+    "back\\x1bslash",
+]
+
+
+def _stage_hostile(tmp_path: Path) -> tuple[Path, list[int]]:
+    config = tmp_path / "awb.config.json"
+    config.write_text(json.dumps({"inventory_path": "inv.db"}))
+    store = SQLiteStore(tmp_path / "inv.db")
+    store.add_tool(granted_tool("tool_[bold]x", tmp_path / "out"))
+    ids = [
+        store.stage_write(
+            "tool_[bold]x",
+            str(tmp_path / "out" / name),
+            "line one\n\x1b]0;pwned\x07[blink]content[/blink]\x1b[8m",
+            datetime.now(UTC),
+            call_id="call_\x1b[1m",
+        )
+        for name in HOSTILE_PATHS
+    ]
+    store.close()
+    return config, ids
+
+
+def test_list_and_show_print_hostile_paths_and_contents_literally_and_escaped(tmp_path: Path) -> None:
+    config, ids = _stage_hostile(tmp_path)
+    runner = CliRunner()
+    listed = runner.invoke(staged_app, ["list", "--config", str(config)], env={"COLUMNS": "400"})
+    assert listed.exit_code == 0, listed.output
+    outputs = [listed.output]
+    for staged_id in ids:
+        shown = runner.invoke(staged_app, ["show", str(staged_id), "--config", str(config)], env={"COLUMNS": "400"})
+        assert shown.exit_code == 0, shown.output
+        assert "[blink]content[/blink]" in shown.output
+        assert "\\x1b]0;pwned\\x07" in shown.output
+        assert "line one\n" in shown.output
+        outputs.append(shown.output)
+    for output in outputs:
+        assert "\x1b" not in output and "\x07" not in output and "\x9b" not in output and "\u202e" not in output
+    shown_all = "".join(outputs)
+    assert "[red]fake[/red]" in shown_all
+    assert "\\x1b[2J" in shown_all and "\\u202e" in shown_all
+    assert "back\\\\x1bslash" in shown_all
+
+
+def test_applying_a_hostile_path_reports_it_escaped(tmp_path: Path) -> None:
+    config, ids = _stage_hostile(tmp_path)
+    result = CliRunner().invoke(staged_app, ["apply", str(ids[2]), "--config", str(config)], env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.output and "\\x1b[2J" in result.output
+    assert (tmp_path / "out" / HOSTILE_PATHS[2]).read_text().startswith("line one")
+
+
+def test_apply_outside_the_grants_is_refused_without_force_and_done_with_it(tmp_path: Path) -> None:
+    config, _, _ = _setup(tmp_path)
+    store = SQLiteStore(tmp_path / "inv.db")
+    outside = tmp_path / "elsewhere.txt"
+    moved = store.stage_write("tool_x", str(outside), "moved", datetime.now(UTC), call_id="call_2")
+    store.close()
+    runner = CliRunner()
+    refused = runner.invoke(staged_app, ["apply", str(moved), "--config", str(config), "--json"])
+    assert refused.exit_code != 0
+    assert json.loads(refused.output)["error"]["code"] == "sandbox_violation"
+    assert not outside.exists()
+    forced = runner.invoke(staged_app, ["apply", str(moved), "--force", "--config", str(config)])
+    assert forced.exit_code == 0, forced.output
+    assert outside.read_text() == "moved"
+
+
+def test_apply_onto_the_config_file_is_refused_even_with_force(tmp_path: Path) -> None:
+    config, _, _ = _setup(tmp_path)
+    before = config.read_text()
+    store = SQLiteStore(tmp_path / "inv.db")
+    staged_id = store.stage_write("tool_x", str(config), "{}", datetime.now(UTC), call_id="call_3")
+    store.close()
+    result = CliRunner().invoke(staged_app, ["apply", str(staged_id), "--force", "--config", str(config), "--json"])
+    assert result.exit_code != 0
+    assert json.loads(result.output)["error"]["code"] == "sandbox_violation"
+    assert config.read_text() == before

@@ -7,14 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from awb.errors import InvalidParams
+from awb.errors import InvalidParams, SandboxViolation
 from awb.inventory.sqlite import SQLiteStore
 from awb.sandbox import staging
+from sandbox_support import granted_tool
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> SQLiteStore:
-    return SQLiteStore(tmp_path / "inv.db")
+    """An inventory holding `tool_1`, granted the test's temporary directory."""
+    store = SQLiteStore(tmp_path / "inv.db")
+    store.add_tool(granted_tool("tool_1", tmp_path))
+    return store
 
 
 def test_apply_writes_the_file_creating_parents_and_marks_it_applied(store: SQLiteStore, tmp_path: Path) -> None:
@@ -59,3 +63,13 @@ def test_failed_apply_leaves_the_write_pending(store: SQLiteStore, tmp_path: Pat
     with pytest.raises(InvalidParams, match="cannot write"):
         staging.apply_staged(store, staged_id)
     assert staging.get_staged(store, staged_id).status == "pending"
+
+
+def test_apply_without_the_protected_list_still_refuses_awb_directories_and_config(
+    store: SQLiteStore, tmp_path: Path
+) -> None:
+    for target in (tmp_path / ".awb" / "inventory.db", tmp_path / "AWB.CONFIG.JSON"):
+        staged_id = store.stage_write("tool_1", str(target), "x", datetime.now(UTC), call_id="call_1")
+        with pytest.raises(SandboxViolation):
+            staging.apply_staged(store, staged_id, force=True)
+        assert not target.exists()

@@ -131,8 +131,26 @@ def test_fusion_divides_bm25_by_the_best_and_min_max_scales_cosine() -> None:
     assert fused["c"] == pytest.approx(DENSE_WEIGHT * 1.0)
 
 
-def test_fusion_survives_no_text_match_and_equal_cosines() -> None:
-    assert fuse({}, {"a": 0.5, "b": 0.5}, (0.5, 0.5)) == {"a": 0.0, "b": 0.0}
+def test_fusion_survives_no_text_match_and_scores_equal_cosines_by_the_cosine_itself() -> None:
+    fused = fuse({}, {"a": 0.5, "b": 0.5}, (0.5, 0.5))
+    assert fused == {"a": pytest.approx(DENSE_WEIGHT * 0.5), "b": pytest.approx(DENSE_WEIGHT * 0.5)}
+
+
+def test_the_only_tool_of_an_inventory_scores_high_for_a_perfect_match_in_text_and_hybrid(
+    store: SQLiteStore,
+) -> None:
+    engine = engine_with(store, ConceptEmbedder(), [make_tool("word_counter", "Count the words of a text.")])
+    for mode in ("text", "hybrid"):
+        used, hits = engine.search("count the words of a text", 5, mode=mode)  # type: ignore[arg-type]
+        assert used == mode and [tool.name for tool, _ in hits] == ["word_counter"]
+        assert hits[0][1] >= 0.9, (mode, hits[0][1])
+
+
+def test_text_scores_are_bm25_relative_to_the_best_match(store: SQLiteStore) -> None:
+    engine = engine_with(store, ConceptEmbedder(), [make_tool(n, d) for n, d in TOOLS])
+    _, hits = engine.search("count words text", 5, mode="text")
+    assert hits[0][0].name == "word_counter" and hits[0][1] == pytest.approx(1.0)
+    assert all(0 < score <= 1.0 for _, score in hits)
 
 
 def test_text_hit_outside_the_nearest_candidates_keeps_its_own_cosine(store: SQLiteStore) -> None:
@@ -239,3 +257,35 @@ async def test_workbench_keeps_vectors_in_step_with_craft_and_delete(workbench: 
     assert found.results[0].name == "weather_forecast"
     workbench.delete("weather_forecast")
     assert "weather_forecast" not in [r.name for r in workbench.search("will I need an umbrella", limit=6).results]
+
+
+def test_auto_mode_is_hybrid_with_the_extra_and_says_so(tmp_path: Path) -> None:
+    from awb.config import Config
+    from awb.workbench import Workbench
+
+    workbench = Workbench(Config(inventory_path=tmp_path / "auto.db"))
+    try:
+        assert workbench.config.search.mode == "auto"
+        assert workbench.search_engine.mode == "hybrid"
+    finally:
+        workbench.store.close()
+
+
+def test_auto_mode_without_embeddings_is_text_and_says_why(tmp_path: Path) -> None:
+    from awb.config import Config
+    from awb.workbench import Workbench
+
+    config = Config(inventory_path=tmp_path / "auto.db", search=SearchConfig(mode="auto", embedding_provider="none"))
+    workbench = Workbench(config)
+    try:
+        assert workbench.search_engine.mode == "text"
+        assert workbench.search_engine.reason.startswith("search.mode is 'auto' and embeddings are disabled")
+    finally:
+        workbench.store.close()
+
+
+def test_an_inventory_without_vectors_is_searched_without_embedding_the_query(store: SQLiteStore) -> None:
+    embedder = ConceptEmbedder()
+    engine = HybridSearch(store, embedder, SearchConfig(mode="hybrid"))
+    mode, hits = engine.search("count words", 5)
+    assert (mode, hits, embedder.calls) == ("text", [], 0)

@@ -199,3 +199,15 @@ async def test_the_end_of_input_waits_for_answers_not_for_cancelled_requests() -
             assert not settled.is_set()  # request 2 is still unanswered (1 was, 3 was cancelled)
             outstanding.written(JSONRPCResponse(jsonrpc="2.0", id=2, result={}))
     assert settled.is_set()
+
+
+def test_a_line_that_is_not_json_gets_a_parse_error_and_the_session_goes_on(tmp_path: Path) -> None:
+    answers = session_answers(
+        tmp_path,
+        "this is not json {",
+        '{"jsonrpc": "2.0", "id": 7, "nonsense": true}',
+        rpc(8, "tools/list", {}),
+    )
+    assert answers[None]["error"]["code"] == -32700
+    assert answers[7]["error"]["code"] == -32600
+    assert any(tool["name"] == "awb_craft" for tool in answers[8]["result"]["tools"])

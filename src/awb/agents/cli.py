@@ -13,25 +13,23 @@ import os
 import sys
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import anyio
 import typer
-from rich.console import Console
 
-from awb.agents.agent import Agent
-from awb.agents.events import RunEvent
-from awb.agents.mcp_client import ServerTarget
-from awb.agents.models.settings import ModelSettings
-from awb.agents.progress import ProgressView
-from awb.agents.registry import load_agent, scan
-from awb.agents.result import RunResult
-from awb.agents.run import run_agent
-from awb.agents.servers import configured_servers, load_servers_file
-from awb.config import find_config_file, load_config
 from awb.errors import AwbError, ConfigError
 
-agents_app = typer.Typer(help="Run typed agents that use MCP tools.", no_args_is_help=True)
+if TYPE_CHECKING:
+    from awb.agents.agent import Agent
+    from awb.agents.events import RunEvent
+    from awb.agents.mcp_client import ServerTarget
+    from awb.agents.models.settings import ModelSettings
+    from awb.agents.result import RunResult
+
+# The agent runtime (the MCP client, the providers, rich) is imported by the commands, not here:
+# `awb --help` and every other `awb` command load this module.
+
+agents_app = typer.Typer(help="Run typed agents that use MCP tools: run, list.", no_args_is_help=True)
 
 AgentsDir = Annotated[
     Path, typer.Option("--agents-dir", envvar="AWB_AGENTS_DIR", help="Directory searched for agent classes.")
@@ -54,6 +52,9 @@ def resolve_servers(
     servers_file: Path | None, server_options: list[str], config_file: Path | None
 ) -> dict[str, ServerTarget]:
     """`--servers FILE`, else `mcp_servers` of the config (file or `AWB_MCP_SERVERS`); `--server` overrides."""
+    from awb.agents.servers import configured_servers, load_servers_file
+    from awb.config import find_config_file, load_config
+
     if servers_file is not None:
         servers = load_servers_file(servers_file)
     else:
@@ -80,6 +81,8 @@ def _quiet_http(log_http: bool) -> None:
 
 
 def _settings(temperature: float | None, max_tokens: int | None, timeout: float | None) -> ModelSettings | None:
+    from awb.agents.models.settings import ModelSettings
+
     settings = ModelSettings(temperature=temperature, max_tokens=max_tokens, timeout_seconds=timeout)
     return settings if settings != ModelSettings() else None
 
@@ -106,6 +109,13 @@ def run_command(
     # Console scripts leave the working directory off sys.path; dotted agent paths expect it.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
+    import anyio
+    from rich.console import Console
+
+    from awb.agents.progress import ProgressView
+    from awb.agents.registry import load_agent
+    from awb.agents.run import run_agent
+
     _quiet_http(log_http)
     stderr = Console(stderr=True)
     live = sys.stdout.isatty() and not verbose
@@ -158,6 +168,8 @@ def list_command(agents_dir: AgentsDir = Path("agents")) -> None:
 
     A module that fails to import is one line on stderr; the others are still listed.
     """
+    from awb.agents.registry import scan
+
     try:
         found = scan(agents_dir)
     except AwbError as err:

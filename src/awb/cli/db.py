@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from awb.cli.output import console, fail, print_json, table
+from awb.cli.output import fail, print_json, say, table
 from awb.config import Config, load_config
 from awb.errors import AwbError, ConfigError
 from awb.inventory.open import describe
@@ -117,6 +117,6 @@ def migrate_command(config_path: ConfigOption = None, as_json: JsonOption = Fals
     if as_json:
         print_json({"applied": applied, "schema": after["schema"], "store": after["store"]})
     elif applied:
-        console.print(f"applied migrations {applied}; {after['store']} schema is now {after['schema']}")
+        say(f"applied migrations {applied}; {after['store']} schema is now {after['schema']}")
     else:
-        console.print(f"{after['store']} schema {after['schema']} is up to date")
+        say(f"{after['store']} schema {after['schema']} is up to date")

@@ -1,19 +1,52 @@
-"""How the CLI talks to people (rich tables on stderr/stdout) and to scripts (`--json`)."""
+"""How the CLI talks to people (tables, one-line errors on stderr) and to scripts (`--json`).
+
+Rich is imported on first use: `awb --help` and a JSON listing never pay for it. Errors have one shape
+for every command: `error (<code>): <message>` on stderr, or `{"error": {...}}` on stderr with `--json`.
+"""
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterable, Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from awb.errors import AwbError
 
-console = Console()
-errors = Console(stderr=True)
+if TYPE_CHECKING:
+    from rich.console import Console
+
+#: Set by `awb --debug`: errors keep their details and unexpected ones their traceback.
+DEBUG = False
+#: Columns whose values are identifiers: never wrapped or cut, whatever the terminal's width.
+ID_COLUMNS = frozenset({"tool_id", "id", "call_id", "call"})
+#: Width of tables written to a pipe or a file: wide enough that no row is wrapped or cut.
+PIPE_WIDTH = 10_000
+
+_consoles: dict[bool, Console] = {}
+
+
+def _console(stderr: bool) -> Console:
+    if stderr not in _consoles:
+        from rich.console import Console
+
+        stream = sys.stderr if stderr else sys.stdout
+        # A pipe gets full lines: rich would fold them at 80 columns and cut ids in half.
+        width = None if stream.isatty() else PIPE_WIDTH
+        _consoles[stderr] = Console(stderr=stderr, width=width, soft_wrap=not stream.isatty())
+    return _consoles[stderr]
+
+
+def say(message: str) -> None:
+    """A line for people on stdout (rich markup allowed)."""
+    _console(False).print(message)
+
+
+def note(message: str) -> None:
+    """A line for people on stderr: progress, warnings, what a command did not do."""
+    _console(True).print(message)
 
 
 def print_json(data: Any) -> None:
@@ -21,19 +54,41 @@ def print_json(data: Any) -> None:
 
 
 def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    from rich.table import Table
+
     view = Table(title=title, title_justify="left")
     for column in columns:
-        view.add_column(column)
+        view.add_column(column, no_wrap=column in ID_COLUMNS)
     for row in rows:
-        view.add_row(*("" if cell is None else str(cell) for cell in row))
-    console.print(view)
+        # A rich Text (e.g. `safe_text.plain` of tool-written text) is shown literally; other cells as text.
+        view.add_row(*("" if cell is None else cell if hasattr(cell, "spans") else str(cell) for cell in row))
+    _console(False).print(view)
+
+
+def print_text(text: Any) -> None:
+    """A rich renderable (e.g. `safe_text.plain(...)`) on stdout, with no markup or highlighting applied."""
+    _console(False).print(text, highlight=False)
+
+
+def print_code(code: str) -> None:
+    _console(False).print(code, markup=False, highlight=False)
+
+
+def error_line(error: AwbError) -> str:
+    return f"error ({error.code}): {error.message}"
+
+
+def report_error(error: AwbError, as_json: bool = False) -> None:
+    """Write an error in the one CLI format: a line on stderr, or `{"error": ...}` on stderr."""
+    if as_json:
+        typer.echo(json.dumps({"error": error.to_dict()}, default=str), err=True)
+        return
+    typer.echo(error_line(error), err=True)
+    if DEBUG:
+        for key, value in error.details.items():
+            typer.echo(f"  {key}: {value}", err=True)
 
 
 def fail(error: AwbError, as_json: bool = False) -> NoReturn:
-    if as_json:
-        print_json({"error": error.to_dict()})
-    else:
-        errors.print(f"[bold red]error[/] ({error.code}): {error.message}")
-        for key, value in error.details.items():
-            errors.print(f"  {key}: {value}")
+    report_error(error, as_json)
     raise typer.Exit(error.exit_code)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from awb.cli.output import console, fail, print_json
+from awb.cli.output import fail, print_json, say
 from awb.config import load_config
 from awb.errors import AwbError, Unavailable
 from awb.search.embeddings import EmbedderUnavailable
@@ -20,7 +20,7 @@ def reindex_command(config_path: Path | None, json_output: bool) -> None:
         config = load_config(config_path)
     except AwbError as error:
         fail(error, json_output)
-    if config.search.mode != "hybrid":
+    if config.search.mode != "hybrid":  # `auto` and `text` too: reindexing asks for the model
         config = config.model_copy(update={"search": config.search.model_copy(update={"mode": "hybrid"})})
     workbench = Workbench(config)
     try:
@@ -34,9 +34,9 @@ def reindex_command(config_path: Path | None, json_output: bool) -> None:
         else:
             stale = {m: n for m, n in before.vectors_by_model.items() if m != before.model_id}
             if stale:
-                console.print(f"model changed: vectors from {', '.join(stale)} are replaced by {before.model_id}")
+                say(f"model changed: vectors from {', '.join(stale)} are replaced by {before.model_id}")
             columns = (TextColumn("embedding tools"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-            with Progress(*columns, console=console, transient=True) as progress:
+            with Progress(*columns, transient=True) as progress:
                 task = progress.add_task("reindex", total=None)
                 written = engine.reindex(lambda done, total: progress.update(task, completed=done, total=total))
         after = engine.status()
@@ -56,4 +56,4 @@ def reindex_command(config_path: Path | None, json_output: bool) -> None:
     if json_output:
         print_json(report)
     else:
-        console.print(f"reindexed {written} tools with {after.model_id} in {seconds:.1f} s")
+        say(f"reindexed {written} tools with {after.model_id} in {seconds:.1f} s")

@@ -1,43 +1,45 @@
 """`awb staged list|show|apply|discard`: a person reviews what tools asked to write.
 
-Mounted by the main CLI as `awb staged`; a thin layer over `awb.sandbox.staging`.
+Mounted by the main CLI as `awb staged`; a thin layer over `awb.sandbox.staging`. Paths and contents
+come from tool code: they are printed as plain text with control characters escaped (`safe_text`).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from awb.config import load_config
-from awb.errors import AwbError
-from awb.inventory.open import open_store
-from awb.inventory.sqlite import SQLiteStore
+from awb.cli.common import ConfigOption, JsonOption, config_for, inventory_missing, open_store
+from awb.cli.output import print_text, report_error, say, table
+from awb.cli.safe_text import plain
+from awb.config import find_config_file
+from awb.errors import AwbError, InvalidParams
 from awb.sandbox import staging
 
-staged_app = typer.Typer(help="Review, apply or discard the writes tools staged.", no_args_is_help=True)
-console = Console()
+if TYPE_CHECKING:
+    from awb.inventory.sqlite import SQLiteStore
 
-ConfigOption = Annotated[Path | None, typer.Option("--config", "-c", help="Path to awb.config.json.")]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+staged_app = typer.Typer(
+    help="Review, apply or discard the writes tools staged: list, show, apply, discard.", no_args_is_help=True
+)
 
 
-def _store(config_path: Path | None) -> SQLiteStore:
-    config = load_config(config_path)
-    # The same methods on either store; PostgreSQL keeps staged writes in the shared database.
-    store: SQLiteStore = open_store(config)  # type: ignore[assignment]
-    return store
+def _store(config_path: Path | None, as_json: bool, *, read_only: bool = False) -> SQLiteStore | None:
+    """The inventory; None for a read-only command when there is none yet (a check creates nothing)."""
+    config = config_for(config_path, as_json)
+    if read_only and inventory_missing(config, config_path):
+        return None
+    try:
+        return open_store(config)
+    except AwbError as exc:
+        raise _fail(exc, as_json) from None
 
 
 def _fail(exc: AwbError, as_json: bool) -> typer.Exit:
-    if as_json:
-        typer.echo(json.dumps({"error": exc.to_dict()}))
-    else:
-        console.print(f"[red]error[/red] {exc.message}")
+    report_error(exc, as_json)
     return typer.Exit(exc.exit_code)
 
 
@@ -56,30 +58,43 @@ def list_command(
     as_json: JsonOption = False,
 ) -> None:
     """List staged writes (pending ones by default)."""
-    store = _store(config)
+    store = _store(config, as_json, read_only=True)
+    if store is None:
+        writes: list[staging.StagedWrite] = []
+        names: dict[str, str] = {}
+    else:
+        writes, names = _listed(store, status)
+    if as_json:
+        typer.echo(json.dumps([{**w.to_dict(content=False), "tool": names[w.tool_id]} for w in writes], indent=2))
+        return
+    if not writes:
+        say(f"no {'' if status == 'all' else status + ' '}staged writes")
+        return
+    table(
+        "staged writes",
+        ("id", "tool", "call", "path", "bytes", "staged at", "status"),
+        [
+            (w.id, plain(names[w.tool_id]), plain(w.call_id or "-"), plain(w.path), w.size, w.created_at, w.status)
+            for w in writes
+        ],
+    )
+
+
+def _listed(store: SQLiteStore, status: str) -> tuple[list[staging.StagedWrite], dict[str, str]]:
     try:
         writes = staging.list_staged(store, None if status == "all" else status)
         names = _tool_names(store, writes)
     finally:
         store.close()
-    if as_json:
-        typer.echo(json.dumps([{**w.to_dict(content=False), "tool": names[w.tool_id]} for w in writes], indent=2))
-        return
-    if not writes:
-        console.print(f"no {'' if status == 'all' else status + ' '}staged writes")
-        return
-    table = Table(title="staged writes")
-    for column in ("id", "tool", "call", "path", "bytes", "staged at", "status"):
-        table.add_column(column)
-    for w in writes:
-        table.add_row(str(w.id), names[w.tool_id], w.call_id or "-", w.path, str(w.size), w.created_at, w.status)
-    console.print(table)
+    return writes, names
 
 
 @staged_app.command("show")
 def show_command(staged_id: int, config: ConfigOption = None, as_json: JsonOption = False) -> None:
     """Show one staged write with its content."""
-    store = _store(config)
+    store = _store(config, as_json, read_only=True)
+    if store is None:
+        raise _fail(InvalidParams(f"no staged write #{staged_id}: there is no inventory yet"), as_json)
     try:
         write = staging.get_staged(store, staged_id)
         name = _tool_names(store, [write])[write.tool_id]
@@ -90,20 +105,25 @@ def show_command(staged_id: int, config: ConfigOption = None, as_json: JsonOptio
     if as_json:
         typer.echo(json.dumps({**write.to_dict(), "tool": name}, indent=2))
         return
-    console.print(
-        f"[bold]#{write.id}[/bold] {write.path}  ({write.size} bytes, {write.status}, by {name}, "
-        f"call {write.call_id or '-'})"
+    print_text(
+        plain(f"#{write.id} ", style="bold")
+        + plain(f"{write.path}  ({write.size} bytes, {write.status}, by {name}, call {write.call_id or '-'})")
     )
-    console.rule()
-    console.print(write.content, markup=False, highlight=False)
+    say("-" * 40)
+    print_text(plain(write.content, multiline=True))
 
 
-def _change(action: str, staged_id: int, config: Path | None, as_json: bool) -> None:
-    store = _store(config)
+def _change(action: str, staged_id: int, config_path: Path | None, as_json: bool, force: bool = False) -> None:
+    config = config_for(config_path, as_json)
+    store = _store(config_path, as_json)
+    assert store is not None
+    config_file = find_config_file(config_path)
+    protected = staging.protected_paths(config, *([config_file] if config_file is not None else []))
     try:
-        write = (
-            staging.apply_staged(store, staged_id) if action == "apply" else staging.discard_staged(store, staged_id)
-        )
+        if action == "apply":
+            write = staging.apply_staged(store, staged_id, protected=protected, force=force)
+        else:
+            write = staging.discard_staged(store, staged_id)
     except AwbError as exc:
         raise _fail(exc, as_json) from None
     finally:
@@ -111,13 +131,21 @@ def _change(action: str, staged_id: int, config: Path | None, as_json: bool) -> 
     if as_json:
         typer.echo(json.dumps(write.to_dict(content=False)))
     else:
-        console.print(f"{write.status} #{write.id}: {write.path}")
+        print_text(plain(f"{write.status} #{write.id}: ") + plain(write.path))
 
 
 @staged_app.command("apply")
-def apply_command(staged_id: int, config: ConfigOption = None, as_json: JsonOption = False) -> None:
+def apply_command(
+    staged_id: int,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Apply even outside the tool's granted directories (never onto awb's files)."),
+    ] = False,
+) -> None:
     """Write a staged write's content to its path for real."""
-    _change("apply", staged_id, config, as_json)
+    _change("apply", staged_id, config, as_json, force)
 
 
 @staged_app.command("discard")

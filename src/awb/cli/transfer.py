@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from awb.cli.output import errors, fail, print_json
+from awb.cli.output import fail, note, print_json
 from awb.config import Config, load_config
 from awb.errors import AwbError
 
@@ -60,7 +60,7 @@ def register(inventory_app: typer.Typer) -> None:
                     sink.close()
         finally:
             store.close()
-        errors.print(f"exported {count - 1} tools")
+        note(f"exported {count - 1} tools")
 
     @inventory_app.command("import")
     def import_command(
@@ -84,9 +84,9 @@ def register(inventory_app: typer.Typer) -> None:
         except AwbError as error:
             fail(error, as_json)
         except OSError as exc:
-            errors.print(f"[red]cannot read {source}[/]: {exc}")
+            note(f"[red]cannot read {source}[/]: {exc}")
             raise typer.Exit(2) from None
         if as_json:
             print_json({"imported": report.imported, "skipped": report.skipped})
         else:
-            errors.print(f"imported {report.imported} tools, skipped {report.skipped} already present")
+            note(f"imported {report.imported} tools, skipped {report.skipped} already present")

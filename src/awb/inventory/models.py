@@ -14,7 +14,8 @@ MemoryLevel = Literal["short_term", "medium_term", "long_term", "archived"]
 Status = Literal["active", "deleted", "archived"]
 
 MEMORY_LEVELS: tuple[MemoryLevel, ...] = ("short_term", "medium_term", "long_term", "archived")
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+#: Tool names, matched whole (`fullmatch`): no trailing newline, no leading '-' (awb.crafting checks them).
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,63}")
 
 
 class Example(BaseModel):
@@ -122,3 +123,14 @@ class CallRecord(BaseModel):
     duration_ms: float
     ok: bool
     error_code: str | None = None
+
+
+class ToolCounters(BaseModel):
+    """A tool's counters and tier right after a call was recorded (read in the same transaction)."""
+
+    usage_count: int
+    success_count: int
+    failure_count: int
+    previous_level: MemoryLevel
+    memory_level: MemoryLevel
+    status: Status

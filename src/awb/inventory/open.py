@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from awb.config import Config
-from awb.inventory.memory import MemoryPolicy
 from awb.inventory.store import Store
 
 
@@ -12,7 +11,7 @@ def open_store(config: Config) -> Store:
     if config.inventory_url:
         from awb.inventory.postgres import PostgresStore
 
-        return PostgresStore(config.inventory_url, max_tools=config.max_tools, policy=MemoryPolicy(config.memory))
+        return PostgresStore(config.inventory_url, max_tools=config.max_tools)
     from awb.inventory.sqlite import SQLiteStore
 
     return SQLiteStore(config.inventory_path)

@@ -17,9 +17,8 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-from awb.errors import ConfigError, LimitExceeded
-from awb.inventory.memory import MemoryPolicy
-from awb.inventory.models import CallRecord, Example, MemoryLevel, Tool, ToolSummary, ToolVersion
+from awb.errors import ConfigError, LimitExceeded, OutputExceeded
+from awb.inventory.models import CallRecord, Example, MemoryLevel, Tool, ToolCounters, ToolSummary, ToolVersion
 from awb.inventory.postgres_cache import MISSING, ReadCache
 from awb.inventory.postgres_migrations import SCHEMA_VERSION, applied_versions, migrate
 from awb.inventory.postgres_notify import CHANNEL, Change, ChangeListenerThread, payload, send
@@ -28,6 +27,8 @@ from awb.search.fts import split_identifier
 
 #: Advisory lock key serialising inserts while `max_tools` is checked ("awb_add" in ASCII).
 ADD_LOCK = 0x6177625F616464
+#: Advisory lock key serialising staged writes while their byte caps are checked ("awb_stg").
+STAGE_LOCK = 0x6177625F737467
 #: ts_rank weights for {D, C, B, A} = {problem, description, tags, name}: SQLite's BM25 column weights.
 RANK_WEIGHTS = "{0.25, 0.25, 0.5, 1.0}"
 #: ts_rank normalisation 1: divide by 1 + log(document length), so long descriptions do not win by size.
@@ -46,8 +47,6 @@ _TOOL_FIELDS = ", ".join(f"t.{c}" for c in _TOOL_COLUMNS)
 _SELECT = f"SELECT {_TOOL_FIELDS} FROM tools t"
 _SUMMARY_COLUMNS = "tool_id, name, description, memory_level, usage_count, tags, status, equipped"
 _ORDER = "tier, usage_count DESC, seq DESC"
-#: Counters a call moves: always by one, in SQL, whatever value the caller read before.
-_COUNTERS = ("usage_count", "success_count", "failure_count")
 _VERSION_COLUMNS = (
     "version, code, description, input_schema, output_schema, examples, runtime, created_at, usage_count, failure_count"
 )
@@ -152,7 +151,6 @@ class PostgresStore:
         url: str,
         *,
         max_tools: int | None = None,
-        policy: MemoryPolicy | None = None,
         pool_size: int = POOL_MAX,
         migrate_schema: bool = True,
         text_search: Literal["bm25", "fts"] = "bm25",
@@ -162,7 +160,6 @@ class PostgresStore:
         self.url = url
         self.max_tools = max_tools
         self.durable = durable
-        self.policy = policy
         #: Tags this process's change messages, so its own listener ignores them.
         self.origin = uuid.uuid4().hex
         self._connect: Callable[[str], Any] = lambda info: psycopg.connect(info, autocommit=True)
@@ -286,20 +283,23 @@ class PostgresStore:
 
     # --- tools --------------------------------------------------------------------------------
 
-    def add_tool(self, tool: Tool) -> None:
+    def check_room(self, max_active: int) -> None:
+        """Raise `limit_exceeded` when `max_active` live tools are already stored (an early check)."""
+        if self.count_active() >= max_active:
+            raise _inventory_full(max_active)
+
+    def add_tool(self, tool: Tool, *, max_active: int | None = None) -> None:
         values = self._tool_values(tool)
         columns = ", ".join(values)
         marks = ", ".join("%s" for _ in values)
+        limit = max_active if max_active is not None else self.max_tools
         with self._pool.connection() as conn, conn.transaction():
-            if self.max_tools is not None:
+            if limit is not None:
                 # One inserter at a time: the count and the insert are then one atomic step across servers.
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (ADD_LOCK,))
                 live = conn.execute("SELECT count FROM awb_live_tools").fetchone()[0]
-                if live >= self.max_tools:
-                    raise LimitExceeded(
-                        f"the inventory holds its maximum of {self.max_tools} tools; delete some first",
-                        limit="max_tools",
-                    )
+                if live >= limit:
+                    raise _inventory_full(limit)
             conn.execute(f"INSERT INTO tools ({columns}) VALUES ({marks})", list(values.values()))
             self._insert_version(conn, tool.tool_id, _first_version(tool))
             send(conn, self.origin, "crafted", [tool.tool_id], equipped=tool.equipped)
@@ -585,14 +585,12 @@ class PostgresStore:
 
     # --- calls --------------------------------------------------------------------------------
 
-    def record_call(self, call: CallRecord, tool_fields: dict[str, Any]) -> None:
-        """Append the call and move the tool's counters by one in SQL, whatever the caller read: many
-        servers calling one tool lose no count. The tier follows the count the update returns."""
-        fields = dict(tool_fields)
-        counters = [c for c in _COUNTERS if fields.pop(c, None) is not None]
-        level = fields.pop("memory_level", None)
-        assignments, values = self._assignments(fields)
-        assignments += [f"{c} = {c} + 1" for c in counters]
+    def record_call(
+        self, call: CallRecord, *, level_after: Callable[[MemoryLevel, int], MemoryLevel] | None = None
+    ) -> ToolCounters:
+        """Append the call and move the tool's counters by one in SQL (`x = x + 1`), in one statement:
+        many servers calling one tool lose no count. A success brings an archived tool back and, with
+        `level_after`, sets the tier the counted usage earns (compare-and-set on the tier)."""
         call_values = (
             call.call_id or None,
             call.tool_id,
@@ -602,15 +600,25 @@ class PostgresStore:
             call.ok,
             call.error_code,
         )
-        # One statement, so one round trip and one implicit transaction: the call, the version's
-        # counters and the tool's counters commit together.
+        if call.ok:
+            assignments = (
+                "usage_count = usage_count + 1, success_count = success_count + 1, last_used_at = %s, "
+                "status = CASE status WHEN 'archived' THEN 'active' ELSE status END"
+            )
+            values: list[Any] = [_iso(call.at)]
+        else:
+            assignments, values = "failure_count = failure_count + 1", []
+        # Every part of one statement sees the same snapshot: `old` is the tier before this call.
         sql = (
             "WITH c AS (INSERT INTO calls (call_id, tool_id, version, at, duration_ms, ok, error_code) "
             "VALUES (%s, %s, %s, %s, %s, %s, %s)), "
             "v AS (UPDATE tool_versions SET usage_count = usage_count + 1, failure_count = failure_count + %s "
             "WHERE tool_id = %s AND version = %s), "
             # Other servers drop their cached copy of the tool (its counters and recent calls moved).
-            "n AS (SELECT pg_notify(%s, %s)) "
+            "n AS (SELECT pg_notify(%s, %s)), "
+            "old AS (SELECT memory_level FROM tools WHERE tool_id = %s) "
+            f"UPDATE tools t SET {assignments} FROM n, old WHERE t.tool_id = %s "
+            "RETURNING t.usage_count, t.success_count, t.failure_count, old.memory_level, t.memory_level, t.status"
         )
         args: list[Any] = [
             *call_values,
@@ -619,34 +627,46 @@ class PostgresStore:
             call.version,
             CHANNEL,
             payload(self.origin, "called", [call.tool_id]),
+            call.tool_id,
+            *values,
+            call.tool_id,
         ]
-        if assignments:
-            sql += (
-                f"UPDATE tools SET {', '.join(assignments)} FROM n WHERE tool_id = %s "
-                "RETURNING memory_level, usage_count"
-            )
-            args += [*values, call.tool_id]
-        else:
-            sql += "SELECT NULL, NULL FROM n"
         with self._pool.connection() as conn:
             row = conn.execute(sql, args).fetchone()
             self._cache.invalidate([call.tool_id], counts=False)
-            if row is None or row[0] is None or level is None:
-                return
-            before, usage = row
-            after = level if self.policy is None else self.policy.level_after_success(before, int(usage))
-            if after == before:
-                return
+            if row is None:
+                return ToolCounters(
+                    usage_count=0,
+                    success_count=0,
+                    failure_count=0,
+                    previous_level="short_term",
+                    memory_level="short_term",
+                    status="active",
+                )
+            counters = ToolCounters(
+                usage_count=row[0],
+                success_count=row[1],
+                failure_count=row[2],
+                previous_level=row[3],
+                memory_level=row[4],
+                status=row[5],
+            )
+            if not call.ok or level_after is None:
+                return counters
+            level = level_after(counters.memory_level, counters.usage_count)
+            if level == counters.memory_level:
+                return counters
             with conn.transaction():
                 # Compare and set: a concurrent call that moved the tier first computed it from a count
                 # at least as high, and maintenance may have moved it since; either way theirs stands.
                 moved = conn.execute(
                     "UPDATE tools SET memory_level = %s WHERE tool_id = %s AND memory_level = %s",
-                    (after, call.tool_id, before),
+                    (level, call.tool_id, counters.memory_level),
                 ).rowcount
                 if moved:
                     send(conn, self.origin, "updated", [call.tool_id])
             self._written([call.tool_id])
+        return counters.model_copy(update={"memory_level": level}) if moved else counters
 
     def calls(self, tool_id: str, limit: int = 20) -> list[CallRecord]:
         self._follow()
@@ -722,8 +742,41 @@ class PostgresStore:
 
     # --- staged writes (awb.sandbox.staging) ------------------------------------------------------
 
-    def stage_write(self, tool_id: str, path: str, content: str, at: datetime, *, call_id: str) -> int:
-        with self._pool.connection() as conn:
+    def stage_write(
+        self,
+        tool_id: str,
+        path: str,
+        content: str,
+        at: datetime,
+        *,
+        call_id: str,
+        max_tool_bytes: int | None = None,
+        max_total_bytes: int | None = None,
+    ) -> int:
+        """Keep a write for review. The caps count pending writes (per tool, and in all), checked under
+        an advisory lock in the inserting transaction, so concurrent calls on any server cannot pass
+        them together."""
+        size = len(content.encode("utf-8", errors="surrogatepass"))
+        with self._pool.connection() as conn, conn.transaction():
+            if max_tool_bytes is not None or max_total_bytes is not None:
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (STAGE_LOCK,))
+            for limit, name, where, args in (
+                (max_tool_bytes, "sandbox.max_staged_bytes_per_tool", "AND tool_id = %s", (tool_id,)),
+                (max_total_bytes, "sandbox.max_staged_bytes_total", "", ()),
+            ):
+                if limit is None:
+                    continue
+                pending = conn.execute(
+                    f"SELECT coalesce(sum(octet_length(content)), 0) FROM staged_writes WHERE status = 'pending' {where}",
+                    args,
+                ).fetchone()[0]
+                if pending + size > limit:
+                    raise OutputExceeded(
+                        f"staging {size} more bytes would pass {name} ({limit} bytes pending at most); "
+                        "apply or discard staged writes first",
+                        limit=name,
+                        pending=int(pending),
+                    )
             row = conn.execute(
                 "INSERT INTO staged_writes (tool_id, call_id, path, content, created_at) "
                 "VALUES (%s, %s, %s, %s, %s) RETURNING id",
@@ -757,6 +810,10 @@ class PostgresStore:
             args = (status, staged_id, expected)
         with self._pool.connection() as conn:
             return int(conn.execute(query, args).rowcount) == 1
+
+
+def _inventory_full(max_active: int) -> LimitExceeded:
+    return LimitExceeded(f"the inventory holds its maximum of {max_active} tools; delete some first", limit="max_tools")
 
 
 def _staged_row(row: Sequence[Any]) -> dict[str, Any]:

@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from awb.errors import ConfigError
-from awb.inventory.models import CallRecord, Example, MemoryLevel, Tool, ToolSummary, ToolVersion
+from awb.errors import ConfigError, LimitExceeded, OutputExceeded
+from awb.inventory.models import CallRecord, Example, MemoryLevel, Tool, ToolCounters, ToolSummary, ToolVersion
 from awb.inventory.text_index import TextIndex
 from awb.inventory.vectors import VECTORS_SQL
 from awb.search.fts import or_expression, split_identifier
@@ -144,6 +144,10 @@ _TOOL_FIELDS = ", ".join(f"t.{c}" for c in _TOOL_COLUMNS)
 _SELECT = f"SELECT {_TOOL_FIELDS} FROM tools t"
 
 
+def _inventory_full(max_active: int) -> LimitExceeded:
+    return LimitExceeded(f"the inventory holds its maximum of {max_active} tools; delete some first", limit="max_tools")
+
+
 def _statements(script: str) -> Iterator[str]:
     """Split a script into statements without `executescript`, which would commit our transaction."""
     buffer = ""
@@ -268,13 +272,24 @@ class SQLiteStore:
 
     # --- tools --------------------------------------------------------------------------------
 
-    def add_tool(self, tool: Tool) -> None:
+    def check_room(self, max_active: int) -> None:
+        """Raise `limit_exceeded` when `max_active` live tools are already stored."""
+        if self.count_active() >= max_active:
+            raise _inventory_full(max_active)
+
+    def add_tool(self, tool: Tool, *, max_active: int | None = None) -> None:
+        """Insert a tool; with `max_active`, only while fewer live tools are stored (checked inside the
+        write transaction, so concurrent crafts, from any process, cannot pass the cap together)."""
         values = self._tool_values(tool)
         columns = ", ".join(values)
         marks = ", ".join("?" for _ in values)
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
+                if max_active is not None:
+                    live = self._db.execute("SELECT count(*) FROM tools WHERE status != 'deleted'").fetchone()[0]
+                    if live >= max_active:
+                        raise _inventory_full(max_active)
                 cursor = self._db.execute(f"INSERT INTO tools ({columns}) VALUES ({marks})", list(values.values()))
                 self._text.mark([int(cursor.lastrowid or 0)])
                 self._insert_version(
@@ -550,7 +565,12 @@ class SQLiteStore:
 
     # --- calls --------------------------------------------------------------------------------
 
-    def record_call(self, call: CallRecord, tool_fields: dict[str, Any]) -> None:
+    def record_call(
+        self, call: CallRecord, *, level_after: Callable[[MemoryLevel, int], MemoryLevel] | None = None
+    ) -> ToolCounters:
+        """Append a call record and move the tool's counters in SQL (`x = x + 1`), in one write
+        transaction: concurrent calls from any process never lose an update. A success also brings an
+        archived tool back and, with `level_after`, sets the tier its counted usage earns."""
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
@@ -572,12 +592,43 @@ class SQLiteStore:
                     "WHERE tool_id = ? AND version = ?",
                     (0 if call.ok else 1, call.tool_id, call.version),
                 )
-                if tool_fields:
-                    self.update(call.tool_id, **tool_fields)
+                before = self._db.execute(
+                    "SELECT memory_level FROM tools WHERE tool_id = ?", (call.tool_id,)
+                ).fetchone()
+                if call.ok:
+                    self._db.execute(
+                        "UPDATE tools SET usage_count = usage_count + 1, success_count = success_count + 1, "
+                        "last_used_at = ?, status = CASE status WHEN 'archived' THEN 'active' ELSE status END "
+                        "WHERE tool_id = ?",
+                        (iso(call.at), call.tool_id),
+                    )
+                else:
+                    self._db.execute(
+                        "UPDATE tools SET failure_count = failure_count + 1 WHERE tool_id = ?", (call.tool_id,)
+                    )
+                row = self._db.execute(
+                    "SELECT usage_count, success_count, failure_count, memory_level, status FROM tools "
+                    "WHERE tool_id = ?",
+                    (call.tool_id,),
+                ).fetchone()
+                counters = ToolCounters(
+                    usage_count=row[0] if row else 0,
+                    success_count=row[1] if row else 0,
+                    failure_count=row[2] if row else 0,
+                    previous_level=before[0] if before else "short_term",
+                    memory_level=row[3] if row else "short_term",
+                    status=row[4] if row else "active",
+                )
+                if row and call.ok and level_after is not None:
+                    level = level_after(counters.memory_level, counters.usage_count)
+                    if level != counters.memory_level:
+                        self._db.execute("UPDATE tools SET memory_level = ? WHERE tool_id = ?", (level, call.tool_id))
+                        counters = counters.model_copy(update={"memory_level": level})
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
+        return counters
 
     def calls(self, tool_id: str, limit: int = 20) -> list[CallRecord]:
         with self._lock:
@@ -599,12 +650,49 @@ class SQLiteStore:
             for r in rows
         ]
 
-    def stage_write(self, tool_id: str, path: str, content: str, at: datetime, *, call_id: str) -> int:
+    def stage_write(
+        self,
+        tool_id: str,
+        path: str,
+        content: str,
+        at: datetime,
+        *,
+        call_id: str,
+        max_tool_bytes: int | None = None,
+        max_total_bytes: int | None = None,
+    ) -> int:
+        """Keep a write for review. The caps count pending writes (per tool, and in all) and are checked
+        in the write transaction, so concurrent calls cannot pass them together."""
+        size = len(content.encode("utf-8", errors="surrogatepass"))
         with self._lock:
-            cursor = self._db.execute(
-                "INSERT INTO staged_writes (tool_id, call_id, path, content, created_at) VALUES (?, ?, ?, ?, ?)",
-                (tool_id, call_id, path, content, iso(at)),
-            )
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for limit, name, where, args in (
+                    (max_tool_bytes, "sandbox.max_staged_bytes_per_tool", "AND tool_id = ?", (tool_id,)),
+                    (max_total_bytes, "sandbox.max_staged_bytes_total", "", ()),
+                ):
+                    if limit is None:
+                        continue
+                    pending = self._db.execute(
+                        f"SELECT coalesce(sum(length(CAST(content AS BLOB))), 0) FROM staged_writes "
+                        f"WHERE status = 'pending' {where}",
+                        args,
+                    ).fetchone()[0]
+                    if pending + size > limit:
+                        raise OutputExceeded(
+                            f"staging {size} more bytes would pass {name} ({limit} bytes pending at most); "
+                            "apply or discard staged writes first",
+                            limit=name,
+                            pending=pending,
+                        )
+                cursor = self._db.execute(
+                    "INSERT INTO staged_writes (tool_id, call_id, path, content, created_at) VALUES (?, ?, ?, ?, ?)",
+                    (tool_id, call_id, path, content, iso(at)),
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
         return int(cursor.lastrowid or 0)
 
     def iter_maintainable(self) -> Iterator[Tool]:

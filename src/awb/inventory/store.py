@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from awb.inventory.models import CallRecord, MemoryLevel, Tool, ToolSummary, ToolVersion
+from awb.inventory.models import CallRecord, MemoryLevel, Tool, ToolCounters, ToolSummary, ToolVersion
 
 
 class Store(Protocol):
     def close(self) -> None: ...
 
-    def add_tool(self, tool: Tool) -> None: ...
+    def add_tool(self, tool: Tool, *, max_active: int | None = None) -> None:
+        """Insert a tool; with `max_active`, raise `limit_exceeded` unless fewer live tools are stored,
+        checked atomically with the insert."""
+        ...
+
+    def check_room(self, max_active: int) -> None:
+        """Raise `limit_exceeded` when `max_active` live tools are already stored (an early check)."""
+        ...
 
     def get(self, tool_id: str) -> Tool | None: ...
 
@@ -62,14 +69,28 @@ class Store(Protocol):
         """Tools matching any of `words` with their BM25 scores (higher is better)."""
         ...
 
-    def record_call(self, call: CallRecord, tool_fields: dict[str, Any]) -> None:
-        """Append a call record and update the tool's counters in one transaction."""
+    def record_call(
+        self, call: CallRecord, *, level_after: Callable[[MemoryLevel, int], MemoryLevel] | None = None
+    ) -> ToolCounters:
+        """Append a call record and increment the tool's counters in the store (never read-modify-write
+        outside it), in one transaction; on success set the tier `level_after` gives the new usage."""
         ...
 
     def calls(self, tool_id: str, limit: int = 20) -> list[CallRecord]: ...
 
-    def stage_write(self, tool_id: str, path: str, content: str, at: datetime, *, call_id: str) -> int:
-        """Keep a write that call `call_id` of a tool asked for until a person applies or discards it."""
+    def stage_write(
+        self,
+        tool_id: str,
+        path: str,
+        content: str,
+        at: datetime,
+        *,
+        call_id: str,
+        max_tool_bytes: int | None = None,
+        max_total_bytes: int | None = None,
+    ) -> int:
+        """Keep a write that call `call_id` of a tool asked for until a person applies or discards it;
+        `output_exceeded` when the pending bytes of the tool or of all tools would pass a cap."""
         ...
 
     def iter_maintainable(self) -> Iterator[Tool]:

@@ -5,11 +5,17 @@ plan that runs in the sandbox (`run_python_plan`), and large results enter the m
 summaries (`summarize_payload`), after secrets are masked (`redact_payload`).
 """
 
-from awb.planner.budget import Budget, BudgetSnapshot
-from awb.planner.plan_runner import SandboxResult, run_python_plan
-from awb.planner.redaction import redact_payload
-from awb.planner.summaries import summarize_payload
-from awb.planner.task import MCPTaskResult, execute_mcp_task, execute_mcp_task_sync
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from awb.planner.budget import Budget, BudgetSnapshot
+    from awb.planner.plan_runner import SandboxResult, run_python_plan
+    from awb.planner.redaction import redact_payload
+    from awb.planner.summaries import summarize_payload
+    from awb.planner.task import MCPTaskResult, execute_mcp_task, execute_mcp_task_sync
 
 __all__ = [
     "Budget",
@@ -22,3 +28,23 @@ __all__ = [
     "run_python_plan",
     "summarize_payload",
 ]
+
+# Loaded on first use: `awb` imports `awb.planner.cli` to register `awb plan`, and the planner brings
+# the MCP client and the agent runtime with it.
+_HOMES = {
+    "Budget": "awb.planner.budget",
+    "BudgetSnapshot": "awb.planner.budget",
+    "MCPTaskResult": "awb.planner.task",
+    "SandboxResult": "awb.planner.plan_runner",
+    "execute_mcp_task": "awb.planner.task",
+    "execute_mcp_task_sync": "awb.planner.task",
+    "redact_payload": "awb.planner.redaction",
+    "run_python_plan": "awb.planner.plan_runner",
+    "summarize_payload": "awb.planner.summaries",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOMES:
+        return getattr(import_module(_HOMES[name]), name)
+    raise AttributeError(f"module 'awb.planner' has no attribute {name!r}")

@@ -88,12 +88,12 @@ def encode_output(value: Any, max_output_bytes: int) -> str:
     """Serialise a tool's result to JSON under the output cap, or raise a structured error."""
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except RecursionError:
+        raise OutputExceeded("tool output nests too deeply to encode", reason="depth") from None
     except (TypeError, ValueError) as exc:
         raise InvalidOutput(
             f"the tool returned a value that is not JSON-serialisable: {exc}", type=type(value).__name__
         ) from exc
-    except RecursionError:
-        raise InvalidOutput("the tool returned a value nested too deeply to serialise") from None
     try:
         size = len(text.encode("utf-8"))
     except UnicodeEncodeError:

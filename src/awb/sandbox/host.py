@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from awb.errors import OutputExceeded, SandboxViolation
+from awb.sandbox.staging import ProtectedPaths, inside_any
 
 #: Staging callback: (path, content) -> staged write id.
 Stager = Callable[[str, str], int]
@@ -25,9 +26,17 @@ MAX_PATH_CHARS = 4096
 class HostBridge:
     """`HostFunctions` for one call of one tool."""
 
-    def __init__(self, *, read_dirs: list[str], stage: Stager | None, max_log_bytes: int) -> None:
+    def __init__(
+        self,
+        *,
+        read_dirs: list[str],
+        stage: Stager | None,
+        max_log_bytes: int,
+        protected: ProtectedPaths | None = None,
+    ) -> None:
         self._roots = [Path(d).resolve() for d in read_dirs]
         self._stage = stage
+        self._protected = protected
         self._max_log_bytes = max_log_bytes
         self._log_bytes = 0
         self.logs: list[str] = []
@@ -83,12 +92,13 @@ class HostBridge:
     def write_file(self, path: str, data: str) -> dict[str, Any]:
         """Stage a write for a person to apply (`awb staged apply`); nothing touches the disk here.
 
-        A relative path is taken inside the first granted directory; the staged path is absolute."""
+        A relative path is taken inside the first granted directory; the staged path is absolute and
+        must resolve inside a granted directory, and never onto one of the workbench's own files."""
         if self._stage is None:
             raise SandboxViolation("write_file is not available here", path=path)
         _check_path(path)
-        if not isinstance(data, str):
-            raise SandboxViolation("write_file takes text data", path=path)
+        if not isinstance(data, str) or not _encodable(data):
+            raise SandboxViolation("write_file takes valid text data", path=path)
         size = len(data.encode("utf-8"))
         if size > MAX_WRITE_BYTES:
             raise OutputExceeded(f"staged write of {size} bytes is over the {MAX_WRITE_BYTES}-byte cap", path=path)
@@ -102,14 +112,28 @@ class HostBridge:
                 )
             candidate = self._roots[0] / candidate
         target = Path(os.path.normpath(candidate))
+        if not inside_any(str(target), self.read_dirs):
+            raise SandboxViolation(f"write outside the granted directories refused: {path}", path=path)
+        if self._protected is not None:
+            self._protected.refuse(str(target))
         staged_id = self._stage(str(target), data)
         self.staged.append(staged_id)
         return {"staged": True, "id": staged_id, "path": str(target)}
 
 
 def _check_path(path: object) -> None:
-    if not isinstance(path, str) or not path or "\x00" in path or len(path) > MAX_PATH_CHARS:
-        raise SandboxViolation("a path must be a non-empty string without NUL characters", path=str(path)[:200])
+    if not isinstance(path, str) or not path or "\x00" in path or len(path) > MAX_PATH_CHARS or not _encodable(path):
+        raise SandboxViolation(
+            "a path must be a non-empty string of valid text without NUL characters", path=ascii(path)[:200]
+        )
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _inside(path: Path, root: Path) -> bool:

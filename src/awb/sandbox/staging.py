@@ -1,6 +1,9 @@
 """Staged writes ("shadow mode"): what tools asked to write, waiting for a person to apply or discard.
 
 Tools can only stage (`write_file`); applying is for people (CLI, web panel), never for agents.
+A write is staged only inside the tool's granted directories, and never onto the workbench's own
+files (inventory and its -wal/-shm, config, pid file, logs, anything under a `.awb` directory);
+both rules are checked again, on the resolved path, when a person applies it.
 """
 
 from __future__ import annotations
@@ -9,9 +12,14 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from awb.errors import InvalidParams
+from awb.config import CONFIG_FILENAME
+from awb.errors import InvalidParams, SandboxViolation
+
+if TYPE_CHECKING:
+    from awb.config import Config
+    from awb.inventory.models import Tool
 
 PENDING, APPLYING, APPLIED, DISCARDED = "pending", "applying", "applied", "discarded"
 
@@ -24,6 +32,68 @@ class StagingStore(Protocol):
     def get_staged(self, staged_id: int) -> dict[str, Any] | None: ...
 
     def set_staged_status(self, staged_id: int, status: str, *, expected: str | None = None) -> bool: ...
+
+    def get(self, tool_id: str) -> Tool | None: ...
+
+
+#: Directory names whose contents belong to the workbench, wherever they are.
+_OWN_DIRS = (".awb",)
+#: SQLite keeps these beside a database; each is as much the inventory as the file itself.
+_DB_SIDECARS = ("", "-wal", "-shm", "-journal")
+
+
+@dataclass(frozen=True)
+class ProtectedPaths:
+    """The workbench's own files, which no staged write may target. Compared after resolving
+    symlinks and `..`, and without regard to case (a case-insensitive filesystem maps `.AWB` to `.awb`)."""
+
+    files: frozenset[str]
+    dirs: frozenset[str]
+
+    def refuse(self, path: str) -> None:
+        """Raise `sandbox_violation` when `path` (or what it resolves to) is one of the workbench's files."""
+        for form in {os.path.normpath(path), os.path.realpath(path)}:
+            folded = form.casefold()
+            parts = Path(folded).parts
+            if (
+                folded in self.files
+                or any(folded == d or folded.startswith(d + os.sep) for d in self.dirs)
+                or any(part in _OWN_DIRS for part in parts)
+                or (parts and parts[-1] == CONFIG_FILENAME.casefold())
+            ):
+                raise SandboxViolation(f"{path} is one of the workbench's own files; it cannot be written", path=path)
+
+
+def protected_paths(config: Config, *extra: Path) -> ProtectedPaths:
+    """What `config` says the workbench owns (plus `extra` files, e.g. the config file in use)."""
+    files: set[Path] = {config.pid_file, *extra}
+    files.update(Path(f"{config.inventory_path}{suffix}") for suffix in _DB_SIDECARS)
+    dirs: set[Path] = set()
+    if config.log_file is not None:
+        files.add(config.log_file)
+        files.update(Path(f"{config.log_file}.{n}") for n in range(1, 10))
+    for owned in (config.inventory_path, config.pid_file):
+        if owned.parent.name.casefold() in _OWN_DIRS:
+            dirs.add(owned.parent)
+    return ProtectedPaths(files=_folded_forms(files), dirs=_folded_forms(dirs))
+
+
+def _folded_forms(paths: set[Path]) -> frozenset[str]:
+    forms: set[str] = set()
+    for path in paths:
+        absolute = os.path.abspath(path)
+        forms.update({os.path.normpath(absolute).casefold(), os.path.realpath(absolute).casefold()})
+    return frozenset(forms)
+
+
+def inside_any(path: str, roots: list[str]) -> bool:
+    """Whether `path`, resolved (symlinks of its existing parts, `..`), is inside one of `roots` (resolved)."""
+    resolved = Path(os.path.realpath(path))
+    for root in roots:
+        base = Path(os.path.realpath(root))
+        if resolved == base or base in resolved.parents:
+            return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -79,10 +149,28 @@ def get_staged(store: StagingStore, staged_id: int) -> StagedWrite:
     return StagedWrite.from_row(row)
 
 
-def apply_staged(store: StagingStore, staged_id: int) -> StagedWrite:
+def apply_staged(
+    store: StagingStore, staged_id: int, *, protected: ProtectedPaths | None = None, force: bool = False
+) -> StagedWrite:
     """Write the staged content to its path for real (parent directories created, atomic replace)
-    and mark it applied. Only a pending write can be applied, once."""
+    and mark it applied. Only a pending write can be applied, once.
+
+    The path is checked again as it resolves now: never one of the `protected` files (not even with
+    `force`), and inside the tool's granted directories unless `force` (grants may have changed, or a
+    symlink may have been swapped in since the write was staged)."""
     staged = get_staged(store, staged_id)
+    # Without the configuration's list, the rules that need none still hold (.awb/, awb.config.json).
+    (protected or ProtectedPaths(frozenset(), frozenset())).refuse(staged.path)
+    if not force:
+        tool = store.get(staged.tool_id)
+        granted = [] if tool is None else tool.capabilities.read_dirs
+        if not inside_any(staged.path, granted):
+            raise SandboxViolation(
+                f"staged write {staged_id} targets {staged.path}, outside the granted directories of its tool; "
+                "review it and apply with --force to write it anyway",
+                id=staged_id,
+                path=staged.path,
+            )
     if not store.set_staged_status(staged_id, APPLYING, expected=PENDING):
         current = get_staged(store, staged_id).status
         raise InvalidParams(f"staged write {staged_id} is {current}, not pending; it cannot be applied", status=current)

@@ -32,6 +32,8 @@ Mode = Literal["text", "dense", "hybrid"]
 #: MetaTool NDCG@10 is flat between 0.75 and 0.85 and falls off outside; reciprocal-rank fusion was
 #: 6 points of R@5 worse.
 DENSE_WEIGHT = 0.8
+#: Below this spread of cosines over the inventory, min-max scaling is not used (see `fuse`).
+MIN_COSINE_SPAN = 1e-6
 #: A tool's vector is the normalised sum of three views: its description (with problem and tags), its
 #: name in words plus description, and NAME_VIEW_WEIGHT times its name alone. +1.6 R@5 dense and +1.1
 #: hybrid on MetaTool against the description alone; 0.3-0.8 all do as well.
@@ -111,13 +113,31 @@ def fuse(
     """
     top_text = max(text_scores.values(), default=0.0)
     low, high = cosine_range
-    span = high - low if high > low else 1.0
+    # One tool (or tools all equally far from the query) leaves min-max nothing to scale by: it would
+    # give a perfect match 0. The raw cosine, clipped to [0, 1], is then the dense part.
+    degenerate = high - low <= MIN_COSINE_SPAN
     fused: dict[str, float] = {}
     for tool_id in text_scores.keys() | cosines.keys():
         text = text_scores.get(tool_id, 0.0) / top_text if top_text > 0 else 0.0
-        cosine = (cosines[tool_id] - low) / span if tool_id in cosines else 0.0
+        if tool_id not in cosines:
+            cosine = 0.0
+        elif degenerate:
+            cosine = min(max(cosines[tool_id], 0.0), 1.0)
+        else:
+            cosine = (cosines[tool_id] - low) / (high - low)
         fused[tool_id] = DENSE_WEIGHT * cosine + (1 - DENSE_WEIGHT) * text
     return fused
+
+
+def relative_text_scores(hits: list[tuple[Tool, float]]) -> list[tuple[Tool, float]]:
+    """BM25 divided by the best BM25 of the query: text-mode scores in [0, 1], like hybrid's.
+
+    Raw BM25 is no score to show: on a small inventory a word every tool has gets FTS5's floor idf
+    (1e-6), so the only tool of a one-tool inventory scored 0.0 for a perfect match."""
+    top = max((score for _, score in hits), default=0.0)
+    if top <= 0:
+        return hits
+    return [(tool, score / top) for tool, score in hits]
 
 
 def tier_order(hits: Sequence[tuple[Tool, float]]) -> list[tuple[Tool, float]]:
@@ -208,7 +228,7 @@ class HybridSearch:
         #: Agents repeat queries; the benchmark sets 0 so every query pays for its embedding.
         self.query_cache_size = QUERY_CACHE_SIZE
         self.embedder: Embedder | None = None
-        if self.config.mode != "hybrid":
+        if self.config.mode == "text":
             self.reason = "search.mode is 'text'"
         elif embedder is None:
             self.reason = reason or "no embedding model"
@@ -357,7 +377,7 @@ class HybridSearch:
 
     def _text(self, query: str, k: int) -> list[tuple[Tool, float]]:
         words = search_words(query)
-        return self.store.search_text(words, limit=k) if words else []
+        return relative_text_scores(self.store.search_text(words, limit=k)) if words else []
 
     def search(self, query: str, limit: int = 10, *, mode: Mode | None = None) -> tuple[str, list[tuple[Tool, float]]]:
         """The best `limit` tools for `query` with their scores, and the mode that produced them.
@@ -372,6 +392,10 @@ class HybridSearch:
         # BM25 first, in this thread: ranked in memory it costs a few hundred microseconds, less than
         # handing it to another thread that would compete with the model's for two cores.
         assert isinstance(self.store, VectorStore)
+        if not self._vector_index().ids:
+            # No tool has a vector (an empty inventory): nothing for the model to rank, so the query
+            # is not embedded and a fresh CLI process does not wait for the model to load.
+            return "text", tier_order(self._text(query, k))[:limit]
         words = [] if wanted == "dense" else search_words(query)
         text_scores = dict(self.store.text_scores(words, k)) if words else {}
         try:

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import logging
 import time
+import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
 import mcp_types as types
 import pydantic_core
-from jsonschema import Draft202012Validator
 from mcp.server.lowlevel import Server
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
@@ -26,7 +26,9 @@ from awb.schema_rules import MCP_INPUT_RULE, craft_warnings, structured_result
 from awb.server.listing import EquippedListing, tool_names_warning
 from awb.server.notify import ListChangedNotifier
 from awb.server.schemas import DESCRIPTIONS, INPUT, META_TOOLS, OUTPUT
-from awb.workbench import Workbench, schema_errors
+from awb.text import cap_text
+from awb.validation import SchemaTooExpensive, ToolSchema
+from awb.workbench import Workbench
 
 log = logging.getLogger("awb.mcp")
 
@@ -91,7 +93,7 @@ class McpFace:
     def __init__(self, workbench: Workbench) -> None:
         self.workbench = workbench
         self.separator = "_" if workbench.config.tool_names == "underscore" else "."
-        self._validators = {name: Draft202012Validator(schema) for name, schema in INPUT.items()}
+        self._validators = {name: ToolSchema.compile(schema, trusted=True) for name, schema in INPUT.items()}
         self._handlers: dict[str, Handler] = {
             "craft": self._craft,
             "call": self._call,
@@ -183,7 +185,10 @@ class McpFace:
             handler = self._handlers.get(verb)
             if handler is None:
                 return await self._call_equipped(name, arguments, started)
-            problems = schema_errors(self._validators[verb], arguments)
+            try:
+                problems = await self._validators[verb].problems_off_loop(arguments)
+            except SchemaTooExpensive as exc:
+                raise InvalidParams(f"arguments for {name} cannot be checked: {exc}") from None
             if problems:
                 raise _invalid_arguments(name, problems)
             structured = await handler(arguments)
@@ -196,9 +201,11 @@ class McpFace:
             log.info("mcp %s -> %s (%.1f ms)", name, error.code, (time.perf_counter() - started) * 1000)
             return to_mcp_error(error)
         except Exception as error:  # the server must survive anything a tool or agent does
-            log.exception("mcp %s failed unexpectedly", name)
+            # The frames, and the message capped: an exception can carry megabytes of tool output.
+            frames = "".join(traceback.format_tb(error.__traceback__))
+            log.error("mcp %s failed unexpectedly: %s\n%s", name, cap_text(repr(error), 2000), frames)
             return to_mcp_error(AwbError(f"internal error: {type(error).__name__}: {error}"))
-        log.info("mcp %s ok (%.1f ms)", name, (time.perf_counter() - started) * 1000)
+        log.debug("mcp %s ok (%.1f ms)", name, (time.perf_counter() - started) * 1000)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=json_text(structured))],
             structured_content=structured,
@@ -217,7 +224,7 @@ class McpFace:
                 name=name,
             )
         result = await self.workbench.call(tool.tool_id, arguments)
-        log.info("mcp %s ok (%.1f ms)", name, (time.perf_counter() - started) * 1000)
+        log.debug("mcp %s ok (%.1f ms)", name, (time.perf_counter() - started) * 1000)
         record = result.model_dump(mode="json", exclude={"result"})
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=json_text(result.result))],

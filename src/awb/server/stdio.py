@@ -17,6 +17,7 @@ pipes, the end of stdin is held back until the requests already read have been a
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import stat
@@ -36,6 +37,8 @@ log = logging.getLogger("awb.server.stdio")
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
 Streams = tuple[Any, Any]
+#: JSON-RPC 2.0's code for valid JSON that is not a request, response or notification.
+INVALID_REQUEST = -32600
 
 
 @asynccontextmanager
@@ -56,20 +59,25 @@ async def serve_stdio_streams(*, sdk_transport: bool = False, drain_seconds: flo
 @asynccontextmanager
 async def message_streams(lines_in: LineSource, lines_out: LineSink, drain_seconds: float) -> AsyncIterator[Streams]:
     """MCP messages over lines, framed as the SDK's `stdio_server` frames them: one JSON message per
-    line, a line that does not parse reaches the session as the exception. At the end of input, the
+    line. A line that is not a JSON-RPC message is answered here with a JSON-RPC error (-32700 for text
+    that is not JSON, -32600 for JSON that is not a message), as JSON-RPC asks, instead of reaching
+    the session, which would only log it and leave the client waiting. At the end of input, the
     session is told only once every request read has been answered or cancelled, or `drain_seconds`
     have passed."""
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
     outstanding = _Outstanding()
+    errors_out = write_stream.clone()
 
     async def read_lines() -> None:
-        async with read_writer:
+        async with read_writer, errors_out:
             async for line in lines_in:
+                if not line.strip():
+                    continue
                 try:
                     message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                except Exception as exc:
-                    await read_writer.send(exc)
+                except ValueError as exc:
+                    await errors_out.send(SessionMessage(_unreadable(line, exc)))
                     continue
                 outstanding.read(message)
                 await read_writer.send(SessionMessage(message))
@@ -87,6 +95,26 @@ async def message_streams(lines_in: LineSource, lines_out: LineSink, drain_secon
         tasks.start_soon(read_lines)
         tasks.start_soon(write_lines)
         yield read_stream, write_stream
+
+
+def _unreadable(line: str, error: ValueError) -> types.JSONRPCError:
+    """The JSON-RPC answer to a line that is not a message: -32700 (not JSON) or -32600 (not a message)."""
+    try:
+        data = json.loads(line)
+    except ValueError:
+        log.warning("answered a line that is not JSON with a parse error (%d bytes)", len(line))
+        return types.JSONRPCError(
+            jsonrpc="2.0", id=None, error=types.ErrorData(code=types.PARSE_ERROR, message="Parse error: not JSON")
+        )
+    request_id = data.get("id") if isinstance(data, dict) else None
+    if not isinstance(request_id, str | int) or isinstance(request_id, bool):
+        request_id = None
+    first = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return types.JSONRPCError(
+        jsonrpc="2.0",
+        id=request_id,
+        error=types.ErrorData(code=INVALID_REQUEST, message=f"Invalid Request: not a JSON-RPC message ({first})"),
+    )
 
 
 class _Outstanding:

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import errno
 import gc
+import ipaddress
 import logging
+import re
+import socket
 import sys
+import time
 
 import anyio
 import uvicorn
+from starlette.types import ASGIApp
 
+from awb.config import Config
+from awb.errors import AwbError, StartupFailed
+from awb.server.http_guard import check_exposure, guard_http, transport_security
+from awb.server.http_limits import uvicorn_config
 from awb.server.mcp import McpFace
 from awb.server.stdio import serve_stdio_streams
 from awb.workbench import Workbench
@@ -30,6 +40,7 @@ async def serve_stdio(workbench: Workbench) -> None:
     face = McpFace(workbench)
     await workbench.start(warm_all=True)
     _settle()
+    _say_search_mode(workbench)
     sdk_transport = workbench.config.stdio_transport == "sdk"
     # Requests read before stdin closed are answered; a tool call may take its whole timeout.
     drain_seconds = workbench.config.tool_execution_timeout_ms / 1000 + 5
@@ -38,26 +49,105 @@ async def serve_stdio(workbench: Workbench) -> None:
         await face.server.run(read_stream, write_stream, face.initialization_options())
 
 
-async def serve_http(workbench: Workbench, host: str, port: int) -> None:
-    """Serve streamable HTTP at http://host:port/mcp until stopped (SIGINT/SIGTERM)."""
-    face = McpFace(workbench)
+#: A host name as RFC 1123 spells it; anything else is refused before any lookup.
+_HOST_NAME = re.compile(
+    r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$"
+)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket for `host:port` (port 0: any free port), or `StartupFailed` in one line.
+
+    Binding here rather than inside uvicorn turns "address in use" and a bad host into our error
+    instead of uvicorn's log line and `sys.exit`, and tells the caller which port 0 became."""
+    try:
+        family = socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
+    except ValueError:
+        if not _HOST_NAME.match(host):
+            raise StartupFailed(f"--host {host!r} is not an IP address or a host name", host=host) from None
+        try:
+            family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        except socket.gaierror as error:
+            raise StartupFailed(f"cannot resolve --host {host!r}: {error.strerror}", host=host) from None
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as error:
+        sock.close()
+        if error.errno == errno.EADDRINUSE:
+            message = f"port {port} on {host} is already in use (is awb already running? try --port 0)"
+        else:
+            message = f"cannot listen on {host}:{port}: {error.strerror or error}"
+        raise StartupFailed(message, host=host, port=port) from None
+    sock.setblocking(False)
+    return sock
+
+
+def http_app(face: McpFace, config: Config) -> ASGIApp:
+    """Everything the HTTP server serves, behind the Host/Origin/token gate. Faces mounted beside MCP
+    (REST, panel) go inside `guard_http`, never around it."""
+    settings = transport_security(config)
     app = face.server.streamable_http_app(
-        streamable_http_path=MCP_PATH, host=host, stateless_http=workbench.config.stateless_http
+        streamable_http_path=MCP_PATH,
+        host=config.host,
+        transport_security=settings,
+        stateless_http=config.stateless_http,
     )
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
-    await workbench.start(warm_all=True)
+    return guard_http(app, config)
+
+
+async def serve_http(workbench: Workbench, sock: socket.socket, started: float | None = None) -> None:
+    """Serve streamable HTTP at http://host:port/mcp on the bound `sock` until stopped (SIGINT/SIGTERM)."""
+    host, port = sock.getsockname()[:2]
+    config = workbench.config.model_copy(update={"host": host, "port": port})
+    check_exposure(config)
+    if host in ("0.0.0.0", "::") and not config.allowed_hosts:
+        log.warning("bound to %s with no allowed_hosts: only loopback Host headers are accepted", host)
+    face = McpFace(workbench)
+    # No access log: a line per request costs the request path more than the tool call it logs. No
+    # log_config: uvicorn's dictConfig would close every handler already installed, ours included,
+    # and every later line of the workbench's log would be lost.
+    server = uvicorn.Server(uvicorn_config(http_app(face, config), config, log_config=None, access_log=False))
+    # The default runtime (Monty) is warm before the server says it is ready; the others (a CPython
+    # zygote, JavaScript workers, the wasm engine) warm up while it already serves: a call that needs
+    # one first waits for, or starts, it.
+    await workbench.start()
     _settle()
+    _say_search_mode(workbench)
     async with workbench, anyio.create_task_group() as tasks:
-        tasks.start_soon(_announce_when_ready, server, f"http://{host}:{port}{MCP_PATH}")
-        await server.serve()
+        tasks.start_soon(_announce_when_ready, server, f"http://{_url_host(host)}:{port}{MCP_PATH}", started)
+        tasks.start_soon(_warm_other_runtimes, workbench)
+        await server.serve(sockets=[sock])
         tasks.cancel_scope.cancel()
 
 
-async def _announce_when_ready(server: uvicorn.Server, url: str) -> None:
-    # One line on stderr once the socket is bound: scripts and tests wait for it instead of polling.
+async def _warm_other_runtimes(workbench: Workbench) -> None:
+    for name, runtime in workbench.runtimes.items():
+        if name == "monty":
+            continue
+        try:
+            await runtime.start()
+        except AwbError as error:
+            log.warning("runtime %s not warmed: %s", name, error.message)
+    log.debug("every runtime is warm")
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _say_search_mode(workbench: Workbench) -> None:
+    engine = workbench.search_engine
+    log.info("search: %s (%s)", engine.mode, engine.reason)
+
+
+async def _announce_when_ready(server: uvicorn.Server, url: str, started: float | None) -> None:
+    # One line on stderr once the socket serves: scripts and tests wait for it instead of polling.
     while not server.started:
-        await anyio.sleep(0.01)
+        await anyio.sleep(0.005)
+    took = f" in {time.perf_counter() - started:.2f} s" if started is not None else ""
     log.info("serving MCP on %s", url)
-    sys.stderr.write(f"awb: ready on {url}\n")
+    sys.stderr.write(f"awb: ready on {url}{took}\n")
     sys.stderr.flush()

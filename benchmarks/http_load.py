@@ -1,0 +1,214 @@
+"""Streamable HTTP throughput: the workbench's `awb_call` against the MCP SDK's own server's echo tool.
+
+Run: `python benchmarks/http_load.py [--clients 8] [--seconds 5] [--rounds 3]`. The benchmark starts
+both servers on loopback: `awb start --transport http --port 0` in a temporary workspace (one trivial
+tool crafted in it, run in the sandbox on every call), and the SDK's `MCPServer` with one `echo` tool,
+served by the SDK's own `run_streamable_http_async` (log level WARNING for both, so neither writes an
+access-log line per request). The same client code drives both: `--clients` concurrent SDK clients,
+each with its own session, calling in a loop for `--seconds`. Rounds alternate between the servers so
+a busy machine slows both alike; the table gives calls/s per round, the workbench's ratio to the echo
+server, and each server's CPU per call (its process tree, sandbox workers included), which a busy
+machine disturbs far less than throughput. It also times `awb start` from spawn to its "ready" line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client
+from rich.console import Console
+from rich.table import Table
+
+BIN = Path(sys.executable).parent
+TRIVIAL = {
+    "name": "bench_identity",
+    "description": "Return the number it is given.",
+    "code": "def run(params):\n    return {'x': params.get('x', 0)}\n",
+    "input_schema": {"type": "object", "properties": {"x": {"type": "integer"}}},
+}
+ECHO_SERVER = """
+import sys
+import anyio
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("echo", log_level="WARNING")
+
+
+@server.tool()
+def echo(x: int = 0) -> dict[str, int]:
+    \"\"\"Return the number it is given.\"\"\"
+    return {"x": x}
+
+
+print("ready", flush=True)
+anyio.run(lambda: server.run_streamable_http_async(host="127.0.0.1", port=int(sys.argv[1])))
+"""
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """CPU seconds (user + system) used so far by process `root` and every live descendant (the
+    workbench's sandbox workers run the tool, so they count), from /proc."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    stats: dict[int, tuple[int, float]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # After the command: state, ppid, ..., utime (12th), stime (13th), cutime, cstime.
+        stats[int(entry.name)] = (int(fields[1]), sum(int(v) for v in fields[11:15]) / ticks)
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        total += stats.get(pid, (0, 0.0))[1]
+        todo.extend(child for child, (parent, _) in stats.items() if parent == pid)
+    return total
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def start_awb(workspace: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str, float]:
+    """`awb start --transport http --port 0`; its URL (from the ready line) and seconds to ready."""
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        [str(BIN / "awb"), "start", "--transport", "http", "--port", "0"],
+        cwd=workspace,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stderr is not None
+    for raw in iter(process.stderr.readline, b""):
+        line = raw.decode()
+        found = re.search(r"awb: ready on (\S+)", line)
+        if found:
+            # Keep reading: a server whose stderr pipe fills up blocks on its next log line.
+            threading.Thread(target=lambda: process.stderr and process.stderr.read(), daemon=True).start()
+            return process, found.group(1), time.perf_counter() - started
+    raise RuntimeError("awb exited before it was ready")
+
+
+def start_echo(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-c", ECHO_SERVER, str(port)], env=env, stdout=subprocess.PIPE)
+    assert process.stdout is not None
+    process.stdout.readline()
+    url = f"http://127.0.0.1:{port}/mcp"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # the "ready" print comes before uvicorn binds
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return process, url
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("echo server did not start")
+
+
+async def load(
+    url: str, tool: str, arguments: dict[str, Any], clients: int, seconds: float, server_pid: int
+) -> tuple[float, float]:
+    """Calls per second that `clients` concurrent sessions get through in `seconds`, and the server's
+    CPU milliseconds per call (its process tree)."""
+    done = 0
+    failures = 0
+
+    async def client() -> None:
+        nonlocal done, failures
+        async with Client(url) as session:
+            await session.call_tool(tool, arguments)  # warm: the session is set up before the clock
+            await ready.wait()
+            while time.perf_counter() < stop:
+                result = await session.call_tool(tool, arguments)
+                if result.is_error:
+                    failures += 1
+                done += 1
+
+    ready = anyio.Event()
+    stop = float("inf")
+    async with anyio.create_task_group() as tasks:
+        for _ in range(clients):
+            tasks.start_soon(client)
+        await anyio.sleep(1.0)  # let every client connect and make its first call
+        cpu_before = tree_cpu_seconds(server_pid)
+        begun = time.perf_counter()
+        stop = begun + seconds
+        done = 0
+        ready.set()
+    elapsed = time.perf_counter() - begun
+    cpu = tree_cpu_seconds(server_pid) - cpu_before
+    if failures:
+        raise RuntimeError(f"{failures} calls failed against {url}")
+    return done / elapsed, cpu * 1000 / max(done, 1)
+
+
+async def craft(url: str) -> None:
+    async with Client(url) as session:
+        result = await session.call_tool("awb_craft", TRIVIAL)
+        if result.is_error:
+            raise RuntimeError(f"craft failed: {result.structured_content}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWB_")}
+    with tempfile.TemporaryDirectory(prefix="awb-http-bench-") as tmp:
+        workspace = Path(tmp)
+        subprocess.run([str(BIN / "awb"), "init", str(workspace)], env=env, check=True, stdout=subprocess.DEVNULL)
+        awb, awb_url, ready_seconds = start_awb(workspace, env)
+        echo, echo_url = start_echo(env)
+        try:
+            anyio.run(craft, awb_url)
+            call = {"name": TRIVIAL["name"], "params": {"x": 1}}
+            rows = []
+            for round_no in range(1, args.rounds + 1):
+                awb_rate, awb_cpu = anyio.run(load, awb_url, "awb_call", call, args.clients, args.seconds, awb.pid)
+                echo_rate, echo_cpu = anyio.run(load, echo_url, "echo", {"x": 1}, args.clients, args.seconds, echo.pid)
+                rows.append((round_no, awb_rate, echo_rate, awb_cpu, echo_cpu))
+        finally:
+            for process in (awb, echo):
+                process.terminate()
+                process.wait(timeout=15)
+    table = Table(title=f"streamable HTTP, {args.clients} clients, {args.seconds:g} s per round", title_justify="left")
+    columns = ("round", "awb_call calls/s", "SDK echo calls/s", "ratio", "awb cpu ms/call", "echo cpu ms/call")
+    for column in columns:
+        table.add_column(column, justify="right")
+    for round_no, awb_rate, echo_rate, awb_cpu, echo_cpu in rows:
+        table.add_row(
+            str(round_no),
+            f"{awb_rate:.0f}",
+            f"{echo_rate:.0f}",
+            f"{awb_rate / echo_rate:.2f}x",
+            f"{awb_cpu:.2f}",
+            f"{echo_cpu:.2f}",
+        )
+    ratios = [row[1] / row[2] for row in rows]
+    table.add_row("median", "", "", f"{statistics.median(ratios):.2f}x", "", "")
+    Console().print(table)
+    print(f"awb start to ready: {ready_seconds:.2f} s (spawn to the ready line)")
+    print(f"load average: {', '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+"""`awb doctor`: check config, environment, inventory, FTS5, every sandbox runtime, search and port.
+
+A check never writes: without an inventory it says so and probes the sandboxes on an in-memory one.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from awb.cli.common import CONFIG_FILENAME, ConfigOption, JsonOption
+from awb.cli.output import print_json, table
+from awb.errors import AwbError, ConfigError
+
+if TYPE_CHECKING:
+    from awb.config import Config
+    from awb.workbench import Workbench
+
+PROBES = {
+    "python": "def run(params):\n    return params['x'] + 1\n",
+    "javascript": "function run(params) { return params.x + 1; }",
+}
+
+
+def _check(name: str, ok: bool, detail: str, *, warn: bool = False) -> dict[str, Any]:
+    return {"check": name, "ok": ok, "warning": warn, "detail": detail}
+
+
+def _port_free(host: str, port: int) -> bool:
+    if port == 0:
+        return True
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError:
+        return False
+    return True
+
+
+async def _sandbox_checks(workbench: Workbench) -> list[dict[str, Any]]:
+    """Probe every runtime that can run; only Monty, the default, is required to pass."""
+    from awb.sandbox.host import HostBridge
+    from awb.sandbox.registry import describe_protections
+
+    checks = []
+    for name, entry in describe_protections(workbench.runtimes).items():
+        required = name == "monty"
+        runtime = workbench.runtimes.get(name)
+        if runtime is None or not entry["available"]:
+            detail = f"not available: {entry.get('reason', 'not installed')}"
+            checks.append(_check(f"sandbox:{name}", not required, detail, warn=not required))
+            continue
+        active = ", ".join(layer for layer, on in entry["protections"].items() if on)
+        probe = PROBES.get(runtime.language)
+        if probe is None:
+            checks.append(_check(f"sandbox:{name}", True, f"available; {active}"))
+            continue
+        try:
+            host = HostBridge(read_dirs=[], stage=None, max_log_bytes=1024)
+            result = await runtime.execute(probe, {"x": 41}, workbench.limits, host)
+            checks.append(_check(f"sandbox:{name}", result.value == 42, f"probe ran; {active}"))
+        except AwbError as error:
+            checks.append(_check(f"sandbox:{name}", not required, f"probe failed: {error.message}", warn=not required))
+    from awb.sandbox.report import protection_checks
+
+    return checks + [{"warning": False, **check} for check in protection_checks(workbench.runtimes)]
+
+
+def _listing_checks(workbench: Workbench) -> list[dict[str, Any]]:
+    from awb.server.listing import listing_checks  # the MCP SDK loads only when doctor runs
+
+    return [{"warning": False, **check} for check in listing_checks(workbench)]
+
+
+def _inventory_check(config: Config) -> tuple[dict[str, Any], Any]:
+    """The inventory row, and the store to probe with (in memory when there is no inventory yet)."""
+    from awb.cli.common import open_store
+    from awb.inventory.sqlite import SCHEMA_VERSION, SQLiteStore
+
+    path = config.inventory_path
+    if config.inventory_url:
+        from awb.inventory.open import describe
+        from awb.inventory.postgres_migrations import SCHEMA_VERSION as SHARED_SCHEMA_VERSION
+
+        try:
+            shared = open_store(config)
+        except AwbError as error:
+            return _check("inventory", False, error.message), None
+        version = shared.schema_version()
+        detail = f"{describe(config)}, schema {version}/{SHARED_SCHEMA_VERSION}"
+        return _check("inventory", version == SHARED_SCHEMA_VERSION, detail), shared
+    if str(path) != ":memory:" and not path.exists():
+        parent = next((p for p in [path.parent, *path.parent.parents] if p.exists()), Path("/"))
+        import os
+
+        writable = os.access(parent, os.W_OK)
+        detail = f"{path} does not exist yet (`awb init` or `awb start` creates it)"
+        if not writable:
+            detail += f"; {parent} is not writable"
+        return _check("inventory", writable, detail, warn=writable), SQLiteStore(":memory:")
+    try:
+        store = open_store(config)
+    except AwbError as error:
+        return _check("inventory", False, error.message), None
+    version = store.schema_version()
+    detail = f"{path}, schema {version}/{SCHEMA_VERSION}"
+    return _check("inventory", version == SCHEMA_VERSION, detail), store
+
+
+async def _doctor_checks(config: Config, config_path: Path | None) -> list[dict[str, Any]]:
+    import sqlite3
+
+    from awb.config import find_config_file, unknown_env_names
+    from awb.workbench import Workbench
+
+    file = find_config_file(config_path)
+    source = f"{file}: valid" if file is not None else f"no {CONFIG_FILENAME} here: defaults (`awb init` writes one)"
+    checks = [_check("config", True, source, warn=file is None)]
+    unknown = unknown_env_names()
+    if unknown:
+        detail = f"ignored, not configuration: {', '.join(unknown)}"
+        checks.append(_check("environment", True, detail, warn=True))
+    from awb.cli.db import store_check
+
+    checks.append({"warning": False, **store_check(config)})
+    inventory, store = _inventory_check(config)
+    checks.append(inventory)
+    try:
+        sqlite3.connect(":memory:").execute("CREATE VIRTUAL TABLE probe USING fts5(x)")
+        checks.append(_check("fts5", True, f"SQLite {sqlite3.sqlite_version} with FTS5"))
+    except sqlite3.OperationalError as error:
+        checks.append(_check("fts5", False, str(error)))
+    if store is None:
+        return checks
+    async with Workbench(config, store=store) as workbench:
+        checks.extend(await _sandbox_checks(workbench))
+        checks.extend(_listing_checks(workbench))
+        status = workbench.search_engine.status().to_dict()
+    detail = f"mode {status['mode']} (search.mode is '{config.search.mode}'): {status.get('reason', '')}"
+    if status.get("needs_reindex"):
+        detail += " (vectors from another model or missing: run `awb reindex`)"
+    checks.append(_check("search", True, detail))
+    free = _port_free(config.host, config.port)
+    where = f"{config.host}:{config.port} "
+    checks.append(_check("port", free, where + ("free" if free else "in use (is awb already running?)")))
+    return checks
+
+
+def doctor(config_path: ConfigOption = None, as_json: JsonOption = False) -> None:
+    """Check config, environment, inventory, FTS5, sandboxes, search and port; exit 0 only when all pass."""
+    import anyio
+
+    from awb.config import load_config
+
+    try:
+        config = load_config(config_path)
+    except ConfigError as error:
+        checks = [_check("config", False, error.message)]
+    else:
+        checks = anyio.run(_doctor_checks, config, config_path)
+    ok = all(check["ok"] for check in checks)
+    if as_json:
+        print_json({"ok": ok, "checks": checks})
+    else:
+
+        def result(check: dict[str, Any]) -> str:
+            if not check["ok"]:
+                return "[red]FAIL[/]"
+            return "[yellow]warn[/]" if check["warning"] else "[green]pass[/]"
+
+        table("awb doctor", ["check", "result", "detail"], [(c["check"], result(c), c["detail"]) for c in checks])
+    raise typer.Exit(0 if ok else 1)

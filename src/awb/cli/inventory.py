@@ -1,0 +1,275 @@
+"""`awb inventory ...`: look into the inventory and change what is equipped, current or kept.
+
+Listing commands (`list`, `search`, `inspect`, `versions`) only read: without an inventory they say so
+and create nothing. Ids are printed whole: tables never wrap an id column, and a pipe gets full lines.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from awb.cli.common import ConfigOption, JsonOption, ToolArgument, config_for, inventory_missing, with_workbench
+from awb.cli.output import fail, note, print_code, print_json, say, table
+from awb.errors import ToolNotFound, UsageError
+
+if TYPE_CHECKING:
+    from awb.inventory.models import ToolSummary
+    from awb.workbench import Inspection, Workbench
+
+inventory_app = typer.Typer(
+    help="Look into the inventory: list, search, inspect, versions, equip, unequip, rollback, purge.",
+    no_args_is_help=True,
+)
+
+MEMORY_LEVELS = ("short_term", "medium_term", "long_term", "archived")
+SUMMARY_COLUMNS = ["name", "tool_id", "memory", "uses", "score", "description"]
+#: Calls shown by `inspect` in table form (the JSON has every recent call the workbench returns).
+RECENT_CALLS_SHOWN = 10
+
+
+def _summary_rows(tools: list[ToolSummary]) -> list[tuple[Any, ...]]:
+    return [
+        (
+            t.name,
+            t.tool_id,
+            t.memory_level,
+            t.usage_count,
+            "" if t.score is None else f"{t.score:.3f}",
+            t.description[:60],
+        )
+        for t in tools
+    ]
+
+
+def _read(config_path: Path | None, as_json: bool, tool: str | None = None) -> Any:
+    """The config for a read-only command, or None (said on stderr) when there is no inventory to read."""
+    config = config_for(config_path, as_json)
+    if tool is not None:
+        # One error line, not the note and then the error: a tool cannot be found where nothing is.
+        if str(config.inventory_path) != ":memory:" and not config.inventory_path.exists():
+            fail(ToolNotFound(f"no tool {tool!r}: there is no inventory at {config.inventory_path}"), as_json)
+        return config
+    return None if inventory_missing(config, config_path) else config
+
+
+@inventory_app.command("list")
+def inventory_list(
+    config_path: ConfigOption = None,
+    memory_level: Annotated[str | None, typer.Option(help="short_term, medium_term, long_term or archived.")] = None,
+    tag: Annotated[str | None, typer.Option(help="Only tools with this tag.")] = None,
+    query: Annotated[str | None, typer.Option(help="Only tools matching this search.")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many.")] = 50,
+    offset: Annotated[int, typer.Option(help="Skip this many (a previous page's next_offset).")] = 0,
+    as_json: JsonOption = False,
+) -> None:
+    """List tools, hot ones first."""
+    if memory_level is not None and memory_level not in MEMORY_LEVELS:
+        fail(UsageError(f"unknown memory level {memory_level!r}: use {', '.join(MEMORY_LEVELS)}"), as_json)
+    config = _read(config_path, as_json)
+    if config is None:
+        if as_json:
+            print_json({"tools": [], "total": 0, "count": 0})
+        else:
+            table("0 tools", SUMMARY_COLUMNS, [])
+        return
+    page = with_workbench(
+        config,
+        as_json,
+        lambda wb: wb.list_page(memory_level=memory_level, tag=tag, query=query, limit=limit, offset=offset),  # type: ignore[arg-type]
+    )
+    if as_json:
+        print_json({**page.model_dump(mode="json"), "count": len(page.tools)})
+    else:
+        table(f"{len(page.tools)} of {page.total} tools", SUMMARY_COLUMNS, _summary_rows(page.tools))
+
+
+@inventory_app.command("search")
+def inventory_search(
+    query: Annotated[str, typer.Argument(help="Words describing the tool.")],
+    config_path: ConfigOption = None,
+    limit: Annotated[int, typer.Option("--limit", "--top-k", help="At most this many.")] = 10,
+    as_json: JsonOption = False,
+) -> None:
+    """Search tools by what they do."""
+    config = _read(config_path, as_json)
+    if config is None:
+        empty = {"query": query, "mode": "text", "results": []}
+        if as_json:
+            print_json(empty)
+        else:
+            table(f"search {query!r}", SUMMARY_COLUMNS, [])
+        return
+    result = with_workbench(config, as_json, lambda wb: wb.search(query, limit=limit))
+    if as_json:
+        print_json(result.model_dump(mode="json"))
+    else:
+        table(f"search {query!r} ({result.mode})", SUMMARY_COLUMNS, _summary_rows(result.results))
+
+
+@inventory_app.command("inspect")
+def inventory_inspect(tool: ToolArgument, config_path: ConfigOption = None, as_json: JsonOption = False) -> None:
+    """Show a tool's full record, code, versions and recent calls."""
+    config = _read(config_path, as_json, tool)
+    found: Inspection = with_workbench(config, as_json, lambda wb: wb.inspect(tool))
+    if as_json:
+        print_json(found.model_dump(mode="json"))
+        return
+    record = found.tool
+    table(
+        f"{record.name} ({record.tool_id})",
+        ["field", "value"],
+        [
+            ("tool_id", record.tool_id),
+            ("description", record.description),
+            ("language / runtime", f"{record.language} / {record.runtime}"),
+            ("version", record.version),
+            ("status", record.status),
+            ("memory level", record.memory_level),
+            ("equipped", "yes" if record.equipped else "no"),
+            ("usage / ok / failed", f"{record.usage_count} / {record.success_count} / {record.failure_count}"),
+            ("last used", record.last_used_at),
+            ("tags", ", ".join(record.metadata.tags)),
+            ("input schema", json.dumps(record.input_schema)),
+        ],
+    )
+    _versions_table(found, title="versions")
+    calls = found.recent_calls[:RECENT_CALLS_SHOWN]
+    table(
+        f"recent calls ({len(calls)} of {len(found.recent_calls)})",
+        ["call_id", "at", "version", "ms", "result"],
+        [
+            (c.call_id or "-", c.at, c.version, f"{c.duration_ms:.1f}", "ok" if c.ok else c.error_code or "failed")
+            for c in calls
+        ],
+    )
+    print_code(record.code)
+
+
+def _versions_table(found: Inspection, title: str) -> None:
+    table(
+        title,
+        ["version", "created", "uses", "failures", "description"],
+        [
+            (
+                f"{'*' if v.version == found.tool.version else ' '}{v.version}",
+                v.created_at,
+                v.usage_count,
+                v.failure_count,
+                v.description[:60],
+            )
+            for v in found.versions
+        ],
+    )
+
+
+@inventory_app.command("versions")
+def inventory_versions(tool: ToolArgument, config_path: ConfigOption = None, as_json: JsonOption = False) -> None:
+    """Show a tool's versions with per-version usage and failures (* marks the current one)."""
+    config = _read(config_path, as_json, tool)
+    found: Inspection = with_workbench(config, as_json, lambda wb: wb.inspect(tool))
+    if as_json:
+        print_json(
+            {
+                "tool_id": found.tool.tool_id,
+                "current": found.tool.version,
+                "versions": [v.model_dump(mode="json", exclude={"code"}) for v in found.versions],
+            }
+        )
+        return
+    _versions_table(found, title=f"{found.tool.name} ({found.tool.tool_id})")
+
+
+@inventory_app.command("equip")
+def inventory_equip(tool: ToolArgument, config_path: ConfigOption = None, as_json: JsonOption = False) -> None:
+    """Equip a tool: running servers list it as its own MCP tool and notify their clients."""
+    config = config_for(config_path, as_json)
+    _print_equip(with_workbench(config, as_json, lambda wb: (wb.equip(tool), wb.equipped_tools())), as_json)
+
+
+@inventory_app.command("unequip")
+def inventory_unequip(tool: ToolArgument, config_path: ConfigOption = None, as_json: JsonOption = False) -> None:
+    """Unequip a tool: it leaves the servers' tool lists but stays in the inventory."""
+    config = config_for(config_path, as_json)
+    _print_equip(with_workbench(config, as_json, lambda wb: (wb.unequip(tool), wb.equipped_tools())), as_json)
+
+
+def _print_equip(outcome: Any, as_json: bool) -> None:
+    record, equipped = outcome
+    names = [t.name for t in equipped]
+    if as_json:
+        print_json(
+            {"tool_id": record.tool_id, "name": record.name, "equipped": record.equipped, "equipped_tools": names}
+        )
+    else:
+        state = "equipped" if record.equipped else "not equipped"
+        say(f"{record.name} is {state}; equipped now: {', '.join(names) or '(none)'}")
+
+
+@inventory_app.command("rollback")
+def inventory_rollback(
+    tool: ToolArgument,
+    to_version: Annotated[int, typer.Argument(help="The version to make current.")],
+    config_path: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Make an earlier version of a tool current again."""
+    config = config_for(config_path, as_json)
+    record = with_workbench(config, as_json, lambda wb: wb.rollback(tool, to_version))
+    if as_json:
+        print_json({"tool_id": record.tool_id, "name": record.name, "version": record.version})
+    else:
+        say(f"{record.name} is now at version {record.version}")
+
+
+@inventory_app.command("purge")
+def inventory_purge(
+    config_path: ConfigOption = None,
+    archived_before: Annotated[
+        float | None, typer.Option("--archived-before", help="Remove tools archived more than DAYS days ago.")
+    ] = None,
+    deleted: Annotated[bool, typer.Option("--deleted", help="Remove soft-deleted tools too.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Remove archived and/or deleted tools for good, with their versions and call records."""
+    if archived_before is None and not deleted:
+        fail(UsageError("say what to purge: --archived-before DAYS, --deleted, or both"), as_json)
+    config = config_for(config_path, as_json)
+
+    def plan(wb: Workbench) -> Any:
+        return wb.purge(archived_before_days=archived_before, deleted=deleted, dry_run=True)
+
+    doomed = with_workbench(config, as_json, plan)
+    if not doomed:
+        if as_json:
+            print_json({"purged": [], "count": 0})
+        else:
+            say("nothing to purge")
+        return
+    if not as_json:
+        table(
+            f"{len(doomed)} tools to remove for good",
+            [*SUMMARY_COLUMNS, "status"],
+            [(*row, t.status) for row, t in zip(_summary_rows(doomed), doomed, strict=True)],
+        )
+    if not yes:
+        if not sys.stdin.isatty():
+            fail(UsageError("refusing to purge without confirmation: no terminal to ask on; pass --yes"), as_json)
+        if not typer.confirm(f"remove these {len(doomed)} tools for good?", default=False):
+            note("nothing removed")
+            raise typer.Exit(1)
+    ids = {t.tool_id for t in doomed}
+
+    # Only what was shown: anything archived or deleted since then waits for the next purge.
+    removed = with_workbench(
+        config, as_json, lambda wb: wb.purge(archived_before_days=archived_before, deleted=deleted, only=ids)
+    )
+    if as_json:
+        print_json({"purged": [t.model_dump(mode="json") for t in removed], "count": len(removed)})
+    else:
+        say(f"removed {len(removed)} tools for good")

@@ -1,0 +1,185 @@
+"""`awb init`, `awb start`, `awb stop`: set a workspace up, serve it, stop its server."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from awb import __version__
+from awb.cli.common import CONFIG_FILENAME, ConfigOption, InventoryOption, config_for, open_store
+from awb.cli.output import fail, note, say
+from awb.cli.pidfile import ServerRecord, held, inspect_pid_file, is_awb_server
+from awb.errors import AwbError, ConfigError, NotAnAwbServer, UsageError
+
+if TYPE_CHECKING:
+    from awb.config import Config
+
+log = logging.getLogger("awb.cli")
+
+#: `awb init` keeps the workspace's runtime state out of version control.
+AWB_DIR_GITIGNORE = "# Created by awb init: the inventory, pid file and staging area are local state.\n*\n"
+STOP_WAIT_SECONDS = 10
+
+
+def init(
+    directory: Annotated[Path, typer.Argument(help="Where to create the workbench.")] = Path("."),
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing config.")] = False,
+) -> None:
+    """Create awb.config.json, the inventory database, a tools/ directory and .awb/.gitignore."""
+    from awb.config import default_config_json, load_config
+    from awb.workbench import Workbench
+
+    config_path = directory / CONFIG_FILENAME
+    if config_path.exists() and not force:
+        fail(ConfigError(f"{config_path} already exists; use --force to overwrite it", path=str(config_path)))
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        config_path.write_text(default_config_json(), encoding="utf-8")
+        config = load_config(config_path)
+        config.tools_dir.mkdir(parents=True, exist_ok=True)
+        Workbench(config, store=open_store(config)).store.close()
+        state_dir = directory / ".awb"
+        state_dir.mkdir(exist_ok=True)
+        (state_dir / ".gitignore").write_text(AWB_DIR_GITIGNORE, encoding="utf-8")
+    except OSError as error:
+        fail(ConfigError(f"cannot create the workbench in {directory}: {error.strerror or error}"))
+    except AwbError as error:
+        fail(error)
+    say(f"created {config_path}, {config.inventory_path} and {config.tools_dir}/")
+
+
+def start(
+    config_path: ConfigOption = None,
+    inventory: InventoryOption = None,
+    port: Annotated[
+        int | None, typer.Option(help="Port for --transport http (default 7777; 0 = any free port).")
+    ] = None,
+    host: Annotated[str | None, typer.Option(help="Address for --transport http (default 127.0.0.1).")] = None,
+    transport: Annotated[str, typer.Option(help="stdio (for MCP clients that spawn awb) or http.")] = "stdio",
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Debug logging: every request with its time, start-up steps.")
+    ] = False,
+) -> None:
+    """Start the MCP server (stdio by default; `--transport http` serves http://127.0.0.1:7777/mcp)."""
+    if transport not in ("stdio", "http"):
+        fail(UsageError(f"unknown transport {transport!r}: use stdio or http"))
+    started = time.perf_counter()
+    config = config_for(config_path, inventory_path=inventory, port=port, host=host)
+    from awb.cli.logs import setup_logging
+
+    setup_logging(config.log_file, verbose)
+    log.debug("config: %s", config.model_dump(mode="json"))
+    # uvicorn turns SIGTERM into a graceful shutdown, then raises the signal again once it is done;
+    # this handler makes that second one an exception, so the pid file is removed on the way out.
+    signal.signal(signal.SIGTERM, _terminated)
+    try:
+        if transport == "http":
+            _serve_http(config, started)
+        else:
+            _serve_stdio(config)
+    except AwbError as error:
+        fail(error)
+    except (KeyboardInterrupt, _Terminated):
+        pass
+    except BaseExceptionGroup as group:
+        # The signal lands inside the server's task group: a group holding only that is a clean stop.
+        _, rest = group.split((KeyboardInterrupt, _Terminated))
+        if rest is not None:
+            raise
+
+
+class _Terminated(Exception):
+    """SIGTERM arrived: unwind (closing the workbench and removing the pid file), then exit 0."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise _Terminated
+
+
+def _serve_stdio(config: Config) -> None:
+    import anyio
+
+    from awb.server.transports import serve_stdio
+    from awb.workbench import Workbench
+
+    anyio.run(serve_stdio, Workbench(config, store=open_store(config)))
+
+
+def _serve_http(config: Config, started: float) -> None:
+    import anyio
+
+    from awb.server.transports import bind, serve_http
+    from awb.workbench import Workbench
+
+    # The lock first: a second server on this workspace is refused before it touches the port.
+    with held(config.pid_file) as pid_file:
+        sock = bind(config.host, config.port)
+        try:
+            port = sock.getsockname()[1]
+            pid_file.write(
+                ServerRecord(
+                    pid=os.getpid(), transport="http", host=config.host, port=port, inventory=str(config.inventory_path)
+                )
+            )
+            note(f"awb {__version__}: MCP on http://{config.host}:{port}/mcp (inventory {config.inventory_path})")
+            workbench = Workbench(config, store=open_store(config))
+            anyio.run(serve_http, workbench, sock, started)
+        finally:
+            sock.close()
+
+
+def stop(config_path: ConfigOption = None) -> None:
+    """Stop the workspace's `awb start --transport http` server (checks its pid file first)."""
+    config = config_for(config_path)
+    found = inspect_pid_file(config.pid_file)
+    if found is None:
+        say(f"no workbench is running (no pid file at {config.pid_file})")
+        return
+    if not found.alive:
+        config.pid_file.unlink(missing_ok=True)
+        say(f"no workbench is running ({found.problem}; removed {config.pid_file})")
+        return
+    record = found.record
+    if record is None:
+        fail(AwbError(f"not stopping: {found.problem}; pid file {config.pid_file}"))
+    is_awb, cmdline = is_awb_server(record.pid)
+    if not is_awb:
+        fail(
+            NotAnAwbServer(
+                f"not stopping pid {record.pid}: it is not an awb server ({cmdline}); pid file {config.pid_file}",
+                pid=record.pid,
+            )
+        )
+    try:
+        os.kill(record.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        config.pid_file.unlink(missing_ok=True)
+        say(f"no workbench is running (pid {record.pid} is gone; removed {config.pid_file})")
+        return
+    deadline = time.monotonic() + STOP_WAIT_SECONDS
+    while time.monotonic() < deadline:
+        if not _alive(record.pid):
+            break
+        time.sleep(0.05)
+    else:
+        fail(AwbError(f"workbench ({record.describe()}) did not stop within {STOP_WAIT_SECONDS} s", pid=record.pid))
+    say(f"stopped workbench ({record.describe()})")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        # An exited child its parent has not reaped yet is a zombie: gone for our purposes.
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True

@@ -1,0 +1,127 @@
+"""The gate in front of everything the HTTP server serves: Host and Origin checks, and a bearer token.
+
+`guard_http` wraps the whole ASGI app (MCP at /mcp, and whatever else is mounted beside it: the REST
+API, the web panel), so no path is served around it. DNS-rebinding protection is on for every bind
+address: a Host or Origin header not on the allowlist is refused. The allowlist is built once, by
+`transport_security`, and given both to this gate and to the MCP SDK's own check on /mcp, so the two
+always agree.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from awb.config import Config
+from awb.errors import ConfigError
+
+_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+_WILDCARD_BINDS = ("0.0.0.0", "::", "")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _authority(host: str) -> str:
+    """How a bind address appears in a Host header (IPv6 in brackets)."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def transport_security(config: Config) -> TransportSecuritySettings:
+    """The Host/Origin allowlist: the loopback names, the bound address, and `allowed_hosts` /
+    `allowed_origins` from the configuration. Entries are exact, or `name:*` for any port."""
+    names = list(_LOOPBACK_NAMES)
+    if config.host not in _WILDCARD_BINDS and _authority(config.host) not in names:
+        names.append(_authority(config.host))
+    hosts = [*names, *(f"{name}:*" for name in names), *config.allowed_hosts]
+    origins = [
+        *(f"http://{name}" for name in names),
+        *(f"http://{name}:*" for name in names),
+        *config.allowed_origins,
+    ]
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
+
+
+def check_exposure(config: Config) -> None:
+    """Refuse to serve HTTP on a non-loopback address without a bearer token."""
+    if not is_loopback(config.host) and config.auth_token is None:
+        raise ConfigError(
+            f"refusing to serve HTTP on {config.host} (not a loopback address) without auth_token; "
+            "set AWB_AUTH_TOKEN (16+ characters) or bind 127.0.0.1",
+            field="auth_token",
+        )
+
+
+def _allowed(value: str, allowlist: list[str]) -> bool:
+    # The SDK's rule (TransportSecurityMiddleware): an exact entry, or `base:*` for base and any port.
+    value = value.lower()
+    for entry in allowlist:
+        entry = entry.lower()
+        if value == entry or (
+            entry.endswith(":*") and value.startswith(entry[:-1]) and value[len(entry) - 1 :].isdigit()
+        ):
+            return True
+    return False
+
+
+class HttpGuard:
+    """ASGI middleware: Host and Origin on the allowlist, and (if configured) `Authorization: Bearer`."""
+
+    def __init__(self, app: ASGIApp, settings: TransportSecuritySettings, token: str | None) -> None:
+        self.app = app
+        self.settings = settings
+        self._token = None if token is None else token.encode("utf-8")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        refusal = self._refusal(Headers(scope=scope))
+        if refusal is None:
+            await self.app(scope, receive, send)
+            return
+        status, code, message, extra = refusal
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        body = json.dumps({"error": {"code": code, "message": message, "details": {}}}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    def _refusal(self, headers: Headers) -> tuple[int, str, str, list[tuple[bytes, bytes]]] | None:
+        host = headers.get("host", "")
+        if not _allowed(host, self.settings.allowed_hosts):
+            return 421, "invalid_host", "this Host is not allowed (see allowed_hosts)", []
+        origin = headers.get("origin")
+        if origin is not None and not _allowed(origin, self.settings.allowed_origins):
+            return 403, "invalid_origin", "this Origin is not allowed (see allowed_origins)", []
+        if self._token is not None and not self._authorized(headers.get("authorization", "")):
+            challenge = [(b"www-authenticate", b'Bearer realm="awb"')]
+            return 401, "unauthorized", "a valid 'Authorization: Bearer <token>' header is required", challenge
+        return None
+
+    def _authorized(self, header: str) -> bool:
+        scheme, _, credentials = header.partition(" ")
+        assert self._token is not None
+        return scheme.lower() == "bearer" and hmac.compare_digest(credentials.strip().encode("utf-8"), self._token)
+
+
+def guard_http(app: ASGIApp, config: Config) -> HttpGuard:
+    """`app` behind the gate configured by `config` (wrap the outermost app: every path is covered)."""
+    token = None if config.auth_token is None else config.auth_token.get_secret_value()
+    return HttpGuard(app, transport_security(config), token)
+
+
+__all__ = ["HttpGuard", "check_exposure", "guard_http", "is_loopback", "transport_security"]

@@ -1,0 +1,113 @@
+"""The HTTP server's connection limits, against clients that connect and never finish a request.
+
+uvicorn bounds idle keep-alive time but not the time a client takes to send its request, so a
+"slowloris" client can hold connections open forever by trickling header (or body) bytes.
+`guarded_h11` is uvicorn's h11 protocol with three additions: a deadline for the headers of each
+request (from the connection, or from the previous response), a deadline for its body (from the end of
+the headers), and a cap on open connections that, when reached, closes the oldest connection still
+waiting for headers rather than turning new clients away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import h11
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from awb.config import Config
+
+
+def guarded_h11(max_connections: int, header_timeout: float, body_timeout: float) -> type[H11Protocol]:
+    """An h11 protocol class with header and body deadlines and a connection cap (uvicorn's `http=`)."""
+
+    class GuardedH11Protocol(H11Protocol):
+        _header_timer: asyncio.TimerHandle | None = None
+        _body_timer: asyncio.TimerHandle | None = None
+        _waiting_since: float = 0.0
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._await_headers()
+            if len(self.connections) > max_connections:
+                self._make_room()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._headers_arrived()
+            self._body_arrived()
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            state = self.conn.their_state
+            if state is not h11.IDLE:
+                self._headers_arrived()
+            if state is h11.SEND_BODY and self._body_timer is None:
+                self._body_timer = self.loop.call_later(body_timeout, self._too_slow, h11.SEND_BODY)
+            elif state is not h11.SEND_BODY:
+                self._body_arrived()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+                self._await_headers()
+
+        def _await_headers(self) -> None:
+            self._headers_arrived()
+            self._waiting_since = self.loop.time()
+            self._header_timer = self.loop.call_later(header_timeout, self._too_slow, h11.IDLE)
+
+        def _headers_arrived(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _body_arrived(self) -> None:
+            if self._body_timer is not None:
+                self._body_timer.cancel()
+                self._body_timer = None
+
+        def _too_slow(self, state: type[h11.IDLE] | type[h11.SEND_BODY]) -> None:
+            if state is h11.IDLE:
+                self._header_timer = None
+            else:
+                self._body_timer = None
+            if self.conn.their_state is state and not self.transport.is_closing():
+                self.transport.close()
+
+        def waiting_for_headers(self) -> bool:
+            return self._header_timer is not None and not self.transport.is_closing()
+
+        def _make_room(self) -> None:
+            waiting = [c for c in self.connections if c is not self and isinstance(c, GuardedH11Protocol)]
+            waiting = [c for c in waiting if c.waiting_for_headers()]
+            if waiting:
+                oldest = min(waiting, key=lambda c: c._waiting_since)
+                oldest.transport.close()
+            else:
+                # Every other connection is serving a request: this one waits for nothing.
+                self.transport.close()
+
+    return GuardedH11Protocol
+
+
+def uvicorn_config(app: Any, config: Config, **overrides: Any) -> uvicorn.Config:
+    """uvicorn settings for `app` under `config`'s limits."""
+    limits = config.http
+    settings: dict[str, Any] = {
+        "host": config.host,
+        "port": config.port,
+        "log_level": "warning",
+        "lifespan": "on",
+        "http": guarded_h11(limits.max_connections, limits.header_timeout_seconds, limits.body_timeout_seconds),
+        "timeout_keep_alive": limits.keep_alive_seconds,
+        # One request at a time per HTTP/1.1 connection, so the connection cap bounds requests in
+        # flight; uvicorn's own cap answers 503 only past it (our protocol keeps connections under it).
+        "limit_concurrency": limits.max_connections + 1,
+        "h11_max_incomplete_event_size": 16 * 1024,
+        "server_header": False,
+        **overrides,
+    }
+    return uvicorn.Config(app, **settings)

@@ -1,0 +1,87 @@
+"""Caps on text and JSON-like values that leave the server: messages, details, logs.
+
+Anything a tool or an agent sent can come back in an error; these keep what comes back small.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: An error message's length on the wire (its details are capped by `bounded`).
+MAX_MESSAGE_CHARS = 4000
+MAX_DETAIL_STRING_CHARS = 2000
+MAX_DETAIL_ITEMS = 50
+MAX_DETAIL_DEPTH = 8
+#: How deeply a tool's result may nest; deeper ones fail with `output_exceeded` (the wire encoders recurse).
+MAX_RESULT_DEPTH = 64
+#: Text in an error's details, all strings together.
+MAX_DETAIL_CHARS = 16_000
+
+
+def cap_text(text: str, limit: int) -> str:
+    """`text`, cut to `limit` characters with a note of how much was cut."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [{len(text) - limit} more characters]"
+
+
+def bounded(value: Any) -> Any:
+    """A copy of a JSON-like value small enough for the wire: strings cut to MAX_DETAIL_STRING_CHARS,
+    lists and objects to MAX_DETAIL_ITEMS, nesting to MAX_DETAIL_DEPTH, and MAX_DETAIL_CHARS of text
+    in all (what is past the budget becomes a marker); values that are not JSON become their repr."""
+    return _Bounder(MAX_DETAIL_CHARS).copy(value, 0)
+
+
+class _Bounder:
+    def __init__(self, budget: int) -> None:
+        self.left = budget
+
+    def text(self, text: str) -> str:
+        limit = max(0, min(MAX_DETAIL_STRING_CHARS, self.left))
+        out = cap_text(text, limit) if len(text) > limit else text
+        self.left -= min(len(text), limit) + 8
+        return out
+
+    def copy(self, value: Any, depth: int) -> Any:
+        if isinstance(value, str):
+            return self.text(value)
+        if value is None or isinstance(value, (bool, int, float)):
+            self.left -= 8
+            return value
+        if depth >= MAX_DETAIL_DEPTH or self.left <= 0:
+            return "[cut]"
+        if isinstance(value, dict):
+            items = list(value.items())
+            out: dict[str, Any] = {}
+            for key, item in items[:MAX_DETAIL_ITEMS]:
+                if self.left <= 0:
+                    break
+                out[self.text(str(key))] = self.copy(item, depth + 1)
+            if len(out) < len(items):
+                out["…"] = f"{len(items) - len(out)} more keys"
+            return out
+        if isinstance(value, (list, tuple)):
+            shown: list[Any] = []
+            for item in value[:MAX_DETAIL_ITEMS]:
+                if self.left <= 0:
+                    break
+                shown.append(self.copy(item, depth + 1))
+            if len(shown) < len(value):
+                shown.append(f"… {len(value) - len(shown)} more items")
+            return shown
+        return self.text(repr(value)[: MAX_DETAIL_STRING_CHARS + 1])
+
+
+def nesting_depth(value: Any, limit: int) -> int:
+    """How deeply a JSON-like value nests, counted up to `limit + 1` (without recursion)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (dict, list)):
+            deepest = max(deepest, depth)
+            if deepest > limit:
+                return deepest
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((child, depth + 1) for child in children)
+    return deepest

@@ -1,0 +1,309 @@
+"""JSON Schema for tool inputs and outputs, held to what the server can afford to run.
+
+A tool's schema is written by whoever crafts the tool, so it is hostile input. It may only refer to
+itself (`$ref` never reaches a URL or a file), its patterns run on RE2 (linear time, no backtracking),
+its size and nesting are capped, and every validation has a time budget checked at each keyword.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import anyio.to_thread
+import jsonschema
+import re2
+import referencing
+import referencing.exceptions
+from jsonschema import Draft202012Validator, FormatChecker, ValidationError
+from jsonschema.protocols import Validator
+
+from awb.errors import InvalidParams
+from awb.text import cap_text
+
+MAX_SCHEMA_BYTES = 64 * 1024
+MAX_SCHEMA_DEPTH = 64
+MAX_PATTERN_CHARS = 1000
+#: Validation errors reported per check, and the length of each message (they quote the input).
+MAX_REPORTED_ERRORS = 20
+MAX_ERROR_MESSAGE_CHARS = 500
+#: Time one validation may take; checked before every keyword, so a schema cannot run away with it.
+VALIDATION_SECONDS = 2.0
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False
+_RE2_OPTIONS.max_mem = 8 << 20
+
+# Keywords whose values are data, not schemas: a `$ref` inside an `enum` is not a reference.
+_DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
+# Keywords whose values map names (of properties, definitions) to subschemas.
+_NAME_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+# Schemas made only of these keywords validate in time linear in a small instance: on the event loop.
+_CHEAP_KEYWORDS = frozenset(
+    {
+        "type", "properties", "required", "description", "title", "default", "examples", "enum", "const",
+        "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "minItems",
+        "maxItems", "items", "$schema", "$id", "$comment", "multipleOf", "minProperties", "maxProperties",
+        "deprecated", "readOnly", "writeOnly",
+    }
+)  # fmt: skip
+
+
+class SchemaTooExpensive(Exception):
+    """A validation that ran out of its time budget or recursed too deep."""
+
+
+# --- the checks at craft and update ------------------------------------------------------------
+
+
+def check_tool_schema(schema: Any, field: str) -> None:
+    """Refuse, with `invalid_params`, a schema the server will not validate against."""
+    if not isinstance(schema, dict):
+        raise InvalidParams(f"{field} must be a JSON object", field=field)
+    try:
+        size = len(json.dumps(schema))
+    except (TypeError, ValueError, RecursionError):
+        raise InvalidParams(f"{field} is not JSON", field=field) from None
+    if size > MAX_SCHEMA_BYTES:
+        raise InvalidParams(
+            f"{field} is {size} bytes, over the {MAX_SCHEMA_BYTES}-byte limit", field=field, limit=MAX_SCHEMA_BYTES
+        )
+    keywords: set[str] = set()
+    for node, depth in _schema_nodes(schema):
+        if depth > MAX_SCHEMA_DEPTH:
+            raise InvalidParams(f"{field} nests deeper than {MAX_SCHEMA_DEPTH} levels", field=field)
+        keywords.update(node)
+        for key in ("$ref", "$dynamicRef"):
+            ref = node.get(key)
+            if isinstance(ref, str) and not ref.startswith("#"):
+                raise InvalidParams(
+                    f"{field} refers outside itself ({key}: {cap_text(ref, 200)!r}); only local references "
+                    "('#...') are allowed",
+                    field=field,
+                )
+        for pattern in _patterns(node):
+            _check_pattern(pattern, field)
+    if "unevaluatedProperties" in keywords and "patternProperties" in keywords:
+        raise InvalidParams(f"{field} may not combine unevaluatedProperties with patternProperties", field=field)
+    try:
+        Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise InvalidParams(
+            f"{field} is not a valid JSON Schema: {cap_text(exc.message, MAX_ERROR_MESSAGE_CHARS)}", field=field
+        ) from None
+    except (RecursionError, referencing.exceptions.Unresolvable):
+        raise InvalidParams(f"{field} is not a valid JSON Schema", field=field) from None
+
+
+def _schema_nodes(schema: dict[str, Any]) -> Iterator[tuple[dict[str, Any], int]]:
+    """Every (sub)schema object, with its JSON depth; data values and the name maps of `properties`
+    and the like are walked through, not reported, so their keys are never taken for keywords."""
+    stack: list[tuple[Any, int, bool]] = [(schema, 1, False)]
+    while stack:
+        node, depth, name_map = stack.pop()
+        if isinstance(node, dict):
+            if not name_map:
+                yield node, depth
+            for key, value in node.items():
+                if name_map or key not in _DATA_KEYWORDS:
+                    stack.append((value, depth + 1, not name_map and key in _NAME_MAPS and isinstance(value, dict)))
+        elif isinstance(node, list):
+            stack.extend((value, depth + 1, False) for value in node)
+
+
+def _patterns(node: dict[str, Any]) -> Iterable[str]:
+    if isinstance(node.get("pattern"), str):
+        yield node["pattern"]
+    if isinstance(node.get("patternProperties"), dict):
+        yield from node["patternProperties"]
+
+
+def _check_pattern(pattern: str, field: str) -> None:
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise InvalidParams(f"a pattern in {field} is over {MAX_PATTERN_CHARS} characters", field=field)
+    try:
+        compile_pattern(pattern)
+    except re2.error:
+        raise InvalidParams(
+            f"pattern {cap_text(pattern, 200)!r} in {field} is not supported: patterns run on a linear-time "
+            "engine (RE2), without backreferences or lookaround",
+            field=field,
+        ) from None
+
+
+@lru_cache(maxsize=4096)
+def compile_pattern(pattern: str) -> Any:
+    return re2.compile(pattern, _RE2_OPTIONS)
+
+
+def _search(pattern: str, text: str) -> bool:
+    try:
+        return compile_pattern(pattern).search(text) is not None
+    except re2.error:
+        raise SchemaTooExpensive(f"pattern {cap_text(pattern, 200)!r} is not supported") from None
+
+
+# --- keywords that match patterns, on RE2 --------------------------------------------------------
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string") and not _search(pattern, instance):
+        yield ValidationError(f"{cap_text(repr(instance), 200)} does not match {cap_text(repr(pattern), 200)}")
+
+
+def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any, schema: Any) -> Iterator[Any]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            if _search(pattern, key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional_properties(validator: Any, additional: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    if not validator.is_type(instance, "object"):
+        return
+    known = schema.get("properties", {})
+    patterns = list(schema.get("patternProperties", {}))
+    extras = [key for key in instance if key not in known and not any(_search(p, key) for p in patterns)]
+    if validator.is_type(additional, "object"):
+        for key in extras:
+            yield from validator.descend(instance[key], additional, path=key)
+    elif additional is False and extras:
+        names = ", ".join(repr(cap_text(key, 64)) for key in extras[:10])
+        yield ValidationError(f"additional properties are not allowed ({names} unexpected)")
+
+
+def _bounded(keyword: Callable[..., Any]) -> Callable[..., Any]:
+    def run(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        if time.monotonic() > _budget.deadline:
+            raise SchemaTooExpensive("validation ran out of its time budget")
+        return keyword(validator, value, instance, schema)
+
+    return run
+
+
+class _Budget(threading.local):
+    deadline = float("inf")
+
+
+_budget = _Budget()
+
+_KEYWORDS = {
+    **Draft202012Validator.VALIDATORS,
+    "pattern": _pattern,
+    "patternProperties": _pattern_properties,
+    "additionalProperties": _additional_properties,
+}
+ToolSchemaValidator = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+    Draft202012Validator, {name: _bounded(fn) for name, fn in _KEYWORDS.items()}
+)
+
+_FORMATS = FormatChecker(formats=())
+
+
+@_FORMATS.checks("regex", raises=re2.error)
+def _is_regex(instance: object) -> bool:
+    return not isinstance(instance, str) or compile_pattern(instance) is not None
+
+
+def _refuse_retrieval(uri: str) -> referencing.Resource[Any]:
+    # The server never fetches or reads a schema: a reference not inside the schema does not resolve.
+    raise referencing.exceptions.NoSuchResource(ref=uri)  # type: ignore[call-arg]
+
+
+_LOCAL_ONLY: referencing.Registry[Any] = referencing.Registry(retrieve=_refuse_retrieval)  # type: ignore[call-arg]
+
+
+# --- validating ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolSchema:
+    """A compiled tool schema; `cheap` ones validate small instances on the event loop."""
+
+    validator: Validator
+    cheap: bool
+
+    @classmethod
+    def compile(cls, schema: dict[str, Any], *, trusted: bool = False) -> ToolSchema:
+        """`trusted` schemas (the server's own) count as cheap: only big instances leave the loop."""
+        validator = ToolSchemaValidator(schema, registry=_LOCAL_ONLY, format_checker=_FORMATS)
+        keywords: set[str] = set()
+        for node, _ in _schema_nodes(schema):
+            keywords.update(node)
+        return cls(validator, trusted or keywords <= _CHEAP_KEYWORDS)
+
+    def problems(self, instance: Any, deadline: float | None = None) -> list[dict[str, str]]:
+        """Up to MAX_REPORTED_ERRORS errors, in this thread; raises `SchemaTooExpensive` past
+        `deadline` (a `time.monotonic()` value; default: VALIDATION_SECONDS from now)."""
+        return schema_errors(self.validator, instance, deadline)
+
+    async def problems_off_loop(self, instance: Any, deadline: float | None = None) -> list[dict[str, str]]:
+        """`problems`, in a worker thread unless the schema is cheap and the instance small."""
+        if self.cheap and _small(instance):
+            return self.problems(instance, deadline)
+        return await anyio.to_thread.run_sync(self.problems, instance, deadline)
+
+    async def first_problems_off_loop(self, instances: list[Any]) -> tuple[int, list[dict[str, str]]] | None:
+        """The index and errors of the first instance that fails, all checked in one worker thread
+        within one time budget; None when all pass."""
+
+        def check() -> tuple[int, list[dict[str, str]]] | None:
+            deadline = time.monotonic() + VALIDATION_SECONDS
+            for index, instance in enumerate(instances):
+                problems = self.problems(instance, deadline)
+                if problems:
+                    return index, problems
+            return None
+
+        return await anyio.to_thread.run_sync(check)
+
+
+def _small(instance: Any, budget: int = 2000) -> bool:
+    """True when the instance has few nodes and little text (checked without walking all of a big one)."""
+    stack = [instance]
+    while stack:
+        node = stack.pop()
+        budget -= 1
+        if isinstance(node, str):
+            budget -= len(node) // 64
+        elif isinstance(node, dict):
+            stack.extend(node.values())
+            budget -= sum(len(k) // 64 for k in node)
+        elif isinstance(node, list):
+            stack.extend(node)
+        if budget < 0:
+            return False
+    return True
+
+
+def schema_errors(validator: Validator, instance: Any, deadline: float | None = None) -> list[dict[str, str]]:
+    """Validation errors as {path, message}, capped in number and length; raises `SchemaTooExpensive`
+    when the check runs out of time (past `deadline`, default VALIDATION_SECONDS from now) or recursion."""
+    _budget.deadline = time.monotonic() + VALIDATION_SECONDS if deadline is None else deadline
+    errors: list[ValidationError] = []
+    try:
+        for error in validator.iter_errors(instance):
+            errors.append(error)
+            if len(errors) >= MAX_REPORTED_ERRORS:
+                break
+        errors.sort(key=lambda e: [str(p) for p in e.absolute_path])
+        return [
+            {
+                "path": cap_text("/" + "/".join(str(p) for p in e.absolute_path), 200),
+                "message": cap_text(e.message, MAX_ERROR_MESSAGE_CHARS),
+            }
+            for e in errors
+        ]
+    except RecursionError:
+        raise SchemaTooExpensive("the instance or schema nests too deeply to validate") from None
+    except referencing.exceptions.Unresolvable:
+        raise SchemaTooExpensive("the schema has a reference that does not resolve inside it") from None
+    finally:
+        _budget.deadline = float("inf")

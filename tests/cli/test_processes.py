@@ -1,0 +1,182 @@
+"""`awb start` / `awb stop`: one server per workspace, a pid file nobody else deletes, clear start-up errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+
+from clitools import AWB, assert_one_error_line, clean_env, http_server, run_awb
+
+pytestmark = pytest.mark.anyio
+
+
+def workspace(tmp_path: Path) -> Path:
+    assert run_awb(tmp_path, "init").returncode == 0
+    return tmp_path
+
+
+def pid_file(root: Path) -> Path:
+    return root / ".awb" / "awb.pid"
+
+
+async def test_port_0_reports_the_port_bound_in_the_ready_line_and_the_pid_file(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    with http_server(root) as server:
+        assert server.port != 0
+        record = json.loads(pid_file(root).read_text())
+        assert record == {
+            "pid": server.process.pid,
+            "transport": "http",
+            "host": "127.0.0.1",
+            "port": server.port,
+            "inventory": str(root / ".awb" / "inventory.db"),
+        }
+        with anyio.fail_after(30):
+            async with Client(server.url) as client:
+                assert any(t.name == "awb_craft" for t in (await client.list_tools()).tools)
+
+
+def test_a_second_start_on_the_workspace_refuses_and_leaves_the_first_servers_pid_file(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    with http_server(root) as first:
+        before = pid_file(root).read_text()
+        for port in ("0", str(first.port + 1 if first.port < 65535 else first.port - 1)):
+            second = run_awb(root, "start", "--transport", "http", "--port", port)
+            line = assert_one_error_line(second, "already_running")
+            assert f"pid {first.process.pid}, http, port {first.port}" in line
+        assert pid_file(root).read_text() == before
+        assert first.process.poll() is None
+
+
+def test_sigterm_removes_the_pid_file(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    with http_server(root) as server:
+        assert pid_file(root).exists()
+        server.process.send_signal(signal.SIGTERM)
+        assert server.process.wait(timeout=20) == 0
+        assert not pid_file(root).exists()
+
+
+def test_stop_stops_the_server_it_finds_in_the_pid_file(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    with http_server(root) as server:
+        stopped = run_awb(root, "stop")
+        assert stopped.returncode == 0, stopped.stderr
+        assert f"pid {server.process.pid}, http, port {server.port}" in stopped.stdout
+        assert server.process.wait(timeout=20) == 0
+        assert not pid_file(root).exists()
+
+
+def test_stop_says_clearly_when_nothing_runs(tmp_path: Path) -> None:
+    result = run_awb(tmp_path, "stop")
+    assert result.returncode == 0
+    assert "no workbench is running" in result.stdout
+    assert not (tmp_path / ".awb").exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [("not a pid at all", "garbage in the pid file"), ('{"pid": 999999999, "transport": "http"}', "stale pid file")],
+)
+def test_stop_reports_and_removes_a_stale_or_garbage_pid_file(tmp_path: Path, content: str, said: str) -> None:
+    root = workspace(tmp_path)
+    pid_file(root).write_text(content)
+    result = run_awb(root, "stop")
+    assert result.returncode == 0, result.stderr
+    assert said in result.stdout and "removed" in result.stdout
+    assert not pid_file(root).exists()
+
+
+def test_stop_never_signals_a_process_that_is_not_an_awb_server(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    path = pid_file(root)
+    # Another program holds the lock and wrote its own pid: a pid file an awb server did not write.
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, json, os, sys\n"
+            f"f = open({str(path)!r}, 'w')\n"
+            "fcntl.flock(f, fcntl.LOCK_EX)\n"
+            "f.write(json.dumps({'pid': os.getpid(), 'transport': 'http', 'port': 1})); f.flush()\n"
+            "print('locked', flush=True)\n"
+            "sys.stdin.read()\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        refused = run_awb(root, "stop")
+        assert "is not an awb server" in assert_one_error_line(refused, "not_an_awb_server")
+        assert holder.poll() is None and path.exists()
+    finally:
+        assert holder.stdin is not None and holder.stdout is not None
+        holder.stdin.close()
+        holder.wait(timeout=10)
+        holder.stdout.close()
+
+
+def test_a_port_in_use_is_one_error_line(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_awb(root, "start", "--transport", "http", "--port", str(port))
+    assert "already in use" in assert_one_error_line(result, "startup_failed")
+    assert not pid_file(root).exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "said"),
+    [
+        (("--port", "70000"), "config_invalid", "port"),
+        (("--host", "not a host!"), "startup_failed", "not an IP address or a host name"),
+        # TEST-NET-1 (RFC 5737): a valid address no interface has, refused by bind() without any traffic.
+        (("--host", "192.0.2.1"), "startup_failed", "cannot listen on 192.0.2.1"),
+        (("--transport", "carrier-pigeon"), "usage_error", "unknown transport"),
+    ],
+)
+def test_bad_start_options_are_one_error_line(tmp_path: Path, args: tuple[str, ...], code: str, said: str) -> None:
+    root = workspace(tmp_path)
+    result = run_awb(root, "start", "--transport", "http", *args)
+    assert said in assert_one_error_line(result, code)
+
+
+def test_debug_shows_the_details_of_an_error(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    result = run_awb(root, "--debug", "start", "--transport", "http", "--host", "not a host!")
+    assert result.stderr.splitlines()[0].startswith("error (startup_failed)")
+    assert "  host: not a host!" in result.stderr
+
+
+def test_verbose_start_logs_its_config_and_search_mode(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    with http_server(root, "--verbose") as server:
+        pass
+    said = server.all_stderr()
+    assert "DEBUG awb.cli: config: {" in said
+    assert "INFO awb.server: search: " in said
+
+
+def test_stdio_servers_take_no_lock_so_several_clients_can_each_spawn_one(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    with http_server(root):
+        hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
+        line = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}) + "\n"
+        done = subprocess.run(
+            [AWB, "start"], input=line, env=clean_env(), cwd=root, capture_output=True, text=True, timeout=60
+        )
+        assert json.loads(done.stdout.splitlines()[0])["result"]["serverInfo"]["name"]
+        assert os.path.exists(pid_file(root))

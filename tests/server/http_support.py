@@ -1,0 +1,43 @@
+"""An in-process awb HTTP server on 127.0.0.1 for the HTTP tests (the real app, gate and limits)."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import anyio
+import uvicorn
+
+from awb.config import Config
+from awb.server.http_limits import uvicorn_config
+from awb.server.mcp import McpFace
+from awb.server.transports import http_app
+from awb.workbench import Workbench
+
+
+@dataclass
+class Running:
+    url: str
+    port: int
+    server: uvicorn.Server
+
+
+@asynccontextmanager
+async def serving(workbench: Workbench, config: Config) -> AsyncIterator[Running]:
+    """Serve `workbench` over HTTP under `config` on a socket bound before the server starts (so
+    clients can connect at once, without waiting for a ready signal)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind((config.host, 0))
+    sock.listen(1024)
+    port = sock.getsockname()[1]
+    config = config.model_copy(update={"port": port})
+    server = uvicorn.Server(uvicorn_config(http_app(McpFace(workbench), config), config, port=port))
+    async with anyio.create_task_group() as group:
+        group.start_soon(server.serve, [sock])
+        try:
+            yield Running(f"http://{config.host}:{port}", port, server)
+        finally:
+            server.should_exit = True
+    sock.close()

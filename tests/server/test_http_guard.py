@@ -1,0 +1,140 @@
+"""The HTTP gate: DNS-rebinding protection on every bind address (with an explicit allowlist), and a
+bearer token that covers every path; binding a non-loopback address without one is refused."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from http_support import serving
+from mcp import Client
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+from pydantic import SecretStr
+
+from awb.config import Config, load_config
+from awb.errors import ConfigError
+from awb.server.http_guard import check_exposure
+from awb.workbench import Workbench
+from journey import call
+from support import add_tool, awb_env, free_port
+
+pytestmark = pytest.mark.anyio
+
+TOKEN = "correct-horse-battery-staple-42"
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+#: Paths of every face the HTTP server carries (MCP today; REST and the panel mount beside it).
+PATHS = ["/mcp", "/api/tools", "/", "/static/app.js"]
+
+
+async def request(base: str, path: str, headers: dict[str, str], method: str = "POST") -> httpx.Response:
+    async with httpx.AsyncClient(timeout=10) as client:
+        if method == "POST":
+            return await client.post(base + path, json=INITIALIZE, headers={**MCP_HEADERS, **headers})
+        return await client.get(base + path, headers=headers)
+
+
+@pytest.mark.parametrize("bind", ["127.0.0.1", "127.0.0.2"])
+async def test_foreign_hosts_and_origins_are_refused_on_every_loopback_bind(
+    workbench: Workbench, config: Config, bind: str
+) -> None:
+    with anyio.fail_after(30):
+        async with serving(workbench, config.model_copy(update={"host": bind})) as running:
+            for path in PATHS:
+                host = await request(running.url, path, {"Host": f"attacker.example:{running.port}"})
+                assert host.status_code == 421, path
+                assert host.json()["error"]["code"] == "invalid_host"
+                origin = await request(running.url, path, {"Origin": "http://attacker.example"})
+                assert origin.status_code == 403, path
+                assert origin.json()["error"]["code"] == "invalid_origin"
+            ok = await request(running.url, "/mcp", {"Origin": f"http://{bind}:{running.port}"})
+            assert ok.status_code == 200, ok.text
+    assert workbench.store.count_active() == 0
+
+
+async def test_the_allowlist_admits_configured_hosts_and_origins_on_mcp_too(
+    workbench: Workbench, config: Config
+) -> None:
+    config = config.model_copy(
+        update={"allowed_hosts": ["tools.internal:*"], "allowed_origins": ["https://panel.internal"]}
+    )
+    with anyio.fail_after(30):
+        async with serving(workbench, config) as running:
+            allowed = {"Host": f"tools.internal:{running.port}", "Origin": "https://panel.internal"}
+            assert (await request(running.url, "/mcp", allowed)).status_code == 200
+            other = {"Host": f"tools.internal:{running.port}", "Origin": "https://other.internal"}
+            assert (await request(running.url, "/mcp", other)).status_code == 403
+
+
+async def test_with_a_token_every_path_needs_it(workbench: Workbench, config: Config) -> None:
+    config = config.model_copy(update={"auth_token": SecretStr(TOKEN)})
+    with anyio.fail_after(30):
+        async with serving(workbench, config) as running:
+            for path in PATHS:
+                for headers in ({}, {"Authorization": "Bearer wrong-token-wrong-token"}, {"Authorization": TOKEN}):
+                    refused = await request(running.url, path, headers)
+                    assert refused.status_code == 401, (path, headers)
+                    assert refused.json()["error"]["code"] == "unauthorized"
+                    assert refused.headers["www-authenticate"].startswith("Bearer")
+                    assert TOKEN not in refused.text
+            granted = await request(running.url, "/mcp", {"Authorization": f"Bearer {TOKEN}"})
+            assert granted.status_code == 200
+
+
+async def test_the_sdk_client_works_with_the_token(workbench: Workbench, config: Config) -> None:
+    config = config.model_copy(update={"auth_token": SecretStr(TOKEN)})
+    with anyio.fail_after(60):
+        async with serving(workbench, config) as running:
+            http = create_mcp_http_client(headers={"Authorization": f"Bearer {TOKEN}"})
+            async with http, Client(streamable_http_client(running.url + "/mcp", http_client=http)) as client:
+                crafted: dict[str, Any] = await call(client, "awb_craft", add_tool("over_http"))
+                assert "error" not in crafted, crafted
+                called = await call(client, "awb_call", {"name": "over_http", "params": {"a": 2, "b": 3}})
+                assert called["result"] == 5
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.10", "example.com"])
+def test_a_non_loopback_bind_without_a_token_is_refused(host: str) -> None:
+    with pytest.raises(ConfigError, match="AWB_AUTH_TOKEN") as refused:
+        check_exposure(Config(host=host))
+    assert refused.value.code == "config_invalid"
+    check_exposure(Config(host=host, auth_token=TOKEN))
+    for loopback in ("127.0.0.1", "127.0.0.2", "localhost", "::1"):
+        check_exposure(Config(host=loopback))
+
+
+def test_awb_start_refuses_a_public_bind_without_a_token_in_one_line(tmp_path: Path) -> None:
+    port = free_port()
+    result = subprocess.run(
+        [sys.executable, "-m", "awb", "start", "--transport", "http", "--host", "0.0.0.0", "--port", str(port)],
+        env=awb_env(tmp_path, COLUMNS="500"),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if "refusing" in line]
+    assert len(lines) == 1 and "auth_token" in lines[0], result.stderr
+
+
+def test_a_short_token_is_a_config_error() -> None:
+    with pytest.raises(ValueError, match="16 characters"):
+        Config(auth_token="short")
+
+
+def test_the_token_comes_from_the_environment_as_text_and_never_prints() -> None:
+    config = load_config(environ={"AWB_AUTH_TOKEN": "1234567890123456"})
+    assert config.auth_token is not None
+    assert config.auth_token.get_secret_value() == "1234567890123456"
+    assert "1234567890123456" not in repr(config) + config.model_dump_json()
