@@ -7,14 +7,15 @@ an operator may prefer to migrate once, before rolling out new servers: `awb db 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from awb.cli.output import fail, print_json, say, table
-from awb.config import Config, load_config
 from awb.errors import AwbError, ConfigError
-from awb.inventory.open import describe
+
+if TYPE_CHECKING:
+    from awb.config import Config
 
 db_app = typer.Typer(help="The inventory database: migrate its schema, show its status.", no_args_is_help=True)
 
@@ -23,6 +24,8 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts
 
 
 def _load(config_path: Path | None, as_json: bool) -> Config:
+    from awb.config import load_config  # pydantic loads only when a command runs
+
     try:
         return load_config(config_path)
     except ConfigError as error:
@@ -31,6 +34,8 @@ def _load(config_path: Path | None, as_json: bool) -> Config:
 
 def store_status(config: Config) -> dict[str, Any]:
     """Engine, location, schema (applied and expected), pending migrations and the vector search path."""
+    from awb.inventory.open import describe
+
     if config.inventory_url:
         import psycopg
 

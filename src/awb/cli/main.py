@@ -31,7 +31,7 @@ CONTEXT = {"help_option_names": ["-h", "--help"]}
 app = typer.Typer(
     name="awb",
     help="Agent Workbench: a crafting table for AI agents, served over MCP. Commands: init, start, stop, "
-    "doctor, maintain, reindex, inventory, agents, staged, plan.",
+    "doctor, maintain, reindex, inventory, agents, staged, plan, db.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

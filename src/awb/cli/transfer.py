@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from awb.cli.output import fail, note, print_json
-from awb.config import Config, load_config
 from awb.errors import AwbError
+
+if TYPE_CHECKING:
+    from awb.config import Config
 
 ConfigOption = Annotated[Path | None, typer.Option("--config", "-c", help="Path to awb.config.json.")]
 UrlOption = Annotated[
@@ -22,6 +24,8 @@ PathOption = Annotated[
 
 
 def _config(config_path: Path | None, url: str | None, path: Path | None) -> Config:
+    from awb.config import Config, load_config  # pydantic loads only when a command runs
+
     config = load_config(config_path)
     if path is not None:
         return config.model_copy(update={"inventory_path": path.resolve(), "inventory_url": None})
