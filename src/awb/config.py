@@ -70,6 +70,20 @@ class SandboxConfig(_Section):
     max_staged_bytes_total: int = Field(64 * 1024 * 1024, ge=1024)
 
 
+class BlueprintsConfig(_Section):
+    """The blueprint runtime and its REST face (`awb.blueprints`, `/api`)."""
+
+    #: Model of the agent behind `POST /api/instructions/improve`.
+    improve_model: str = "openai:gpt-4o-mini"
+    #: Tavily's API root; the key comes from `TAVILY_API_KEY`.
+    tavily_base_url: str = "https://api.tavily.com"
+    #: Let blueprints start MCP servers by command (`mcp` arms with `command`). Off: a blueprint posted
+    #: over HTTP would otherwise run any program on this machine.
+    allow_mcp_commands: bool = False
+    #: Compiled blueprints kept in memory, by id.
+    cache_size: int = Field(256, ge=1, le=100_000)
+
+
 class HttpConfig(_Section):
     """Limits of the HTTP server, against clients that open connections and never finish a request."""
 
@@ -134,6 +148,9 @@ class Config(BaseSettings):
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     search: SearchConfig = Field(default_factory=SearchConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    #: Where saved blueprints (YAML) live.
+    blueprints_dir: Path = Path("blueprints")
+    blueprints: BlueprintsConfig = Field(default_factory=BlueprintsConfig)
 
     @classmethod
     def settings_customise_sources(

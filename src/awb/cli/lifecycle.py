@@ -127,7 +127,10 @@ def _serve_http(config: Config, started: float) -> None:
                     pid=os.getpid(), transport="http", host=config.host, port=port, inventory=str(config.inventory_path)
                 )
             )
-            note(f"awb {__version__}: MCP on http://{config.host}:{port}/mcp (inventory {config.inventory_path})")
+            note(
+                f"awb {__version__}: MCP on http://{config.host}:{port}/mcp, REST on /api "
+                f"(inventory {config.inventory_path})"
+            )
             workbench = Workbench(config, store=open_store(config))
             anyio.run(serve_http, workbench, sock, started)
         finally:

@@ -19,6 +19,7 @@ import typer
 from awb import __version__
 from awb.agents.cli import agents_app
 from awb.cli import doctor, lifecycle, output, upkeep
+from awb.cli.blueprints import blueprints_app
 from awb.cli.db import db_app
 from awb.cli.inventory import inventory_app
 from awb.cli.staged import staged_app
@@ -31,7 +32,7 @@ CONTEXT = {"help_option_names": ["-h", "--help"]}
 app = typer.Typer(
     name="awb",
     help="Agent Workbench: a crafting table for AI agents, served over MCP. Commands: init, start, stop, "
-    "doctor, maintain, reindex, inventory, agents, staged, plan, db.",
+    "doctor, maintain, reindex, inventory, agents, staged, plan, blueprints, db.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -51,6 +52,7 @@ app.add_typer(staged_app, name="staged")
 app.add_typer(db_app, name="db")
 register_transfer(inventory_app)
 app.command("plan")(plan_command)
+app.add_typer(blueprints_app, name="blueprints")
 
 
 def _show_version(value: bool) -> None:

@@ -14,12 +14,12 @@ import typer
 
 from awb.cli.common import ConfigOption, JsonOption, config_for, inventory_missing, open_store
 from awb.cli.output import print_text, report_error, say, table
-from awb.cli.safe_text import plain
-from awb.config import find_config_file
 from awb.errors import AwbError, InvalidParams
 from awb.sandbox import staging
 
 if TYPE_CHECKING:
+    from rich.text import Text
+
     from awb.inventory.sqlite import SQLiteStore
 
 staged_app = typer.Typer(
@@ -36,6 +36,13 @@ def _store(config_path: Path | None, as_json: bool, *, read_only: bool = False) 
         return open_store(config)
     except AwbError as exc:
         raise _fail(exc, as_json) from None
+
+
+def plain(text: str, *, multiline: bool = False, style: str = "") -> Text:
+    """Tool-written text shown literally (`safe_text`); rich is imported when something is shown."""
+    from awb.cli.safe_text import plain as literal
+
+    return literal(text, multiline=multiline, style=style)
 
 
 def _fail(exc: AwbError, as_json: bool) -> typer.Exit:
@@ -117,6 +124,8 @@ def _change(action: str, staged_id: int, config_path: Path | None, as_json: bool
     config = config_for(config_path, as_json)
     store = _store(config_path, as_json)
     assert store is not None
+    from awb.config import find_config_file
+
     config_file = find_config_file(config_path)
     protected = staging.protected_paths(config, *([config_file] if config_file is not None else []))
     try:

@@ -16,6 +16,7 @@ from typing import Any
 
 from awb.errors import ConfigError, LimitExceeded, OutputExceeded
 from awb.inventory.models import CallRecord, Example, MemoryLevel, Tool, ToolCounters, ToolSummary, ToolVersion
+from awb.inventory.sessions_sql import SESSIONS_SQL
 from awb.inventory.text_index import TextIndex
 from awb.inventory.vectors import VECTORS_SQL
 from awb.search.fts import or_expression, split_identifier
@@ -127,7 +128,7 @@ CREATE UNIQUE INDEX calls_call_id ON calls(call_id) WHERE call_id IS NOT NULL;
 """
 
 #: Forward migrations: MIGRATIONS[n] is the SQL that takes a database from schema n to n + 1.
-MIGRATIONS: list[str] = [_V1, _V2, VECTORS_SQL, _V4]
+MIGRATIONS: list[str] = [_V1, _V2, VECTORS_SQL, _V4, SESSIONS_SQL]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # BM25 column weights (name, description, problem, tags): a word in the name says more than one

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from awb.config import CONFIG_FILENAME
 from awb.errors import InvalidParams, SandboxViolation
 
 if TYPE_CHECKING:
@@ -52,6 +51,9 @@ class ProtectedPaths:
 
     def refuse(self, path: str) -> None:
         """Raise `sandbox_violation` when `path` (or what it resolves to) is one of the workbench's files."""
+        # Imported here: `awb staged` is mounted on the CLI, whose start-up must not load the config model.
+        from awb.config import CONFIG_FILENAME
+
         for form in {os.path.normpath(path), os.path.realpath(path)}:
             folded = form.casefold()
             parts = Path(folded).parts

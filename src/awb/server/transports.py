@@ -85,17 +85,21 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def http_app(face: McpFace, config: Config) -> ASGIApp:
-    """Everything the HTTP server serves, behind the Host/Origin/token gate. Faces mounted beside MCP
-    (REST, panel) go inside `guard_http`, never around it."""
+def _mcp_app(face: McpFace, config: Config) -> ASGIApp:
+    """The MCP face's ASGI app, with the SDK's own DNS-rebinding check set from the same allowlist."""
     settings = transport_security(config)
-    app = face.server.streamable_http_app(
+    return face.server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         host=config.host,
         transport_security=settings,
         stateless_http=config.stateless_http,
     )
-    return guard_http(app, config)
+
+
+def http_app(face: McpFace, config: Config) -> ASGIApp:
+    """The MCP face alone behind the Host/Origin/token gate. `serve_http` serves REST and the panel beside
+    it, inside `guard_http` too: faces go inside the guard, never around it."""
+    return guard_http(_mcp_app(face, config), config)
 
 
 async def serve_http(workbench: Workbench, sock: socket.socket, started: float | None = None) -> None:
@@ -106,10 +110,15 @@ async def serve_http(workbench: Workbench, sock: socket.socket, started: float |
     if host in ("0.0.0.0", "::") and not config.allowed_hosts:
         log.warning("bound to %s with no allowed_hosts: only loopback Host headers are accepted", host)
     face = McpFace(workbench)
+    # REST (/api) beside MCP (/mcp) in one ASGI app (awb.api.app.HttpApp), all of it behind the HTTP guard.
+    # Imported here so a stdio server never loads FastAPI and the blueprint runtime.
+    from awb.api.app import http_app as rest_and_mcp
+
+    app, api = rest_and_mcp(workbench, _mcp_app(face, config), face.server)
     # No access log: a line per request costs the request path more than the tool call it logs. No
     # log_config: uvicorn's dictConfig would close every handler already installed, ours included,
     # and every later line of the workbench's log would be lost.
-    server = uvicorn.Server(uvicorn_config(http_app(face, config), config, log_config=None, access_log=False))
+    server = uvicorn.Server(uvicorn_config(guard_http(app, config), config, log_config=None, access_log=False))
     # The default runtime (Monty) is warm before the server says it is ready; the others (a CPython
     # zygote, JavaScript workers, the wasm engine) warm up while it already serves: a call that needs
     # one first waits for, or starts, it.
@@ -119,7 +128,10 @@ async def serve_http(workbench: Workbench, sock: socket.socket, started: float |
     async with workbench, anyio.create_task_group() as tasks:
         tasks.start_soon(_announce_when_ready, server, f"http://{_url_host(host)}:{port}{MCP_PATH}", started)
         tasks.start_soon(_warm_other_runtimes, workbench)
-        await server.serve(sockets=[sock])
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            api.close()
         tasks.cancel_scope.cancel()
 
 

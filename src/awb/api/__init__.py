@@ -1,0 +1,1 @@
+"""The REST face (FastAPI), served beside MCP in the same HTTP server."""

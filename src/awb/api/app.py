@@ -1,0 +1,110 @@
+"""The REST app (FastAPI, routes under `/api`, OpenAPI at `/api/openapi.json`) and the one ASGI app that
+serves it beside MCP.
+
+`HttpApp` dispatches on the path prefix: `/mcp` to the MCP app, `/api` to the REST app, everything else
+to `fallback` (the web panel's slot; 404 until there is one). Lifespan events go to the MCP app, whose
+session manager must run. Middleware that guards the whole server (auth, Host checks) wraps `HttpApp`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from awb import __version__
+from awb.agents.mcp_client import ServerTarget
+from awb.api.errors import BodyLimit, http_error, request_invalid
+from awb.api.routes import agents, blueprints, builder
+from awb.blueprints.compile import RuntimeOptions
+from awb.blueprints.schema import Blueprint
+from awb.blueprints.service import BlueprintService
+from awb.blueprints.sessions import open_session_store
+from awb.workbench import Workbench
+
+API_PREFIX = "/api"
+MCP_PREFIX = "/mcp"
+
+
+def create_api(service: BlueprintService) -> FastAPI:
+    app = FastAPI(
+        title="Agent Workbench API",
+        version=__version__,
+        description="Agent blueprints (head, arms, legs, heart, spine): validate, compile, save, run, logs.",
+        openapi_url=f"{API_PREFIX}/openapi.json",
+        docs_url=f"{API_PREFIX}/docs",
+        redoc_url=None,
+    )
+    app.state.blueprints = service
+    app.add_exception_handler(RequestValidationError, request_invalid)
+    app.add_exception_handler(HTTPException, http_error)
+    app.add_middleware(BodyLimit)
+    for module in (blueprints, agents, builder):
+        app.include_router(module.router)
+
+    def openapi() -> dict[str, Any]:
+        # Blueprint bodies are read by hand; their schema joins the document's components here.
+        if app.openapi_schema is None:
+            document = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+            blueprint = Blueprint.model_json_schema(ref_template="#/components/schemas/{model}")
+            components = document.setdefault("components", {}).setdefault("schemas", {})
+            components.update(blueprint.pop("$defs", {}))
+            components["Blueprint"] = blueprint
+            app.openapi_schema = document
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app
+
+
+async def _not_found(scope: Scope, receive: Receive, send: Send) -> None:
+    response = JSONResponse({"error": {"code": "not_found", "message": "not found", "details": {}}}, status_code=404)
+    await response(scope, receive, send)
+
+
+def _under(path: str, prefix: str) -> bool:
+    return path == prefix or path.startswith(prefix + "/")
+
+
+class HttpApp:
+    """One ASGI app for the HTTP server: MCP, REST and (later) the web panel, each under its own prefix."""
+
+    def __init__(self, mcp: ASGIApp, api: ASGIApp, fallback: ASGIApp = _not_found) -> None:
+        self.mcp, self.api, self.fallback = mcp, api, fallback
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self.mcp(scope, receive, send)
+            return
+        path = str(scope.get("path", ""))
+        if _under(path, MCP_PREFIX):
+            await self.mcp(scope, receive, send)
+        elif _under(path, API_PREFIX):
+            await self.api(scope, receive, send)
+        else:
+            await self.fallback(scope, receive, send)
+
+
+def http_app(
+    workbench: Workbench, mcp_app: ASGIApp, mcp_server: ServerTarget, *, panel: ASGIApp = _not_found
+) -> tuple[HttpApp, BlueprintService]:
+    """The server's whole HTTP app for `workbench`; `mcp_server` serves blueprints' `workbench` arms in-process,
+    `panel` answers every path outside `/mcp` and `/api`.
+
+    The caller closes the returned service (its session store) when the server stops.
+    """
+    config = workbench.config
+    options = RuntimeOptions(
+        environ=dict(os.environ),
+        tavily_base_url=config.blueprints.tavily_base_url,
+        workbench_target=mcp_server,
+        allow_mcp_commands=config.blueprints.allow_mcp_commands,
+    )
+    service = BlueprintService(config, open_session_store(config.inventory_path), options=options)
+    return HttpApp(mcp_app, create_api(service), panel), service

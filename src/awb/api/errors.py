@@ -1,0 +1,123 @@
+"""The REST face's one error mapping: `AwbError` -> its `http_status` and `{"error": {code, message, details}}`;
+malformed requests -> 400; anything unexpected -> 500 with a generic message (full details in the log).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any
+
+from fastapi import Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from awb.blueprints.schema import describe_errors
+from awb.errors import AwbError
+
+log = logging.getLogger("awb.api")
+
+#: Largest request body the API reads; blueprints are small.
+MAX_BODY_BYTES = 1024 * 1024
+
+
+class ErrorInfo(BaseModel):
+    code: str
+    message: str
+    details: dict[str, Any]
+
+
+class ErrorBody(BaseModel):
+    error: ErrorInfo
+
+
+def error_response(status: int, code: str, message: str, **details: Any) -> JSONResponse:
+    body = {"error": {"code": code, "message": message, "details": details}}
+    return JSONResponse(body, status_code=status)
+
+
+def from_awb_error(err: AwbError) -> JSONResponse:
+    return JSONResponse({"error": err.to_dict()}, status_code=err.http_status)
+
+
+def _unwrapped(error: Mapping[str, Any]) -> dict[str, Any]:
+    loc = tuple(error.get("loc", ()))
+    if loc and loc[0] in ("body", "query", "path"):
+        loc = loc[1:]
+    return {**error, "loc": loc, "msg": error.get("msg", ""), "type": error.get("type", "")}
+
+
+async def request_invalid(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    errors = describe_errors([_unwrapped(e) for e in exc.errors()], within="blueprint")
+    summary = "; ".join(f"{e['path']}: {e['message']}" for e in errors[:5])
+    return error_response(400, "bad_request", f"malformed request: {summary}", errors=errors)
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = {404: "not_found", 413: "limit_exceeded"}.get(exc.status_code, "http_error")
+    return error_response(exc.status_code, code, str(exc.detail))
+
+
+class BodyLimit:
+    """Caps every request body, chunked ones included (Content-Length alone would not)."""
+
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise HTTPException(413, f"request body over {self.limit} bytes")
+            return message
+
+        await self.app(scope, limited, send)
+
+
+class GuardedRoute(APIRoute):
+    """Every endpoint: bounded body, `AwbError` mapped once, the unexpected logged and answered with 500."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def guarded(request: Request) -> Response:
+            length = request.headers.get("content-length")
+            if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
+                return error_response(413, "limit_exceeded", f"request body over {MAX_BODY_BYTES} bytes")
+            try:
+                return await handler(request)
+            except (HTTPException, RequestValidationError):
+                raise
+            except AwbError as err:
+                if err.http_status >= 500:
+                    log.warning("%s %s failed: %r", request.method, request.url.path, err)
+                return from_awb_error(err)
+            except Exception:  # boundary: never leak internals; keep them in the log under an incident id
+                incident = uuid.uuid4().hex[:12]
+                log.exception("unexpected error in %s %s (incident %s)", request.method, request.url.path, incident)
+                return error_response(500, "internal_error", "unexpected error; see the server log", incident=incident)
+
+        return guarded
+
+
+#: The error statuses every endpoint may answer, for the OpenAPI document.
+ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorBody, "description": "Malformed request or invalid blueprint (field-level errors)."},
+    413: {"model": ErrorBody, "description": "Request body too large."},
+    500: {"model": ErrorBody, "description": "Unexpected error; details are in the server log."},
+}

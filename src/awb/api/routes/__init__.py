@@ -1,0 +1,1 @@
+"""REST endpoints, one module per resource."""

@@ -1,0 +1,73 @@
+"""`/api/agents`: run a blueprint on a message (within a session), and read a session's run logs."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query
+from pydantic import BaseModel, ConfigDict, Field
+
+from awb.api.errors import ERRORS, ErrorBody, GuardedRoute
+from awb.api.service import blueprint_service
+from awb.blueprints.journal import LogEntry
+from awb.blueprints.runner import RunReply
+from awb.blueprints.schema import Blueprint
+from awb.blueprints.service import BlueprintService
+
+router = APIRouter(prefix="/api/agents", tags=["agents"], route_class=GuardedRoute)
+Service = Annotated[BlueprintService, Depends(blueprint_service)]
+SESSION_ID = r"^[A-Za-z0-9_.:-]{1,128}$"
+
+
+class RunRequest(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [
+                {"required": ["blueprint"], "not": {"required": ["blueprint_id"]}},
+                {"required": ["blueprint_id"], "not": {"required": ["blueprint"]}},
+            ]
+        }
+    )
+
+    message: str = Field(min_length=1, max_length=100_000)
+    #: An ephemeral blueprint, compiled for this request only.
+    blueprint: Blueprint | None = None
+    #: A blueprint compiled (cached) or saved earlier.
+    blueprint_id: str | None = Field(None, max_length=64)
+    #: Continue a session (its history is restored when the blueprint's memory is on); new when absent.
+    session_id: str | None = Field(None, pattern=SESSION_ID)
+
+
+class RunResponse(RunReply):
+    cache_hit: bool
+
+
+class SessionLogs(BaseModel):
+    session_id: str
+    entries: list[LogEntry]
+
+
+_RUN_ERRORS: dict[int | str, dict[str, Any]] = {
+    **ERRORS,
+    404: {"model": ErrorBody, "description": "Unknown blueprint_id."},
+    422: {"model": ErrorBody, "description": "A guardrail ended the run; `details.guardrail` names it."},
+    502: {"model": ErrorBody, "description": "The model provider (or an MCP server) failed; its message is included."},
+}
+
+
+@router.post("/run", responses=_RUN_ERRORS)
+async def run_agent(service: Service, request: RunRequest) -> RunResponse:
+    """Run a blueprint (given inline, or by `blueprint_id`) on one message."""
+    reply, hit = await service.run(
+        message=request.message,
+        blueprint=request.blueprint,
+        blueprint_id=request.blueprint_id,
+        session_id=request.session_id,
+    )
+    return RunResponse(**reply.model_dump(), cache_hit=hit)
+
+
+@router.get("/logs", responses=ERRORS)
+async def run_logs(service: Service, session_id: Annotated[str, Query(pattern=SESSION_ID)]) -> SessionLogs:
+    """Every log entry of a session in chronological order: run_start, tool_call, guardrail_violation, run_end."""
+    return SessionLogs(session_id=session_id, entries=await service.logs(session_id))

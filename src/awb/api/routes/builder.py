@@ -1,0 +1,39 @@
+"""What the visual builder asks besides blueprints: component schemas and instruction improvement."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends
+
+from awb.api.errors import ERRORS, ErrorBody, GuardedRoute
+from awb.api.service import blueprint_service
+from awb.blueprints.improve import ImprovedInstructions, ImproveRequest
+from awb.blueprints.service import BlueprintService
+
+router = APIRouter(prefix="/api", tags=["builder"], route_class=GuardedRoute)
+Service = Annotated[BlueprintService, Depends(blueprint_service)]
+
+
+class ImproveReply(ImprovedInstructions):
+    original_instructions: str
+
+
+@router.get("/components/schemas", responses=ERRORS)
+async def component_schemas(service: Service) -> dict[str, Any]:
+    """Per part: providers and models with parameter ranges, tool types with options, execution modes with
+    requirements, memory and knowledge options, guardrail ranges; and the JSON Schema of each part."""
+    return service.schemas()
+
+
+@router.post(
+    "/instructions/improve",
+    responses={
+        **ERRORS,
+        502: {"model": ErrorBody, "description": "Failed; `details.original_instructions` is the input unchanged."},
+    },
+)
+async def improve_instructions(service: Service, request: ImproveRequest) -> ImproveReply:
+    """Improve a system prompt toward the goals, with an explanation of the changes."""
+    improved = await service.improve(request)
+    return ImproveReply(**improved.model_dump(), original_instructions=request.instructions)

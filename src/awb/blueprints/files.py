@@ -1,0 +1,143 @@
+"""Blueprints as YAML files in one directory: unique names (agent name + timestamp), listing by scan,
+loading with validation. Written files load back to the same blueprint (and the same id).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+
+from awb.blueprints.errors import BlueprintInvalid, BlueprintNotFound
+from awb.blueprints.schema import Blueprint, validate_blueprint
+from awb.errors import AwbError
+
+MAX_FILE_BYTES = 1024 * 1024
+_FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,200}\.ya?ml$")
+
+
+class BlueprintFile(BaseModel):
+    file: str
+    blueprint_id: str | None = None
+    name: str | None = None
+    mode: str | None = None
+    saved_at: datetime
+    #: Set when the file no longer validates (edited by hand, or rules changed).
+    error: dict[str, Any] | None = None
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line text (a system prompt) as a `|` block, so saved files stay readable and editable."""
+
+
+def _text(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _text)
+
+
+def to_yaml(blueprint: Blueprint) -> str:
+    return yaml.dump(blueprint.model_dump(mode="json"), Dumper=_Dumper, sort_keys=False, allow_unicode=True)
+
+
+class _Loader(yaml.SafeLoader):
+    """Safe YAML without anchors and aliases: a few hundred bytes of aliases can stand for billions of nodes."""
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.YAMLError("YAML aliases are not allowed in blueprints")
+        return super().compose_node(parent, index)
+
+
+def load_yaml(text: str | bytes) -> object:
+    return yaml.load(text, Loader=_Loader)
+
+
+def parse_yaml(text: str, *, source: str = "blueprint") -> Blueprint:
+    """YAML (or JSON, which is YAML) text to a validated blueprint."""
+    try:
+        data = load_yaml(text)
+    except yaml.YAMLError as err:
+        raise BlueprintInvalid(
+            f"{source} is not valid YAML: {err}", errors=[{"path": "(root)", "message": str(err), "type": "yaml"}]
+        ) from None
+    return validate_blueprint(data)
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:60] or "agent"
+
+
+class BlueprintFiles:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def save(self, blueprint: Blueprint) -> Path:
+        """Write a new file `<name>-<UTC timestamp>.yaml`; never overwrites one."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        text = to_yaml(blueprint)
+        for attempt in range(100):
+            suffix = f"-{attempt}" if attempt else ""
+            path = self.directory / f"{_slug(blueprint.name)}-{stamp}{suffix}.yaml"
+            try:
+                with path.open("x", encoding="utf-8") as handle:
+                    handle.write(text)
+            except FileExistsError:
+                continue
+            return path
+        raise AwbError(f"cannot find a free file name for {blueprint.name!r} in {self.directory}")
+
+    def path_of(self, file: str) -> Path:
+        if not _FILE_NAME.match(file):
+            raise BlueprintNotFound(f"no blueprint file {file!r}", file=file)
+        return self.directory / file
+
+    def load(self, file: str) -> Blueprint:
+        path = self.path_of(file)
+        try:
+            size = path.stat().st_size
+            if size > MAX_FILE_BYTES:
+                raise BlueprintInvalid(f"{file} is larger than {MAX_FILE_BYTES} bytes", file=file, errors=[])
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise BlueprintNotFound(f"no blueprint file {file!r}", file=file) from None
+        return parse_yaml(text, source=file)
+
+    def scan(self) -> list[BlueprintFile]:
+        """Every YAML file in the directory, newest first, each loaded (or with its error)."""
+        if not self.directory.is_dir():
+            return []
+        found = []
+        for path in self.directory.iterdir():
+            if not path.is_file() or not _FILE_NAME.match(path.name):
+                continue
+            saved_at = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+            try:
+                blueprint = self.load(path.name)
+            except AwbError as err:
+                found.append(BlueprintFile(file=path.name, saved_at=saved_at, error=err.to_dict()))
+                continue
+            found.append(
+                BlueprintFile(
+                    file=path.name,
+                    blueprint_id=blueprint.blueprint_id(),
+                    name=blueprint.name,
+                    mode=blueprint.legs.mode,
+                    saved_at=saved_at,
+                )
+            )
+        found.sort(key=lambda f: (f.saved_at, f.file), reverse=True)
+        return found
+
+    def find(self, blueprint_id: str) -> Blueprint | None:
+        for entry in self.scan():
+            if entry.blueprint_id == blueprint_id:
+                return self.load(entry.file)
+        return None

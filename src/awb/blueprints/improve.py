@@ -1,0 +1,64 @@
+"""Instruction improvement: an agent on the configured model rewrites a system prompt toward the
+user's goals and says what it changed. On failure the caller gets the original back with the error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pydantic import BaseModel, Field
+
+from awb.agents.agent import Agent
+from awb.agents.budget import Budget
+from awb.agents.errors import ModelError
+from awb.agents.loop import run_loop
+from awb.agents.models.spec import resolve_model
+from awb.agents.toolbox import Toolbox
+from awb.blueprints import catalog
+from awb.errors import AwbError
+
+
+class ImproveRequest(BaseModel):
+    instructions: str = Field(max_length=catalog.SYSTEM_PROMPT_MAX_CHARS, description="The current system prompt.")
+    goals: str = Field("", max_length=2000, description="What the improvement should achieve.")
+
+
+class ImprovedInstructions(BaseModel):
+    improved_instructions: str = Field(max_length=catalog.SYSTEM_PROMPT_MAX_CHARS)
+    explanation: str = Field(description="What changed and why.")
+
+
+class ImproveFailed(AwbError):
+    """The improvement did not happen; `details.original_instructions` holds the input, unchanged."""
+
+    code = "improve_failed"
+    http_status = 502
+
+
+class InstructionImprover(Agent):
+    mode = "instruction_improver"
+    Input = ImproveRequest
+    Output = ImprovedInstructions
+    budget = Budget(max_iterations=3, max_tool_calls=0, timeout_seconds=120)
+    system_prompt = (
+        "You improve the system prompts of AI agents. Keep the author's intent, role and constraints; "
+        "make the instructions clearer, more specific and better structured, toward the given goals. "
+        "Do not invent facts or capabilities. Return the full improved instructions and a short "
+        "explanation of each change."
+    )
+
+
+async def improve_instructions(
+    request: ImproveRequest, *, model_spec: str, environ: Mapping[str, str]
+) -> ImprovedInstructions:
+    try:
+        model = resolve_model(model_spec, environ=environ)
+        result = await run_loop(InstructionImprover, request, model, Toolbox())
+    except AwbError as err:
+        raise ImproveFailed(err.message, original_instructions=request.instructions, cause=err.to_dict()) from None
+    if not result.ok or result.output is None:
+        error = result.error or {}
+        message = str(error.get("message") or f"the improvement ended in {result.termination_reason}")
+        cause = ModelError(message, reason=result.termination_reason).to_dict()
+        raise ImproveFailed(message, original_instructions=request.instructions, cause=cause)
+    return ImprovedInstructions.model_validate(result.output)

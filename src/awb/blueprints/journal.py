@@ -1,0 +1,109 @@
+"""One run's log and guard: chronological entries (start, tool calls, violations, end) and the spine's
+limits enforced around every tool handler.
+
+A fatal violation cancels the run's scope, so a team or workflow stops as a whole, not one member.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import anyio
+from pydantic import BaseModel
+
+from awb.agents.context import to_text
+from awb.agents.toolbox import Handler, ToolOutcome, ToolSpec
+
+log = logging.getLogger("awb.blueprints")
+
+LogKind = Literal["run_start", "tool_call", "guardrail_violation", "run_end"]
+SUMMARY_CHARS = 300
+REDACTED = "***"
+_SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|passwd|authorization|cookie|credential)", re.I)
+
+
+class LogEntry(BaseModel):
+    at: datetime
+    run_id: str
+    kind: LogKind
+    data: dict[str, Any]
+
+
+def redact(value: Any, secrets: tuple[str, ...] = ()) -> Any:
+    """A copy with secret-looking keys masked and known secret values cut out of strings."""
+    if isinstance(value, Mapping):
+        return {str(k): REDACTED if _SECRET_KEY.search(str(k)) else redact(v, secrets) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact(v, secrets) for v in value]
+    if isinstance(value, str):
+        for secret in secrets:
+            value = value.replace(secret, REDACTED)
+    return value
+
+
+def summarize(payload: Any, secrets: tuple[str, ...] = ()) -> str:
+    text = str(redact(to_text(payload), secrets))
+    return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
+
+
+@dataclass
+class RunJournal:
+    run_id: str
+    max_tool_calls: int
+    #: Values never written to a log (API keys from the environment).
+    secrets: tuple[str, ...] = ()
+    entries: list[LogEntry] = field(default_factory=list)
+    tool_calls: int = 0
+    #: The first fatal violation, once one happened.
+    violation: dict[str, Any] | None = None
+    scope: anyio.CancelScope | None = None
+
+    def log(self, kind: LogKind, **data: Any) -> None:
+        self.entries.append(LogEntry(at=datetime.now(UTC), run_id=self.run_id, kind=kind, data=data))
+
+    def violate(self, guardrail: str, message: str, *, fatal: bool, **context: Any) -> None:
+        """Log a violation with its context; a fatal one ends the whole run."""
+        entry = {"guardrail": guardrail, "message": message, "fatal": fatal, **redact(context, self.secrets)}
+        self.log("guardrail_violation", **entry)
+        log.warning("run %s: guardrail %s: %s %s", self.run_id, guardrail, message, entry)
+        if fatal and self.violation is None:
+            self.violation = entry
+            if self.scope is not None:
+                self.scope.cancel()
+
+    def guard(self, spec: ToolSpec, handler: Handler) -> Handler:
+        """`handler` counted against `max_tool_calls`, timed and logged."""
+
+        async def call(arguments: dict[str, Any]) -> ToolOutcome:
+            self.tool_calls += 1
+            if self.tool_calls > self.max_tool_calls:
+                self.violate(
+                    "max_tool_calls",
+                    f"more than {self.max_tool_calls} tool calls",
+                    fatal=True,
+                    limit=self.max_tool_calls,
+                    tool=spec.name,
+                )
+                return ToolOutcome(ok=False, payload="guardrail max_tool_calls: the tool-call limit is reached")
+            started = anyio.current_time()
+            ok, payload = False, "the call did not finish"
+            try:
+                outcome = await handler(arguments)
+                ok, payload = outcome.ok, outcome.payload
+                return outcome
+            finally:
+                self.log(
+                    "tool_call",
+                    tool=spec.name,
+                    arguments=redact(arguments, self.secrets),
+                    duration_ms=round((anyio.current_time() - started) * 1000, 3),
+                    success=ok,
+                    output_summary=summarize(payload, self.secrets),
+                )
+
+        return call

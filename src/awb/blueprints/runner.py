@@ -1,0 +1,148 @@
+"""Run a compiled blueprint on one message: restore the session, drive the legs under the spine's
+limits, log the run, store the exchange, and turn every ending into a reply or one clear error.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+from pydantic import BaseModel, Field
+
+from awb.agents.errors import ModelError
+from awb.agents.loop import run_loop
+from awb.agents.result import RunResult, Usage
+from awb.agents.toolbox import Toolbox
+from awb.blueprints.compile import CompiledBlueprint, Turn, TurnInput
+from awb.blueprints.errors import GuardrailViolated, RunFailed
+from awb.blueprints.journal import RunJournal
+from awb.blueprints.sessions import SessionStore
+from awb.errors import AwbError
+
+#: Loop endings that are a spine guardrail, by the guardrail's name.
+_GUARDRAILS = {"max_tool_calls": "max_tool_calls", "timeout": "timeout_seconds", "max_iterations": "max_iterations"}
+
+
+class ToolCallSummary(BaseModel):
+    tool: str
+    duration_ms: float
+    success: bool
+
+
+class RunReply(BaseModel):
+    response: str
+    session_id: str
+    run_id: str
+    blueprint_id: str
+    status: str = "ok"
+    latency_ms: float
+    tool_calls: list[ToolCallSummary] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+
+
+async def _drive(compiled: CompiledBlueprint, message: str, history: list[Turn], box: Toolbox) -> list[RunResult]:
+    """Run the legs; workflow steps hand each output on as the next step's message."""
+    model = compiled.make_model()
+    results: list[RunResult] = []
+    task: BaseModel = TurnInput(message=message, history=history)
+    for agent in compiled.agents:
+        result = await run_loop(agent, task, model, box)
+        results.append(result)
+        if not result.ok or result.output is None:
+            break
+        task = TurnInput(message=str(result.output.get("response", "")))
+    return results
+
+
+def _failure(result: RunResult, compiled: CompiledBlueprint) -> AwbError:
+    error = result.error or {}
+    reason = result.termination_reason
+    # A team's members share the spine's budgets: a member stopped by one is why the coordinator,
+    # left without tools, ran out of turns.
+    stopped = [c.termination_reason for c in result.subagent_calls if c.termination_reason in _GUARDRAILS]
+    if reason == "max_iterations" and stopped:
+        reason = stopped[-1]
+    if reason in _GUARDRAILS:
+        name = _GUARDRAILS[reason]
+        spine = compiled.blueprint.spine
+        limit = {"max_tool_calls": spine.max_tool_calls, "timeout_seconds": spine.timeout_seconds}.get(name)
+        return GuardrailViolated(f"guardrail {name} ended the run", guardrail=name, limit=limit)
+    if reason in ("model_error", "output_invalid"):
+        return ModelError(str(error.get("message") or "the model provider failed"), reason=reason)
+    return RunFailed(f"the run ended without an answer ({reason})", reason=reason)
+
+
+async def run_blueprint(
+    compiled: CompiledBlueprint, message: str, *, session_id: str | None, store: SessionStore
+) -> RunReply:
+    """One message through the blueprint. Raises `GuardrailViolated`, `ModelError` or another `AwbError`."""
+    blueprint = compiled.blueprint
+    session_id = session_id or uuid.uuid4().hex
+    memory = blueprint.heart.memory
+    history = await anyio.to_thread.run_sync(store.history, session_id, memory.history_length) if memory.enabled else []
+    journal = RunJournal(uuid.uuid4().hex, blueprint.spine.max_tool_calls, compiled.options.secrets())
+    journal.log(
+        "run_start",
+        blueprint_id=compiled.blueprint_id,
+        blueprint_name=blueprint.name,
+        mode=blueprint.legs.mode,
+        history_turns=len(history),
+    )
+    started = anyio.current_time()
+    results: list[RunResult] = []
+    failure: AwbError | None = None
+    try:
+        with anyio.move_on_after(blueprint.spine.timeout_seconds) as scope:
+            journal.scope = scope
+            async with compiled.open_toolbox(journal) as box:
+                results = await _drive(compiled, message, history, box)
+        if scope.cancelled_caught and journal.violation is None:
+            limit = blueprint.spine.timeout_seconds
+            journal.violate("timeout_seconds", f"the run passed {limit} s", fatal=True, limit=limit)
+        if journal.violation is not None:
+            name = journal.violation["guardrail"]
+            failure = GuardrailViolated(
+                f"guardrail {name} ended the run", guardrail=name, limit=journal.violation.get("limit")
+            )
+        elif not results or not results[-1].ok:
+            failure = _failure(results[-1], compiled) if results else RunFailed("the blueprint has no agents")
+            if isinstance(failure, GuardrailViolated):
+                journal.violate(
+                    failure.details["guardrail"], failure.message, fatal=True, limit=failure.details["limit"]
+                )
+    except AwbError as err:  # unreachable MCP servers and the like: reported, logged, never lost
+        failure = err
+    latency_ms = round((anyio.current_time() - started) * 1000, 3)
+    response = str((results[-1].output or {}).get("response", "")) if failure is None else ""
+    status = "ok" if failure is None else failure.code
+    end: dict[str, Any] = {"status": status, "latency_ms": latency_ms}
+    if failure is not None:
+        end["error"] = failure.to_dict()
+    journal.log("run_end", **end)
+    await anyio.to_thread.run_sync(store.append_logs, session_id, journal.entries)
+    if failure is not None:
+        failure.details.setdefault("session_id", session_id)
+        failure.details.setdefault("run_id", journal.run_id)
+        raise failure
+    if memory.enabled:
+        now = datetime.now(UTC)
+        await anyio.to_thread.run_sync(store.add_exchange, session_id, compiled.blueprint_id, now, message, response)
+    usage = Usage()
+    for result in results:
+        usage.add(result.usage)
+    calls = [
+        ToolCallSummary(tool=e.data["tool"], duration_ms=e.data["duration_ms"], success=e.data["success"])
+        for e in journal.entries
+        if e.kind == "tool_call"
+    ]
+    return RunReply(
+        response=response,
+        session_id=session_id,
+        run_id=journal.run_id,
+        blueprint_id=compiled.blueprint_id,
+        latency_ms=latency_ms,
+        tool_calls=calls,
+        usage=usage,
+    )

@@ -1,0 +1,128 @@
+"""The blueprint runtime as one service: validate, compile (cached by id), save and list files, run,
+read logs, describe the components, improve instructions. The REST face and the CLI are thin over it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+
+from awb.blueprints.compile import CompiledBlueprint, RuntimeOptions, compile_blueprint
+from awb.blueprints.components import component_schemas
+from awb.blueprints.errors import BlueprintInvalid, BlueprintNotFound
+from awb.blueprints.files import BlueprintFile, BlueprintFiles
+from awb.blueprints.improve import ImprovedInstructions, ImproveRequest, improve_instructions
+from awb.blueprints.journal import LogEntry
+from awb.blueprints.runner import RunReply, run_blueprint
+from awb.blueprints.schema import Blueprint, validate_blueprint
+from awb.blueprints.sessions import SessionStore
+from awb.config import Config
+
+
+class BlueprintService:
+    def __init__(
+        self,
+        config: Config,
+        sessions: SessionStore,
+        *,
+        options: RuntimeOptions | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.config = config
+        self.sessions = sessions
+        self.files = BlueprintFiles(config.blueprints_dir)
+        env = dict(os.environ if environ is None else environ)
+        self.options = options or RuntimeOptions(
+            environ=env,
+            tavily_base_url=config.blueprints.tavily_base_url,
+            allow_mcp_commands=config.blueprints.allow_mcp_commands,
+        )
+        self._cache: OrderedDict[str, CompiledBlueprint] = OrderedDict()
+        self.cache_hits = 0
+
+    # --- compile and cache ------------------------------------------------------------------
+
+    def compile(self, data: object) -> CompiledBlueprint:
+        """Validate and compile; an ephemeral blueprint (not cached)."""
+        if isinstance(data, Blueprint):
+            return compile_blueprint(data, self.options)
+        return compile_blueprint(validate_blueprint(data), self.options)
+
+    def _remember(self, compiled: CompiledBlueprint) -> CompiledBlueprint:
+        self._cache[compiled.blueprint_id] = compiled
+        self._cache.move_to_end(compiled.blueprint_id)
+        while len(self._cache) > self.config.blueprints.cache_size:
+            self._cache.popitem(last=False)
+        return compiled
+
+    def validate_and_compile(self, data: object) -> CompiledBlueprint:
+        return self._remember(self.compile(data))
+
+    def cached(self, blueprint_id: str) -> CompiledBlueprint | None:
+        compiled = self._cache.get(blueprint_id)
+        if compiled is not None:
+            self._cache.move_to_end(blueprint_id)
+            self.cache_hits += 1
+        return compiled
+
+    async def get(self, blueprint_id: str) -> tuple[CompiledBlueprint, bool]:
+        """The compiled blueprint and whether it came from the cache; saved files are the fallback."""
+        compiled = self.cached(blueprint_id)
+        if compiled is not None:
+            return compiled, True
+        blueprint = await anyio.to_thread.run_sync(self.files.find, blueprint_id)
+        if blueprint is None:
+            raise BlueprintNotFound(
+                f"no blueprint with id {blueprint_id!r}: validate-and-compile or save it first",
+                blueprint_id=blueprint_id,
+            )
+        return self._remember(self.compile(blueprint)), False
+
+    # --- files ----------------------------------------------------------------------------------
+
+    async def save(self, data: object) -> tuple[CompiledBlueprint, str]:
+        compiled = self.validate_and_compile(data)
+        path = await anyio.to_thread.run_sync(self.files.save, compiled.blueprint)
+        return compiled, path.name
+
+    async def list_files(self) -> list[BlueprintFile]:
+        return await anyio.to_thread.run_sync(self.files.scan)
+
+    # --- runs -----------------------------------------------------------------------------------
+
+    async def run(
+        self, *, message: str, blueprint: object | None, blueprint_id: str | None, session_id: str | None
+    ) -> tuple[RunReply, bool]:
+        if (blueprint is None) == (blueprint_id is None):
+            raise BlueprintInvalid(
+                "give exactly one of blueprint or blueprint_id",
+                errors=[
+                    {"path": "blueprint", "message": "give exactly one of blueprint or blueprint_id", "type": "one_of"}
+                ],
+            )
+        if blueprint_id is not None:
+            compiled, hit = await self.get(blueprint_id)
+        else:
+            compiled, hit = self.compile(blueprint), False
+        reply = await run_blueprint(compiled, message, session_id=session_id, store=self.sessions)
+        return reply, hit
+
+    async def logs(self, session_id: str) -> list[LogEntry]:
+        return await anyio.to_thread.run_sync(self.sessions.logs, session_id)
+
+    def close(self) -> None:
+        self.sessions.close()
+
+    # --- builder support ------------------------------------------------------------------------
+
+    def schemas(self) -> dict[str, Any]:
+        return component_schemas()
+
+    async def improve(self, request: ImproveRequest) -> ImprovedInstructions:
+        return await improve_instructions(
+            request, model_spec=self.config.blueprints.improve_model, environ=self.options.environ
+        )

@@ -1,0 +1,101 @@
+"""The `tavily_search` arm: a small async client of Tavily's search API and the tool built on it.
+
+The spine's `allowed_domains` go out as `include_domains` and are enforced again on what comes back:
+a result from another domain is dropped and logged as a violation, whatever the service did.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from awb.agents.toolbox import Handler, ToolOutcome, ToolSpec
+from awb.blueprints.journal import RunJournal
+from awb.blueprints.schema import TavilySearchArm
+
+DEFAULT_BASE_URL = "https://api.tavily.com"
+TOOL_NAME = "tavily.search"
+_DESCRIPTION = (
+    "Search the web for current information. Returns a list of results with title, url and content. "
+    "Use it when the answer needs facts you do not know or that may have changed."
+)
+
+
+def domain_allowed(url: str, domains: list[str]) -> bool:
+    """True when `url`'s host is one of `domains` or a subdomain of one (any host when none are given)."""
+    if not domains:
+        return True
+    host = (urlsplit(url).hostname or "").lower().rstrip(".")
+    return any(host == d or host.endswith("." + d) for d in domains)
+
+
+def tavily_spec(arm: TavilySearchArm) -> ToolSpec:
+    schema = {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "minLength": 1, "description": "What to search for."},
+            "max_results": {"type": "integer", "minimum": 1, "maximum": arm.max_results},
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    }
+    return ToolSpec(TOOL_NAME, _DESCRIPTION, schema, "tavily")
+
+
+def tavily_handler(
+    arm: TavilySearchArm,
+    *,
+    api_key: str | None,
+    base_url: str,
+    allowed_domains: list[str],
+    journal: RunJournal,
+    timeout_seconds: float = 30.0,
+) -> Handler:
+    async def search(arguments: dict[str, Any]) -> ToolOutcome:
+        query = arguments.get("query")
+        if not isinstance(query, str) or not query.strip():
+            return ToolOutcome(ok=False, payload="tavily.search needs a non-empty string `query`")
+        if not api_key:
+            return ToolOutcome(ok=False, payload="TAVILY_API_KEY is not set on the server")
+        wanted = arguments.get("max_results", arm.max_results)
+        max_results = wanted if isinstance(wanted, int) and 1 <= wanted <= arm.max_results else arm.max_results
+        body: dict[str, Any] = {"query": query, "max_results": max_results, "search_depth": arm.search_depth}
+        if allowed_domains:
+            body["include_domains"] = allowed_domains
+        try:
+            async with httpx.AsyncClient(timeout=timeout_seconds) as client:
+                response = await client.post(
+                    f"{base_url.rstrip('/')}/search", json=body, headers={"Authorization": f"Bearer {api_key}"}
+                )
+        except httpx.HTTPError as err:
+            return ToolOutcome(ok=False, payload=f"cannot reach Tavily: {type(err).__name__}")
+        if response.status_code >= 400:
+            return ToolOutcome(ok=False, payload=f"Tavily returned HTTP {response.status_code}: {response.text[:300]}")
+        try:
+            data = response.json()
+        except ValueError:
+            return ToolOutcome(ok=False, payload="Tavily returned a body that is not JSON")
+        results = data.get("results") if isinstance(data, dict) else None
+        if not isinstance(results, list):
+            return ToolOutcome(ok=False, payload="Tavily returned no result list")
+        kept = []
+        for item in results:
+            if not isinstance(item, dict):
+                continue
+            url = str(item.get("url", ""))
+            if not domain_allowed(url, allowed_domains):
+                journal.violate(
+                    "allowed_domains",
+                    "a search result outside the allowed domains was dropped",
+                    fatal=False,
+                    url=url,
+                    allowed_domains=allowed_domains,
+                    tool=TOOL_NAME,
+                )
+                continue
+            kept.append({"title": item.get("title", ""), "url": url, "content": item.get("content", "")})
+        return ToolOutcome(ok=True, payload={"query": query, "results": kept[:max_results]})
+
+    return search

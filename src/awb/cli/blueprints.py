@@ -1,0 +1,165 @@
+"""`awb blueprints validate|run|list|schemas`: the REST API's blueprint endpoints from the terminal.
+
+A thin layer over `awb.blueprints`; blueprints run here may start MCP servers by command (the user runs
+their own file), and `workbench` arms get this workbench's own tools in-process. The blueprint runtime
+is imported by each command, so other commands (and `awb start`) never load it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from awb.blueprints.runner import RunReply
+    from awb.blueprints.schema import Blueprint
+    from awb.config import Config
+
+blueprints_app = typer.Typer(
+    help="Validate, run and list agent blueprints (YAML): validate, run, list, schemas.", no_args_is_help=True
+)
+
+ConfigOption = Annotated[Path | None, typer.Option("--config", "-c", help="Path to awb.config.json.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+
+
+def _read(source: str, config: Config) -> Blueprint:
+    """A blueprint from a file path, or by id from the blueprints directory."""
+    from awb.blueprints.files import BlueprintFiles, parse_yaml
+    from awb.errors import InvalidParams
+
+    path = Path(source)
+    if path.is_file():
+        return parse_yaml(path.read_text(encoding="utf-8"), source=str(path))
+    found = BlueprintFiles(config.blueprints_dir).find(source)
+    if found is None:
+        raise InvalidParams(f"{source!r} is neither a file nor the id of a saved blueprint", source=source)
+    return found
+
+
+@blueprints_app.command("validate")
+def validate_command(
+    file: Annotated[Path, typer.Argument(help="Blueprint YAML (or JSON) file.")],
+    config_path: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Check a blueprint file; print its id and normalized form, or every field error."""
+    from awb.cli.output import fail, print_json
+    from awb.config import load_config
+    from awb.errors import AwbError
+
+    try:
+        blueprint = _read(str(file), load_config(config_path))
+    except AwbError as err:
+        fail(err, as_json)
+    if as_json:
+        print_json(
+            {"valid": True, "blueprint_id": blueprint.blueprint_id(), "blueprint": blueprint.model_dump(mode="json")}
+        )
+    else:
+        typer.echo(f"valid: {blueprint.blueprint_id()} ({blueprint.name}, {blueprint.legs.mode})")
+
+
+async def _run(config: Config, blueprint: Blueprint, message: str, session_id: str | None) -> RunReply:
+    import os
+    from contextlib import AsyncExitStack
+
+    from awb.blueprints.compile import RuntimeOptions
+    from awb.blueprints.schema import WorkbenchArm
+    from awb.blueprints.service import BlueprintService
+    from awb.blueprints.sessions import open_session_store
+    from awb.server.mcp import McpFace
+    from awb.workbench import Workbench
+
+    async with AsyncExitStack() as stack:
+        target = None
+        if any(isinstance(arm, WorkbenchArm) for arm in blueprint.arms):
+            workbench = await stack.enter_async_context(Workbench(config))
+            target = McpFace(workbench).server
+        options = RuntimeOptions(
+            environ=dict(os.environ),
+            tavily_base_url=config.blueprints.tavily_base_url,
+            workbench_target=target,
+            allow_mcp_commands=True,
+        )
+        service = BlueprintService(config, open_session_store(config.inventory_path), options=options)
+        stack.callback(service.close)
+        reply, _ = await service.run(message=message, blueprint=blueprint, blueprint_id=None, session_id=session_id)
+    return reply
+
+
+@blueprints_app.command("run")
+def run_command(
+    source: Annotated[str, typer.Argument(help="Blueprint file, or the id of a saved blueprint.")],
+    message: Annotated[str, typer.Argument(help="The message to the agent.")],
+    session_id: Annotated[str | None, typer.Option("--session-id", help="Continue this session.")] = None,
+    target: Annotated[str, typer.Option(help="awb (this runtime) or agno (needs the agno extra).")] = "awb",
+    config_path: ConfigOption = None,
+) -> None:
+    """Run a blueprint on one message and print the reply as JSON (session and run ids included)."""
+    import anyio
+
+    from awb.cli.output import fail, print_json
+    from awb.config import load_config
+    from awb.errors import AwbError, InvalidParams
+
+    try:
+        config = load_config(config_path)
+        blueprint = _read(source, config)
+        if target == "agno":
+            print_json(anyio.run(_run_agno, config, blueprint, message))
+            return
+        if target != "awb":
+            raise InvalidParams(f"unknown target {target!r}; targets: awb, agno", target=target)
+        reply = anyio.run(_run, config, blueprint, message, session_id)
+    except AwbError as err:
+        fail(err, True)
+    print_json(reply.model_dump(mode="json"))
+
+
+async def _run_agno(config: Config, blueprint: Blueprint, message: str) -> dict[str, object]:
+    import uuid
+
+    from awb.blueprints.agno_target import compile_to_agno, run_agno
+    from awb.blueprints.journal import RunJournal
+
+    journal = RunJournal(uuid.uuid4().hex, blueprint.spine.max_tool_calls)
+    agno = compile_to_agno(blueprint, journal=journal, tavily_base_url=config.blueprints.tavily_base_url)
+    response = await run_agno(agno, blueprint, message, journal=journal)
+    entries = [entry.model_dump(mode="json") for entry in journal.entries]
+    return {"response": response, "target": "agno", "run_id": journal.run_id, "log": entries}
+
+
+@blueprints_app.command("list")
+def list_command(config_path: ConfigOption = None, as_json: JsonOption = False) -> None:
+    """The blueprint files in the blueprints directory, newest first."""
+    from awb.blueprints.files import BlueprintFiles
+    from awb.cli.output import print_json, table
+    from awb.config import load_config
+
+    config = load_config(config_path)
+    files = BlueprintFiles(config.blueprints_dir).scan()
+    if as_json:
+        print_json([entry.model_dump(mode="json") for entry in files])
+        return
+    rows = [
+        (f.file, f.blueprint_id or "-", f.name or "-", f.mode or "-", (f.error or {}).get("message", "")) for f in files
+    ]
+    table(f"blueprints in {config.blueprints_dir}", ["file", "id", "name", "mode", "error"], rows)
+
+
+@blueprints_app.command("schemas")
+def schemas_command(
+    part: Annotated[str | None, typer.Option(help="Only this part: head, arms, legs, heart, spine, blueprint.")] = None,
+) -> None:
+    """The component schemas the builder uses (choices, ranges and JSON Schema), as JSON."""
+    from awb.blueprints.components import component_schemas
+    from awb.cli.output import fail, print_json
+    from awb.errors import InvalidParams
+
+    schemas = component_schemas()
+    if part is not None and part not in schemas:
+        fail(InvalidParams(f"unknown part {part!r}; parts: {', '.join(schemas)}", part=part))
+    print_json(schemas if part is None else schemas[part])

@@ -1,0 +1,270 @@
+"""Running blueprints over real HTTP against fake model and Tavily servers: parameters, tools, domains,
+guardrails, sessions, logs, and the error mapping."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .blueprints_data import TAVILY, blueprint
+from .conftest import OPENAI_KEY, TAVILY_KEY, Api
+from .fakes import FakeServer, answer, tool_call, user_text
+
+TINY_SERVER = Path(__file__).parents[1] / "agents" / "tiny_mcp_server.py"
+
+
+def tavily_results(*urls: str) -> tuple[int, Any]:
+    return 200, {"query": "q", "results": [{"title": u, "url": u, "content": f"about {u}", "score": 0.9} for u in urls]}
+
+
+def test_run_sends_the_heads_model_prompt_and_sampling_settings_and_returns_the_answer(
+    api: Api, fake_model: FakeServer
+) -> None:
+    fake_model.queue(answer("Paris."))
+    data = blueprint(
+        head={
+            "provider": "openai",
+            "model": "gpt-4o",
+            "system_prompt": "You are terse.\nAnswer in one word.",
+            "temperature": 0.25,
+            "max_tokens": 77,
+        }
+    )
+    response = api.post("/api/agents/run", {"blueprint": data, "message": "Capital of France?"})
+    assert response.status_code == 200, response.text
+    reply = response.json()
+    assert reply["response"] == "Paris." and reply["status"] == "ok" and reply["cache_hit"] is False
+    sent = fake_model.requests[0]
+    assert sent["path"] == "/chat/completions"
+    assert sent["headers"]["Authorization"] == f"Bearer {OPENAI_KEY}"
+    body = sent["body"]
+    assert (body["model"], body["temperature"], body["max_tokens"]) == ("gpt-4o", 0.25, 77)
+    assert body["messages"][0] == {"role": "system", "content": "You are terse.\nAnswer in one word."}
+    assert "Capital of France?" in user_text(body)
+
+
+def test_tavily_arm_searches_with_the_key_and_the_agent_sees_the_results(
+    api: Api, fake_model: FakeServer, fake_tavily: FakeServer
+) -> None:
+    fake_model.queue(tool_call("tavily__search", {"query": "awb release"}), answer("It shipped."))
+    fake_tavily.queue(tavily_results("https://news.example.com/awb"))
+    reply = api.post("/api/agents/run", {"blueprint": blueprint(arms=[TAVILY]), "message": "News?"}).json()
+    assert reply["response"] == "It shipped."
+    assert [c["tool"] for c in reply["tool_calls"]] == ["tavily.search"] and reply["tool_calls"][0]["success"]
+    search = fake_tavily.requests[0]
+    assert search["path"] == "/search"
+    assert search["headers"]["Authorization"] == f"Bearer {TAVILY_KEY}"
+    assert search["body"] == {"query": "awb release", "max_results": 3, "search_depth": "advanced"}
+    tools = [t["function"]["name"] for t in fake_model.requests[0]["body"]["tools"]]
+    assert "tavily__search" in tools
+    assert "news.example.com/awb" in user_text(fake_model.requests[1]["body"])
+
+
+def test_allowed_domains_go_out_as_include_domains_and_other_results_are_dropped_and_logged(
+    api: Api, fake_model: FakeServer, fake_tavily: FakeServer
+) -> None:
+    fake_model.queue(tool_call("tavily__search", {"query": "docs"}), answer("done"))
+    fake_tavily.queue(
+        tavily_results("https://docs.example.com/a", "https://evil.test/b", "https://example.com.evil.test/c")
+    )
+    data = blueprint(arms=[TAVILY], spine={"allowed_domains": ["example.com"]})
+    reply = api.post("/api/agents/run", {"blueprint": data, "message": "find docs", "session_id": "dom"}).json()
+    assert fake_tavily.requests[0]["body"]["include_domains"] == ["example.com"]
+    seen = user_text(fake_model.requests[1]["body"])
+    assert "docs.example.com/a" in seen and "evil.test" not in seen
+    entries = api.get("/api/agents/logs", session_id=reply["session_id"]).json()["entries"]
+    violations = [e for e in entries if e["kind"] == "guardrail_violation"]
+    assert [v["data"]["url"] for v in violations] == ["https://evil.test/b", "https://example.com.evil.test/c"]
+    assert all(v["data"]["guardrail"] == "allowed_domains" and v["at"] for v in violations)
+
+
+def test_tool_call_limit_ends_the_run_with_422_naming_the_guardrail_and_logs_it(
+    api: Api, fake_model: FakeServer, fake_tavily: FakeServer
+) -> None:
+    fake_model.responder = lambda body: tool_call("tavily__search", {"query": "again"})
+    fake_tavily.responder = lambda body: tavily_results("https://example.com/x")
+    data = blueprint(arms=[TAVILY], spine={"max_tool_calls": 2})
+    response = api.post("/api/agents/run", {"blueprint": data, "message": "loop", "session_id": "calls"})
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["code"] == "guardrail_violated" and error["details"]["guardrail"] == "max_tool_calls"
+    assert error["details"]["limit"] == 2
+    assert len(fake_tavily.requests) == 2
+    entries = api.get("/api/agents/logs", session_id="calls").json()["entries"]
+    assert [e["kind"] for e in entries] == ["run_start", "tool_call", "tool_call", "guardrail_violation", "run_end"]
+    assert entries[-1]["data"]["status"] == "guardrail_violated"
+
+
+def test_team_members_share_one_tool_call_budget(api: Api, fake_model: FakeServer, fake_tavily: FakeServer) -> None:
+    def play(body: dict[str, Any]) -> tuple[int, Any]:
+        names = [t["function"]["name"] for t in body.get("tools", [])]
+        if "subagent__analyst" in names:
+            return tool_call("subagent__analyst", {"message": "research this"})
+        return tool_call("tavily__search", {"query": "more"})
+
+    fake_model.responder = play
+    fake_tavily.responder = lambda body: tavily_results("https://example.com/x")
+    team = {"mode": "team", "members": [{"name": "analyst", "role": "Researcher", "instructions": "Search."}]}
+    data = blueprint(arms=[TAVILY], legs=team, spine={"max_tool_calls": 3})
+    response = api.post("/api/agents/run", {"blueprint": data, "message": "go", "session_id": "team"})
+    assert response.status_code == 422
+    assert response.json()["error"]["details"]["guardrail"] == "max_tool_calls"
+    assert len(fake_tavily.requests) == 3
+
+
+def test_timeout_ends_the_run_with_422_naming_the_guardrail(api: Api, fake_model: FakeServer) -> None:
+    fake_model.hang_paths.add("/chat/completions")
+    data = blueprint(spine={"timeout_seconds": 1})
+    response = api.post("/api/agents/run", {"blueprint": data, "message": "slow", "session_id": "slow"})
+    assert response.status_code == 422
+    assert response.json()["error"]["details"]["guardrail"] == "timeout_seconds"
+    entries = api.get("/api/agents/logs", session_id="slow").json()["entries"]
+    violation = next(e for e in entries if e["kind"] == "guardrail_violation")
+    assert violation["data"]["guardrail"] == "timeout_seconds" and violation["data"]["limit"] == 1
+
+
+def _history_echo(body: dict[str, Any]) -> tuple[int, Any]:
+    task = json.loads(user_text(body).split("## Task\n", 1)[1].split("\n## Working memory", 1)[0])
+    seen = [turn["user"] for turn in task["history"]]
+    return answer(f"{task['message']} after {seen}")
+
+
+def test_session_memory_restores_the_last_exchanges_across_three_messages(api: Api, fake_model: FakeServer) -> None:
+    fake_model.responder = _history_echo
+    data = blueprint(heart={"memory": {"enabled": True, "history_length": 2}})
+    blueprint_id = api.post("/api/blueprints/validate-and-compile", data).json()["blueprint_id"]
+    first = api.post("/api/agents/run", {"blueprint_id": blueprint_id, "message": "one"}).json()
+    session = first["session_id"]
+    second = api.post("/api/agents/run", {"blueprint_id": blueprint_id, "message": "two", "session_id": session})
+    third = api.post("/api/agents/run", {"blueprint_id": blueprint_id, "message": "three", "session_id": session})
+    fourth = api.post("/api/agents/run", {"blueprint_id": blueprint_id, "message": "four", "session_id": session})
+    assert first["response"] == "one after []"
+    assert second.json()["response"] == "two after ['one']"
+    assert third.json()["response"] == "three after ['one', 'two']"
+    assert fourth.json()["response"] == "four after ['two', 'three']"  # history_length 2
+    assert third.json()["cache_hit"] is True
+    task = user_text(fake_model.requests[2]["body"])
+    assert "one after []" in task and "two after ['one']" in task
+    other = api.post("/api/agents/run", {"blueprint_id": blueprint_id, "message": "new", "session_id": "fresh"})
+    assert other.json()["response"] == "new after []"
+
+
+def test_memory_off_is_stateless(api: Api, fake_model: FakeServer) -> None:
+    fake_model.responder = _history_echo
+    for message in ("a", "b"):
+        reply = api.post("/api/agents/run", {"blueprint": blueprint(), "message": message, "session_id": "s"}).json()
+        assert reply["response"] == f"{message} after []"
+
+
+def test_run_logs_are_chronological_with_redacted_arguments_durations_and_summaries(
+    api: Api, fake_model: FakeServer, fake_tavily: FakeServer
+) -> None:
+    fake_model.queue(
+        tool_call("tavily__search", {"query": f"leak {TAVILY_KEY} please"}),
+        tool_call("tavily__search", {"query": "second"}),
+        answer("ok"),
+    )
+    fake_tavily.queue(tavily_results("https://example.com/1"), (500, {"detail": "down"}))
+    reply = api.post("/api/agents/run", {"blueprint": blueprint(arms=[TAVILY]), "message": "m", "session_id": "log"})
+    blueprint_id = reply.json()["blueprint_id"]
+    entries = api.get("/api/agents/logs", session_id="log").json()["entries"]
+    assert [e["kind"] for e in entries] == ["run_start", "tool_call", "tool_call", "run_end"]
+    assert [e["at"] for e in entries] == sorted(e["at"] for e in entries)
+    assert entries[0]["data"]["blueprint_id"] == blueprint_id
+    first, second = entries[1]["data"], entries[2]["data"]
+    assert first["tool"] == "tavily.search" and first["success"] is True and first["duration_ms"] >= 0
+    assert first["arguments"] == {"query": "leak *** please"}
+    assert "example.com/1" in first["output_summary"]
+    assert second["success"] is False and "HTTP 500" in second["output_summary"]
+    assert entries[-1]["data"]["status"] == "ok" and entries[-1]["data"]["latency_ms"] > 0
+    assert TAVILY_KEY not in json.dumps(entries)
+    assert api.get("/api/agents/logs", session_id="nobody").json()["entries"] == []
+
+
+def test_provider_error_is_a_502_carrying_the_providers_message(api: Api, fake_model: FakeServer) -> None:
+    fake_model.queue((404, {"error": {"message": "model overloaded: try later"}}))
+    response = api.post("/api/agents/run", {"blueprint": blueprint(), "message": "hi"})
+    assert response.status_code == 502
+    error = response.json()["error"]
+    assert error["code"] == "model_error" and "model overloaded: try later" in error["message"]
+    assert OPENAI_KEY not in response.text
+
+
+def test_unexpected_error_is_a_generic_500_with_details_only_in_the_log(
+    api: Api, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(session_id: str) -> list[Any]:
+        raise RuntimeError("secret internal state")
+
+    api.service.sessions.logs = broken  # type: ignore[method-assign]
+    with caplog.at_level(logging.ERROR, logger="awb.api"):
+        response = api.get("/api/agents/logs", session_id="x")
+    assert response.status_code == 500
+    error = response.json()["error"]
+    assert error["code"] == "internal_error" and "secret" not in response.text
+    assert any("secret internal state" in (r.exc_text or str(r.exc_info)) for r in caplog.records)
+
+
+def test_workflow_steps_run_in_order_each_output_the_next_input(api: Api, fake_model: FakeServer) -> None:
+    fake_model.queue(answer("draft text"), answer("FINAL TEXT"))
+    legs = {
+        "mode": "workflow",
+        "steps": [
+            {"name": "draft", "instructions": "Write a draft."},
+            {"name": "polish", "instructions": "Polish it."},
+        ],
+    }
+    reply = api.post("/api/agents/run", {"blueprint": blueprint(legs=legs), "message": "topic"}).json()
+    assert reply["response"] == "FINAL TEXT"
+    first, second = (r["body"] for r in fake_model.requests)
+    assert "Write a draft." in first["messages"][0]["content"] and "topic" in user_text(first)
+    assert "Polish it." in second["messages"][0]["content"] and "draft text" in user_text(second)
+
+
+def test_mcp_arm_tools_are_called_through_the_mcp_client(api: Api, fake_model: FakeServer) -> None:
+    fake_model.queue(tool_call("tiny__shout", {"text": "hello"}), answer("done"))
+    arm = {"type": "mcp", "name": "tiny", "command": [sys.executable, str(TINY_SERVER)]}
+    reply = api.post("/api/agents/run", {"blueprint": blueprint(arms=[arm]), "message": "shout", "session_id": "mcp"})
+    assert reply.status_code == 200, reply.text
+    assert "HELLO" in user_text(fake_model.requests[1]["body"])
+    entries = api.get("/api/agents/logs", session_id="mcp").json()["entries"]
+    assert entries[1]["data"]["tool"] == "tiny.shout" and entries[1]["data"]["success"] is True
+
+
+def test_anthropic_heads_send_their_settings_to_the_messages_api(api: Api, fake_model: FakeServer) -> None:
+    fake_model.queue(
+        (200, {"content": [{"type": "tool_use", "id": "t", "name": "done", "input": {"response": "hej"}}]})
+    )
+    head = {
+        "provider": "anthropic",
+        "model": "claude-haiku-4-5",
+        "system_prompt": "Svenska.",
+        "temperature": 1.5,
+        "max_tokens": 99,
+    }
+    reply = api.post("/api/agents/run", {"blueprint": blueprint(head=head), "message": "hi"})
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["response"] == "hej"
+    sent = fake_model.requests[0]
+    assert sent["path"] == "/v1/messages"
+    body = sent["body"]
+    assert (body["model"], body["temperature"], body["max_tokens"], body["system"]) == (
+        "claude-haiku-4-5",
+        1.5,
+        99,
+        "Svenska.",
+    )
+
+
+def test_an_invalid_inline_blueprint_gets_the_same_field_level_errors(api: Api) -> None:
+    data = blueprint(arms=[{"type": "tavily_search", "max_results": 99}], spine={"timeout_seconds": 301})
+    response = api.post("/api/agents/run", {"blueprint": data, "message": "hi"})
+    assert response.status_code == 400
+    errors = {e["path"]: e for e in response.json()["error"]["details"]["errors"]}
+    assert errors["blueprint.arms[0].max_results"]["allowed"] == {"minimum": 1, "maximum": 20}
+    assert errors["blueprint.spine.timeout_seconds"]["allowed"] == {"minimum": 1, "maximum": 300}

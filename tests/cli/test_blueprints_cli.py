@@ -1,0 +1,81 @@
+"""`awb blueprints validate|run|list|schemas`: the CLI mirrors of the REST endpoints."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from api.fakes import FakeServer, answer, serving
+from awb.cli.main import app
+
+runner = CliRunner()
+
+GOOD = {
+    "name": "helper",
+    "head": {"provider": "openai", "model": "gpt-4o-mini", "system_prompt": "Help.", "temperature": 0.5},
+    "legs": {"mode": "single_agent"},
+    "heart": {"memory": {"enabled": True, "history_length": 5}},
+}
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.chdir(tmp_path)
+    for name in ("AWB_CONFIG", "AWB_INVENTORY_PATH", "AWB_BLUEPRINTS_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "good.yaml").write_text(yaml.safe_dump(GOOD), encoding="utf-8")
+    (tmp_path / "bad.yaml").write_text("head: {provider: nope, model: x}\nlegs: {mode: team}\n", encoding="utf-8")
+    yield tmp_path
+
+
+def test_validate_prints_the_id_or_every_field_error(workdir: Path) -> None:
+    ok = runner.invoke(app, ["blueprints", "validate", "good.yaml", "--json"])
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.output)["blueprint_id"].startswith("bp_")
+    bad = runner.invoke(app, ["blueprints", "validate", "bad.yaml", "--json"])
+    assert bad.exit_code == 2
+    paths = [e["path"] for e in json.loads(bad.output)["error"]["details"]["errors"]]
+    assert paths == ["head.provider", "legs.members"]
+
+
+def test_run_uses_the_configured_model_and_keeps_the_session(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with serving(FakeServer()) as model:
+        monkeypatch.setenv("OPENAI_BASE_URL", model.url)
+        model.queue(answer("first"), answer("second"))
+        first = runner.invoke(app, ["blueprints", "run", "good.yaml", "hello"])
+        assert first.exit_code == 0, first.output
+        session = json.loads(first.output)["session_id"]
+        second = runner.invoke(app, ["blueprints", "run", "good.yaml", "again", "--session-id", session])
+        assert json.loads(second.output)["response"] == "second"
+    assert model.requests[0]["body"]["temperature"] == 0.5
+    assert "hello" in model.requests[1]["body"]["messages"][-1]["content"]
+
+
+def test_list_shows_saved_files_and_schemas_prints_one_part(workdir: Path) -> None:
+    (workdir / "blueprints").mkdir()
+    (workdir / "blueprints" / "helper-1.yaml").write_text(yaml.safe_dump(GOOD), encoding="utf-8")
+    listed = runner.invoke(app, ["blueprints", "list", "--json"])
+    assert [entry["name"] for entry in json.loads(listed.output)] == ["helper"]
+    spine = runner.invoke(app, ["blueprints", "schemas", "--part", "spine"])
+    assert json.loads(spine.output)["max_tool_calls"] == {"minimum": 1, "maximum": 100, "default": 10}
+
+
+def test_run_can_target_agno(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    reply = {
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "from agno"}, "finish_reason": "stop"}]
+    }
+    with serving(FakeServer()) as model:
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{model.url}/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        model.queue((200, {"id": "c", "object": "chat.completion", "created": 0, "model": "gpt-4o-mini"} | reply))
+        result = runner.invoke(app, ["blueprints", "run", "good.yaml", "hi", "--target", "agno"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["response"] == "from agno"
+    assert model.requests[0]["body"]["temperature"] == 0.5
+    wrong = runner.invoke(app, ["blueprints", "run", "good.yaml", "hi", "--target", "langchain"])
+    assert wrong.exit_code == 2 and "targets: awb, agno" in wrong.output
