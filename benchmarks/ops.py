@@ -1,7 +1,9 @@
 """Workbench operation latency with 1,000 and 10,000 tools, in-process and over stdio.
 
-Run: `python benchmarks/ops.py [--sizes 1000,10000] [--repeat 200]`. Prints one table per inventory
-size. Over stdio, each operation is set against a bare SDK echo server in the same run: the two servers
+Run: `python benchmarks/ops.py [--sizes 1000,10000] [--repeat 200] [--store postgres]`. Prints one table
+per inventory size. `--store postgres` instead times the in-process operations on SQLite and on a fresh
+PostgreSQL database (POSTGRES_BENCH_URL, default the local server) side by side, with the ratio.
+Over stdio, each operation is set against a bare SDK echo server in the same run: the two servers
 run side by side and their calls alternate, so the ratio column (awb p50 / echo p50 of the echo calls
 made between that operation's calls) compares them on the same machine at the same moment. Ratios
 survive a noisy, shared machine; absolute numbers don't. The stdio operations run twice: on the
@@ -20,10 +22,12 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 from mcp import Client, StdioServerParameters
@@ -45,7 +49,9 @@ WORDS = (
 ).split()
 
 
-METATOOL = HERE.parent.parent / "shared" / "bench" / "retrieval" / "metatool" / "tools.jsonl"
+#: The benchmark data folder (BENCH_DATA_DIR, default ../shared/bench beside the repository).
+BENCH = Path(os.environ.get("BENCH_DATA_DIR", HERE.parent.parent / "shared" / "bench"))
+METATOOL = BENCH / "retrieval" / "metatool" / "tools.jsonl"
 
 
 def vocabulary() -> dict[str, int]:
@@ -281,12 +287,76 @@ async def run(sizes: list[int], repeat: int) -> None:
         console.print(table)
 
 
+#: At 10,000 tools no PostgreSQL operation may take more than this times its SQLite p50.
+BAR_POSTGRES_RATIO = 3.0
+POSTGRES_URL = os.environ.get("POSTGRES_BENCH_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+@contextmanager
+def postgres_database() -> Iterator[str]:
+    """A fresh database on the PostgreSQL server, dropped afterwards."""
+    import psycopg
+
+    name = f"awb_bench_{os.getpid()}_{random.randrange(1 << 30)}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield urlunsplit(urlsplit(POSTGRES_URL)._replace(path="/" + name))
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+async def compare_stores(sizes: list[int], repeat: int) -> None:
+    """The in-process operations on SQLite and PostgreSQL, same inventory, same operations, one table."""
+    console = Console()
+    for size in sizes:
+        results: dict[str, dict[str, list[float]]] = {}
+        padded: dict[str, float] = {}
+        for store in ("sqlite", "postgres"):
+            rng = random.Random(size)
+            with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+                config = Config(inventory_path=Path(tmp) / "inventory.db", max_tools=size + 10 * repeat + 100)
+                if store == "postgres":
+                    config = config.model_copy(update={"inventory_url": stack.enter_context(postgres_database())})
+                started = time.perf_counter()
+                async with Workbench(config) as workbench:
+                    pad(workbench, size, rng)
+                    padded[store] = time.perf_counter() - started
+                    results[store] = await in_process(workbench, repeat, rng)
+        table = Table(
+            title=f"{size:,} tools, {repeat} runs each, in-process (padded: SQLite {padded['sqlite']:.0f} s, "
+            f"PostgreSQL {padded['postgres']:.0f} s)"
+        )
+        for column in ["operation", "SQLite p50", "SQLite p95", "PostgreSQL p50", "PostgreSQL p95", "ratio p50"]:
+            table.add_column(column, justify="left" if column == "operation" else "right")
+        table.add_column("bar")
+        for name, samples in results["sqlite"].items():
+            theirs = results["postgres"][name]
+            ratio = statistics.median(theirs) / statistics.median(samples)
+            ok = "yes" if ratio <= BAR_POSTGRES_RATIO else "NO"
+            table.add_row(
+                name,
+                f"{statistics.median(samples):.3f}",
+                f"{percentile(samples, 0.95):.3f}",
+                f"{statistics.median(theirs):.3f}",
+                f"{percentile(theirs, 0.95):.3f}",
+                f"{ratio:.2f}×",
+                f"≤ {BAR_POSTGRES_RATIO:.0f}×: {ok}" if size >= 10_000 else "",
+            )
+        console.print(table)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="1000,10000", help="inventory sizes, comma separated")
     parser.add_argument("--repeat", type=int, default=200, help="runs per operation")
+    parser.add_argument(
+        "--store", choices=["sqlite", "postgres"], default="sqlite", help="postgres: SQLite and PostgreSQL side by side"
+    )
     args = parser.parse_args()
-    anyio.run(run, [int(s) for s in args.sizes.split(",")], args.repeat)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    anyio.run(compare_stores if args.store == "postgres" else run, sizes, args.repeat)
 
 
 if __name__ == "__main__":

@@ -20,11 +20,13 @@ import statistics
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from awb.config import Config  # noqa: E402
 from awb.inventory.models import Tool  # noqa: E402
@@ -183,6 +185,14 @@ async def main() -> None:
         default=DEFAULT_DATA,
         help="folder with MetaTool's tools.jsonl and queries.jsonl, or a folder holding retrieval/metatool/",
     )
+    parser.add_argument("--modes", default="text,dense,hybrid", help="search modes to run, comma separated")
+    parser.add_argument("--store", choices=["sqlite", "postgres"], default="sqlite", help="the inventory's store")
+    parser.add_argument(
+        "--text-search",
+        choices=["bm25", "fts"],
+        default="bm25",
+        help="PostgreSQL only: BM25 ranked in memory (default) or PostgreSQL's ts_rank",
+    )
     args = parser.parse_args()
     data = data_dir(parser, args.data)
 
@@ -193,12 +203,20 @@ async def main() -> None:
     if args.sample:
         queries = random.Random(SEED).sample(queries, args.sample)
 
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         config = Config(inventory_path=Path(tmp) / "inventory.db", max_tools=100_000)
+        store = None
+        if args.store == "postgres":
+            from awb.inventory.postgres import PostgresStore
+            from ops import postgres_database
+
+            url = stack.enter_context(postgres_database())
+            store = PostgresStore(url, max_tools=config.max_tools, text_search=args.text_search)
+            print(f"store: PostgreSQL, text ranking {args.text_search}")
         config.search.mode = "hybrid"
         config.search.embedding_provider = "local"
         started = time.perf_counter()
-        async with Workbench(config) as workbench:
+        async with Workbench(config, store=store) as workbench:
             start_ms = (time.perf_counter() - started) * 1000
             embedder = workbench.search_engine.embedder
             if not isinstance(embedder, LocalEmbedder):
@@ -213,7 +231,8 @@ async def main() -> None:
             print(f"MetaTool: {len(tools)} tools crafted in {craft_s:.1f} s, {len(queries)} queries")
             print(f"search: {engine.status().reason}; Workbench created and started in {start_ms:.0f} ms")
             rows = []
-            for mode in MODES:
+            modes = [m for m in MODES if m in args.modes.split(",")]
+            for mode in modes:
                 scores, latencies = run_queries(workbench, queries, names, mode)
                 rows.append((mode, scores, latencies))
             print(table(rows))
@@ -238,7 +257,7 @@ async def main() -> None:
                     f"{args.pad_queries} queries; quality columns count the MetaTool tools only):"
                 )
                 sample = random.Random(SEED + 1).sample(queries, min(args.pad_queries, len(queries)))
-                padded = [(mode, *run_queries(workbench, sample, names, mode)) for mode in MODES]
+                padded = [(mode, *run_queries(workbench, sample, names, mode)) for mode in modes]
                 print(table(padded))
     print(
         f"\nembed extra installed size: {extra_install_mb():.0f} MB ({', '.join(EXTRA_ROOTS)} and their dependencies)"

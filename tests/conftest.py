@@ -13,6 +13,7 @@ import pytest
 from awb.clock import ManualClock
 from awb.config import Config, SearchConfig
 from awb.workbench import Workbench
+from pg_support import clean_pg_url, pg_url  # noqa: F401 - PostgreSQL fixtures for every folder
 from support import awb_env, free_port, wait_for_ready
 
 

@@ -111,6 +111,9 @@ class Config(BaseSettings):
     #: 0 picks a free port; `awb start` reports the one bound.
     port: int = Field(7777, ge=0, le=65535)
     inventory_path: Path = Path(".awb/inventory.db")
+    #: `postgresql://user@host/db` puts the inventory in PostgreSQL (extra `postgres`), shared by every
+    #: server given the same URL; unset, the inventory is the SQLite file at `inventory_path`.
+    inventory_url: str | None = Field(None, pattern=r"^postgres(ql)?://")
     tools_dir: Path = Path("tools")
     log_file: Path | None = None
     pid_file: Path = Path(".awb/awb.pid")
@@ -127,6 +130,9 @@ class Config(BaseSettings):
     #: "auto" serves piped stdin/stdout on the event loop (awb/server/stdio.py); "sdk" always uses the
     #: MCP SDK's own stdio transport.
     stdio_transport: Literal["auto", "sdk"] = "auto"
+    #: Streamable HTTP without sessions (the MCP SDK's stateless mode): any replica behind a load
+    #: balancer answers any request. Servers then push no notifications (clients re-list).
+    stateless_http: bool = False
     #: Bearer token every HTTP request must carry (`Authorization: Bearer ...`); required to bind a
     #: non-loopback address. Set it through `AWB_AUTH_TOKEN` rather than in a file others can read.
     auth_token: SecretStr | None = None

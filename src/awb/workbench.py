@@ -45,7 +45,7 @@ from awb.inventory.models import (
     ToolSummary,
     ToolVersion,
 )
-from awb.inventory.sqlite import SQLiteStore
+from awb.inventory.open import open_store
 from awb.inventory.store import Store
 from awb.sandbox.base import Execution, ExecutionSlots, Limits, Runtime
 from awb.sandbox.host import HostBridge
@@ -138,7 +138,7 @@ class Workbench:
         runtimes: dict[str, Runtime] | None = None,
     ) -> None:
         self.config = config or Config()
-        self.store: Store = store or SQLiteStore(self.config.inventory_path)
+        self.store: Store = store or open_store(self.config)
         self.clock = clock or SystemClock()
         self.policy = MemoryPolicy(self.config.memory)
         self.events = EventBus()
@@ -162,6 +162,10 @@ class Workbench:
         Runtimes not warmed start on first use, so libraries and the CLI never pay for a zygote or a
         JavaScript worker they do not need."""
         self.search_engine.warm_up()
+        # A shared store (PostgreSQL) tells us what other servers change; follow it from now on.
+        subscribe = getattr(self.store, "subscribe_changes", None)
+        if callable(subscribe):
+            subscribe(self._follow_other_servers)
         for name, runtime in self.runtimes.items():
             if warm_all or name == "monty":
                 await runtime.start()
@@ -178,7 +182,8 @@ class Workbench:
 
     def _journal(self, event: Event) -> None:
         append = getattr(self.store, "append_event", None)
-        if append is None or event.kind == "tier_changed":
+        # Tier moves are not toasts; "external" events were journaled by the server that made them.
+        if append is None or event.kind in ("tier_changed", "external"):
             return
         data = dict(event.data)
         tool = self.store.get(event.tool_id) if event.tool_id else None
@@ -188,6 +193,13 @@ class Workbench:
             append(event.kind, event.tool_id, data, self.clock.now())
         except Exception as exc:  # the journal is for watchers; a craft or call never fails for it
             log.warning("could not journal the %s event: %s", event.kind, exc)
+
+    def _follow_other_servers(self, change: Any) -> None:
+        """Another server committed `change` (an `awb.inventory.postgres_notify.Change`); runs on the
+        store's listener thread. Vectors follow; clients re-list when the equipped set may have moved."""
+        self.search_engine.follow(change.kind, change.tool_ids)
+        if change.equipped:
+            self.events.publish(Event("external", None, {"kind": change.kind, "tool_ids": list(change.tool_ids)}))
 
     async def close(self) -> None:
         for runtime in self.runtimes.values():

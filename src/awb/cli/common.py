@@ -50,6 +50,10 @@ def open_store(config: Config) -> SQLiteStore:
 
     from awb.inventory.sqlite import SQLiteStore
 
+    if config.inventory_url:
+        from awb.inventory.open import open_store as open_any
+
+        return open_any(config)  # type: ignore[return-value]  # PostgresStore: the same methods
     try:
         return SQLiteStore(config.inventory_path)
     except AwbError:
@@ -65,7 +69,7 @@ def inventory_missing(config: Config, config_path: Path | None) -> bool:
     from awb.config import find_config_file
 
     path = config.inventory_path
-    if str(path) == ":memory:" or path.exists():
+    if config.inventory_url or str(path) == ":memory:" or path.exists():
         return False
     where = "" if find_config_file(config_path) is not None else f"no {CONFIG_FILENAME} here; "
     note(f"{where}no inventory at {path} yet (`awb init` or `awb start` creates it): nothing to show")

@@ -82,6 +82,17 @@ def _inventory_check(config: Config) -> tuple[dict[str, Any], Any]:
     from awb.inventory.sqlite import SCHEMA_VERSION, SQLiteStore
 
     path = config.inventory_path
+    if config.inventory_url:
+        from awb.inventory.open import describe
+        from awb.inventory.postgres_migrations import SCHEMA_VERSION as SHARED_SCHEMA_VERSION
+
+        try:
+            shared = open_store(config)
+        except AwbError as error:
+            return _check("inventory", False, error.message), None
+        version = shared.schema_version()
+        detail = f"{describe(config)}, schema {version}/{SHARED_SCHEMA_VERSION}"
+        return _check("inventory", version == SHARED_SCHEMA_VERSION, detail), shared
     if str(path) != ":memory:" and not path.exists():
         parent = next((p for p in [path.parent, *path.parent.parents] if p.exists()), Path("/"))
         import os
@@ -113,6 +124,9 @@ async def _doctor_checks(config: Config, config_path: Path | None) -> list[dict[
     if unknown:
         detail = f"ignored, not configuration: {', '.join(unknown)}"
         checks.append(_check("environment", True, detail, warn=True))
+    from awb.cli.db import store_check
+
+    checks.append({"warning": False, **store_check(config)})
     inventory, store = _inventory_check(config)
     checks.append(inventory)
     try:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from awb.workbench import Inspection, Workbench
 
 inventory_app = typer.Typer(
-    help="Look into the inventory: list, search, inspect, versions, equip, unequip, rollback, purge.",
+    help="Look into the inventory: list, search, inspect, versions, equip, unequip, rollback, purge, export, import.",
     no_args_is_help=True,
 )
 

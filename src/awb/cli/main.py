@@ -20,8 +20,10 @@ from awb import __version__
 from awb.agents.cli import agents_app
 from awb.cli import doctor, lifecycle, output, upkeep
 from awb.cli.blueprints import blueprints_app
+from awb.cli.db import db_app
 from awb.cli.inventory import inventory_app
 from awb.cli.staged import staged_app
+from awb.cli.transfer import register as register_transfer
 from awb.errors import AwbError, UsageError
 from awb.planner.cli import plan_command
 
@@ -30,7 +32,7 @@ CONTEXT = {"help_option_names": ["-h", "--help"]}
 app = typer.Typer(
     name="awb",
     help="Agent Workbench: a crafting table for AI agents, served over MCP. Commands: init, start, stop, "
-    "doctor, maintain, reindex, inventory, agents, staged, plan, blueprints.",
+    "doctor, maintain, reindex, inventory, agents, staged, plan, blueprints, db.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -47,6 +49,8 @@ app.command()(upkeep.reindex)
 app.add_typer(inventory_app, name="inventory")
 app.add_typer(agents_app, name="agents")
 app.add_typer(staged_app, name="staged")
+app.add_typer(db_app, name="db")
+register_transfer(inventory_app)
 app.command("plan")(plan_command)
 app.add_typer(blueprints_app, name="blueprints")
 

@@ -785,6 +785,28 @@ class SQLiteStore:
             cursor = self._db.execute(query, args)
         return cursor.rowcount == 1
 
+    def import_tool(self, tool: Tool, versions: list[ToolVersion]) -> None:
+        """Insert a tool and its versions exactly as exported (`awb inventory import`)."""
+        values = self._tool_values(tool)
+        marks = ", ".join("?" for _ in values)
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                cursor = self._db.execute(
+                    f"INSERT INTO tools ({', '.join(values)}) VALUES ({marks})", list(values.values())
+                )
+                self._text.mark([int(cursor.lastrowid or 0)])
+                for version in versions:
+                    self._insert_version(tool.tool_id, version)
+                    self._db.execute(
+                        "UPDATE tool_versions SET usage_count = ?, failure_count = ? WHERE tool_id = ? AND version = ?",
+                        (version.usage_count, version.failure_count, tool.tool_id, version.version),
+                    )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
     @staticmethod
     def _staged_row(row: Any) -> dict[str, Any]:
         keys = ("id", "tool_id", "call_id", "path", "content", "created_at", "status")

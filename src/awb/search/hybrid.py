@@ -293,6 +293,31 @@ class HybridSearch:
             if self._index is not None:
                 self._index.remove(tool_id)
 
+    def follow(self, kind: str, tool_ids: Sequence[str]) -> None:
+        """Follow a change another server made to a shared inventory: its new vectors, its deletions.
+
+        Only the vectors named are read again, so a craft elsewhere costs one row, not a reload."""
+        import numpy as np
+
+        with self._lock:
+            index = self._index
+        if index is None or self.embedder is None:
+            return
+        if kind == "resync":
+            with self._lock:
+                self._index = None
+            return
+        load_one = getattr(self.store, "load_vector", None)
+        for tool_id in tool_ids:
+            blob = load_one(tool_id, self.embedder.model_id) if kind == "vector" and callable(load_one) else None
+            with self._lock:
+                if self._index is not index:
+                    return
+                if blob is not None and len(blob) == 4 * index.dim:
+                    index.put(tool_id, np.frombuffer(blob, dtype="<f4").copy())
+                elif kind in ("deleted", "purged", "vector"):
+                    index.remove(tool_id)
+
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Recompute every live tool's vector with the current model; returns how many were written."""
         if self.embedder is None:

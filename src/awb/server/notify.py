@@ -10,12 +10,15 @@ data version and comparing the equipped set.
 from __future__ import annotations
 
 import logging
+import threading
 import weakref
 from collections.abc import AsyncIterator, Hashable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
@@ -47,6 +50,9 @@ class ListChangedNotifier:
         # Created inside the event loop by `running` (anyio events need one).
         self._wake: anyio.Event | None = None
         self._running = 0
+        #: The event loop's thread and token: a shared store reports changes from a thread of its own.
+        self._loop_thread: int | None = None
+        self._token: Any = None
         self._signature = self._equipped_signature()
         self.sent = 0
         workbench.events.subscribe(self._on_event)
@@ -102,7 +108,18 @@ class ListChangedNotifier:
     # --- noticing changes -----------------------------------------------------------------------
 
     def _on_event(self, event: Event) -> None:
-        if event.changes_tool_list and self._wake is not None:
+        if not event.changes_tool_list or self._wake is None:
+            return
+        if self._loop_thread in (None, threading.get_ident()):
+            self._wake_sender()
+        else:
+            try:
+                anyio.from_thread.run_sync(self._wake_sender, token=self._token)
+            except RuntimeError:  # the loop is shutting down
+                pass
+
+    def _wake_sender(self) -> None:
+        if self._wake is not None:
             self._wake.set()
 
     def _equipped_signature(self) -> tuple[tuple[Any, ...], ...]:
@@ -110,6 +127,8 @@ class ListChangedNotifier:
 
     async def _watch_store(self) -> None:
         """Wake the sender when another process changed the equipped set (e.g. `awb inventory equip`)."""
+        if callable(getattr(self.workbench.store, "subscribe_changes", None)):
+            return  # a shared store pushes its changes (LISTEN/NOTIFY): nothing to poll
         seen = self.workbench.store.data_version()
         while True:
             await anyio.sleep(self.poll_seconds)
@@ -161,6 +180,8 @@ class ListChangedNotifier:
                 self._running -= 1
             return
         self._wake = anyio.Event()
+        self._loop_thread = threading.get_ident()
+        self._token = anyio.lowlevel.current_token()
         try:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(self._send_loop)

@@ -88,7 +88,12 @@ def bind(host: str, port: int) -> socket.socket:
 def _mcp_app(face: McpFace, config: Config) -> ASGIApp:
     """The MCP face's ASGI app, with the SDK's own DNS-rebinding check set from the same allowlist."""
     settings = transport_security(config)
-    return face.server.streamable_http_app(streamable_http_path=MCP_PATH, host=config.host, transport_security=settings)
+    return face.server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        host=config.host,
+        transport_security=settings,
+        stateless_http=config.stateless_http,
+    )
 
 
 def http_app(face: McpFace, config: Config) -> ASGIApp:

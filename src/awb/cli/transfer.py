@@ -1,0 +1,96 @@
+"""`awb inventory export|import`: an inventory as JSON Lines, to move it between SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from awb.cli.output import fail, note, print_json
+from awb.errors import AwbError
+
+if TYPE_CHECKING:
+    from awb.config import Config
+
+ConfigOption = Annotated[Path | None, typer.Option("--config", "-c", help="Path to awb.config.json.")]
+UrlOption = Annotated[
+    str | None, typer.Option("--inventory-url", help="Use this PostgreSQL inventory instead of the config's.")
+]
+PathOption = Annotated[
+    Path | None, typer.Option("--inventory", help="Use this SQLite file instead of the config's inventory.")
+]
+
+
+def _config(config_path: Path | None, url: str | None, path: Path | None) -> Config:
+    from awb.config import Config, load_config  # pydantic loads only when a command runs
+
+    config = load_config(config_path)
+    if path is not None:
+        return config.model_copy(update={"inventory_path": path.resolve(), "inventory_url": None})
+    if url is not None:
+        return Config.model_validate({**config.model_dump(), "inventory_url": url})
+    return config
+
+
+def register(inventory_app: typer.Typer) -> None:
+    """Add `export` and `import` to `awb inventory`."""
+
+    @inventory_app.command("export")
+    def export_command(
+        output: Annotated[Path | None, typer.Option("--output", "-o", help="File to write (default: stdout).")] = None,
+        config_path: ConfigOption = None,
+        inventory_url: UrlOption = None,
+        inventory: PathOption = None,
+    ) -> None:
+        """Write every tool with its versions as JSON Lines."""
+        from awb.inventory.open import open_store
+        from awb.inventory.transfer import export_lines
+
+        try:
+            store = open_store(_config(config_path, inventory_url, inventory))
+        except AwbError as error:
+            fail(error)
+        count = 0
+        try:
+            sink = sys.stdout if output is None else output.open("w", encoding="utf-8")
+            try:
+                for line in export_lines(store):
+                    sink.write(line + "\n")
+                    count += 1
+            finally:
+                if output is not None:
+                    sink.close()
+        finally:
+            store.close()
+        note(f"exported {count - 1} tools")
+
+    @inventory_app.command("import")
+    def import_command(
+        source: Annotated[Path, typer.Argument(help="A file written by `awb inventory export`.")],
+        config_path: ConfigOption = None,
+        inventory_url: UrlOption = None,
+        inventory: PathOption = None,
+        as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")] = False,
+    ) -> None:
+        """Add the tools of an export; tools already present (same tool_id) are skipped."""
+        from awb.inventory.open import open_store
+        from awb.inventory.transfer import import_lines
+
+        try:
+            store = open_store(_config(config_path, inventory_url, inventory))
+            try:
+                with source.open(encoding="utf-8") as lines:
+                    report = import_lines(store, lines)
+            finally:
+                store.close()
+        except AwbError as error:
+            fail(error, as_json)
+        except OSError as exc:
+            note(f"[red]cannot read {source}[/]: {exc}")
+            raise typer.Exit(2) from None
+        if as_json:
+            print_json({"imported": report.imported, "skipped": report.skipped})
+        else:
+            note(f"imported {report.imported} tools, skipped {report.skipped} already present")

@@ -1,0 +1,31 @@
+"""Choosing the inventory's store from the configuration: SQLite by default, PostgreSQL by URL."""
+
+from __future__ import annotations
+
+from awb.config import Config
+from awb.inventory.store import Store
+
+
+def open_store(config: Config) -> Store:
+    """`PostgresStore` when `inventory_url` is set (migrating it if needed), else `SQLiteStore`."""
+    if config.inventory_url:
+        from awb.inventory.postgres import PostgresStore
+
+        return PostgresStore(config.inventory_url, max_tools=config.max_tools)
+    from awb.inventory.sqlite import SQLiteStore
+
+    return SQLiteStore(config.inventory_path)
+
+
+def describe(config: Config) -> str:
+    """Where the inventory lives, for messages (a PostgreSQL URL without its password)."""
+    if config.inventory_url:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(config.inventory_url)
+        host = parts.hostname or "localhost"
+        return f"postgresql://{parts.username + '@' if parts.username else ''}{host}:{parts.port or 5432}{parts.path}"
+    return str(config.inventory_path)
+
+
+__all__ = ["describe", "open_store"]

@@ -1,0 +1,189 @@
+"""The PostgreSQL inventory's schema: numbered migrations, each applied once, under an advisory lock.
+
+Several servers may start together on one database. Each takes the same transaction-scoped advisory
+lock before reading `awb_migrations`, so exactly one applies a missing migration and the others, once
+the lock is theirs, find it done. A migration and its row in `awb_migrations` commit together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from awb.errors import ConfigError
+
+#: Key of the advisory lock that serialises migrations (any constant 64-bit number; "awb_mig" in ASCII).
+MIGRATION_LOCK = 0x6177625F6D6967
+
+# Tools: the text search document is a generated column (name weighted highest, like SQLite's BM25
+# weights 4:2:1:1 for name, tags, description, problem). It has no GIN index: every server ranks from
+# its in-memory copy of the postings (awb.inventory.postgres_text), and a GIN index on a column that
+# every call's counter update rewrites cost more than it served (ts_rank is only a benchmark option). JSON fields stay TEXT so a
+# record round-trips byte for byte; timestamps are ISO strings as in SQLite, so both stores compare
+# and return them alike.
+_V1 = """
+CREATE TABLE tools (
+    seq BIGSERIAL UNIQUE,
+    tool_id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    search_name TEXT NOT NULL,
+    description TEXT NOT NULL,
+    language TEXT NOT NULL,
+    runtime TEXT NOT NULL,
+    code TEXT NOT NULL,
+    input_schema TEXT NOT NULL,
+    output_schema TEXT,
+    examples TEXT NOT NULL DEFAULT '[]',
+    tags TEXT[] NOT NULL DEFAULT '{}',
+    tags_text TEXT NOT NULL DEFAULT '',
+    problem TEXT NOT NULL DEFAULT '',
+    created_by_agent TEXT NOT NULL DEFAULT '',
+    capabilities TEXT NOT NULL DEFAULT '{}',
+    version INTEGER NOT NULL DEFAULT 1,
+    parent_version INTEGER,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    last_used_at TEXT,
+    usage_count BIGINT NOT NULL DEFAULT 0,
+    success_count BIGINT NOT NULL DEFAULT 0,
+    failure_count BIGINT NOT NULL DEFAULT 0,
+    memory_level TEXT NOT NULL DEFAULT 'short_term',
+    tier SMALLINT GENERATED ALWAYS AS (
+        CASE memory_level WHEN 'long_term' THEN 0 WHEN 'medium_term' THEN 1 WHEN 'short_term' THEN 2 ELSE 3 END
+    ) STORED,
+    status TEXT NOT NULL DEFAULT 'active',
+    equipped BOOLEAN NOT NULL DEFAULT FALSE,
+    document TSVECTOR GENERATED ALWAYS AS (
+        setweight(to_tsvector('english', search_name), 'A')
+        || setweight(to_tsvector('english', tags_text), 'B')
+        || setweight(to_tsvector('english', description), 'C')
+        || setweight(to_tsvector('english', problem), 'D')
+    ) STORED
+);
+CREATE UNIQUE INDEX tools_live_name ON tools(name) WHERE status <> 'deleted';
+CREATE INDEX tools_hot ON tools(tier, usage_count DESC, seq DESC) WHERE status <> 'deleted';
+CREATE INDEX tools_equipped ON tools(equipped) WHERE equipped;
+-- fastupdate off: a pending list would make an occasional call flush megabytes of index entries.
+CREATE INDEX tools_tags ON tools USING GIN (tags) WITH (fastupdate = off);
+
+-- Live (not deleted) tools, kept by a trigger: checking max_tools costs one row, not a count.
+CREATE TABLE awb_live_tools (id BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (id), count BIGINT NOT NULL);
+INSERT INTO awb_live_tools VALUES (TRUE, 0);
+CREATE FUNCTION awb_count_live() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE awb_live_tools SET count = count
+        + (CASE WHEN TG_OP <> 'DELETE' AND NEW.status <> 'deleted' THEN 1 ELSE 0 END)
+        - (CASE WHEN TG_OP <> 'INSERT' AND OLD.status <> 'deleted' THEN 1 ELSE 0 END);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER tools_count_live AFTER INSERT OR DELETE OR UPDATE OF status ON tools
+    FOR EACH ROW EXECUTE FUNCTION awb_count_live();
+
+CREATE TABLE tool_versions (
+    tool_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    code TEXT NOT NULL,
+    description TEXT NOT NULL,
+    input_schema TEXT NOT NULL,
+    output_schema TEXT,
+    examples TEXT NOT NULL DEFAULT '[]',
+    runtime TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    usage_count BIGINT NOT NULL DEFAULT 0,
+    failure_count BIGINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (tool_id, version)
+);
+
+CREATE TABLE calls (
+    id BIGSERIAL PRIMARY KEY,
+    call_id TEXT UNIQUE,
+    tool_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    at TEXT NOT NULL,
+    duration_ms DOUBLE PRECISION NOT NULL,
+    ok BOOLEAN NOT NULL,
+    error_code TEXT
+);
+CREATE INDEX calls_tool ON calls(tool_id, id);
+
+CREATE TABLE staged_writes (
+    id BIGSERIAL PRIMARY KEY,
+    tool_id TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    path TEXT NOT NULL,
+    content TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'pending'
+);
+
+CREATE TABLE tool_vectors (
+    tool_id TEXT PRIMARY KEY REFERENCES tools(tool_id) ON DELETE CASCADE,
+    model_id TEXT NOT NULL,
+    dim INTEGER NOT NULL,
+    vector BYTEA NOT NULL
+);
+CREATE INDEX tool_vectors_model ON tool_vectors(model_id);
+"""
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+#: Forward migrations, applied in order; never edit one that has shipped, add the next.
+MIGRATIONS: tuple[Migration, ...] = (Migration(1, "tools, versions, calls, staged writes, vectors", _V1),)
+SCHEMA_VERSION = MIGRATIONS[-1].version
+
+_LEDGER = """
+CREATE TABLE IF NOT EXISTS awb_migrations (
+    version INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+)
+"""
+
+
+def applied_versions(conn: Any) -> list[int]:
+    """Versions recorded in `awb_migrations` (empty on a database awb has never opened)."""
+    row = conn.execute("SELECT to_regclass('awb_migrations')").fetchone()
+    if row is None or row[0] is None:
+        return []
+    return [int(r[0]) for r in conn.execute("SELECT version FROM awb_migrations ORDER BY version")]
+
+
+def migrate(conn: Any, *, where: str = "the database") -> list[int]:
+    """Apply every missing migration in one transaction under the advisory lock; returns those applied.
+
+    `conn` is a psycopg connection not inside a transaction. Refuses a database migrated by a newer awb.
+    """
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        conn.execute(_LEDGER)
+        done = set(applied_versions(conn))
+        newest = max(done, default=0)
+        if newest > SCHEMA_VERSION:
+            raise ConfigError(
+                f"inventory {where} has schema {newest}, newer than this awb ({SCHEMA_VERSION}); upgrade agent-workbench",
+                schema=newest,
+            )
+        applied = []
+        for migration in MIGRATIONS:
+            if migration.version in done:
+                continue
+            conn.execute(migration.sql)
+            conn.execute(
+                "INSERT INTO awb_migrations(version, name) VALUES (%s, %s)", (migration.version, migration.name)
+            )
+            applied.append(migration.version)
+    return applied
+
+
+def pending(conn: Any) -> list[Migration]:
+    done = set(applied_versions(conn))
+    return [m for m in MIGRATIONS if m.version not in done]
+
+
+__all__ = ["MIGRATIONS", "MIGRATION_LOCK", "SCHEMA_VERSION", "Migration", "applied_versions", "migrate", "pending"]

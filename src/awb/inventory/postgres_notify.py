@@ -1,0 +1,132 @@
+"""Change propagation between servers on one PostgreSQL inventory: NOTIFY on write, LISTEN in a thread.
+
+Every write that others must follow sends `pg_notify` in its own transaction, so the message goes out
+exactly when (and only if) the change commits. Each store listens on one dedicated connection in a
+daemon thread that blocks in the server's socket (no polling of tables) and hands each change from
+another process to the subscribers. A lost connection is re-opened; whatever happened meanwhile is
+announced as a `resync` so subscribers reload instead of trusting a stale cache.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger("awb.inventory.postgres")
+
+CHANNEL = "awb_inventory"
+#: How long the listener blocks before it looks at its stop flag (it wakes at once on a message).
+WAIT_SECONDS = 0.5
+#: NOTIFY payloads must stay under 8000 bytes; bulk changes are sent as `resync` instead.
+MAX_IDS_PER_MESSAGE = 100
+
+
+@dataclass(frozen=True)
+class Change:
+    """One committed change made by another process."""
+
+    kind: str  # crafted, updated, version, vector, purged, resync
+    tool_ids: tuple[str, ...] = ()
+    #: Whether the equipped set may have changed (clients must re-list).
+    equipped: bool = False
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+ChangeListener = Callable[[Change], None]
+
+
+def payload(origin: str, kind: str, tool_ids: list[str], *, equipped: bool = False) -> str:
+    if len(tool_ids) > MAX_IDS_PER_MESSAGE:
+        kind, tool_ids = "resync", []
+    return json.dumps({"o": origin, "k": kind, "ids": tool_ids, "eq": equipped}, separators=(",", ":"))
+
+
+def send(conn: Any, origin: str, kind: str, tool_ids: list[str], *, equipped: bool = False) -> None:
+    """Queue a change message in `conn`'s current transaction (delivered on commit)."""
+    conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload(origin, kind, tool_ids, equipped=equipped)))
+
+
+class ChangeListenerThread:
+    """LISTENs on a connection of its own and calls the listeners for changes made by other origins."""
+
+    def __init__(self, conninfo: str, origin: str, connect: Callable[[str], Any]) -> None:
+        self._conninfo = conninfo
+        self._origin = origin
+        self._connect = connect
+        self._listeners: list[ChangeListener] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="awb-pg-listen", daemon=True)
+        self.received = 0
+
+    def subscribe(self, listener: ChangeListener) -> Callable[[], None]:
+        with self._lock:
+            self._listeners.append(listener)
+            if not self._thread.is_alive() and not self._stop.is_set():
+                self._thread.start()
+        self._ready.wait(timeout=10)
+        return lambda: self._unsubscribe(listener)
+
+    def _unsubscribe(self, listener: ChangeListener) -> None:
+        with self._lock:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+    def stop(self) -> None:
+        """Ask the thread to end after the message it is waiting for (see `close`)."""
+        self._stop.set()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=WAIT_SECONDS * 4)
+
+    def _run(self) -> None:
+        reconnecting = False
+        while not self._stop.is_set():
+            try:
+                with self._connect(self._conninfo) as conn:
+                    conn.execute(f"LISTEN {CHANNEL}")
+                    self._ready.set()
+                    if reconnecting:
+                        self._dispatch(Change("resync", equipped=True))
+                    while not self._stop.is_set():
+                        # One message at a time, so `close` (which sends one) is seen at once.
+                        for message in conn.notifies(timeout=WAIT_SECONDS, stop_after=1):
+                            self._handle(message.payload)
+            except Exception:
+                if self._stop.is_set():
+                    return
+                log.warning("lost the inventory change feed; reconnecting", exc_info=True)
+                reconnecting = True
+                self._ready.set()
+                self._stop.wait(1.0)
+
+    def _handle(self, raw: str) -> None:
+        try:
+            message = json.loads(raw)
+            if message.get("o") == self._origin or message.get("k") == "stop":
+                return
+            change = Change(str(message["k"]), tuple(message.get("ids", ())), bool(message.get("eq")))
+        except (ValueError, KeyError, TypeError):
+            log.warning("ignored a malformed inventory change message: %.200s", raw)
+            return
+        self.received += 1
+        self._dispatch(change)
+
+    def _dispatch(self, change: Change) -> None:
+        with self._lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            try:
+                listener(change)
+            except Exception:  # one failing cache must not stop the feed for the others
+                log.exception("an inventory change listener failed on %s", change.kind)
+
+
+__all__ = ["CHANNEL", "Change", "ChangeListener", "ChangeListenerThread", "payload", "send"]

@@ -1,0 +1,152 @@
+"""`awb db migrate|status`, `awb doctor`'s store line and `awb inventory export|import` across stores."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from typer.testing import CliRunner
+
+from awb.cli.main import app
+from awb.config import Config
+from awb.inventory.open import open_store
+from awb.inventory.postgres_migrations import SCHEMA_VERSION
+from awb.workbench import Workbench
+from support import add_tool
+
+runner = CliRunner()
+
+
+def write_config(tmp_path: Path, **fields: object) -> Path:
+    path = tmp_path / "awb.config.json"
+    path.write_text(json.dumps({"inventory_path": str(tmp_path / "inventory.db"), **fields}), encoding="utf-8")
+    return path
+
+
+def test_db_migrate_then_status_report_the_postgres_schema(tmp_path: Path, clean_pg_url: str) -> None:
+    config = write_config(tmp_path, inventory_url=clean_pg_url)
+    migrated = runner.invoke(app, ["db", "migrate", "--config", str(config), "--json"])
+    assert migrated.exit_code == 0, migrated.output
+    assert json.loads(migrated.output)["schema"] == SCHEMA_VERSION
+    status = runner.invoke(app, ["db", "status", "--config", str(config), "--json"])
+    data = json.loads(status.output)
+    assert (data["store"], data["schema"], data["pending"]) == ("postgresql", SCHEMA_VERSION, [])
+    assert "LISTEN/NOTIFY" in data["vector_search"] and data["server_version"]
+
+
+def test_db_status_on_a_new_sqlite_inventory_lists_its_pending_migrations(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    before = json.loads(runner.invoke(app, ["db", "status", "--config", str(config), "--json"]).output)
+    assert before["store"] == "sqlite" and before["schema"] == 0 and before["pending"]
+    applied = json.loads(runner.invoke(app, ["db", "migrate", "--config", str(config), "--json"]).output)
+    assert applied["applied"] == before["pending"]
+
+
+def test_db_status_says_clearly_when_the_server_is_unreachable(tmp_path: Path) -> None:
+    config = write_config(tmp_path, inventory_url="postgresql://x@127.0.0.1:1/none?connect_timeout=2")
+    result = runner.invoke(app, ["db", "status", "--config", str(config), "--json"])
+    assert result.exit_code != 0
+    assert "cannot reach the inventory" in json.loads(result.output)["error"]["message"]
+
+
+def test_doctor_names_the_postgres_store_its_schema_and_vector_path(tmp_path: Path, clean_pg_url: str) -> None:
+    config = write_config(tmp_path, inventory_url=clean_pg_url, port=1)
+    result = runner.invoke(app, ["doctor", "--config", str(config), "--json"])
+    checks = {c["check"]: c for c in json.loads(result.output)["checks"]}
+    assert checks["store"]["ok"] and "postgresql" in checks["store"]["detail"]
+    assert "exact in memory" in checks["store"]["detail"]
+    assert checks["inventory"]["ok"], checks["inventory"]
+
+
+async def _fill(config: Config) -> None:
+    async with Workbench(config) as workbench:
+        await workbench.craft(add_tool("kept", tags=["math", "ünïcode"]))
+        await workbench.update("kept", code="def run(params):\n    return params['a'] + params['b'] + 0\n")
+        await workbench.call("kept", {"a": 1, "b": 2})
+        workbench.equip("kept")
+        await workbench.craft(add_tool("dropped"))
+        workbench.delete("dropped")
+        await workbench.craft(add_tool("dropped"))  # a live tool may share a deleted one's name
+
+
+def _snapshot(config: Config) -> list[dict[str, Any]]:
+    """Every tool (deleted ones too) with its versions, in tool_id order."""
+    store = open_store(config)
+    try:
+        tools = store.list_tools(limit=100) + store.purge_candidates(archived_before=None, deleted=True)
+        records = [
+            {
+                "tool": t.model_dump(mode="json"),
+                "versions": [v.model_dump(mode="json") for v in store.versions(t.tool_id)],
+            }
+            for t in tools
+        ]
+    finally:
+        store.close()
+    return sorted(records, key=lambda r: r["tool"]["tool_id"])
+
+
+@pytest.mark.anyio
+async def test_export_and_import_move_an_inventory_sqlite_to_postgres_and_back_unchanged(
+    tmp_path: Path, clean_pg_url: str
+) -> None:
+    sqlite_config = Config(inventory_path=tmp_path / "a.db")
+    await _fill(sqlite_config)
+    first = tmp_path / "first.jsonl"
+    args = ["inventory", "export", "--inventory", str(tmp_path / "a.db"), "--output", str(first)]
+    assert runner.invoke(app, args).exit_code == 0
+    into_pg = runner.invoke(app, ["inventory", "import", str(first), "--inventory-url", clean_pg_url, "--json"])
+    assert json.loads(into_pg.output) == {"imported": 3, "skipped": 0}
+    again = runner.invoke(app, ["inventory", "import", str(first), "--inventory-url", clean_pg_url, "--json"])
+    assert json.loads(again.output) == {"imported": 0, "skipped": 3}
+    second = tmp_path / "second.jsonl"
+    assert (
+        runner.invoke(app, ["inventory", "export", "--inventory-url", clean_pg_url, "-o", str(second)]).exit_code == 0
+    )
+    back = runner.invoke(app, ["inventory", "import", str(second), "--inventory", str(tmp_path / "b.db"), "--json"])
+    assert json.loads(back.output)["imported"] == 3
+    original = await anyio.to_thread.run_sync(_snapshot, sqlite_config)
+    assert _snapshot(Config(inventory_url=clean_pg_url)) == original
+    assert _snapshot(Config(inventory_path=tmp_path / "b.db")) == original
+    assert len(original) == 3 and sum(len(r["versions"]) for r in original) == 4
+
+
+def test_import_refuses_a_file_that_is_not_an_export(tmp_path: Path) -> None:
+    bogus = tmp_path / "bogus.jsonl"
+    bogus.write_text('{"hello": 1}\n', encoding="utf-8")
+    result = runner.invoke(app, ["inventory", "import", str(bogus), "--inventory", str(tmp_path / "x.db"), "--json"])
+    assert result.exit_code != 0
+    assert "not an awb inventory export" in json.loads(result.output)["error"]["message"]
+
+
+def test_staged_writes_in_a_postgres_inventory_are_reviewed_with_awb_staged(tmp_path: Path, clean_pg_url: str) -> None:
+    from datetime import UTC, datetime
+
+    from awb.inventory.models import Tool
+
+    store = open_store(Config(inventory_url=clean_pg_url))
+    now = datetime.now(UTC)
+    try:
+        store.add_tool(
+            Tool(
+                tool_id="tool_writer",
+                name="writer",
+                description="writes",
+                language="python",
+                runtime="monty",
+                code="def run(params):\n    return 1\n",
+                input_schema={"type": "object"},
+                created_at=now,
+                updated_at=now,
+            )
+        )
+        store.stage_write("tool_writer", str(tmp_path / "out.txt"), "hello", now, call_id="call_00000000000000ab")
+    finally:
+        store.close()
+    config = write_config(tmp_path, inventory_url=clean_pg_url)
+    result = runner.invoke(app, ["staged", "list", "--config", str(config), "--json"])
+    assert result.exit_code == 0, result.output
+    assert "call_00000000000000ab" in result.output and "writer" in result.output

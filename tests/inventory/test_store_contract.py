@@ -1,0 +1,187 @@
+"""The `Store` contract, held by both stores: every test runs on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from awb.clock import ManualClock
+from awb.config import Config
+from awb.errors import LimitExceeded, NameConflict
+from awb.inventory.models import CallRecord, Tool, ToolMetadata, ToolVersion
+from awb.inventory.store import Store
+from awb.workbench import Workbench
+from support import add_tool
+
+pytestmark = pytest.mark.anyio
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def make_tool(name: str, description: str = "does a thing", **fields: Any) -> Tool:
+    tags = fields.pop("tags", [])
+    return Tool(
+        tool_id=f"tool_{name}",
+        name=name,
+        description=description,
+        language="python",
+        runtime="monty",
+        code="def run(params):\n    return 1\n",
+        input_schema={"type": "object", "properties": {"z": {"type": "string"}, "a": {"type": "number"}}},
+        metadata=ToolMetadata(tags=tags, problem=fields.pop("problem", "")),
+        created_at=NOW,
+        updated_at=NOW,
+        **fields,
+    )
+
+
+def test_a_tool_reads_back_exactly_as_it_was_added(store: Store) -> None:
+    tool = make_tool("resize_image", "Resize an image", tags=["image", "media"], usage_count=3)
+    store.add_tool(tool)
+    assert store.get(tool.tool_id) == tool
+    assert store.get_by_name("resize_image") == tool
+    assert store.get("tool_missing") is None
+    [version] = store.versions(tool.tool_id)
+    assert (version.version, version.code, version.input_schema) == (1, tool.code, tool.input_schema)
+    assert list(version.input_schema["properties"]) == ["z", "a"]  # key order survives
+
+
+def test_two_live_tools_cannot_share_a_name_but_a_deleted_one_frees_it(store: Store) -> None:
+    store.add_tool(make_tool("twin"))
+    with pytest.raises(Exception):  # noqa: B017 - each engine raises its own integrity error
+        store.add_tool(make_tool("twin").model_copy(update={"tool_id": "tool_twin2"}))
+    store.update("tool_twin", status="deleted")
+    store.add_tool(make_tool("twin").model_copy(update={"tool_id": "tool_twin3"}))
+    live = store.get_by_name("twin")
+    assert live is not None and live.tool_id == "tool_twin3"
+    deleted = store.get_by_name("twin", include_deleted=True)
+    assert deleted is not None and deleted.tool_id == "tool_twin3"
+    assert store.count_active() == 1
+
+
+def test_listing_puts_hot_tiers_first_then_usage_and_pages_with_a_total(store: Store) -> None:
+    store.add_tool(make_tool("cold", memory_level="archived", status="archived"))
+    store.add_tool(make_tool("warm", memory_level="medium_term", usage_count=6))
+    store.add_tool(make_tool("hot", memory_level="long_term", usage_count=60, tags=["x"]))
+    store.add_tool(make_tool("new_a", usage_count=1))
+    store.add_tool(make_tool("new_b", usage_count=2))
+    names = [s.name for s in store.list_summaries(limit=10)]
+    assert names == ["hot", "warm", "new_b", "new_a", "cold"]
+    page, total = store.page_summaries(limit=2, offset=1)
+    assert ([s.name for s in page], total) == (["warm", "new_b"], 5)
+    tagged, total = store.page_summaries(tag="x")
+    assert ([s.name for s in tagged], total) == (["hot"], 1)
+    assert [t.name for t in store.list_tools(include_archived=False, limit=10)] == ["hot", "warm", "new_b", "new_a"]
+    assert [t.name for t in store.list_tools(memory_level="archived")] == ["cold"]
+
+
+def test_search_ranks_name_matches_first_and_archived_tools_last(store: Store) -> None:
+    store.add_tool(make_tool("convert_currency", "Convert an amount between currencies"))
+    store.add_tool(make_tool("exchange_rates", "Daily rates used to convert currency amounts"))
+    store.add_tool(
+        make_tool("old_currency", "Convert currency the old way", memory_level="archived", status="archived")
+    )
+    for filler in ("weather", "translate", "hash_text", "zip_files", "parse_csv", "send_email"):
+        store.add_tool(make_tool(filler, f"{filler} for you"))
+    store.add_tool(make_tool("gone_currency", "convert currency"))
+    store.update("tool_gone_currency", status="deleted")
+    hits = store.search_summaries(["convert", "currency"], limit=10)
+    names = [h.name for h in hits]
+    assert names[0] == "convert_currency"
+    assert names[-1] == "old_currency" and "weather" not in names and "gone_currency" not in names
+    live_scores = [h.score or 0 for h in hits if h.status != "archived"]
+    assert all(s > 0 for s in live_scores) and live_scores == sorted(live_scores, reverse=True)
+    scored = store.search_text(["currency"], limit=10)
+    assert {t.name for t, _ in scored} == {"convert_currency", "exchange_rates", "old_currency"}
+    assert store.search_summaries(["nothingmatcheshere"], limit=5) == []
+
+
+def test_a_call_is_recorded_with_its_counters_in_one_step(store: Store) -> None:
+    store.add_tool(make_tool("counted"))
+    call = CallRecord(
+        call_id="call_0000000000000001", tool_id="tool_counted", version=1, at=NOW, duration_ms=2.5, ok=True
+    )
+    store.record_call(call)
+    failed = call.model_copy(update={"call_id": "call_0000000000000002", "ok": False, "error_code": "timeout"})
+    store.record_call(failed)
+    tool = store.get("tool_counted")
+    assert tool is not None
+    assert (tool.usage_count, tool.success_count, tool.failure_count, tool.last_used_at) == (1, 1, 1, NOW)
+    assert [(c.call_id, c.ok, c.error_code) for c in store.calls("tool_counted")] == [
+        ("call_0000000000000002", False, "timeout"),
+        ("call_0000000000000001", True, None),
+    ]
+    [version] = store.versions("tool_counted")
+    assert (version.usage_count, version.failure_count) == (2, 1)
+
+
+def test_versions_accumulate_and_purge_removes_everything_about_a_tool(store: Store) -> None:
+    store.add_tool(make_tool("evolving"))
+    store.add_version(
+        "tool_evolving",
+        ToolVersion(
+            version=2,
+            code="def run(params):\n    return 2\n",
+            description="v2",
+            input_schema={},
+            runtime="monty",
+            created_at=NOW + timedelta(days=1),
+        ),
+    )
+    store.update("tool_evolving", version=2, parent_version=1, description="v2")
+    assert [v.version for v in store.versions("tool_evolving")] == [1, 2]
+    store.update("tool_evolving", status="deleted")
+    candidates = store.purge_candidates(archived_before=None, deleted=True)
+    assert [t.name for t in candidates] == ["evolving"]
+    assert store.delete_forever(["tool_evolving"]) == 1
+    assert store.get("tool_evolving") is None and store.versions("tool_evolving") == []
+
+
+def test_staged_writes_keep_their_call_and_move_through_statuses_once(store: Store) -> None:
+    store.add_tool(make_tool("writer"))
+    staged_id = store.stage_write("tool_writer", "/tmp/out.txt", "hello", NOW, call_id="call_00000000000000aa")
+    stage: Any = store
+    [write] = stage.staged_writes("pending")
+    assert (write["id"], write["call_id"], write["content"]) == (staged_id, "call_00000000000000aa", "hello")
+    assert stage.set_staged_status(staged_id, "applied", expected="pending") is True
+    assert stage.set_staged_status(staged_id, "discarded", expected="pending") is False
+    assert stage.get_staged(staged_id)["status"] == "applied"
+
+
+def test_vectors_are_kept_per_model_and_leave_with_deleted_tools(store: Store) -> None:
+    vectors: Any = store
+    store.add_tool(make_tool("vec_a"))
+    store.add_tool(make_tool("vec_b"))
+    vectors.put_vector("tool_vec_a", "model-1", [1.0, 0.0])
+    vectors.put_vector("tool_vec_b", "model-1", [0.0, 1.0])
+    vectors.put_vector("tool_vec_b", "model-2", [0.5, 0.5])
+    assert vectors.vector_model_ids() == {"model-1": 1, "model-2": 1}
+    assert [r[0] for r in vectors.load_vectors("model-1")] == ["tool_vec_a"]
+    store.update("tool_vec_a", status="deleted")
+    assert vectors.load_vectors("model-1") == []
+
+
+def test_maintainable_tools_are_the_active_short_and_medium_term_ones(store: Store) -> None:
+    store.add_tool(make_tool("short"))
+    store.add_tool(make_tool("medium", memory_level="medium_term"))
+    store.add_tool(make_tool("long", memory_level="long_term"))
+    store.add_tool(make_tool("archived", memory_level="archived", status="archived"))
+    assert sorted(t.name for t in store.iter_maintainable()) == ["medium", "short"]
+
+
+async def test_the_workbench_refuses_a_second_tool_of_the_same_name_and_past_max_tools(
+    store_config: Config,
+) -> None:
+    config = store_config.model_copy(update={"max_tools": 2})
+    async with Workbench(config, clock=ManualClock()) as workbench:
+        await workbench.craft(add_tool("one"))
+        with pytest.raises(NameConflict):
+            await workbench.craft(add_tool("one"))
+        await workbench.craft(add_tool("two"))
+        with pytest.raises(LimitExceeded):
+            await workbench.craft(add_tool("three"))
+        result = await workbench.call("one", {"a": 2, "b": 3})
+        assert (result.result, result.usage_count) == (5, 1)
+        assert workbench.search("add numbers").results[0].name in ("one", "two")
