@@ -70,10 +70,6 @@ class PlanRunner:
     def servers(self) -> list[str]:
         return list(self._grouped)
 
-    def stubs(self) -> str:
-        """The wrappers' source, for the model's prompt: what a plan can import and call."""
-        return "\n\n".join(module_source(server, wrappers) for server, wrappers in self._grouped.items())
-
     async def close(self) -> None:
         if self._pool is not None:
             pool, self._pool = self._pool, None
