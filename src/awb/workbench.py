@@ -13,7 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
-from awb import crafting, evolve, forget
+from awb import browse, crafting, evolve, forget
+from awb.browse import SearchResult, ToolPage
 from awb.clock import Clock, SystemClock
 from awb.config import Config
 from awb.craft_shape import craft_fields
@@ -53,9 +54,7 @@ from awb.sandbox.registry import build_runtimes, choose_python_runtime
 from awb.sandbox.staging import protected_paths
 from awb.schema_rules import normalise_schemas
 from awb.search.duplicates import rank_similar
-from awb.search.embeddings import create_embedder
 from awb.search.fts import search_words
-from awb.search.hybrid import HybridSearch
 from awb.text import MAX_RESULT_DEPTH, cap_text, nesting_depth
 from awb.validation import SchemaTooExpensive, ToolSchema
 from awb.validation import schema_errors as schema_errors
@@ -105,21 +104,6 @@ class CallResult(BaseModel):
     usage_count: int
 
 
-class SearchResult(BaseModel):
-    query: str
-    mode: str
-    results: list[ToolSummary]
-
-
-class ToolPage(BaseModel):
-    """One page of a listing: `total` counts every match, `next_offset` is None on the last page."""
-
-    tools: list[ToolSummary]
-    total: int
-    offset: int
-    next_offset: int | None
-
-
 class Inspection(BaseModel):
     tool: Tool
     versions: list[ToolVersion]
@@ -143,7 +127,7 @@ class Workbench:
         self.policy = MemoryPolicy(self.config.memory)
         self.events = EventBus()
         self.armory = Armory(self.store, self.config, self.events)
-        self.search_engine = _search_engine(self.store, self.config)
+        self.search_engine = browse.search_engine(self.store, self.config)
         # Vectors follow every craft, new version, rollback and delete, whichever path made them.
         self.events.subscribe(self._keep_search_in_step)
         # Other processes (the web panel of a server) read the inventory's journal of these events.
@@ -498,40 +482,19 @@ class Workbench:
         offset: int = 0,
     ) -> ToolPage:
         """One page of the listing, with the number of all matches and where the next page starts."""
-        if limit < 1 or limit > 1000:
-            raise InvalidParams("limit must be between 1 and 1000", limit=limit)
-        if offset < 0:
-            raise InvalidParams("offset must be 0 or more", offset=offset)
-        if query:
-            hits = [
-                h
-                for h in self.search(query, limit=1000).results
-                if (memory_level is None or h.memory_level == memory_level) and (tag is None or tag in h.tags)
-            ]
-            total, tools = len(hits), hits[offset : offset + limit]
-        else:
-            tools, total = self.store.page_summaries(memory_level=memory_level, tag=tag, limit=limit, offset=offset)
-        end = offset + len(tools)
-        return ToolPage(tools=tools, total=total, offset=offset, next_offset=end if end < total else None)
+        return browse.list_page(
+            self.store,
+            lambda q, n: self.search(q, limit=n),
+            memory_level=memory_level,
+            tag=tag,
+            query=query,
+            limit=limit,
+            offset=offset,
+        )
 
     def search(self, query: str, *, limit: int | None = None, top_k: int | None = None) -> SearchResult:
         """The best `limit` matches (`top_k` is the spec's name for it; default 10)."""
-        limit = _one_limit(limit, top_k)
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidParams("the search query is empty", field="query")
-        if limit < 1 or limit > 1000:
-            raise InvalidParams("limit must be between 1 and 1000", limit=limit)
-        if self.search_engine.mode == "hybrid":
-            mode, scored = self.search_engine.search(query, limit)
-            if mode == "hybrid":
-                results = [tool.summary(score=round(score, 4)) for tool, score in scored]
-                return SearchResult(query=query, mode="hybrid", results=results)
-        words = search_words(query)
-        if not words:
-            return SearchResult(query=query, mode="text", results=[])
-        # Archived tools stay findable but rank after every live match among the best candidates.
-        hits = self.store.search_summaries(words, limit=limit, candidates=limit * 3 + 20)
-        return SearchResult(query=query, mode="text", results=hits)
+        return browse.search(self.store, self.search_engine, query, limit=limit, top_k=top_k)
 
     def inspect(self, ref: str) -> Inspection:
         tool = self.resolve(ref, allow_deleted=True)
@@ -634,17 +597,6 @@ class Workbench:
         return changes
 
 
-def _search_engine(store: Store, config: Config) -> HybridSearch:
-    """Hybrid search when configured (or `auto`) and the `embed` extra is installed; text-only otherwise,
-    with why."""
-    if config.search.mode == "text":
-        return HybridSearch(store, None, config.search, reason="search.mode is 'text'")
-    embedder, reason = create_embedder(config.search.embedding_provider)
-    if embedder is None and config.search.mode == "auto":
-        reason = f"search.mode is 'auto' and {reason}"
-    return HybridSearch(store, embedder, config.search, reason=reason)
-
-
 def _too_deep(tool: Tool) -> OutputExceeded:
     return crafting.too_deep(tool.name)
 
@@ -661,13 +613,6 @@ def _capped_logs(logs: list[str], max_bytes: int) -> list[str]:
         kept.append(line)
         used += size
     return kept
-
-
-def _one_limit(limit: int | None, top_k: int | None) -> int:
-    if limit is not None and top_k is not None and limit != top_k:
-        raise InvalidParams("limit and top_k are the same setting; give one", limit=limit, top_k=top_k)
-    chosen = limit if limit is not None else top_k
-    return 10 if chosen is None else chosen
 
 
 def _pydantic_errors(exc: ValidationError) -> list[dict[str, str]]:

@@ -210,3 +210,27 @@ def test_the_cli_imports_nothing_heavy_before_a_command_needs_it() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "[]"
+
+
+async def test_listing_and_text_search_load_neither_the_sandbox_nor_schema_validation(tmp_path: Path) -> None:
+    # `awb inventory list` and `search` read the store: no runtime, JSON Schema or MCP SDK is imported,
+    # and a text-mode search no embedding model (benchmarks/cli_startup.py).
+    env = env_for(tmp_path, AWB_SEARCH__MODE="text")
+    async with Workbench(load_config(None, environ=env)) as workbench:
+        await workbench.craft(add_tool())
+    probe = (
+        "import sys\n"
+        "from awb.cli.main import main\n"
+        "for args in (['inventory', 'list'], ['inventory', 'search', 'add numbers'], ['inventory', 'list', '--query', 'add']):\n"
+        "    try:\n"
+        "        main(args)\n"
+        "    except SystemExit as end:\n"
+        "        assert end.code == 0, end.code\n"
+        "heavy = ('awb.workbench', 'awb.sandbox.monty', 'pydantic_monty', 'jsonschema', 'mcp', 'mcp_types', 'onnxruntime', 'numpy')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m in heavy), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.count("add_numbers") == 3
+    assert done.stderr.strip().splitlines()[-1] == "[]"
