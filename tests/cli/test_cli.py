@@ -60,6 +60,40 @@ def test_doctor_passes_on_a_fresh_workbench_and_reports_json(tmp_path: Path) -> 
     assert "search.mode is 'auto'" in checks["search"]["detail"]
 
 
+def test_doctor_probes_in_every_runtime_without_loading_the_mcp_sdk_or_the_embedding_model(tmp_path: Path) -> None:
+    # Nothing is equipped, so the listing check needs none of the SDK's wire models; no check needs the
+    # model loaded (the search row reports the mode and why).
+    assert run_awb(tmp_path, "init").returncode == 0
+    probe = (
+        "import sys\n"
+        "from awb.cli.main import main\n"
+        "try:\n"
+        "    main(['doctor', '--json'])\n"
+        "except SystemExit as end:\n"
+        "    assert end.code == 0, end.code\n"
+        "heavy = ('mcp', 'mcp_types', 'onnxruntime')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    checks = {check["check"]: check for check in json.loads(done.stdout)["checks"]}
+    assert checks["sandbox:monty"]["detail"].startswith("probe ran")
+    assert checks["equipped tools"]["ok"]
+    assert done.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_doctor_quick_starts_no_worker_and_says_what_it_did_not_check(tmp_path: Path) -> None:
+    assert run_awb(tmp_path, "init").returncode == 0
+    result = run_awb(tmp_path, "doctor", "--quick", "--json")
+    assert result.returncode == 0, result.stderr
+    checks = {check["check"]: check for check in json.loads(result.stdout)["checks"]}
+    assert "not probed (--quick)" in checks["sandbox:monty"]["detail"]
+    assert not any(name.startswith("sandbox:cpython:") for name in checks)
+    assert checks["sandbox protections"]["warning"] and "--quick" in checks["sandbox protections"]["detail"]
+
+
 def test_doctor_fails_with_a_nonzero_exit_on_a_bad_config(tmp_path: Path) -> None:
     (tmp_path / "awb.config.json").write_text('{"port": "seven"}')
     result = run_awb(tmp_path, "doctor")
