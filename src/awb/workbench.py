@@ -140,12 +140,15 @@ class Workbench:
 
     # --- life cycle ---------------------------------------------------------------------------
 
-    async def start(self, *, warm_all: bool = False) -> None:
+    async def start(self, *, warm_all: bool = False, warm_search: bool = True) -> None:
         """Warm the default Python runtime; `warm_all` (the server) also pre-forks the others.
+        `warm_search` starts loading the embedding model in the background (the HTTP server does it
+        once it serves instead).
 
         Runtimes not warmed start on first use, so libraries and the CLI never pay for a zygote or a
         JavaScript worker they do not need."""
-        self.search_engine.warm_up()
+        if warm_search:
+            self.search_engine.warm_up()
         # A shared store (PostgreSQL) tells us what other servers change; follow it from now on.
         subscribe = getattr(self.store, "subscribe_changes", None)
         if callable(subscribe):

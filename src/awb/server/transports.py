@@ -125,21 +125,27 @@ async def serve_http(workbench: Workbench, sock: socket.socket, started: float |
     # log_config: uvicorn's dictConfig would close every handler already installed, ours included,
     # and every later line of the workbench's log would be lost.
     server = uvicorn.Server(uvicorn_config(guard_http(app, config), config, log_config=None, access_log=False))
-    # The default runtime (Monty) is warm before the server says it is ready; the others (a CPython
-    # zygote, JavaScript workers, the wasm engine) warm up while it already serves: a call that needs
-    # one first waits for, or starts, it.
-    await workbench.start()
+    # The default runtime (Monty) is warm before the server says it is ready; the embedding model and
+    # the other runtimes (a CPython zygote, JavaScript workers, the wasm engine) warm up once it serves,
+    # so they do not compete with start-up for the cores: a call that needs one first waits for, or
+    # starts, it.
+    await workbench.start(warm_search=False)
     _settle()
     _say_search_mode(workbench)
     async with workbench, anyio.create_task_group() as tasks:
-        tasks.start_soon(_announce_when_ready, server, f"http://{_url_host(host)}:{port}{MCP_PATH}", started)
-        tasks.start_soon(_warm_other_runtimes, workbench)
+        tasks.start_soon(_when_ready, server, f"http://{_url_host(host)}:{port}{MCP_PATH}", started, workbench)
         try:
             await server.serve(sockets=[sock])
         finally:
             api.close()
             panel.close()
         tasks.cancel_scope.cancel()
+
+
+async def _when_ready(server: uvicorn.Server, url: str, started: float | None, workbench: Workbench) -> None:
+    await _announce_when_ready(server, url, started)
+    workbench.search_engine.warm_up()
+    await _warm_other_runtimes(workbench)
 
 
 async def _warm_other_runtimes(workbench: Workbench) -> None:
