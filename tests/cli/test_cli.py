@@ -268,3 +268,31 @@ async def test_listing_and_text_search_load_neither_the_sandbox_nor_schema_valid
     )
     assert done.stdout.count("add_numbers") == 3
     assert done.stderr.strip().splitlines()[-1] == "[]"
+
+
+async def test_search_ranks_as_the_server_does_and_text_never_loads_the_model(tmp_path: Path) -> None:
+    env = env_for(tmp_path, AWB_SEARCH__MODE="hybrid")
+    async with Workbench(load_config(None, environ=env)) as workbench:
+        await workbench.craft(add_tool())  # embedded: the inventory has a vector
+    probe = (
+        "import json, sys\n"
+        "from awb.cli.main import main\n"
+        "try:\n"
+        "    main(sys.argv[1:])\n"
+        "except SystemExit as end:\n"
+        "    assert end.code == 0, end.code\n"
+        "print('onnxruntime' in sys.modules, file=sys.stderr)\n"
+    )
+
+    def search(*extra: str) -> tuple[dict[str, Any], str]:
+        args = ["inventory", "search", "sum of two numbers", "--json", *extra]
+        done = subprocess.run(
+            [sys.executable, "-c", probe, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout), done.stderr.strip().splitlines()[-1]
+
+    hybrid, model_loaded = search()
+    assert hybrid["mode"] == "hybrid" and hybrid["results"][0]["name"] == "add_numbers" and model_loaded == "True"
+    text, model_loaded = search("--text")
+    assert text["mode"] == "text" and text["results"][0]["name"] == "add_numbers" and model_loaded == "False"

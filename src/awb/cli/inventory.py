@@ -114,10 +114,15 @@ def inventory_search(
     query: Annotated[str, typer.Argument(help="Words describing the tool.")],
     config_path: ConfigOption = None,
     limit: Annotated[int, typer.Option("--limit", "--top-k", help="At most this many.")] = 10,
+    text: Annotated[
+        bool, typer.Option("--text", help="Full-text ranking (BM25) only: never loads the embedding model.")
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Search tools by what they do."""
+    """Search tools by what they do (hybrid, as the server ranks them, when the inventory has vectors)."""
     config = _read(config_path, as_json)
+    if config is not None and text:
+        config = config.model_copy(update={"search": config.search.model_copy(update={"mode": "text"})})
     if config is None:
         empty = {"query": query, "mode": "text", "results": []}
         if as_json:
