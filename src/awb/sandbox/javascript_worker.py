@@ -105,10 +105,16 @@ def run_job(inp: BinaryIO, out: BinaryIO, job: dict[str, Any]) -> dict[str, Any]
     max_log = int(limits.get("max_log_bytes", 64 * 1024))
     printed: list[str] = []
     printed_size = [0, False]
+    #: Codes of the host's refusals in this job: a tool's error may carry one only if the host made it.
+    refused: set[str] = set()
 
     def host(fn: str, args_json: str) -> str:
         send(out, {"op": "host", "fn": fn, "args": json.loads(args_json)})
-        return json.dumps(recv(inp, MAX_REPLY_BYTES))
+        reply = recv(inp, MAX_REPLY_BYTES)
+        error = reply.get("error")
+        if not reply.get("ok") and isinstance(error, dict):
+            refused.add(str(error.get("code")))
+        return json.dumps(reply)
 
     def print_(encoded: str) -> None:
         text = json.loads(encoded).encode("utf-8", "replace").decode("utf-8")
@@ -135,7 +141,7 @@ def run_job(inp: BinaryIO, out: BinaryIO, job: dict[str, Any]) -> dict[str, Any]
     except quickjs.StackOverflow as exc:
         return _error("runtime_error", f"stack overflow: {_first_line(exc)}", exception="StackOverflow")
     except quickjs.JSException as exc:
-        return _classify(_first_line(exc), None, str(exc))
+        return _classify(_first_line(exc), None, str(exc), refused)
     except MemoryError:
         return _error("memory_exceeded", f"the tool went over its {limits.get('memory_mb')} MB memory limit")
     except (SystemError, UnicodeError, ValueError) as exc:  # the binding could not convert a value
@@ -143,7 +149,7 @@ def run_job(inp: BinaryIO, out: BinaryIO, job: dict[str, Any]) -> dict[str, Any]
     if printed_size[1]:
         return _error("output_exceeded", f"console output is over the {max_log}-byte cap")
     if not outcome.get("ok"):
-        return _classify(str(outcome.get("message")), outcome.get("code"), str(outcome.get("stack", "")))
+        return _classify(str(outcome.get("message")), outcome.get("code"), str(outcome.get("stack", "")), refused)
     text = str(outcome.get("text", "null"))
     size = len(text.encode("utf-8"))
     if size > max_output:
@@ -151,8 +157,10 @@ def run_job(inp: BinaryIO, out: BinaryIO, job: dict[str, Any]) -> dict[str, Any]
     return {"op": "result", "ok": True, "value": text, "logs": ["".join(printed)] if printed else []}
 
 
-def _classify(message: str, code: Any, stack: str) -> dict[str, Any]:
-    if isinstance(code, str) and code:
+def _classify(message: str, code: Any, stack: str, refused: set[str]) -> dict[str, Any]:
+    # `awbCode` is a property of a JS Error, which tool code can set on any error it throws: the
+    # code stands only when the host refused a call with it in this job.
+    if isinstance(code, str) and code in refused:
         return _error(code, message)
     if "out of memory" in message:
         return _error("memory_exceeded", "the tool went over its memory limit")
