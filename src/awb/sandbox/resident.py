@@ -25,6 +25,7 @@ import os
 log = logging.getLogger("awb.sandbox.resident")
 
 _RESET_HIGH_WATER_MARK = b"5"
+_PAGE = os.sysconf("SC_PAGE_SIZE")
 #: Resident memory a worker may keep over its floor after a run and still serve the next one.
 RETIRE_GROWTH_BYTES = 8 * 1024 * 1024
 
@@ -50,13 +51,11 @@ class ResidentPeak:
                 os.write(fd, _RESET_HIGH_WATER_MARK)
             finally:
                 os.close(fd)
-            marks = _marks(pid)
-        except OSError as exc:
+            baseline = _resident(pid)
+        except (OSError, ValueError, IndexError) as exc:
             log.debug("cannot measure the memory of worker %s: %s", pid, exc)
             return None
-        if marks is None:
-            return None
-        return cls(pid, marks[1])
+        return cls(pid, baseline)
 
     def peak(self) -> int | None:
         """Bytes the run added to the worker's resident size at its highest; None if unreadable.
@@ -91,6 +90,16 @@ class WorkerFloors:
         while len(self._floors) > self._remembered:  # workers that went away (crashed, timed out)
             del self._floors[next(iter(self._floors))]
         return False
+
+
+def _resident(pid: int) -> int:
+    """The resident size of `pid` in bytes, from /proc/<pid>/statm (a third of the cost of status)."""
+    fd = os.open(f"/proc/{pid}/statm", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        fields = os.read(fd, 256).split()
+    finally:
+        os.close(fd)
+    return int(fields[1]) * _PAGE
 
 
 def _marks(pid: int) -> tuple[int, int] | None:
