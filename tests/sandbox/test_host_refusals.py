@@ -11,6 +11,7 @@ import anyio
 import pytest
 import wat
 
+from awb.errors import SandboxViolation
 from awb.sandbox.base import Runtime
 from awb.sandbox.javascript import JavaScriptRuntime
 from awb.sandbox.monty import MontyRuntime
@@ -64,10 +65,16 @@ async def scripted(request: pytest.FixtureRequest) -> AsyncIterator[Runtime]:
 async def test_an_uncaught_read_refusal_is_a_sandbox_violation_in_every_runtime(
     runtime: Runtime, host_factory: Any, path: str
 ) -> None:
+    with pytest.raises(SandboxViolation) as direct:
+        host_factory().read_file(path)
     with anyio.fail_after(20):
         error = await failure(runtime, reader(runtime.name, path), {}, host_factory())
-    assert error.code == "sandbox_violation", error.to_dict()
-    assert "refused" in error.message or "cannot read" in error.message, error.message
+    # The host's own error: its code, its message, the refused path.
+    assert (error.code, error.message, error.details.get("path")) == (
+        "sandbox_violation",
+        direct.value.message,
+        path,
+    ), error.to_dict()
 
 
 WRITES_AND_LOGS = {

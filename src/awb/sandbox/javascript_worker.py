@@ -105,15 +105,15 @@ def run_job(inp: BinaryIO, out: BinaryIO, job: dict[str, Any]) -> dict[str, Any]
     max_log = int(limits.get("max_log_bytes", 64 * 1024))
     printed: list[str] = []
     printed_size = [0, False]
-    #: Codes of the host's refusals in this job: a tool's error may carry one only if the host made it.
-    refused: set[str] = set()
+    #: The host's refusals in this job, by code: a tool's error may carry a code only if the host made it.
+    refused: dict[str, dict[str, Any]] = {}
 
     def host(fn: str, args_json: str) -> str:
         send(out, {"op": "host", "fn": fn, "args": json.loads(args_json)})
         reply = recv(inp, MAX_REPLY_BYTES)
         error = reply.get("error")
         if not reply.get("ok") and isinstance(error, dict):
-            refused.add(str(error.get("code")))
+            refused[str(error.get("code"))] = error
         return json.dumps(reply)
 
     def print_(encoded: str) -> None:
@@ -157,11 +157,14 @@ def run_job(inp: BinaryIO, out: BinaryIO, job: dict[str, Any]) -> dict[str, Any]
     return {"op": "result", "ok": True, "value": text, "logs": ["".join(printed)] if printed else []}
 
 
-def _classify(message: str, code: Any, stack: str, refused: set[str]) -> dict[str, Any]:
+def _classify(message: str, code: Any, stack: str, refused: dict[str, dict[str, Any]]) -> dict[str, Any]:
     # `awbCode` is a property of a JS Error, which tool code can set on any error it throws: the
-    # code stands only when the host refused a call with it in this job.
+    # code stands only when the host refused a call with it in this job, and the call's error is
+    # then the host's own (its message and the refused path), as the other runtimes report it.
     if isinstance(code, str) and code in refused:
-        return _error(code, message)
+        error = refused[code]
+        details = error.get("details")
+        return _error(code, str(error.get("message", message)), **(details if isinstance(details, dict) else {}))
     if "out of memory" in message:
         return _error("memory_exceeded", "the tool went over its memory limit")
     if "stack overflow" in message:
