@@ -10,6 +10,7 @@ import anyio
 import pytest
 from mcp import Client
 
+from awb.errors import ExecutionError
 from awb.sandbox.base import Limits, Runtime
 from awb.sandbox.host import HostBridge
 from awb.sandbox.javascript import JavaScriptRuntime
@@ -117,3 +118,26 @@ async def test_the_peak_reaches_the_call_record_and_awb_inspect(workbench: Workb
     assert record["peak_memory_bytes"] >= (BIG_MB - 4) * MiB, record
     [stored] = workbench.store.calls(crafted["tool_id"])
     assert stored.peak_memory_bytes == record["peak_memory_bytes"]
+
+
+#: Grows until the engine refuses: Monty's heap limit, QuickJS's memory limit.
+GREEDY = {
+    "monty": "def run(params):\n    blocks = []\n    while True:\n        blocks.append('x' * (1024 * 1024))\n",
+    "javascript": "function run(p) { const a = []; for (;;) a.push(new Uint8Array(1 << 20).fill(1)); }",
+}
+
+
+@pytest.mark.parametrize("language", ["python", "javascript"])
+async def test_a_call_that_hit_its_memory_limit_records_how_high_it_got(workbench: Workbench, language: str) -> None:
+    name = "monty" if language == "python" else "javascript"
+    limit_mb = workbench.limits.memory_mb
+    await workbench.craft(
+        {"name": "greedy", "description": "Take memory until refused", "language": language, "code": GREEDY[name]}
+    )
+    with anyio.fail_after(30), pytest.raises(ExecutionError) as failed:
+        await workbench.call("greedy", {})
+    assert failed.value.code == "memory_exceeded"
+    [record] = workbench.inspect("greedy").recent_calls
+    assert record.error_code == "memory_exceeded"
+    assert record.peak_memory_bytes is not None
+    assert limit_mb * 3 // 4 * MiB <= record.peak_memory_bytes <= (limit_mb + 32) * MiB, record

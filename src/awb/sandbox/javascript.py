@@ -165,8 +165,7 @@ class JavaScriptRuntime:
                 return value, logs, peak
             except _WorkerReported as reported:
                 # The worker is fine after a tool's own error: the QuickJS context is thrown away.
-                if resident is not None:
-                    resident.peak()
+                reported.error.peak_memory_bytes = resident.peak() if resident is not None else None
                 healthy = self._reusable(resident)
                 raise reported.error from None
             finally:
@@ -237,6 +236,6 @@ class JavaScriptRuntime:
 
 
 class _WorkerReported(Exception):
-    def __init__(self, error: Exception) -> None:
+    def __init__(self, error: ExecutionError) -> None:
         super().__init__(str(error))
         self.error = error

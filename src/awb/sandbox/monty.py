@@ -167,6 +167,7 @@ class MontyRuntime:
             "max_memory": limits.memory_mb * 1024 * 1024,
         }
         run: MontyRun | None = None
+        peak: int | None = None
         try:
             session = await self._session(session_limits)
             deadline = asyncio.get_running_loop().time() + limits.timeout_ms / 1000
@@ -189,7 +190,9 @@ class MontyRuntime:
         except TimeoutError:
             raise ToolTimeout(f"the tool ran past {limits.timeout_ms} ms", limit_ms=limits.timeout_ms) from None
         except pm.MontyRuntimeError as exc:
-            raise _runtime_error(exc, limits, run) from None
+            error = _runtime_error(exc, limits, run)
+            error.peak_memory_bytes = peak if host is not None else None
+            raise error from None
         except pm.MontySyntaxError as exc:
             raise ToolRuntimeError(
                 f"the tool's code does not parse: {exc}", traceback=exc.display("traceback")
