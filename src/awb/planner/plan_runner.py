@@ -86,6 +86,9 @@ class PlanRunner:
             pool = pm.AsyncMonty(min_processes=1, max_processes=2, feed_duration_limit_grace=1.0)
             await pool.__aenter__()
             self._pool = pool
+        # A server may have changed its tools since the last plan (list_changed, or a call of ours).
+        if await self._toolbox.refresh():
+            self._grouped = group_wrappers(self._toolbox.specs("tool"))
         state = _PlanState(limit=self._max_tool_calls if max_tool_calls is None else max_tool_calls)
         modules = {"servers": pm.ExternalModule(self._server_modules(state))}
         limits: pm.ResourceLimits = {"max_feed_duration_secs": timeout_sec, "max_memory": self._memory_mb << 20}
