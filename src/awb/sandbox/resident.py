@@ -4,17 +4,19 @@ Before the run the server resets the worker's resident high-water mark (writing 
 `/proc/<pid>/clear_refs` sets `VmHWM` to the current resident size) and reads that size; after the
 run, `VmHWM` minus it is the most memory the run added to the worker at any moment: its peak.
 
-The server takes both readings itself, from outside the worker, so nothing a tool does inside the
-worker can make the figure smaller than the kernel saw (the tool's code has no filesystem to reach
-`/proc` with, and a worker that was escaped still could not lower a mark the server resets and reads).
+The server takes both readings itself, from outside the worker, so the figure is the kernel's, not
+the worker's: tool code has no filesystem to reach `/proc` with, so it cannot reset its own mark. (A
+JavaScript worker is also denied `/proc` by Landlock; a Monty worker is not kernel-confined, so code
+that broke out of the Monty interpreter could reset it, and would hold the server's uid anyway.)
 What it measures is resident memory, page by page: memory the run reserved but never touched is not
 in it, and memory the worker's allocator kept from an earlier call and the run reused is not new.
 That last part would let figures drift low on a reused worker, so `WorkerFloors` retires a worker
 that holds more than `RETIRE_GROWTH_BYTES` over the smallest size it started a run with: the
 memory a run can reuse unseen stays under that bound.
 
-Both are reads and writes of procfs files (no disk), done on the event loop: a few microseconds while
-the worker is idle, as it is before a job is sent and after its result came back.
+Both are reads and writes of procfs files (no disk), done on the event loop while the worker is idle,
+as it is before a job is sent and after its result came back: tens of microseconds a call (about 70
+in all, most of it generating `/proc/<pid>/status`).
 """
 
 from __future__ import annotations
