@@ -106,7 +106,7 @@ def test_knowledge_base_directories_follow_the_file_and_names_are_checked(tmp_pa
     path.write_text(json.dumps({"blueprints": {"knowledge": knowledge}}))
     config = load_config(path, environ={"AWB_BLUEPRINTS__CACHE_SIZE": "9"})
     assert config.blueprints.knowledge == {"handbook": tmp_path / "docs" / "handbook", "wiki": tmp_path / "elsewhere"}
-    assert config.blueprints.cache_size == 9
+    assert config.blueprints.cache_size == 9 and config.blueprints.knowledge_search == "text"
     path.write_text(json.dumps({"blueprints": {"knowledge": {"no spaces": "docs"}}}))
     with pytest.raises(ConfigError, match=r"blueprints\.knowledge"):
         load_config(path, environ={})

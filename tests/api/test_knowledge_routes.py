@@ -13,7 +13,7 @@ from awb.api.app import create_api
 from awb.blueprints.compile import RuntimeOptions
 from awb.blueprints.service import BlueprintService
 from awb.blueprints.sessions import open_session_store
-from awb.config import Config, SearchConfig
+from awb.config import Config
 
 from .blueprints_data import blueprint
 from .conftest import OPENAI_KEY, Api
@@ -35,7 +35,6 @@ def kb_api(tmp_path: Path, fake_model: FakeServer) -> Iterator[Api]:
         inventory_path=tmp_path / "inventory.db",
         blueprints_dir=tmp_path / "blueprints",
         blueprints={"knowledge": {"handbook": docs, "glossary": tmp_path / "glossary"}},
-        search=SearchConfig(mode="text"),
     )
     options = RuntimeOptions(environ={"OPENAI_API_KEY": OPENAI_KEY, "OPENAI_BASE_URL": fake_model.url})
     service = BlueprintService(config, open_session_store(config.inventory_path), options=options)

@@ -71,6 +71,19 @@ def test_search_returns_the_passage_that_answers_with_source_and_title(tmp_path:
         base.close()
 
 
+def test_passages_may_share_a_title_within_a_file_and_across_files(tmp_path: Path) -> None:
+    section = "\n\n".join(f"Paragraph {i} about lunch options and {'more ' * 40}" for i in range(6))
+    (tmp_path / "a.md").write_text(f"# Notes\n\n{section}")
+    (tmp_path / "b.md").write_text("# Notes\n\nLunch is served at noon.")
+    base = _base(tmp_path)
+    try:
+        assert base.refresh() >= 3  # at least two from a.md, one from b.md
+        titles = {p["title"] for p in base.search("lunch", limit=10)["passages"]}
+        assert titles == {"Notes"}
+    finally:
+        base.close()
+
+
 def test_the_index_follows_edits_new_files_and_deletions(tmp_path: Path) -> None:
     (tmp_path / "a.md").write_text("Alpha servers restart on Mondays.")
     (tmp_path / "b.md").write_text("Beta servers restart on Fridays.")

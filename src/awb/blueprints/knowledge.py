@@ -1,5 +1,6 @@
 """Knowledge bases: directories of text and Markdown files that a blueprint's heart names, cut into passages
-and searched with the workbench's own engine (BM25 over FTS5, fused with embeddings when hybrid search is on).
+and searched with the workbench's own engine: BM25 over FTS5, fused with embeddings when
+`blueprints.knowledge_search` is `hybrid` (off by default: embedding every passage is slow on small machines).
 
 Each passage is a record of an in-memory inventory, so it is ranked exactly as `awb_search` ranks tools.
 A base is indexed on its first search and brought up to date on each later one: only files whose size or
@@ -119,8 +120,9 @@ def _read(path: Path, root: Path) -> str:
 def _record(passage: Passage, tool_id: str, now: datetime) -> Tool:
     return Tool(
         tool_id=tool_id,
-        # The name is what BM25 weighs most: the heading trail names what the passage is about.
-        name=passage.title,
+        # The name is what BM25 weighs most: the heading trail and the file name say what the passage is
+        # about. Names are unique in an inventory, and a long section gives several passages one title.
+        name=f"{passage.title} [{tool_id}]",
         description=passage.text,
         language="python",
         runtime="monty",
@@ -232,12 +234,15 @@ class KnowledgeLibrary:
     """The configured knowledge bases by name (`blueprints.knowledge`)."""
 
     def __init__(self, bases: Mapping[str, Path], search: SearchConfig | None = None) -> None:
-        config = search or SearchConfig()
+        config = search or SearchConfig(mode="text")
         self._bases = {name: KnowledgeBase(name, Path(path), config) for name, path in sorted(bases.items())}
 
     @classmethod
     def from_config(cls, config: Config) -> KnowledgeLibrary:
-        return cls(config.blueprints.knowledge, config.search)
+        search = SearchConfig(
+            mode=config.blueprints.knowledge_search, embedding_provider=config.search.embedding_provider
+        )
+        return cls(config.blueprints.knowledge, search)
 
     def names(self) -> tuple[str, ...]:
         return tuple(self._bases)
