@@ -49,7 +49,7 @@ def test_component_schemas_list_the_configured_knowledge_bases(kb_api: Api) -> N
 
 
 def test_a_blueprint_naming_an_unconfigured_base_gets_a_field_error_listing_the_configured(kb_api: Api) -> None:
-    heart = {"knowledge": {"enabled": True, "knowledge_base": "wiki"}}
+    heart = {"knowledge": {"enabled": True, "knowledge_base": "the wiki"}}
     for response in (
         kb_api.post("/api/blueprints/validate-and-compile", blueprint(heart=heart)),
         kb_api.post("/api/agents/run", {"blueprint": blueprint(heart=heart), "message": "hi"}),

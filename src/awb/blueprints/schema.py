@@ -27,7 +27,6 @@ from pydantic_core import PydanticCustomError
 
 from awb.blueprints import catalog
 from awb.blueprints.errors import BlueprintInvalid
-from awb.config import KNOWLEDGE_NAME
 
 #: Names of the workbench's meta-tools a `workbench` arm may narrow itself to.
 WORKBENCH_TOOLS = ("craft", "call", "list", "search", "delete", "inspect", "update", "rollback", "equip", "unequip")
@@ -212,7 +211,8 @@ def knowledge_base_error(configured: Iterable[str]) -> PydanticCustomError:
 
 class Knowledge(_Part):
     enabled: bool = False
-    knowledge_base: str | None = Field(None, pattern=KNOWLEDGE_NAME, validate_default=True)
+    #: Any name not configured gets the same error, listing the configured ones (no pattern error first).
+    knowledge_base: str | None = Field(None, max_length=100, validate_default=True)
 
     @field_validator("knowledge_base")
     @classmethod
