@@ -140,6 +140,27 @@ async def test_workbench_arm_crafts_a_tool_then_calls_it_in_the_workspace(model:
         store.close()
 
 
+async def test_a_tool_equipped_in_one_workflow_step_is_offered_to_the_next(model: FakeServer, tmp_path: Path) -> None:
+    config_file = tmp_path / "awb.config.json"
+    config_file.write_text(json.dumps({"inventory_path": "inventory.db", "search": {"mode": "text"}}))
+    model.queue(
+        calls("workbench_awb_craft", WORD_COUNT, "c1"),
+        calls("workbench_awb_equip", {"name": "word_count"}, "c2"),
+        text("Equipped."),
+        text("Done."),
+    )
+    legs = {
+        "mode": "workflow",
+        "steps": [{"name": "make", "instructions": "Craft and equip."}, {"name": "use", "instructions": "Use it."}],
+    }
+    blueprint = _blueprint(arms=[{"type": "workbench"}], legs=legs)
+    options = _options(model, workbench_target=workspace_workbench(config_file))
+    answer, _ = await _run(blueprint, options, "make a word counter")
+    assert answer == "Done."
+    assert "workbench_word_count" not in offered(model.requests[0]["body"])
+    assert "workbench_word_count" in offered(model.requests[3]["body"])
+
+
 async def test_memory_in_an_agno_sqlite_db_goes_on_across_compiles_within_history_length(
     model: FakeServer, tmp_path: Path
 ) -> None:
