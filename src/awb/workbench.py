@@ -371,7 +371,10 @@ class Workbench:
                 # A result nested past the interpreter's recursion limit, met while encoding or decoding it.
                 error = _too_deep(tool)
         duration_ms = (time.perf_counter() - started) * 1000
-        peak = execution.peak_memory_bytes if execution is not None else None
+        if execution is not None:
+            peak = execution.peak_memory_bytes
+        else:  # a failed run may still have been measured (a tool that hit its memory limit, say)
+            peak = error.peak_memory_bytes if isinstance(error, ExecutionError) else None
         tool = self._record(tool, call_id, duration_ms, error, peak)
         if error is not None:
             log.info("call %s failed: %s", tool.name, error.code)
