@@ -338,7 +338,10 @@ class Zygote:
                             pass
                     self.reap()
                     continue
-                data = self.control.recv(1 << 16)
+                try:
+                    data = self.control.recv(1 << 16)
+                except ConnectionError:  # the server went with messages unread
+                    return
                 if not data:
                     return
                 message = json.loads(data)
