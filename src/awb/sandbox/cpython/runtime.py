@@ -45,6 +45,7 @@ from awb.sandbox.wire import (
     host_call,
     read_frame,
     result_from_worker,
+    tool_call,
 )
 
 log = logging.getLogger("awb.sandbox.cpython")
@@ -455,6 +456,8 @@ class CPythonRuntime:
                         }
                     elif message.get("fn") == "read_file":  # file I/O: off the event loop
                         reply = await asyncio.to_thread(host_call, host, message)
+                    elif message.get("fn") == "call_tool":  # a plan's bridged MCP call
+                        reply = await tool_call(host, message)
                     else:
                         reply = host_call(host, message)
                     reply["id"] = message.get("id")
