@@ -121,8 +121,9 @@ async def test_a_forged_result_within_the_caps_is_no_more_than_a_return_value(
     code = forge(payload, only_pipes=True)
     result = await cpython.execute(code, {}, LIMITS, host_factory())
     assert result.value == {"forged": True} and result.logs == ["hi"]
-    # The peak comes from the kernel, not from anything the tool wrote.
-    assert result.peak_memory_bytes is not None and result.peak_memory_bytes < 1 << 30
+    # The peak comes from the kernel, not from anything the tool wrote (and a tool process that left
+    # on its own after its result has none to read).
+    assert result.peak_memory_bytes is None or result.peak_memory_bytes < 1 << 30
 
 
 LIST_FDS = (
