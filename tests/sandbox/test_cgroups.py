@@ -119,11 +119,12 @@ def test_v2_groups_enable_the_memory_controller_and_carry_each_workers_limit(
         assert not groups.oom_killed("w1") and not oom_killed_at(os.path.join(path, "memory.max"))
         (base / "w1" / "memory.events").write_text("low 0\nhigh 0\nmax 4\noom 1\noom_kill 1\noom_group_kill 0\n")
         assert groups.oom_killed("w1") and oom_killed_at(os.path.join(path, "memory.max"))
-        groups.remove("w1")  # a process is still in it: the kernel refuses, and so nothing breaks
+        assert groups.remove("w1") is False  # a process is still in it: the kernel refuses
         assert (base / "w1").is_dir()
         (base / "w1" / "cgroup.procs").write_text("")
-        groups.remove("w1")
+        assert groups.remove("w1") is True
         assert not (base / "w1").exists()
+        assert groups.remove("w1") is True  # already gone
     finally:
         groups.close()
     assert not base.exists()

@@ -520,3 +520,22 @@ async def test_files_one_call_leaves_in_scratch_are_never_seen_by_the_next(
         assert left == ["d", "left.txt"] and listing == []
         seen.update((left_in, cwd))
     assert len(seen) < 12  # scratch mounts were reused (12 calls), and came back empty
+
+
+@needs_cgroups
+async def test_closing_the_runtime_leaves_no_cgroup_behind(host_factory: Any) -> None:
+    # The close kills pool workers wherever they are in their start-up, even between forking their
+    # tool process and reporting it: the zygote removes each group only once it is empty.
+    found = own_memory_cgroup()
+    assert found is not None
+    for _ in range(5):
+        runtime = CPythonRuntime(pool_size=2)
+        try:
+            with anyio.fail_after(20):
+                assert (await runtime.execute(ADD, {"a": 1, "b": 2}, LIMITS, host_factory())).value == 3
+            assert runtime._zygote is not None
+            group = Path(found[0]) / f"awb-{runtime._zygote.process.pid}"
+            assert group.is_dir()
+        finally:
+            await runtime.close()
+        assert not group.exists(), sorted(p.name for p in group.iterdir())

@@ -64,9 +64,15 @@ class MemoryCgroups:
         finally:
             os.close(fd)
 
-    def remove(self, name: str) -> None:
-        with contextlib.suppress(OSError):
+    def remove(self, name: str) -> bool:
+        """Remove a worker's cgroup; False while a process is still in it (the kernel refuses)."""
+        try:
             os.rmdir(name, dir_fd=self._fd)
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        return True
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

@@ -96,6 +96,9 @@ class Zygote:
         self.children: dict[int, _Child] = {}
         #: tool process pid -> what its dead worker held, freed when the tool process is reaped too
         self.orphans: dict[int, _Child] = {}
+        #: Worker cgroups the kernel would not remove yet: a tool process whose pid its worker died
+        #: before reporting was still in it. Tried again after every reap.
+        self.busy_groups: set[str] = set()
         self.cgroups: Any = None
         self.base = ""
         self.read_paths: list[str] = []
@@ -241,15 +244,18 @@ class Zygote:
             os.close(pidfd)
             parent_end.close()
 
-    def reap(self) -> None:
-        while self.children or self.orphans:
+    def reap(self, block: bool = False) -> None:
+        """Reap every child that has ended (with `block`, wait until none is left)."""
+        while True:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                pid, status = os.waitpid(-1, 0 if block else os.WNOHANG)
             except ChildProcessError:
-                return
+                break
             if pid == 0:
-                return
+                break
             self._reaped(pid, status)
+        if self.cgroups is not None:
+            self.busy_groups = {group for group in self.busy_groups if not self.cgroups.remove(group)}
 
     def _reaped(self, pid: int, status: int) -> None:
         orphan = self.orphans.pop(pid, None)
@@ -298,8 +304,8 @@ class Zygote:
         if child.report >= 0:
             os.close(child.report)
         self._remove_scratch(child.scratch)
-        if self.cgroups is not None:
-            self.cgroups.remove(child.group)
+        if self.cgroups is not None and not self.cgroups.remove(child.group):
+            self.busy_groups.add(child.group)
 
     def _send(self, message: dict[str, Any]) -> None:
         with contextlib.suppress(OSError):
@@ -313,11 +319,10 @@ class Zygote:
         for pid in list(self.children):
             with contextlib.suppress(OSError):
                 self._reaped(pid, os.waitpid(pid, 0)[1])
-        for pid in list(self.orphans):  # tool processes die with their workers and are ours to reap
-            with contextlib.suppress(OSError):
-                self._reaped(pid, os.waitpid(pid, 0)[1])
+        self.reap(block=True)  # tool processes die with their workers and are ours to reap
         for child in [*self.children.values(), *self.orphans.values()]:
             self._free(child)
+        self.reap()
         if self.cgroups is not None:
             self.cgroups.close()
         if self.base and not self.available.get("mount_namespace"):
