@@ -279,7 +279,9 @@ class Zygote:
 
     @staticmethod
     def _unreaped_tool(child: _Child) -> int:
-        """The pid of the dead worker's tool process if the worker did not reap it, else 0."""
+        """The pid of the dead worker's tool process if the worker did not reap it, else 0. A worker
+        killed between its fork and its report leaves a tool process we cannot name: that one has run
+        no tool code yet (the job comes after the report), and its cgroup waits in `busy_groups`."""
         try:
             report = os.read(child.report, 64)
         except OSError:
