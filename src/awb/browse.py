@@ -12,11 +12,9 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
-from awb.config import Config
 from awb.errors import InvalidParams
 from awb.inventory.models import MemoryLevel, ToolSummary
 from awb.inventory.store import Store
-from awb.search.embeddings import create_embedder
 from awb.search.fts import search_words
 from awb.search.hybrid import HybridSearch
 
@@ -37,17 +35,6 @@ class ToolPage(BaseModel):
     total: int
     offset: int
     next_offset: int | None
-
-
-def search_engine(store: Store, config: Config) -> HybridSearch:
-    """Hybrid search when configured (or `auto`) and the `embed` extra is installed; text-only
-    otherwise, with why. Building it loads nothing: the model loads when a query needs it."""
-    if config.search.mode == "text":
-        return HybridSearch(store, None, config.search, reason="search.mode is 'text'")
-    embedder, reason = create_embedder(config.search.embedding_provider)
-    if embedder is None and config.search.mode == "auto":
-        reason = f"search.mode is 'auto' and {reason}"
-    return HybridSearch(store, embedder, config.search, reason=reason)
 
 
 def search(
@@ -108,4 +95,4 @@ def one_limit(limit: int | None, top_k: int | None) -> int:
     return 10 if chosen is None else chosen
 
 
-__all__ = ["SearchResult", "ToolPage", "list_page", "one_limit", "search", "search_engine"]
+__all__ = ["SearchResult", "ToolPage", "list_page", "one_limit", "search"]

@@ -9,15 +9,15 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError
 
 from awb import browse, crafting, evolve, forget
 from awb.browse import SearchResult, ToolPage
 from awb.clock import Clock, SystemClock
 from awb.config import Config
-from awb.craft_shape import craft_fields
+from awb.crafting import CraftRequest as CraftRequest
 from awb.equip import Armory
 from awb.errors import (
     AdmissionFailed,
@@ -52,43 +52,14 @@ from awb.sandbox.base import Execution, ExecutionSlots, Limits, Runtime
 from awb.sandbox.host import HostBridge
 from awb.sandbox.registry import build_runtimes, choose_python_runtime
 from awb.sandbox.staging import protected_paths
-from awb.schema_rules import normalise_schemas
 from awb.search.duplicates import rank_similar
 from awb.search.fts import search_words
+from awb.search.hybrid import search_engine
 from awb.text import MAX_RESULT_DEPTH, cap_text, nesting_depth
 from awb.validation import SchemaTooExpensive, ToolSchema
 from awb.validation import schema_errors as schema_errors
 
 log = logging.getLogger("awb.workbench")
-
-DEFAULT_INPUT_SCHEMA: dict[str, Any] = {"type": "object"}
-
-
-class CraftRequest(BaseModel):
-    """What an agent sends to craft a tool: the spec's shape (`metadata: {tags, problem,
-    created_by_agent}`) or ours (those fields flat). Without a description, the first line of the
-    code's docstring or leading comment is taken."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _one_shape(cls, data: Any) -> Any:
-        return normalise_schemas(craft_fields(data))
-
-    name: str
-    description: str = Field(min_length=1, max_length=crafting.MAX_DESCRIPTION_CHARS)
-    code: str = Field(min_length=1)
-    input_schema: dict[str, Any] = Field(default_factory=lambda: dict(DEFAULT_INPUT_SCHEMA))
-    output_schema: dict[str, Any] | None = None
-    examples: list[Example] = Field(default_factory=list, max_length=crafting.MAX_EXAMPLES)
-    language: Language = "python"
-    runtime: RuntimeName | None = None
-    tags: list[Annotated[str, StringConstraints(min_length=1, max_length=crafting.MAX_TAG_CHARS)]] = Field(
-        default_factory=list, max_length=crafting.MAX_TAGS
-    )
-    problem: str = Field("", max_length=crafting.MAX_PROBLEM_CHARS)
-    created_by_agent: str = Field("", max_length=crafting.MAX_AGENT_CHARS)
 
 
 class CallResult(BaseModel):
@@ -127,7 +98,7 @@ class Workbench:
         self.policy = MemoryPolicy(self.config.memory)
         self.events = EventBus()
         self.armory = Armory(self.store, self.config, self.events)
-        self.search_engine = browse.search_engine(self.store, self.config)
+        self.search_engine = search_engine(self.store, self.config.search)
         # Vectors follow every craft, new version, rollback and delete, whichever path made them.
         self.events.subscribe(self._keep_search_in_step)
         # Other processes (the web panel of a server) read the inventory's journal of these events.
@@ -389,7 +360,10 @@ class Workbench:
                 # A result nested past the interpreter's recursion limit, met while encoding or decoding it.
                 error = _too_deep(tool)
         duration_ms = (time.perf_counter() - started) * 1000
-        peak = execution.peak_memory_bytes if execution is not None else None
+        if execution is not None:
+            peak = execution.peak_memory_bytes
+        else:  # a failed run may still have been measured (a tool that hit its memory limit, say)
+            peak = error.peak_memory_bytes if isinstance(error, ExecutionError) else None
         tool = self._record(tool, call_id, duration_ms, error, peak)
         if error is not None:
             log.info("call %s failed: %s", tool.name, error.code)

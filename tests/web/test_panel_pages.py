@@ -128,6 +128,35 @@ async def test_inspect_lists_recent_calls_with_their_errors(workbench: Workbench
     assert "1 failed" in html and "runtime_error" in calls
 
 
+@pytest.mark.parametrize(
+    ("language", "code"),
+    [
+        ("python", "def run(params):\n    block = 'x' * (params['mb'] * 1024 * 1024)\n    return len(block)\n"),
+        ("javascript", "function run(p) { const b = new Uint8Array(p.mb * 1048576); b.fill(1); return b.length; }"),
+    ],
+)
+async def test_the_list_and_inspect_show_the_memory_the_last_call_used(
+    workbench: Workbench, client: httpx.AsyncClient, language: str, code: str
+) -> None:
+    await workbench.craft(
+        add_tool(
+            "block_maker",
+            language=language,
+            code=code,
+            input_schema={"type": "object", "properties": {"mb": {"type": "integer"}}},
+            examples=[{"params": {"mb": 1}, "expected": 1048576}],
+        )
+    )
+    await workbench.call("block_maker", {"mb": 40})
+    html = (await client.get("/")).text
+    row = html[html.index('data-tool="block_maker"') :].split("</tr>")[0]
+    [listed] = re.findall(r'data-label="Memory">([\d.]+) MiB<', row)
+    assert 36 <= float(listed) < 64, row
+    page = (await client.get("/tools/block_maker")).text
+    calls = page[page.index('id="calls"') :]
+    assert re.findall(r"<td>([\d.]+) MiB</td>", calls) == [listed]
+
+
 async def test_rollback_from_the_versions_view_makes_the_older_version_current(
     workbench: Workbench, client: httpx.AsyncClient
 ) -> None:

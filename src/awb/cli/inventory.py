@@ -140,8 +140,9 @@ def inventory_search(
 def _search(store: Store, config: Config, query: str, limit: int) -> SearchResult:
     """The workbench's search on the store alone; hybrid loads the model only for an inventory with vectors."""
     from awb import browse
+    from awb.search.hybrid import search_engine
 
-    return browse.search(store, browse.search_engine(store, config), query, limit=limit)
+    return browse.search(store, search_engine(store, config.search), query, limit=limit)
 
 
 @inventory_app.command("inspect")
