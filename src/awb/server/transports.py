@@ -127,7 +127,6 @@ async def serve_http(workbench: Workbench, sock: socket.socket, started: float |
     # come once it serves, so they do not compete with start-up for the cores: a request that needs
     # one first waits for, or starts, it.
     await workbench.start(warm_search=False)
-    _settle()
     _say_search_mode(workbench)
     url = f"http://{_url_host(host)}:{port}{MCP_PATH}"
     async with workbench, anyio.create_task_group() as tasks:
@@ -144,7 +143,7 @@ async def _when_ready(
 ) -> None:
     await _announce_when_ready(server, url, started)
     await faces.build(workbench, face)
-    _settle()  # what the faces loaded joins the frozen start-up heap
+    _settle()  # after the faces, so what they loaded is frozen with the rest of the start-up heap
     workbench.search_engine.warm_up()
     await _warm_other_runtimes(workbench)
 
