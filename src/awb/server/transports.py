@@ -98,6 +98,7 @@ def _mcp_app(face: McpFace, config: Config) -> ASGIApp:
         host=config.host,
         transport_security=settings,
         stateless_http=config.stateless_http,
+        json_response=config.http.json_response,
     )
 
 
