@@ -126,6 +126,43 @@ CREATE INDEX tool_vectors_model ON tool_vectors(model_id);
 """
 
 
+# The event journal (the web panel's toasts, read by every server: awb.feed), the blueprint runtime's
+# sessions and run logs (awb.blueprints.postgres_sessions), and each call's peak memory: what the SQLite
+# inventory gained in its migrations 5 and 6. Text a person or agent typed (session messages) is kept as
+# JSON text, which PostgreSQL's TEXT can hold whatever it contains (a NUL byte included).
+_V2 = """
+ALTER TABLE calls ADD COLUMN peak_memory_bytes BIGINT;
+
+CREATE TABLE workbench_events (
+    id BIGSERIAL PRIMARY KEY,
+    at TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    tool_id TEXT,
+    data TEXT NOT NULL
+);
+
+CREATE TABLE blueprint_messages (
+    id BIGSERIAL PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    blueprint_id TEXT NOT NULL,
+    at TEXT NOT NULL,
+    message TEXT NOT NULL,
+    response TEXT NOT NULL
+);
+CREATE INDEX blueprint_messages_session ON blueprint_messages(session_id, id);
+
+CREATE TABLE blueprint_run_logs (
+    id BIGSERIAL PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    at TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE INDEX blueprint_run_logs_session ON blueprint_run_logs(session_id, id);
+"""
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -134,7 +171,10 @@ class Migration:
 
 
 #: Forward migrations, applied in order; never edit one that has shipped, add the next.
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, "tools, versions, calls, staged writes, vectors", _V1),)
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "tools, versions, calls, staged writes, vectors", _V1),
+    Migration(2, "event journal, blueprint sessions and run logs, peak memory of calls", _V2),
+)
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
 _LEDGER = """
