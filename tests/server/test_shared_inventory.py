@@ -1,7 +1,8 @@
 """Two `awb start --transport http` processes on one PostgreSQL inventory, through the official SDK client.
 
-A craft through one server is found and called through the other; an equip through one reaches a
-client of the other as a tool-list change within a second (LISTEN/NOTIFY, no polling); eight clients
+A craft through one server is found and called through the other, and its toasts reach the web panel's
+event stream of the other; an equip through one reaches a client of the other as a tool-list change
+within a second (LISTEN/NOTIFY, no polling); eight clients
 calling one tool through both servers leave the exact usage count; and stateless replicas answer a
 client whose every request goes to the other one, as behind a round-robin load balancer.
 """
@@ -9,6 +10,7 @@ client whose every request goes to the other one, as behind a round-robin load b
 from __future__ import annotations
 
 import itertools
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -80,6 +82,34 @@ async def test_a_tool_crafted_through_one_server_is_found_and_called_through_the
             assert result["result"] == 7
             clash = await call(other, "awb_craft", add_tool("shared_adder"))
             assert clash["error"]["code"] == "name_conflict"
+
+
+async def test_a_craft_through_one_server_shows_its_toasts_on_the_panel_of_the_other(
+    two_servers: tuple[str, str],
+) -> None:
+    first, second = two_servers
+    events_url = second.removesuffix("/mcp") + "/events"
+    kinds: list[str] = []
+    with anyio.fail_after(60):
+        async with (
+            httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=60)) as http,
+            http.stream("GET", events_url) as response,
+            Client(first, cache=None) as one,
+        ):
+            assert response.status_code == 200
+            assert response.headers["content-type"].startswith("text/event-stream")
+            lines = response.aiter_lines()
+            assert await anext(lines) == "retry: 1000"  # the stream is open: later events are ours
+            await call(one, "awb_craft", add_tool("toasted"))
+            with anyio.fail_after(5):
+                async for line in lines:
+                    if line.startswith("data: "):
+                        frame = json.loads(line.removeprefix("data: "))
+                        kinds.append(frame["kind"])
+                        if frame["kind"] == "crafted":
+                            assert frame["toast"]["text"].startswith("toasted v1 ready and sandboxed")
+                            break
+    assert kinds == ["craft_started", "crafted"]
 
 
 async def test_an_equip_through_one_server_reaches_a_client_of_the_other_within_a_second(
