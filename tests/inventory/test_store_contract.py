@@ -217,3 +217,22 @@ def test_a_call_between_reading_and_demoting_a_tool_keeps_it_in_its_tier(store: 
     assert store.update_if("tool_busy", snapshot, memory_level="short_term") is False
     tool = store.get("tool_busy")
     assert tool is not None and (tool.memory_level, tool.usage_count, tool.last_used_at) == ("medium_term", 10, later)
+
+
+def test_blueprint_sessions_and_run_logs_live_in_the_inventorys_database(store: Store, store_config: Config) -> None:
+    from awb.blueprints.journal import LogEntry
+    from awb.blueprints.sessions import open_session_store
+
+    beside = open_session_store(store_config, inventory=store)  # on the store's own connections
+    elsewhere = open_session_store(store_config)  # as another server or the CLI opens it
+    try:
+        beside.add_exchange("session_1", "bp_1", NOW, "What is 2 + 3?", "5")
+        entry = LogEntry(at=NOW, run_id="run_1", kind="run_end", data={"ok": True})
+        beside.append_logs("session_1", [entry])
+        assert [(t.user, t.assistant) for t in elsewhere.history("session_1", 10)] == [("What is 2 + 3?", "5")]
+        assert elsewhere.logs("session_1") == [entry]
+        assert [s.session_id for s in elsewhere.sessions()] == ["session_1"]
+    finally:
+        beside.close()
+        elsewhere.close()
+    assert store.count_active() == 0  # the store still serves after the session store closed

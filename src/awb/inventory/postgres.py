@@ -17,8 +17,9 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from awb.errors import ConfigError
 from awb.inventory.models import CallRecord, Tool, ToolVersion
@@ -64,6 +65,46 @@ def _psycopg() -> Any:
     return psycopg, psycopg_pool
 
 
+def redacted(url: str) -> str:
+    """`url` without its password, for messages."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url
+
+
+def open_pool(url: str, *, max_size: int = POOL_MAX, migrate_schema: bool = True, durable: bool = False) -> Any:
+    """A psycopg connection pool on the inventory at `url` (autocommit: reads are one round trip, writes
+    open their own transaction), after migrating its schema; `ConfigError` when it cannot be reached."""
+    psycopg, psycopg_pool = _psycopg()
+
+    def configure(conn: Any) -> None:
+        if not durable:
+            # Like SQLite's WAL with synchronous=NORMAL: a commit returns before its WAL record is on
+            # disk. A crash of the database host can lose the last moments of commits, never corrupt
+            # or half-apply one; every commit costs a round trip instead of an fsync.
+            conn.execute("SET synchronous_commit = off")
+
+    try:
+        if migrate_schema:
+            with psycopg.connect(url, autocommit=True) as conn:
+                migrate(conn, where=redacted(url))
+        return psycopg_pool.ConnectionPool(
+            url,
+            min_size=1,
+            max_size=max(max_size, 1),
+            open=True,
+            name="awb-inventory",
+            kwargs={"autocommit": True},
+            configure=configure,
+        )
+    except psycopg.OperationalError as exc:
+        raise ConfigError(f"cannot reach the inventory at {redacted(url)}: {exc}", url=redacted(url)) from exc
+
+
 class PostgresStore(PostgresListing, PostgresRecords):
     """The `Store` protocol (and the vector, staging and journal methods) on a PostgreSQL database."""
 
@@ -77,29 +118,14 @@ class PostgresStore(PostgresListing, PostgresRecords):
         text_search: Literal["bm25", "fts"] = "bm25",
         durable: bool = False,
     ) -> None:
-        psycopg, psycopg_pool = _psycopg()
+        psycopg, _ = _psycopg()
         self.url = url
         self.max_tools = max_tools
         self.durable = durable
         #: Tags this process's change messages, so its own listener ignores them.
         self.origin = uuid.uuid4().hex
         self._connect: Callable[[str], Any] = lambda info: psycopg.connect(info, autocommit=True)
-        try:
-            if migrate_schema:
-                with psycopg.connect(url, autocommit=True) as conn:
-                    migrate(conn, where=self.where)
-            self._pool = psycopg_pool.ConnectionPool(
-                url,
-                min_size=1,
-                max_size=max(pool_size, 1),
-                open=True,
-                name="awb-inventory",
-                # Reads are one round trip (no BEGIN/COMMIT); writes open their own transaction.
-                kwargs={"autocommit": True},
-                configure=self._configure,
-            )
-        except psycopg.OperationalError as exc:
-            raise ConfigError(f"cannot reach the inventory at {self.where}: {exc}", url=self.where) from exc
+        self._pool = open_pool(url, max_size=pool_size, migrate_schema=migrate_schema, durable=durable)
         self._feed = ChangeListenerThread(url, self.origin, self._connect)
         #: Bumped when another process made a change too broad to follow tool by tool (see `data_version`).
         self._resyncs = 0
@@ -112,23 +138,14 @@ class PostgresStore(PostgresListing, PostgresRecords):
         self._cache = ReadCache()
         self._text_lock = threading.Lock()
 
-    def _configure(self, conn: Any) -> None:
-        if not self.durable:
-            # Like SQLite's WAL with synchronous=NORMAL: a commit returns before its WAL record is on
-            # disk. A crash of the database host can lose the last moments of commits, never corrupt
-            # or half-apply one; every commit costs a round trip instead of an fsync.
-            conn.execute("SET synchronous_commit = off")
-
     @property
     def where(self) -> str:
         """The URL without its password, for messages."""
-        from urllib.parse import urlsplit, urlunsplit
+        return redacted(self.url)
 
-        parts = urlsplit(self.url)
-        if parts.password:
-            netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-            return urlunsplit(parts._replace(netloc=netloc))
-        return self.url
+    def connection(self) -> AbstractContextManager[Any]:
+        """One of the store's pooled connections (autocommit), for the blueprint runtime's sessions."""
+        return cast("AbstractContextManager[Any]", self._pool.connection())
 
     # --- life cycle, schema and the change feed ---------------------------------------------------
 
