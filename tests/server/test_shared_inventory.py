@@ -22,6 +22,7 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types.version import LATEST_HANDSHAKE_VERSION, LATEST_PROTOCOL_VERSION
 from test_equip_mcp import listening
 
 from journey import call
@@ -171,9 +172,12 @@ class RoundRobin(httpx2.AsyncHTTPTransport):
         return await super().handle_async_request(request)
 
 
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_stateless_replicas_answer_a_session_whose_requests_alternate_between_them(
-    tmp_path: Path, clean_pg_url: str
+    tmp_path: Path, clean_pg_url: str, mode: str
 ) -> None:
+    """`legacy`: a 2025-11-25 client (initialize handshake); `auto`: the SDK client's default, which
+    discovers the server and speaks the newest protocol both know."""
     with (
         server(tmp_path, clean_pg_url, AWB_STATELESS_HTTP="true") as first,
         server(tmp_path, clean_pg_url, AWB_STATELESS_HTTP="true") as second,
@@ -182,8 +186,11 @@ async def test_stateless_replicas_answer_a_session_whose_requests_alternate_betw
         with anyio.fail_after(60):
             async with (
                 httpx2.AsyncClient(transport=balancer, timeout=httpx2.Timeout(30, read=120)) as http,
-                Client(streamable_http_client(first, http_client=http), mode="legacy", cache=None) as client,
+                Client(streamable_http_client(first, http_client=http), mode=mode, cache=None) as client,
             ):
+                assert client.protocol_version == (
+                    LATEST_HANDSHAKE_VERSION if mode == "legacy" else LATEST_PROTOCOL_VERSION
+                )
                 await call(client, "awb_craft", add_tool("balanced"))
                 for i in range(4):
                     assert (await call(client, "awb_call", {"name": "balanced", "params": {"a": i, "b": i}}))[
