@@ -9,14 +9,14 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError
 
 from awb import crafting, evolve, forget
 from awb.clock import Clock, SystemClock
 from awb.config import Config
-from awb.craft_shape import craft_fields
+from awb.crafting import CraftRequest as CraftRequest
 from awb.equip import Armory
 from awb.errors import (
     AdmissionFailed,
@@ -52,7 +52,6 @@ from awb.sandbox.base import Execution, ExecutionSlots, Limits, Runtime
 from awb.sandbox.host import HostBridge
 from awb.sandbox.registry import build_runtimes, choose_python_runtime
 from awb.sandbox.staging import protected_paths
-from awb.schema_rules import normalise_schemas
 from awb.search.duplicates import rank_similar
 from awb.search.embeddings import create_embedder
 from awb.search.fts import search_words
@@ -62,35 +61,6 @@ from awb.validation import SchemaTooExpensive, ToolSchema
 from awb.validation import schema_errors as schema_errors
 
 log = logging.getLogger("awb.workbench")
-
-DEFAULT_INPUT_SCHEMA: dict[str, Any] = {"type": "object"}
-
-
-class CraftRequest(BaseModel):
-    """What an agent sends to craft a tool: the spec's shape (`metadata: {tags, problem,
-    created_by_agent}`) or ours (those fields flat). Without a description, the first line of the
-    code's docstring or leading comment is taken."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _one_shape(cls, data: Any) -> Any:
-        return normalise_schemas(craft_fields(data))
-
-    name: str
-    description: str = Field(min_length=1, max_length=crafting.MAX_DESCRIPTION_CHARS)
-    code: str = Field(min_length=1)
-    input_schema: dict[str, Any] = Field(default_factory=lambda: dict(DEFAULT_INPUT_SCHEMA))
-    output_schema: dict[str, Any] | None = None
-    examples: list[Example] = Field(default_factory=list, max_length=crafting.MAX_EXAMPLES)
-    language: Language = "python"
-    runtime: RuntimeName | None = None
-    tags: list[Annotated[str, StringConstraints(min_length=1, max_length=crafting.MAX_TAG_CHARS)]] = Field(
-        default_factory=list, max_length=crafting.MAX_TAGS
-    )
-    problem: str = Field("", max_length=crafting.MAX_PROBLEM_CHARS)
-    created_by_agent: str = Field("", max_length=crafting.MAX_AGENT_CHARS)
 
 
 class CallResult(BaseModel):

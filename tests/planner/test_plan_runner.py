@@ -85,16 +85,18 @@ return "finished"
     [
         "return open('/etc/passwd').read()",
         "import os\nreturn os.listdir('/')",
-        "import socket\nreturn 1",
-        "import subprocess\nreturn 1",
+        "import socket\nreturn str(socket.create_connection(('127.0.0.1', 9)))",
+        "import subprocess\nreturn subprocess.run(['true']).returncode",
         "return __import__('os').environ['HOME']",
         "import sys\nreturn sys.modules",
     ],
 )
 async def test_a_plan_cannot_reach_the_filesystem_network_or_processes(escape: str) -> None:
+    # Monty refuses outright; a module it lacks sends the plan to the CPython runtime, whose kernel
+    # lockdown refuses the act itself.
     result = await run_python_plan(escape, tools=planner_toolbox([]))
     assert not result.success
-    assert result.error_code == "runtime_error"
+    assert result.error_code in ("runtime_error", "sandbox_violation"), result.error
 
 
 async def test_a_result_over_the_output_cap_is_output_exceeded() -> None:

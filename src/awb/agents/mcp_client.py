@@ -7,6 +7,7 @@ inherits this process's environment, so `AWB_*` settings reach a workbench start
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -14,16 +15,20 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import httpx2
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ListenNotSupportedError
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, TextContent, Tool
 
 from awb.agents.errors import ServerUnavailable
-from awb.agents.toolbox import Handler, Lister, Toolbox, ToolOutcome, ToolSpec
+from awb.agents.toolbox import Handler, Lister, ListWatch, Toolbox, ToolOutcome, ToolSpec
+
+log = logging.getLogger("awb.agents.mcp")
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,9 @@ ServerTarget = str | Sequence[str] | StdioServerParameters | HttpServer | Server
 
 #: A server that pages its tool list forever must not hang the run.
 _MAX_PAGES = 50
+#: How long a 2026-07-28 server may take to acknowledge the `subscriptions/listen` stream.
+_LISTEN_ACK_SECONDS = 5.0
+_LIST_CHANGED = "notifications/tools/list_changed"
 
 
 def client_target(target: ServerTarget) -> Server[Any] | MCPServer | StdioServerParameters | str:
@@ -56,13 +64,51 @@ def client_target(target: ServerTarget) -> Server[Any] | MCPServer | StdioServer
     return StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
 
 
-async def _open(stack: AsyncExitStack, target: ServerTarget) -> Client:
+async def _open(stack: AsyncExitStack, target: ServerTarget, watch: ListWatch) -> Client:
+    async def on_message(message: Any) -> None:
+        # 2025-11-25 sessions hear of list changes as notifications (2026-07-28 ones on a listen stream).
+        if getattr(message, "method", None) == _LIST_CHANGED:
+            watch.stale = True
+
     if isinstance(target, HttpServer) and target.headers:
         # The SDK's own defaults: 30 s per operation, 5 min for a server-sent event stream to speak.
         timeout = httpx2.Timeout(30.0, read=300.0)
         http = await stack.enter_async_context(httpx2.AsyncClient(headers=target.headers, timeout=timeout))
-        return await stack.enter_async_context(Client(streamable_http_client(target.url, http_client=http)))
-    return await stack.enter_async_context(Client(client_target(target)))
+        transport = streamable_http_client(target.url, http_client=http)
+        return await stack.enter_async_context(Client(transport, message_handler=on_message))
+    return await stack.enter_async_context(Client(client_target(target), message_handler=on_message))
+
+
+async def _follow(stack: AsyncExitStack, name: str, client: Client, watch: ListWatch) -> None:
+    """Follow the server's tool-list changes when it offers them, so the toolbox re-reads its tools only
+    after a change. Without the offer (or when the stream drops) the toolbox re-reads at every refresh."""
+    tools = client.server_capabilities.tools
+    if tools is None or not tools.list_changed:
+        return
+    ready = anyio.Event()
+
+    async def listen() -> None:
+        try:
+            async with client.listen(tools_list_changed=True) as stream:
+                watch.following = bool(stream.honored.tools_list_changed)
+                ready.set()
+                async for _ in stream:
+                    watch.stale = True
+        except ListenNotSupportedError:
+            watch.following = True  # a 2025-11-25 session: the notifications reach `on_message`
+        except Exception:  # boundary: a dropped stream only means re-reading the list every time
+            log.info("the tool-list stream of MCP server %r ended; re-listing its tools at each refresh", name)
+        finally:
+            if not ready.is_set():
+                ready.set()
+            elif watch.following:
+                watch.following, watch.stale = False, True
+
+    tasks = await stack.enter_async_context(anyio.create_task_group())
+    stack.callback(tasks.cancel_scope.cancel)  # unwound before the client closes
+    tasks.start_soon(listen)
+    with anyio.move_on_after(_LISTEN_ACK_SECONDS):
+        await ready.wait()
 
 
 def error_code(result: CallToolResult) -> str | None:
@@ -115,8 +161,10 @@ async def connect_servers(servers: Mapping[str, ServerTarget]) -> AsyncIterator[
         for name, target in servers.items():
             if "." in name:
                 raise ServerUnavailable(f"server name {name!r} must not contain '.'", server=name)
+            watch = ListWatch()
             try:
-                client = await _open(stack, target)
+                client = await _open(stack, target, watch)
+                await _follow(stack, name, client, watch)
                 tools = await _list_tools(client)
             except ServerUnavailable:
                 raise
@@ -124,7 +172,7 @@ async def connect_servers(servers: Mapping[str, ServerTarget]) -> AsyncIterator[
                 raise ServerUnavailable(f"cannot reach MCP server {name!r}: {err}", server=name) from err
             for spec, handler in _entries(name, client, tools):
                 toolbox.add(spec, handler)
-            toolbox.relists(name, _lister(name, client))
+            toolbox.relists(name, _lister(name, client), watch)
         yield toolbox
 
 

@@ -51,30 +51,61 @@ Handler = Callable[[dict[str, Any]], Awaitable[ToolOutcome]]
 Lister = Callable[[], Awaitable[list[tuple[ToolSpec, Handler]]]]
 
 
+@dataclass
+class ListWatch:
+    """Whether a server's tool list may have changed since it was last read.
+
+    `following` is true while the server tells us of changes (`tools/list_changed`, either protocol
+    generation); `stale` is set by such a notice, and by any call we make to the server ourselves, because
+    a server's notice may arrive after its answer (a workbench's `awb_equip` answers first)."""
+
+    following: bool = False
+    stale: bool = False
+
+
 class Toolbox:
     def __init__(self) -> None:
         self._entries: dict[str, tuple[ToolSpec, Handler]] = {}
         self._listers: dict[str, Lister] = {}
+        self._watches: dict[str, ListWatch] = {}
+        #: How many times each namespace's tools were read again (telemetry, and the proof of following).
+        self.relisted: dict[str, int] = {}
 
     def add(self, spec: ToolSpec, handler: Handler) -> None:
         self._entries[spec.name] = (spec, handler)
 
-    def relists(self, namespace: str, lister: Lister) -> None:
-        """Say how `refresh` reads `namespace`'s tools again."""
+    def relists(self, namespace: str, lister: Lister, watch: ListWatch | None = None) -> None:
+        """Say how `refresh` reads `namespace`'s tools again, and (with a `watch`) when it needs to."""
         self._listers[namespace] = lister
+        if watch is not None:
+            self._watches[namespace] = watch
 
-    async def refresh(self) -> None:
-        """Read every re-listable namespace's tools again: tools a server added since appear, removed ones go.
-        A server that fails to answer keeps the tools it had."""
+    async def refresh(self, *, force: bool = False) -> bool:
+        """Read the tools again of every namespace that may have changed: one whose server follows
+        `list_changed` only after a notice or a call of ours, any other every time. Tools a server added
+        since appear, removed ones go; a server that fails to answer keeps the tools it had.
+        True when the catalogue changed."""
+        changed = False
         for namespace, lister in self._listers.items():
+            watch = self._watches.get(namespace)
+            if watch is not None and watch.following and not watch.stale and not force:
+                continue
+            if watch is not None:
+                watch.stale = False  # a notice during the listing below marks it again
             try:
                 entries = await lister()
             except Exception:  # boundary: a flaky server must not take the others' tools away
+                if watch is not None:
+                    watch.stale = True
                 continue
-            for name in [n for n, (spec, _) in self._entries.items() if spec.namespace == namespace]:
+            self.relisted[namespace] = self.relisted.get(namespace, 0) + 1
+            before = {n: spec for n, (spec, _) in self._entries.items() if spec.namespace == namespace}
+            for name in before:
                 del self._entries[name]
             for spec, handler in entries:
                 self.add(spec, handler)
+            changed = changed or before != {spec.name: spec for spec, _ in entries}
+        return changed
 
     def view(self, namespaces: Collection[str], *, subagents: bool = True) -> Toolbox:
         """A narrower toolbox: tools of the allowed namespaces, and subagents unless refused."""
@@ -82,6 +113,8 @@ class Toolbox:
         for spec, handler in self._entries.values():
             if (spec.kind == "tool" and spec.namespace in namespaces) or (spec.kind == "subagent" and subagents):
                 narrowed.add(spec, handler)
+        # Calls through the view still tell the watches that the server may have changed its list.
+        narrowed._watches = {ns: w for ns, w in self._watches.items() if ns in namespaces}
         return narrowed
 
     def specs(self, kind: Literal["tool", "subagent"] | None = None) -> list[ToolSpec]:
@@ -97,4 +130,9 @@ class Toolbox:
 
     async def call(self, spec: ToolSpec, arguments: dict[str, Any]) -> ToolOutcome:
         _, handler = self._entries[spec.name]
-        return await handler(arguments)
+        try:
+            return await handler(arguments)
+        finally:
+            watch = self._watches.get(spec.namespace)
+            if watch is not None:
+                watch.stale = True

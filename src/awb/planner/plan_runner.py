@@ -14,16 +14,21 @@ import textwrap
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import pydantic_monty as pm
 
 from awb.agents.toolbox import Toolbox, ToolSpec
+from awb.errors import AwbError
 from awb.planner.codegen import Wrapper, group_wrappers, identifier, module_source
+from awb.planner.cpython_plan import PlanHost, cpython_source
 from awb.planner.redaction import redact_payload
+from awb.sandbox.base import Limits, Runtime
 
 #: Called for every bridged tool call: (server, tool, payload, ok, duration_ms).
 CallObserver = Callable[[str, str, dict[str, Any], bool, float], None]
+#: `auto`: Monty, and CPython for plans Monty cannot run; or one of them only.
+PlanRuntime = Literal["auto", "monty", "cpython"]
 _SCRIPT = "plan.py"
 
 
@@ -36,8 +41,10 @@ class SandboxResult:
     timed_out: bool = False
     tool_calls: int = 0
     #: A stable code when the plan failed: `timeout`, `limit_exceeded`, `memory_exceeded`,
-    #: `output_exceeded`, `runtime_error`.
+    #: `output_exceeded`, `runtime_error`, `sandbox_violation`.
     error_code: str | None = None
+    #: Where the plan ran: `monty`, or `cpython` for plans Monty cannot run.
+    runtime: str = "monty"
 
 
 class PlanToolError(Exception):
@@ -56,8 +63,14 @@ class PlanRunner:
         max_log_bytes: int = 64 * 1024,
         max_output_bytes: int = 1024 * 1024,
         on_call: CallObserver | None = None,
+        runtime: PlanRuntime = "auto",
+        cpython: Runtime | None = None,
     ) -> None:
         self._toolbox = toolbox
+        self._runtime: PlanRuntime = runtime
+        #: The CPython runtime for plans Monty cannot run: given, or started on first need and owned.
+        self._cpython = cpython
+        self._owns_cpython = False
         self._max_tool_calls = max_tool_calls
         self._memory_mb = memory_mb
         self._max_log_bytes = max_log_bytes
@@ -74,6 +87,9 @@ class PlanRunner:
         if self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.__aexit__(None, None, None)
+        if self._cpython is not None and self._owns_cpython:
+            runtime, self._cpython = self._cpython, None
+            await runtime.close()
 
     async def __aenter__(self) -> PlanRunner:
         return self
@@ -81,16 +97,54 @@ class PlanRunner:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def run(self, code_body: str, *, timeout_sec: float = 30, max_tool_calls: int | None = None) -> SandboxResult:
+    async def run(
+        self,
+        code_body: str,
+        *,
+        timeout_sec: float = 30,
+        max_tool_calls: int | None = None,
+        runtime: PlanRuntime | None = None,
+    ) -> SandboxResult:
+        """Run one plan: in Monty, or in the CPython runtime when Monty cannot (a module it lacks, syntax it
+        does not support) and the plan has not called a tool yet, or when `runtime="cpython"` asks."""
+        # A server may have changed its tools since the last plan (list_changed, or a call of ours).
+        if await self._toolbox.refresh():
+            self._grouped = group_wrappers(self._toolbox.specs("tool"))
+        limit = self._max_tool_calls if max_tool_calls is None else max_tool_calls
+        choice = runtime or self._runtime
+        state = _PlanState(limit=limit)
+        if choice == "cpython":
+            result = await self._run_cpython(code_body, timeout_sec, state)
+        else:
+            result, unsupported = await self._run_monty(code_body, timeout_sec, state)
+            if unsupported is not None and choice == "auto" and state.calls == 0:
+                state = _PlanState(limit=limit)
+                result = await self._run_cpython(code_body, timeout_sec, state)
+                result.logs.insert(0, f"[awb] Monty cannot run this plan ({unsupported}); it ran in CPython")
+        if state.over_limit:
+            # Whether the plan died of the refusal or caught it and went on, the limit failed it.
+            result.success, result.error_code, result.result = False, "limit_exceeded", None
+            result.error = f"the plan tried more than {state.limit} tool calls"
+        result.tool_calls = state.calls
+        return result
+
+    async def _run_monty(
+        self, code_body: str, timeout_sec: float, state: _PlanState
+    ) -> tuple[SandboxResult, str | None]:
+        """The result, and what Monty lacks when that is why the plan failed."""
         if self._pool is None:
             pool = pm.AsyncMonty(min_processes=1, max_processes=2, feed_duration_limit_grace=1.0)
             await pool.__aenter__()
             self._pool = pool
-        state = _PlanState(limit=self._max_tool_calls if max_tool_calls is None else max_tool_calls)
-        modules = {"servers": pm.ExternalModule(self._server_modules(state))}
+        result = SandboxResult(success=False, runtime="monty")
+        try:
+            modules = {"servers": pm.ExternalModule(self._server_modules(state))}
+        except ValueError as exc:  # a server named like one of Monty's own modules (`math`, `json`)
+            result.error, result.error_code = f"the servers cannot be offered to Monty: {exc}", "runtime_error"
+            return result, str(exc)
         limits: pm.ResourceLimits = {"max_feed_duration_secs": timeout_sec, "max_memory": self._memory_mb << 20}
         prints = pm.CollectString(max_bytes=self._max_log_bytes)
-        result = SandboxResult(success=False)
+        unsupported: str | None = None
         try:
             async with self._pool.checkout(script_name=_SCRIPT, limits=limits, external_modules=modules) as session:
                 value = await asyncio.wait_for(
@@ -104,6 +158,9 @@ class PlanRunner:
             result.error = f"the plan ran past {timeout_sec} s"
         except pm.MontyRuntimeError as exc:
             _runtime_failure(result, exc, timeout_sec, self._memory_mb)
+            inner = exc.exception()
+            if isinstance(inner, ModuleNotFoundError | NotImplementedError):
+                unsupported = f"{type(inner).__name__}: {inner}"
         except pm.MontySyntaxError as exc:
             result.error, result.error_code = f"the plan does not parse: {exc}", "runtime_error"
         except pm.MontyCrashedError as exc:
@@ -114,14 +171,55 @@ class PlanRunner:
             result.error, result.error_code = str(exc), "output_exceeded"
         except pm.MontyError as exc:
             result.error, result.error_code = f"the sandbox refused the plan: {exc}", "runtime_error"
-        if state.over_limit:
-            # Whether the plan died of the refusal or caught it and went on, the limit failed it.
-            result.success, result.error_code, result.result = False, "limit_exceeded", None
-            result.error = f"the plan tried more than {state.limit} tool calls"
-        result.tool_calls = state.calls
         output = prints.output
         result.logs = output.splitlines() if output else []
+        return result, unsupported
+
+    async def _run_cpython(self, code_body: str, timeout_sec: float, state: _PlanState) -> SandboxResult:
+        result = SandboxResult(success=False, runtime="cpython")
+        wrappers = {(w.server, w.tool): w for group in self._grouped.values() for w in group}
+
+        async def bridge(server: str, tool: str, payload: dict[str, Any]) -> Any:
+            wrapper = wrappers.get((server, tool))
+            if wrapper is None:
+                raise PlanToolError(f"{server}.{tool} is not a tool of the connected servers")
+            spec = self._toolbox.resolve(f"{server}.{tool}", "tool")
+            return await self._bridge(spec, wrapper, payload, state)
+
+        host = PlanHost(bridge, max_log_bytes=self._max_log_bytes)
+        limits = Limits(
+            timeout_ms=int(timeout_sec * 1000),
+            memory_mb=self._memory_mb,
+            max_output_bytes=self._max_output_bytes,
+            max_log_bytes=self._max_log_bytes,
+        )
+        try:
+            runtime = await self._cpython_runtime()
+            # The runtime's own deadline covers the plan's computing; this one also covers its tool calls.
+            execution = await asyncio.wait_for(
+                runtime.execute(cpython_source(code_body, self._grouped), {}, limits, host), timeout=timeout_sec
+            )
+        except TimeoutError:
+            result.timed_out, result.error_code = True, "timeout"
+            result.error = f"the plan ran past {timeout_sec} s"
+        except AwbError as exc:
+            result.error_code = exc.code
+            result.timed_out = exc.code == "timeout"
+            result.error = _with_traceback(exc)
+        else:
+            result.success, result.result = True, execution.value
+            result.logs = [line for chunk in execution.logs for line in chunk.splitlines()]
+        result.logs = host.logs + result.logs
         return result
+
+    async def _cpython_runtime(self) -> Runtime:
+        if self._cpython is None:
+            from awb.sandbox.cpython import CPythonRuntime  # started only for plans Monty cannot run
+
+            self._cpython = CPythonRuntime(pool_size=1, max_concurrent=2)
+            self._owns_cpython = True
+        await self._cpython.start()
+        return self._cpython
 
     def _server_modules(self, state: _PlanState) -> dict[str, pm.ExternalModule]:
         modules = {}
@@ -191,6 +289,16 @@ def _json_value(value: Any, max_bytes: int) -> Any:
     return json.loads(text)
 
 
+def _with_traceback(exc: AwbError) -> str:
+    """An error as the model should see it: the message, and the plan's own frames when there are some."""
+    frames = exc.details.get("traceback") if isinstance(exc.details, dict) else None
+    if isinstance(frames, list) and frames:
+        # The runner's own frames (`run`, `_awb_drive`) say nothing the model can act on.
+        own = (", in run: ", ", in _awb_drive: ")
+        return exc.message + "\n" + "\n".join(str(line) for line in frames if not any(o in str(line) for o in own))
+    return exc.message
+
+
 def _runtime_failure(result: SandboxResult, exc: pm.MontyRuntimeError, timeout_sec: float, memory_mb: int) -> None:
     inner = exc.exception()
     kind, message = type(inner).__name__, str(inner)
@@ -210,7 +318,8 @@ async def run_python_plan(
     timeout_sec: float = 30,
     max_tool_calls: int = 30,
     on_call: CallObserver | None = None,
+    runtime: PlanRuntime = "auto",
 ) -> SandboxResult:
     """Run one plan against `tools` in a runner of its own (see `PlanRunner` to reuse the workers)."""
-    async with PlanRunner(tools, max_tool_calls=max_tool_calls, on_call=on_call) as runner:
+    async with PlanRunner(tools, max_tool_calls=max_tool_calls, on_call=on_call, runtime=runtime) as runner:
         return await runner.run(code_body, timeout_sec=timeout_sec)

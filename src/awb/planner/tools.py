@@ -87,17 +87,24 @@ class PlannerTools:
         query = str(arguments.get("query", ""))
         detail: DetailLevel = "full" if arguments.get("detail_level") == "full" else "summary"
         limit = arguments.get("limit", 10)
-        # Servers may have added tools since the task began (a workbench crafts and equips mid-task).
+        # Servers may have changed their tools since the task began (a workbench crafts and equips
+        # mid-task): re-read those that said so (list_changed), that we called since, or that cannot say.
+        before = sum(self.servers.relisted.values())
         await self.servers.refresh()
         self.index.refresh(self.servers.specs("tool"))
         rows = self.index.search(query, detail_level=detail, limit=limit if isinstance(limit, int) else 10)
-        self.telemetry.emit("mcp.search.run", query=query, detail_level=detail, results=len(rows))
+        relisted = sum(self.servers.relisted.values()) - before
+        self.telemetry.emit("mcp.search.run", query=query, detail_level=detail, results=len(rows), relisted=relisted)
         return ToolOutcome(ok=True, payload=rows)
 
     async def call_tool(self, arguments: dict[str, Any]) -> ToolOutcome:
         server, tool = str(arguments.get("server", "")), str(arguments.get("tool", ""))
         payload = arguments.get("arguments") or {}
         spec = self.servers.resolve(f"{server}.{tool}", "tool")
+        if spec is None and await self.servers.refresh(force=True):
+            # A tool the model knows of before we heard of it (crafted a moment ago): read the lists again.
+            self.index.refresh(self.servers.specs("tool"))
+            spec = self.servers.resolve(f"{server}.{tool}", "tool")
         if spec is None or not isinstance(payload, dict):
             message = (
                 f"arguments of {server}.{tool} must be an object"

@@ -89,6 +89,41 @@ def host_call(host: HostFunctions, message: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True, "value": value}
 
 
+#: A bridged tool result a worker may receive (its reply frame is capped at 8 MB, JSON quoting included).
+MAX_TOOL_REPLY_BYTES = 4 * 1024 * 1024
+
+
+async def tool_call(host: HostFunctions, message: dict[str, Any]) -> dict[str, Any]:
+    """A plan's `call_tool(server, tool, payload)`: the one host function that waits on another server,
+    so it is awaited on the loop. Only plan hosts offer it; for a crafted tool it is a refusal."""
+    call = getattr(host, "call_tool", None)
+    args = message.get("args")
+    if call is None:
+        return _refusal(SandboxViolation("call_tool is only available to plans of the code-mode planner"))
+    if not isinstance(args, list) or len(args) != 3 or not all(isinstance(a, str) for a in args):
+        return _refusal(SandboxViolation("call_tool takes (server, tool, payload)"))
+    if any(clean_text(a) is not a for a in args):
+        return _refusal(ToolRuntimeError("call_tool got text that is not valid Unicode (a lone surrogate)"))
+    try:
+        payload = json.loads(args[2])
+    except (ValueError, RecursionError):
+        return _refusal(ToolRuntimeError("call_tool's payload is not JSON"))
+    if not isinstance(payload, dict):
+        return _refusal(ToolRuntimeError("call_tool's payload must be an object"))
+    try:
+        value = await call(args[0], args[1], payload)
+    except AwbError as exc:
+        return _refusal(exc)
+    except Exception as exc:  # a bridged call must never take the server down
+        return _refusal(ToolRuntimeError(f"call_tool failed: {exc}"))
+    reply = {"ok": True, "value": value}
+    if len(json.dumps(reply, default=str).encode("utf-8", "replace")) > MAX_TOOL_REPLY_BYTES:
+        return _refusal(
+            OutputExceeded(f"{args[0]}.{args[1]} returned more than {MAX_TOOL_REPLY_BYTES} bytes for a plan")
+        )
+    return reply
+
+
 def _refusal(exc: AwbError) -> dict[str, Any]:
     code = exc.code if isinstance(exc, ExecutionError) else "sandbox_violation"
     return {"ok": False, "error": {"code": code, "message": exc.message}}

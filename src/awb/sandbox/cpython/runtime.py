@@ -41,6 +41,7 @@ from awb.sandbox.wire import (
     host_call,
     read_frame,
     result_from_worker,
+    tool_call,
 )
 
 log = logging.getLogger("awb.sandbox.cpython")
@@ -438,6 +439,8 @@ class CPythonRuntime:
                         }
                     elif message.get("fn") == "read_file":  # file I/O: off the event loop
                         reply = await asyncio.to_thread(host_call, host, message)
+                    elif message.get("fn") == "call_tool":  # a plan's bridged MCP call
+                        reply = await tool_call(host, message)
                     else:
                         reply = host_call(host, message)
                     writer.write(encode_frame(reply))

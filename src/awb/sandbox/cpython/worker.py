@@ -195,6 +195,10 @@ def _run_job(sock: socket.socket, job: dict[str, Any]) -> dict[str, Any]:
     def write_file(path: Any, data: Any) -> dict[str, Any]:
         return dict(host("write_file", str(path), str(data)))
 
+    def call_tool(server: Any, tool: Any, payload: Any) -> Any:
+        # Plans only (the host refuses it for crafted tools): a tool of a connected MCP server.
+        return host("call_tool", str(server), str(tool), json.dumps(payload))
+
     source = str(job.get("code", ""))
     linecache.cache[SCRIPT_NAME] = (len(source), None, source.splitlines(True), SCRIPT_NAME)
     namespace: dict[str, Any] = {
@@ -203,6 +207,7 @@ def _run_job(sock: socket.socket, job: dict[str, Any]) -> dict[str, Any]:
         "log": log,
         "read_file": read_file,
         "write_file": write_file,
+        "call_tool": call_tool,
     }
     sys.stdout = sys.stderr = capture
     try:
