@@ -191,6 +191,7 @@ def test_a_database_at_schema_one_gains_the_journal_sessions_and_peak_memory_and
     with psycopg.connect(fresh_url, autocommit=True) as conn:  # back to what the first release made
         conn.execute("ALTER TABLE calls DROP COLUMN peak_memory_bytes")
         conn.execute("DROP TABLE workbench_events, blueprint_messages, blueprint_run_logs")
+        conn.execute("DROP FUNCTION awb_append_event")
         conn.execute("DELETE FROM awb_migrations WHERE version > 1")
         conn.execute(
             "INSERT INTO calls (call_id, tool_id, version, at, duration_ms, ok) "

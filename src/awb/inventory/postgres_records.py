@@ -11,14 +11,11 @@ from typing import Any
 from awb.errors import OutputExceeded
 from awb.inventory.models import CallRecord, MemoryLevel, ToolCounters
 from awb.inventory.postgres_cache import ReadCache
-from awb.inventory.postgres_notify import CHANNEL, EVENTS_CHANNEL, ChangeListenerThread, payload, send
+from awb.inventory.postgres_notify import CHANNEL, ChangeListenerThread, payload, send
 from awb.inventory.rows import CALL_COLUMNS, STAGED_COLUMNS, call_values, iso, row_to_call, staged_row
 
 #: Advisory lock key serialising staged writes while their byte caps are checked ("awb_stg").
 STAGE_LOCK = 0x6177625F737467
-#: Advisory lock key serialising journal appends ("awb_evt"), so event ids commit in the order they are
-#: drawn and a reader past id n never misses an n - 1 that committed later.
-EVENT_LOCK = 0x6177625F657674
 #: Journal rows kept (`append_event`), as in the SQLite store.
 EVENTS_KEPT = 5000
 #: Recent calls kept per cached tool (what `inspect` shows).
@@ -236,20 +233,14 @@ class PostgresRecords:
     # --- the event journal (awb.feed follows it on every server) --------------------------------------
 
     def append_event(self, kind: str, tool_id: str | None, data: dict[str, Any], at: datetime) -> int:
-        """Journal one workbench event and wake every journal reader (LISTEN on EVENTS_CHANNEL); only
-        the newest EVENTS_KEPT stay."""
-        with self._pool.connection() as conn, conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (EVENT_LOCK,))
-            event_id = int(
-                conn.execute(
-                    "INSERT INTO workbench_events (at, kind, tool_id, data) VALUES (%s, %s, %s, %s) RETURNING id",
-                    (iso(at), kind, tool_id, json.dumps(data, default=str)),
-                ).fetchone()[0]
-            )
-            conn.execute("SELECT pg_notify(%s, %s)", (EVENTS_CHANNEL, str(event_id)))
-            if event_id % 100 == 0:
-                conn.execute("DELETE FROM workbench_events WHERE id <= %s", (event_id - EVENTS_KEPT,))
-        return event_id
+        """Journal one workbench event and wake every journal reader (a NOTIFY on EVENTS_CHANNEL, sent by
+        `awb_append_event`, which also keeps ids committing in order); only the newest EVENTS_KEPT stay."""
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT awb_append_event(%s, %s, %s, %s, %s)",
+                (iso(at), kind, tool_id, json.dumps(data, default=str), EVENTS_KEPT),
+            ).fetchone()
+        return int(row[0])
 
     def events_after(self, cursor: int, limit: int = 100) -> list[tuple[int, str, str, str | None, str]]:
         """(id, at, kind, tool_id, data as JSON) of the journal's events after `cursor`, oldest first."""
@@ -271,4 +262,4 @@ class PostgresRecords:
         return self._feed.subscribe_journal(listener)
 
 
-__all__ = ["CALLS_CACHED", "EVENTS_KEPT", "EVENT_LOCK", "STAGE_LOCK", "PostgresRecords"]
+__all__ = ["CALLS_CACHED", "EVENTS_KEPT", "STAGE_LOCK", "PostgresRecords"]
