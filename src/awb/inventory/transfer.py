@@ -20,7 +20,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import chain
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, cast, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
@@ -98,7 +98,7 @@ class ImportReport:
 def export_lines(store: Store, sessions: Sessions | None = None) -> Iterator[str]:
     """The header, then every tool (live first, then deleted) with its versions, calls and staged writes,
     then every blueprint session: one JSON object a line."""
-    records: Any = store
+    records = cast(RecordingStore, store)
     live = store.list_tools(limit=ALL)
     deleted = store.purge_candidates(archived_before=None, deleted=True)
     session_ids = sessions.session_ids() if sessions is not None else []
