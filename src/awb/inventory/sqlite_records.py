@@ -18,6 +18,8 @@ from awb.inventory.rows import CALL_COLUMNS, STAGED_COLUMNS, call_values, iso, r
 EVENTS_KEPT = 5000
 
 _INSERT_CALL = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+#: An imported call whose id is already here (an earlier import of the same history) is kept as it is.
+_IMPORT_CALL = _INSERT_CALL.replace("INSERT INTO", "INSERT OR IGNORE INTO", 1)
 _SELECT_STAGED = f"SELECT {', '.join(STAGED_COLUMNS)} FROM staged_writes"
 
 
@@ -99,10 +101,8 @@ class SQLiteRecords:
         return [(int(r[0]), row_to_call(r[1:])) for r in rows]
 
     def _insert_calls(self, calls: list[CallRecord]) -> None:
-        """Imported calls (under the lock, in the caller's transaction); a call id already here is kept."""
-        self._db.executemany(
-            _INSERT_CALL.replace("INSERT", "INSERT OR IGNORE", 1), [call_values(c, sqlite=True) for c in calls]
-        )
+        """Imported calls, under the lock, in the caller's transaction."""
+        self._db.executemany(_IMPORT_CALL, [call_values(c, sqlite=True) for c in calls])
 
     # --- staged writes (awb.sandbox.staging) ------------------------------------------------------
 
