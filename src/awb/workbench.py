@@ -53,9 +53,8 @@ from awb.sandbox.host import HostBridge
 from awb.sandbox.registry import build_runtimes, choose_python_runtime
 from awb.sandbox.staging import protected_paths
 from awb.search.duplicates import rank_similar
-from awb.search.embeddings import create_embedder
 from awb.search.fts import search_words
-from awb.search.hybrid import HybridSearch
+from awb.search.hybrid import search_engine
 from awb.text import MAX_RESULT_DEPTH, cap_text, nesting_depth
 from awb.validation import SchemaTooExpensive, ToolSchema
 from awb.validation import schema_errors as schema_errors
@@ -114,7 +113,7 @@ class Workbench:
         self.policy = MemoryPolicy(self.config.memory)
         self.events = EventBus()
         self.armory = Armory(self.store, self.config, self.events)
-        self.search_engine = _search_engine(self.store, self.config)
+        self.search_engine = search_engine(self.store, self.config.search)
         # Vectors follow every craft, new version, rollback and delete, whichever path made them.
         self.events.subscribe(self._keep_search_in_step)
         # Other processes (the web panel of a server) read the inventory's journal of these events.
@@ -609,17 +608,6 @@ class Workbench:
         if changes:
             log.info("maintenance moved %d tools", len(changes))
         return changes
-
-
-def _search_engine(store: Store, config: Config) -> HybridSearch:
-    """Hybrid search when configured (or `auto`) and the `embed` extra is installed; text-only otherwise,
-    with why."""
-    if config.search.mode == "text":
-        return HybridSearch(store, None, config.search, reason="search.mode is 'text'")
-    embedder, reason = create_embedder(config.search.embedding_provider)
-    if embedder is None and config.search.mode == "auto":
-        reason = f"search.mode is 'auto' and {reason}"
-    return HybridSearch(store, embedder, config.search, reason=reason)
 
 
 def _too_deep(tool: Tool) -> OutputExceeded:
