@@ -46,6 +46,7 @@ from awb.inventory.models import (
     ToolVersion,
 )
 from awb.inventory.open import open_store
+from awb.inventory.rows import TIER_SNAPSHOT
 from awb.inventory.store import Store
 from awb.sandbox.base import Execution, ExecutionSlots, Limits, Runtime
 from awb.sandbox.host import HostBridge
@@ -584,7 +585,11 @@ class Workbench:
     # --- memory maintenance ---------------------------------------------------------------------
 
     def maintain(self) -> list[TierChange]:
-        """Demote idle medium-term tools, archive idle short-term ones."""
+        """Demote idle medium-term tools, archive idle short-term ones.
+
+        Each change is conditional on the tool as it was read (tier, status, last use, usage, equipped):
+        a call, an equip or another process's maintenance that lands in between wins, and the tool is
+        looked at again next time."""
         self._calls_since_maintenance = 0
         now = self.clock.now()
         changes = []
@@ -598,7 +603,9 @@ class Workbench:
                 # Archived tools leave the equipped set; updated_at dates the archiving (for purge).
                 fields.update(status="archived", equipped=False, updated_at=now)
                 data["equipped"] = tool.equipped
-            self.store.update(tool.tool_id, **fields)
+            read = {column: getattr(tool, column) for column in TIER_SNAPSHOT}
+            if not self.store.update_if(tool.tool_id, read, **fields):
+                continue
             changes.append(change)
             self.events.publish(Event("tier_changed", tool.tool_id, data))
         if changes:
