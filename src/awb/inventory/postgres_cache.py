@@ -43,6 +43,23 @@ class ReadCache:
             if counts:
                 self.counts.clear()
 
+    def counted(self, tool_id: str, counters: dict[str, Any]) -> None:
+        """A call moved a tool's counters (read back from the same statement): keep its cached record
+        warm with them, so the next call of a hot tool does not read it again. Its recent calls and
+        version counts moved too and are dropped. Two calls answering out of order never move a
+        counter back: an older answer drops the record instead."""
+        with self._lock:
+            self._generation += 1
+            self.versions.pop(tool_id, None)
+            self.calls.pop(tool_id, None)
+            tool = self.tools.get(tool_id)
+            if tool is None or tool is MISSING:
+                return
+            if counters["usage_count"] < tool.usage_count or counters["failure_count"] < tool.failure_count:
+                self._drop(tool_id)
+                return
+            self.tools[tool_id] = tool.model_copy(update=counters)
+
     def clear(self) -> None:
         with self._lock:
             self._generation += 1

@@ -82,8 +82,8 @@ class PostgresRecords:
         ]
         with self._pool.connection() as conn:
             row = conn.execute(sql, args).fetchone()
-            self._cache.invalidate([call.tool_id], counts=False)
             if row is None:
+                self._cache.invalidate([call.tool_id], counts=False)
                 return ToolCounters(
                     usage_count=0,
                     success_count=0,
@@ -100,6 +100,16 @@ class PostgresRecords:
                 memory_level=row[4],
                 status=row[5],
             )
+            moved_counters: dict[str, Any] = {
+                "usage_count": row[0],
+                "success_count": row[1],
+                "failure_count": row[2],
+                "memory_level": row[4],
+                "status": row[5],
+            }
+            if call.ok:
+                moved_counters["last_used_at"] = call.at
+            self._cache.counted(call.tool_id, moved_counters)
             if not call.ok or level_after is None:
                 return counters
             level = level_after(counters.memory_level, counters.usage_count)
