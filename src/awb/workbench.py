@@ -198,7 +198,12 @@ class Workbench:
         """The tool named by `ref`: a tool_id or a name."""
         if not isinstance(ref, str) or not ref:
             raise InvalidParams("a tool_id or name is required")
-        tool = self.store.get(ref) or self.store.get_by_name(ref, include_deleted=True)
+        if ref.startswith("tool_"):
+            tool = self.store.get(ref) or self.store.get_by_name(ref, include_deleted=True)
+        else:
+            # Not an id we mint: the name first (a shared store then reads nothing to learn that no
+            # tool has this id), the id still tried for records imported with ids of their own.
+            tool = self.store.get_by_name(ref, include_deleted=True) or self.store.get(ref)
         if tool is None:
             raise ToolNotFound(f"no tool with id or name {ref!r}", ref=ref)
         if tool.status == "deleted" and not allow_deleted:
@@ -508,6 +513,11 @@ class Workbench:
 
     def inspect(self, ref: str) -> Inspection:
         tool = self.resolve(ref, allow_deleted=True)
+        # A shared store serves calls from a cache that follows other servers a moment late; what a
+        # person inspects is read from the database itself.
+        reread = getattr(self.store, "reread", None)
+        if callable(reread):
+            tool = reread(tool.tool_id) or tool
         return Inspection(
             tool=tool, versions=self.store.versions(tool.tool_id), recent_calls=self.store.calls(tool.tool_id)
         )

@@ -56,3 +56,15 @@ def test_an_uncached_tool_stays_uncached() -> None:
     cache = ReadCache()
     cache.counted("tool_1", counters(1))
     assert "tool_1" not in cache.tools
+
+
+def test_a_field_write_updates_the_cached_record_and_a_delete_frees_its_name() -> None:
+    cache = ReadCache()
+    cache.put_tool(cache.generation(), "tool_1", tool())
+    cache.counts["live"] = 1
+    cache.updated("tool_1", {"equipped": True})
+    assert cache.tools["tool_1"].equipped and cache.counts == {}
+    cache.updated("tool_1", {"status": "deleted", "equipped": False})
+    assert cache.tools["tool_1"].status == "deleted" and cache.tool_named("adder") is None
+    cache.updated("tool_1", {"name": "renamed"})
+    assert "tool_1" not in cache.tools

@@ -47,6 +47,9 @@ from awb.inventory.rows import (
 #: Advisory lock key serialising inserts while `max_tools` is checked ("awb_add" in ASCII).
 ADD_LOCK = 0x6177625F616464
 POOL_MAX = 8
+#: Fields whose new values this server can put into its cached record as they are (delete, equip,
+#: tier changes); any other write makes it read the record again.
+_RECORD_FIELDS = frozenset({"status", "equipped", "updated_at", "memory_level", "last_used_at"})
 #: Rows an import writes per statement.
 IMPORT_BATCH = 1000
 
@@ -284,6 +287,12 @@ class PostgresStore(PostgresListing, PostgresRecords):
         self._cache.put_tool(generation, tool_id, MISSING if tool is None else tool)
         return tool
 
+    def reread(self, tool_id: str) -> Tool | None:
+        """The tool as the database holds it now (its counters included, whatever other servers did a
+        moment ago and the change feed has not brought yet); the cache takes the fresh copy."""
+        self._cache.invalidate([tool_id], counts=False)
+        return self.get(tool_id)
+
     def get_by_name(self, name: str, *, include_deleted: bool = False) -> Tool | None:
         self._follow()
         cached = self._cache.tool_named(name)
@@ -321,7 +330,11 @@ class PostgresStore(PostgresListing, PostgresRecords):
                 "SELECT pg_notify(%s, %s) FROM u",
                 [*values.values(), tool_id, *args, CHANNEL, message],
             ).fetchall()
-        self._written([tool_id])
+        self._text.mark_tools([tool_id])
+        if moved and set(fields) <= _RECORD_FIELDS:
+            self._cache.updated(tool_id, dict(fields))
+        else:
+            self._cache.invalidate([tool_id])
         return len(moved) == 1
 
     def delete_forever(self, tool_ids: list[str]) -> int:

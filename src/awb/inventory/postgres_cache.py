@@ -60,6 +60,28 @@ class ReadCache:
                 return
             self.tools[tool_id] = tool.model_copy(update=counters)
 
+    def updated(self, tool_id: str, fields: dict[str, Any]) -> None:
+        """This server set these fields of a tool (a compare-and-set that held): its cached record takes
+        them instead of being read again; counts may have moved and are dropped. A renamed tool is
+        dropped (its name entry would be stale)."""
+        with self._lock:
+            self._generation += 1
+            self.counts.clear()
+            tool = self.tools.get(tool_id)
+            if tool is None or tool is MISSING or "name" in fields:
+                self._drop(tool_id)
+                return
+            try:
+                changed = tool.model_copy(update=fields)
+            except Exception:  # a field the record does not have: read it again instead
+                self._drop(tool_id)
+                return
+            self.tools[tool_id] = changed
+            if changed.status == "deleted":
+                name = self._name_of.pop(tool_id, None)
+                if name is not None and self.names.get(name) == tool_id:
+                    del self.names[name]
+
     def clear(self) -> None:
         with self._lock:
             self._generation += 1
