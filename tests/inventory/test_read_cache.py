@@ -40,6 +40,8 @@ def test_a_call_updates_the_cached_record_and_drops_what_it_made_stale() -> None
     assert (cached.usage_count, cached.success_count, cached.memory_level) == (5, 5, "medium_term")
     assert cache.tool_named("adder") is cached
     assert "tool_1" not in cache.calls
+    # Its counters may trail another server's call: an inspection reads it again.
+    assert "tool_1" in cache.warmed
     # A read that began before the call must not put its older copy back.
     cache.put_tool(before, "tool_1", tool(usage=4))
     assert cache.tools["tool_1"].usage_count == 5
@@ -50,6 +52,7 @@ def test_an_answer_older_than_the_cached_counters_drops_the_record() -> None:
     cache.put_tool(cache.generation(), "tool_1", tool(usage=7, failures=1))
     cache.counted("tool_1", counters(6, failures=1))
     assert "tool_1" not in cache.tools and cache.tool_named("adder") is None
+    assert "tool_1" not in cache.warmed
 
 
 def test_an_uncached_tool_stays_uncached() -> None:

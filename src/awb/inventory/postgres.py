@@ -288,9 +288,11 @@ class PostgresStore(PostgresListing, PostgresRecords):
         return tool
 
     def reread(self, tool_id: str) -> Tool | None:
-        """The tool as the database holds it now (its counters included, whatever other servers did a
-        moment ago and the change feed has not brought yet); the cache takes the fresh copy."""
-        self._cache.invalidate([tool_id], counts=False)
+        """The tool with counters as fresh as the database's: a record this server's own calls kept warm
+        may trail another server's call whose announcement has not arrived yet, so it is read again;
+        any other cached record is as fresh as the change feed keeps it."""
+        if tool_id in self._cache.warmed:
+            self._cache.invalidate([tool_id], counts=False)
         return self.get(tool_id)
 
     def get_by_name(self, name: str, *, include_deleted: bool = False) -> Tool | None:

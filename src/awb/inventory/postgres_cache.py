@@ -31,6 +31,9 @@ class ReadCache:
         self.versions: dict[str, Any] = {}
         self.calls: dict[str, tuple[int, Any]] = {}
         self.counts: dict[Hashable, int] = {}
+        #: Tools whose cached record a call of this server kept warm (`counted`): their counters may
+        #: trail calls other servers made a moment ago, so an inspection reads them again.
+        self.warmed: set[str] = set()
 
     def generation(self) -> int:
         return self._generation
@@ -59,6 +62,7 @@ class ReadCache:
                 self._drop(tool_id)
                 return
             self.tools[tool_id] = tool.model_copy(update=counters)
+            self.warmed.add(tool_id)
 
     def updated(self, tool_id: str, fields: dict[str, Any]) -> None:
         """This server set these fields of a tool (a compare-and-set that held): its cached record takes
@@ -86,6 +90,7 @@ class ReadCache:
         with self._lock:
             self._generation += 1
             self.tools.clear()
+            self.warmed.clear()
             self.names.clear()
             self._name_of.clear()
             self.versions.clear()
@@ -107,6 +112,7 @@ class ReadCache:
     def _drop(self, tool_id: str) -> None:
         """Forget one tool (called under the lock)."""
         self.tools.pop(tool_id, None)
+        self.warmed.discard(tool_id)
         self.versions.pop(tool_id, None)
         self.calls.pop(tool_id, None)
         name = self._name_of.pop(tool_id, None)
