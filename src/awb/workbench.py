@@ -47,6 +47,7 @@ from awb.inventory.models import (
     ToolVersion,
 )
 from awb.inventory.open import open_store
+from awb.inventory.rows import TIER_SNAPSHOT
 from awb.inventory.store import Store
 from awb.sandbox.base import Execution, ExecutionSlots, Limits, Runtime
 from awb.sandbox.host import HostBridge
@@ -186,7 +187,12 @@ class Workbench:
         """The tool named by `ref`: a tool_id or a name."""
         if not isinstance(ref, str) or not ref:
             raise InvalidParams("a tool_id or name is required")
-        tool = self.store.get(ref) or self.store.get_by_name(ref, include_deleted=True)
+        if ref.startswith("tool_"):
+            tool = self.store.get(ref) or self.store.get_by_name(ref, include_deleted=True)
+        else:
+            # Not an id we mint: the name first (a shared store then reads nothing to learn that no
+            # tool has this id), the id still tried for records imported with ids of their own.
+            tool = self.store.get_by_name(ref, include_deleted=True) or self.store.get(ref)
         if tool is None:
             raise ToolNotFound(f"no tool with id or name {ref!r}", ref=ref)
         if tool.status == "deleted" and not allow_deleted:
@@ -475,6 +481,11 @@ class Workbench:
 
     def inspect(self, ref: str) -> Inspection:
         tool = self.resolve(ref, allow_deleted=True)
+        # A shared store serves calls from a cache that follows other servers a moment late; what a
+        # person inspects is read from the database itself.
+        reread = getattr(self.store, "reread", None)
+        if callable(reread):
+            tool = reread(tool.tool_id) or tool
         return Inspection(
             tool=tool, versions=self.store.versions(tool.tool_id), recent_calls=self.store.calls(tool.tool_id)
         )
@@ -552,7 +563,11 @@ class Workbench:
     # --- memory maintenance ---------------------------------------------------------------------
 
     def maintain(self) -> list[TierChange]:
-        """Demote idle medium-term tools, archive idle short-term ones."""
+        """Demote idle medium-term tools, archive idle short-term ones.
+
+        Each change is conditional on the tool as it was read (tier, status, last use, usage, equipped):
+        a call, an equip or another process's maintenance that lands in between wins, and the tool is
+        looked at again next time."""
         self._calls_since_maintenance = 0
         now = self.clock.now()
         changes = []
@@ -566,7 +581,9 @@ class Workbench:
                 # Archived tools leave the equipped set; updated_at dates the archiving (for purge).
                 fields.update(status="archived", equipped=False, updated_at=now)
                 data["equipped"] = tool.equipped
-            self.store.update(tool.tool_id, **fields)
+            read = {column: getattr(tool, column) for column in TIER_SNAPSHOT}
+            if not self.store.update_if(tool.tool_id, read, **fields):
+                continue
             changes.append(change)
             self.events.publish(Event("tier_changed", tool.tool_id, data))
         if changes:

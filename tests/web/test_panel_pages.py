@@ -10,7 +10,9 @@ import httpx
 import pytest
 
 from awb.clock import ManualClock
+from awb.config import Config, SearchConfig
 from awb.errors import ExecutionError, InvalidParams
+from awb.web import create_panel
 from awb.workbench import Workbench
 from conftest import ORIGIN
 from support import add_tool
@@ -239,10 +241,28 @@ async def test_discard_drops_a_staged_write_and_writes_nothing(
 async def test_agent_runs_are_listed_per_session_with_their_logs(
     workbench: Workbench, client: httpx.AsyncClient
 ) -> None:
-    from awb.blueprints.journal import LogEntry
-    from awb.blueprints.sessions import SQLiteSessionStore
+    await _runs_are_listed(workbench, client)
 
-    store = SQLiteSessionStore(workbench.config.inventory_path)
+
+async def test_agent_runs_in_a_postgres_inventory_are_listed_by_the_panel_of_any_server(
+    config: Config, clean_pg_url: str
+) -> None:
+    shared = config.model_copy(update={"inventory_url": clean_pg_url, "search": SearchConfig(mode="text")})
+    async with Workbench(shared) as workbench:
+        panel = create_panel(workbench)
+        try:
+            transport = httpx.ASGITransport(app=panel)
+            async with httpx.AsyncClient(transport=transport, base_url=ORIGIN) as client:
+                await _runs_are_listed(workbench, client)
+        finally:
+            panel.close()
+
+
+async def _runs_are_listed(workbench: Workbench, client: httpx.AsyncClient) -> None:
+    from awb.blueprints.journal import LogEntry
+    from awb.blueprints.sessions import open_session_store
+
+    store = open_session_store(workbench.config)  # the blueprint runtime of this or another process
     now = workbench.clock.now()
     store.append_logs(
         "session-42",

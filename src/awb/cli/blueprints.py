@@ -85,7 +85,7 @@ async def _run(config: Config, blueprint: Blueprint, message: str, session_id: s
             workbench_target=target,
             allow_mcp_commands=True,
         )
-        service = BlueprintService(config, open_session_store(config.inventory_path), options=options)
+        service = BlueprintService(config, open_session_store(config), options=options)
         stack.callback(service.close)
         reply, _ = await service.run(message=message, blueprint=blueprint, blueprint_id=None, session_id=session_id)
     return reply
