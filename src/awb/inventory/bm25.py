@@ -114,10 +114,10 @@ class Bm25Postings:
             return
         # Column by column through C-level maps: a rebuild passes a million instances at 100,000 tools.
         terms, rowids, columns = zip(*listed, strict=True)
-        slot_of, lengths = self._slot_of, self._lengths
+        slot_of = self._slot_of
         for rowid in dict.fromkeys(rowids):
             held = slot_of.get(rowid)
-            if held is not None and lengths[held] > 0:  # it has tokens, so terms
+            if held is not None and self._lengths[held] > 0:  # it has tokens, so terms
                 self.remove(rowid)
                 held = None
             if held is None:

@@ -143,15 +143,17 @@ class VectorIndex:
             scores = self.matrix @ query
             top = np.argpartition(-scores, k - 1)[:k] if k < count else np.arange(count)
             cosines = {self.ids[i]: float(scores[i]) for i in top}
-            low, high = float(scores.min()), float(scores.max())
-        else:
-            candidates, far = self._candidates(query, k)
-            read = np.concatenate([candidates, far])
-            exact = self._buffer[read] @ query
-            near = exact[: len(candidates)]
-            best = np.argpartition(-near, k - 1)[:k] if k < len(candidates) else np.arange(len(candidates))
-            cosines = {self.ids[candidates[i]]: float(near[i]) for i in best}
-            low, high = float(exact.min()), float(exact.max())
+            for tool_id in also:
+                row = self.rows.get(tool_id)
+                if row is not None:
+                    cosines[tool_id] = float(scores[row])
+            return cosines, (float(scores.min()), float(scores.max()))
+        candidates, far = self._candidates(query, k)
+        exact = self._buffer[np.concatenate([candidates, far])] @ query
+        near = exact[: len(candidates)]
+        best = np.argpartition(-near, k - 1)[:k] if k < len(candidates) else np.arange(len(candidates))
+        cosines = {self.ids[candidates[i]]: float(near[i]) for i in best}
+        low, high = float(exact.min()), float(exact.max())
         for tool_id in also:
             row = self.rows.get(tool_id)
             if row is not None and tool_id not in cosines:
