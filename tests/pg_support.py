@@ -16,7 +16,16 @@ import pytest
 
 ADMIN_URL = os.environ.get("POSTGRES_TEST_URL", "postgresql://postgres@127.0.0.1:5432/test")
 #: Tables a test may have written; emptied before each test that asks for a clean database.
-TABLES = ("tool_vectors", "calls", "staged_writes", "tool_versions", "tools")
+TABLES = (
+    "tool_vectors",
+    "calls",
+    "staged_writes",
+    "tool_versions",
+    "tools",
+    "workbench_events",
+    "blueprint_messages",
+    "blueprint_run_logs",
+)
 
 
 def database_url(name: str) -> str:

@@ -98,3 +98,15 @@ def test_command_line_overrides_are_validated_like_the_file() -> None:
     with pytest.raises(ConfigError, match=r"the command line: port: .*65535"):
         with_overrides(Config(), port=70000)
     assert with_overrides(Config(), port=0, host=None).port == 0
+
+
+def test_knowledge_base_directories_follow_the_file_and_names_are_checked(tmp_path: Path) -> None:
+    path = tmp_path / "awb.config.json"
+    knowledge = {"handbook": "docs/handbook", "wiki": str(tmp_path / "elsewhere")}
+    path.write_text(json.dumps({"blueprints": {"knowledge": knowledge}}))
+    config = load_config(path, environ={"AWB_BLUEPRINTS__CACHE_SIZE": "9"})
+    assert config.blueprints.knowledge == {"handbook": tmp_path / "docs" / "handbook", "wiki": tmp_path / "elsewhere"}
+    assert config.blueprints.cache_size == 9 and config.blueprints.knowledge_search == "text"
+    path.write_text(json.dumps({"blueprints": {"knowledge": {"no spaces": "docs"}}}))
+    with pytest.raises(ConfigError, match=r"blueprints\.knowledge"):
+        load_config(path, environ={})

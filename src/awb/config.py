@@ -16,9 +16,9 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, StringConstraints, ValidationError, field_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from awb.errors import ConfigError
@@ -28,10 +28,16 @@ ENV_PREFIX = "AWB_"
 ENV_NESTED_DELIMITER = "__"
 #: `AWB_*` names the workbench reads that are not config fields.
 ENV_NOT_FIELDS = frozenset({"AWB_CONFIG", "AWB_AGENTS_DIR"})
+#: Names of knowledge bases (`blueprints.knowledge`), as a blueprint's `heart.knowledge.knowledge_base` names them.
+KNOWLEDGE_NAME = r"^[A-Za-z][A-Za-z0-9_-]{0,39}$"
 
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    def anchored(self, base: Path) -> Any:
+        """This section with its relative paths anchored at `base` (most sections hold none)."""
+        return self
 
 
 class MemoryConfig(_Section):
@@ -82,6 +88,16 @@ class BlueprintsConfig(_Section):
     allow_mcp_commands: bool = False
     #: Compiled blueprints kept in memory, by id.
     cache_size: int = Field(256, ge=1, le=100_000)
+    #: Knowledge bases a blueprint's `heart.knowledge` may name: name -> a directory of text and
+    #: Markdown files, searched by the agent's `search_knowledge` tool.
+    knowledge: dict[Annotated[str, StringConstraints(pattern=KNOWLEDGE_NAME)], Path] = Field(default_factory=dict)
+    #: How knowledge bases are searched: `text` (BM25) indexes a base in well under a second; `hybrid` also
+    #: embeds every passage (with the `embed` extra), which costs tens of milliseconds per passage or more.
+    knowledge_search: Literal["text", "hybrid"] = "text"
+
+    def anchored(self, base: Path) -> BlueprintsConfig:
+        relative = {name: base / path for name, path in self.knowledge.items() if not path.is_absolute()}
+        return self.model_copy(update={"knowledge": self.knowledge | relative}) if relative else self
 
 
 class HttpConfig(_Section):
@@ -180,6 +196,8 @@ class Config(BaseSettings):
             value = getattr(self, name)
             if isinstance(value, Path) and not value.is_absolute() and str(value) != ":memory:":
                 updates[name] = base / value
+            elif isinstance(value, _Section):
+                updates[name] = value.anchored(base)
         return self.model_copy(update=updates)
 
 

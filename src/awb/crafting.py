@@ -10,17 +10,18 @@ import json
 import re
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Annotated, Any
 
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from awb.craft_shape import craft_fields
 from awb.errors import AdmissionFailed, ExecutionError, InvalidParams, LimitExceeded, OutputExceeded
-from awb.inventory.models import Example
+from awb.inventory.models import Example, Language, RuntimeName
 from awb.sandbox.base import Limits, Runtime
 from awb.sandbox.host import HostBridge
+from awb.schema_rules import normalise_schemas
 from awb.text import MAX_RESULT_DEPTH, nesting_depth
 from awb.validation import VALIDATION_SECONDS, SchemaTooExpensive, ToolSchema, check_tool_schema
-
-if TYPE_CHECKING:
-    from awb.workbench import CraftRequest
 
 #: Tool names: what the spec allows (`^[A-Za-z0-9_-]{1,64}$`, matched whole: no trailing newline),
 #: and never a leading '-' (it reads as an option on every command line).
@@ -35,6 +36,36 @@ MAX_EXAMPLE_BYTES = 64 * 1024
 MAX_EXAMPLES_BYTES = 256 * 1024
 #: The least time an admission step is worth starting with.
 _MIN_STEP_MS = 10
+
+
+DEFAULT_INPUT_SCHEMA: dict[str, Any] = {"type": "object"}
+
+
+class CraftRequest(BaseModel):
+    """What an agent sends to craft a tool: the spec's shape (`metadata: {tags, problem,
+    created_by_agent}`) or ours (those fields flat). Without a description, the first line of the
+    code's docstring or leading comment is taken."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_shape(cls, data: Any) -> Any:
+        return normalise_schemas(craft_fields(data))
+
+    name: str
+    description: str = Field(min_length=1, max_length=MAX_DESCRIPTION_CHARS)
+    code: str = Field(min_length=1)
+    input_schema: dict[str, Any] = Field(default_factory=lambda: dict(DEFAULT_INPUT_SCHEMA))
+    output_schema: dict[str, Any] | None = None
+    examples: list[Example] = Field(default_factory=list, max_length=MAX_EXAMPLES)
+    language: Language = "python"
+    runtime: RuntimeName | None = None
+    tags: list[Annotated[str, StringConstraints(min_length=1, max_length=MAX_TAG_CHARS)]] = Field(
+        default_factory=list, max_length=MAX_TAGS
+    )
+    problem: str = Field("", max_length=MAX_PROBLEM_CHARS)
+    created_by_agent: str = Field("", max_length=MAX_AGENT_CHARS)
 
 
 def valid_name(name: object) -> bool:

@@ -104,6 +104,8 @@ class ExecutionError(AwbError):
 
     code = "runtime_error"
     http_status = 422
+    #: The most memory the failed run held, where the runtime measured it (for the call record only).
+    peak_memory_bytes: int | None = None
 
 
 class ToolRuntimeError(ExecutionError):

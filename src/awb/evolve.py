@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from awb.crafting import CraftRequest
 from awb.errors import InvalidParams, NotEquippable
 from awb.events import Event
 from awb.inventory.models import Example, Tool, ToolVersion
@@ -40,8 +41,6 @@ async def update(
     examples: list[Example] | list[dict[str, Any]] | None = None,
 ) -> Tool:
     """Admit a new version of `ref` (fields left out are kept) and make it current."""
-    from awb.workbench import CraftRequest
-
     tool = workbench.resolve(ref)
     if all(v is None for v in (code, description, input_schema, output_schema, examples)):
         raise InvalidParams(

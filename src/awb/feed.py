@@ -1,26 +1,38 @@
 """The workbench's events as a feed other processes can follow (the web panel's live toasts).
 
-Every `Workbench` journals its events into its store (`SQLiteStore.append_event`), so a craft made by
-any client in any process lands in the inventory file. A reader follows that journal from a cursor:
-`SQLiteEventFeed` on a connection of its own to the same file; `BusFeed` for a store that keeps no
-journal (an in-memory inventory: only this process's events exist). A store with a native notification
-channel (PostgreSQL LISTEN/NOTIFY) implements the same small `EventFeed` protocol.
+Every `Workbench` journals its events into its store (`append_event`), so a craft made by any client in
+any process lands in the inventory. A reader follows that journal from a cursor:
+
+- `SQLiteEventFeed`, on a connection of its own to the inventory file, looks every `POLL_SECONDS`
+  (SQLite cannot tell another process that something was written);
+- `PostgresEventFeed` reads the shared database's journal and is woken by LISTEN/NOTIFY the moment
+  any server appends (this one included), so it neither polls nor queries while nothing happens;
+- `BusFeed` serves a store that keeps no journal (an in-memory inventory: only this process's events
+  exist), woken by the event bus.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 import threading
 from collections import deque
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+import anyio
 from pydantic import BaseModel, Field
 
 from awb.events import Event, EventBus
 from awb.inventory.sqlite import BUSY_TIMEOUT_MS, SQLiteStore
+
+#: How often a reader of a SQLite journal looks for news: the bound on a toast's delay there.
+POLL_SECONDS = 0.25
+#: Longest wait of a woken feed when nothing happens (the stream then checks its browser is still there).
+QUIET_SECONDS = 1.0
 
 
 class FeedEvent(BaseModel):
@@ -40,7 +52,51 @@ class EventFeed(Protocol):
         """Events newer than `cursor`, oldest first, at most `limit`."""
         ...
 
+    async def wait(self, cursor: int) -> None:
+        """Return once events newer than `cursor` may be there, or after a quiet spell of at most a
+        second (so a caller can look around: is its reader still there?)."""
+        ...
+
     def close(self) -> None: ...
+
+
+class Wakeup:
+    """Wakes coroutines (on any event loop) waiting for news, from whichever thread brings it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiting: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+        #: How many times news came: a reader remembers the count its last answer was complete at.
+        self.count = 0
+
+    def ring(self) -> None:
+        with self._lock:
+            self.count += 1
+            waiting = list(self._waiting)
+        for loop, event in waiting:
+            try:
+                loop.call_soon_threadsafe(event.set)
+            except RuntimeError:  # that loop has closed: its waiter is gone with it
+                pass
+
+    async def wait(self, ready: Callable[[], bool], timeout: float) -> None:
+        """Return when `ready()` holds (checked under the lock `ring` takes, so news cannot slip in
+        between the check and the wait), when news comes, or after `timeout`."""
+        entry = (asyncio.get_running_loop(), asyncio.Event())
+        with self._lock:
+            if ready():
+                return
+            self._waiting.append(entry)
+        try:
+            with anyio.move_on_after(timeout):
+                await entry[1].wait()
+        finally:
+            with self._lock:
+                self._waiting.remove(entry)
+
+
+def _event(row: tuple[int, str, str, str | None, str]) -> FeedEvent:
+    return FeedEvent(id=row[0], at=row[1], kind=row[2], tool_id=row[3], data=json.loads(row[4]))
 
 
 class SQLiteEventFeed:
@@ -74,11 +130,60 @@ class SQLiteEventFeed:
             # Only a complete answer lets the next poll skip on an unchanged data_version.
             if len(rows) < limit:
                 self._seen_version, self._last_cursor = version, rows[-1][0] if rows else cursor
-        return [FeedEvent(id=r[0], at=r[1], kind=r[2], tool_id=r[3], data=json.loads(r[4])) for r in rows]
+        return [_event(r) for r in rows]
+
+    async def wait(self, cursor: int) -> None:
+        await anyio.sleep(POLL_SECONDS)
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+class NotifyingJournal(Protocol):
+    """What `PostgresEventFeed` needs of a store (awb.inventory.postgres_records)."""
+
+    def events_after(self, cursor: int, limit: int = 100) -> list[tuple[int, str, str, str | None, str]]: ...
+
+    def events_head(self) -> int: ...
+
+    def subscribe_journal(self, listener: Callable[[], None]) -> Callable[[], None]: ...
+
+
+class PostgresEventFeed:
+    """Follows the journal every server on one PostgreSQL inventory appends to.
+
+    The store's LISTEN connection rings on every append (and after a reconnect, when some may have been
+    missed). Until it rings, `after` answers from what it knows without a query and `wait` sleeps; a
+    ring wakes every waiting stream at once."""
+
+    def __init__(self, journal: NotifyingJournal) -> None:
+        self._journal = journal
+        self._wakeup = Wakeup()
+        self._lock = threading.Lock()
+        #: (ring count, cursor) of the last complete answer: nothing newer exists until the next ring.
+        self._seen: tuple[int, int] | None = None
+        self._unsubscribe = journal.subscribe_journal(self._wakeup.ring)
+
+    def head(self) -> int:
+        return self._journal.events_head()
+
+    def after(self, cursor: int, limit: int = 100) -> list[FeedEvent]:
+        rung = self._wakeup.count  # read first: a ring during the query makes the next call look again
+        with self._lock:
+            if self._seen == (rung, cursor):
+                return []
+        rows = self._journal.events_after(cursor, limit)
+        if len(rows) < limit:
+            with self._lock:
+                self._seen = (rung, rows[-1][0] if rows else cursor)
+        return [_event(r) for r in rows]
+
+    async def wait(self, cursor: int) -> None:
+        await self._wakeup.wait(lambda: self._seen != (self._wakeup.count, cursor), QUIET_SECONDS)
+
+    def close(self) -> None:
+        self._unsubscribe()
 
 
 class BusFeed:
@@ -88,6 +193,7 @@ class BusFeed:
         self._events: deque[FeedEvent] = deque(maxlen=keep)
         self._next = 1
         self._lock = threading.Lock()
+        self._wakeup = Wakeup()
         self._unsubscribe = bus.subscribe(self._on_event)
 
     def _on_event(self, event: Event) -> None:
@@ -102,6 +208,7 @@ class BusFeed:
                 )
             )
             self._next += 1
+        self._wakeup.ring()
 
     def head(self) -> int:
         with self._lock:
@@ -111,12 +218,18 @@ class BusFeed:
         with self._lock:
             return [e for e in self._events if e.id > cursor][:limit]
 
+    async def wait(self, cursor: int) -> None:
+        await self._wakeup.wait(lambda: self.head() > cursor, QUIET_SECONDS)
+
     def close(self) -> None:
         self._unsubscribe()
 
 
 def open_feed(store: object, bus: EventBus) -> EventFeed:
-    """The feed for a workbench's store: the file's journal when it has one, else this process's bus."""
+    """The feed for a workbench's store: the inventory's journal when it keeps one, else this process's bus."""
     if isinstance(store, SQLiteStore) and store.path != ":memory:":
         return SQLiteEventFeed(store.path)
+    if callable(getattr(store, "subscribe_journal", None)):
+        journal: Any = store
+        return PostgresEventFeed(journal)
     return BusFeed(bus)

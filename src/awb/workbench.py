@@ -9,14 +9,14 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError
 
 from awb import crafting, evolve, forget
 from awb.clock import Clock, SystemClock
 from awb.config import Config
-from awb.craft_shape import craft_fields
+from awb.crafting import CraftRequest as CraftRequest
 from awb.equip import Armory
 from awb.errors import (
     AdmissionFailed,
@@ -46,50 +46,20 @@ from awb.inventory.models import (
     ToolVersion,
 )
 from awb.inventory.open import open_store
+from awb.inventory.rows import TIER_SNAPSHOT
 from awb.inventory.store import Store
 from awb.sandbox.base import Execution, ExecutionSlots, Limits, Runtime
 from awb.sandbox.host import HostBridge
 from awb.sandbox.registry import build_runtimes, choose_python_runtime
 from awb.sandbox.staging import protected_paths
-from awb.schema_rules import normalise_schemas
 from awb.search.duplicates import rank_similar
-from awb.search.embeddings import create_embedder
 from awb.search.fts import search_words
-from awb.search.hybrid import HybridSearch
+from awb.search.hybrid import search_engine
 from awb.text import MAX_RESULT_DEPTH, cap_text, nesting_depth
 from awb.validation import SchemaTooExpensive, ToolSchema
 from awb.validation import schema_errors as schema_errors
 
 log = logging.getLogger("awb.workbench")
-
-DEFAULT_INPUT_SCHEMA: dict[str, Any] = {"type": "object"}
-
-
-class CraftRequest(BaseModel):
-    """What an agent sends to craft a tool: the spec's shape (`metadata: {tags, problem,
-    created_by_agent}`) or ours (those fields flat). Without a description, the first line of the
-    code's docstring or leading comment is taken."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _one_shape(cls, data: Any) -> Any:
-        return normalise_schemas(craft_fields(data))
-
-    name: str
-    description: str = Field(min_length=1, max_length=crafting.MAX_DESCRIPTION_CHARS)
-    code: str = Field(min_length=1)
-    input_schema: dict[str, Any] = Field(default_factory=lambda: dict(DEFAULT_INPUT_SCHEMA))
-    output_schema: dict[str, Any] | None = None
-    examples: list[Example] = Field(default_factory=list, max_length=crafting.MAX_EXAMPLES)
-    language: Language = "python"
-    runtime: RuntimeName | None = None
-    tags: list[Annotated[str, StringConstraints(min_length=1, max_length=crafting.MAX_TAG_CHARS)]] = Field(
-        default_factory=list, max_length=crafting.MAX_TAGS
-    )
-    problem: str = Field("", max_length=crafting.MAX_PROBLEM_CHARS)
-    created_by_agent: str = Field("", max_length=crafting.MAX_AGENT_CHARS)
 
 
 class CallResult(BaseModel):
@@ -143,7 +113,7 @@ class Workbench:
         self.policy = MemoryPolicy(self.config.memory)
         self.events = EventBus()
         self.armory = Armory(self.store, self.config, self.events)
-        self.search_engine = _search_engine(self.store, self.config)
+        self.search_engine = search_engine(self.store, self.config.search)
         # Vectors follow every craft, new version, rollback and delete, whichever path made them.
         self.events.subscribe(self._keep_search_in_step)
         # Other processes (the web panel of a server) read the inventory's journal of these events.
@@ -228,7 +198,12 @@ class Workbench:
         """The tool named by `ref`: a tool_id or a name."""
         if not isinstance(ref, str) or not ref:
             raise InvalidParams("a tool_id or name is required")
-        tool = self.store.get(ref) or self.store.get_by_name(ref, include_deleted=True)
+        if ref.startswith("tool_"):
+            tool = self.store.get(ref) or self.store.get_by_name(ref, include_deleted=True)
+        else:
+            # Not an id we mint: the name first (a shared store then reads nothing to learn that no
+            # tool has this id), the id still tried for records imported with ids of their own.
+            tool = self.store.get_by_name(ref, include_deleted=True) or self.store.get(ref)
         if tool is None:
             raise ToolNotFound(f"no tool with id or name {ref!r}", ref=ref)
         if tool.status == "deleted" and not allow_deleted:
@@ -402,7 +377,10 @@ class Workbench:
                 # A result nested past the interpreter's recursion limit, met while encoding or decoding it.
                 error = _too_deep(tool)
         duration_ms = (time.perf_counter() - started) * 1000
-        peak = execution.peak_memory_bytes if execution is not None else None
+        if execution is not None:
+            peak = execution.peak_memory_bytes
+        else:  # a failed run may still have been measured (a tool that hit its memory limit, say)
+            peak = error.peak_memory_bytes if isinstance(error, ExecutionError) else None
         tool = self._record(tool, call_id, duration_ms, error, peak)
         if error is not None:
             log.info("call %s failed: %s", tool.name, error.code)
@@ -535,6 +513,11 @@ class Workbench:
 
     def inspect(self, ref: str) -> Inspection:
         tool = self.resolve(ref, allow_deleted=True)
+        # A shared store serves calls from a cache that follows other servers a moment late; what a
+        # person inspects is read from the database itself.
+        reread = getattr(self.store, "reread", None)
+        if callable(reread):
+            tool = reread(tool.tool_id) or tool
         return Inspection(
             tool=tool, versions=self.store.versions(tool.tool_id), recent_calls=self.store.calls(tool.tool_id)
         )
@@ -612,7 +595,11 @@ class Workbench:
     # --- memory maintenance ---------------------------------------------------------------------
 
     def maintain(self) -> list[TierChange]:
-        """Demote idle medium-term tools, archive idle short-term ones."""
+        """Demote idle medium-term tools, archive idle short-term ones.
+
+        Each change is conditional on the tool as it was read (tier, status, last use, usage, equipped):
+        a call, an equip or another process's maintenance that lands in between wins, and the tool is
+        looked at again next time."""
         self._calls_since_maintenance = 0
         now = self.clock.now()
         changes = []
@@ -626,23 +613,14 @@ class Workbench:
                 # Archived tools leave the equipped set; updated_at dates the archiving (for purge).
                 fields.update(status="archived", equipped=False, updated_at=now)
                 data["equipped"] = tool.equipped
-            self.store.update(tool.tool_id, **fields)
+            read = {column: getattr(tool, column) for column in TIER_SNAPSHOT}
+            if not self.store.update_if(tool.tool_id, read, **fields):
+                continue
             changes.append(change)
             self.events.publish(Event("tier_changed", tool.tool_id, data))
         if changes:
             log.info("maintenance moved %d tools", len(changes))
         return changes
-
-
-def _search_engine(store: Store, config: Config) -> HybridSearch:
-    """Hybrid search when configured (or `auto`) and the `embed` extra is installed; text-only otherwise,
-    with why."""
-    if config.search.mode == "text":
-        return HybridSearch(store, None, config.search, reason="search.mode is 'text'")
-    embedder, reason = create_embedder(config.search.embedding_provider)
-    if embedder is None and config.search.mode == "auto":
-        reason = f"search.mode is 'auto' and {reason}"
-    return HybridSearch(store, embedder, config.search, reason=reason)
 
 
 def _too_deep(tool: Tool) -> OutputExceeded:

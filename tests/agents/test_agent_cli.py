@@ -95,7 +95,9 @@ def test_agents_list_of_a_missing_directory_is_an_error_with_its_path(tmp_path: 
     missing = tmp_path / "nowhere"
     outcome = runner.invoke(agents_app, ["list", "--agents-dir", str(missing)])
     assert outcome.exit_code == 2
-    error = json.loads(outcome.stderr)["error"]
+    assert outcome.stderr.startswith("error (config_invalid): ") and str(missing) in outcome.stderr
+    as_json = runner.invoke(agents_app, ["list", "--agents-dir", str(missing), "--json"])
+    error = json.loads(as_json.stderr)["error"]
     assert error["code"] == "config_invalid"
     assert str(missing) in error["message"]
 
@@ -151,14 +153,14 @@ def test_unfinished_run_prints_its_result_and_exits_1(fake_provider: FakeProvide
 
 
 def test_unknown_agent_is_reported_with_its_error_code(tmp_path: Path) -> None:
-    outcome = runner.invoke(agents_app, ["run", "ghost", "x", "--agents-dir", str(tmp_path)])
+    outcome = runner.invoke(agents_app, ["run", "ghost", "x", "--agents-dir", str(tmp_path), "--json"])
     assert outcome.exit_code == 2
     assert json.loads(outcome.stderr)["error"]["code"] == "agent_not_found"
 
 
 def test_server_option_without_a_name_is_a_config_error() -> None:
     outcome = runner.invoke(
-        agents_app, ["run", "hello", "Ada", "--agents-dir", str(EXAMPLES), "--server", "just-a-command"]
+        agents_app, ["run", "hello", "Ada", "--agents-dir", str(EXAMPLES), "--server", "just-a-command", "--json"]
     )
     assert outcome.exit_code == 2
     assert json.loads(outcome.stderr)["error"]["code"] == "config_invalid"

@@ -116,7 +116,8 @@ def test_a_configured_server_entry_without_command_or_url_is_a_config_error(tmp_
     servers = tmp_path / "servers.json"
     servers.write_text(json.dumps({"mcpServers": {"tiny": {"args": ["x"]}}}))
     outcome = runner.invoke(
-        agents_app, ["run", "shouter", "hi", "--agents-dir", str(agents_dir(tmp_path)), "--servers", str(servers)]
+        agents_app,
+        ["run", "shouter", "hi", "--agents-dir", str(agents_dir(tmp_path)), "--servers", str(servers), "--json"],
     )
     assert outcome.exit_code == 2
     error = json.loads(outcome.stderr)["error"]
@@ -127,9 +128,10 @@ def test_a_configured_server_entry_without_command_or_url_is_a_config_error(tmp_
 def test_an_agent_whose_namespace_no_server_provides_fails_with_one_message(tmp_path: Path) -> None:
     outcome = runner.invoke(agents_app, ["run", "shouter", "hi", "--agents-dir", str(agents_dir(tmp_path))])
     assert outcome.exit_code == 2
-    error = json.loads(outcome.stderr)["error"]
-    assert error["code"] == "agent_invalid"
-    assert "no server of that name is configured" in error["message"]
+    # The one CLI error format: a line, `error (<code>): <message>` (JSON only with --json).
+    assert outcome.stderr.startswith("error (agent_invalid): ")
+    assert "no server of that name is configured" in outcome.stderr
+    assert len(outcome.stderr.strip().splitlines()) == 1
 
 
 def test_verbose_writes_each_event_as_a_json_line_on_stderr(fake_provider: FakeProvider, tmp_path: Path) -> None:

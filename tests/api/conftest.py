@@ -48,8 +48,12 @@ class Api:
         return self.client.get(path, params=params)
 
 
-def make_service(tmp_path: Path, fake_model: FakeServer, fake_tavily: FakeServer) -> BlueprintService:
-    config = Config(inventory_path=tmp_path / "inventory.db", blueprints_dir=tmp_path / "blueprints")
+def make_service(
+    tmp_path: Path, fake_model: FakeServer, fake_tavily: FakeServer, *, inventory_url: str | None = None
+) -> BlueprintService:
+    config = Config(
+        inventory_path=tmp_path / "inventory.db", inventory_url=inventory_url, blueprints_dir=tmp_path / "blueprints"
+    )
     environ = {
         "OPENAI_API_KEY": OPENAI_KEY,
         "OPENAI_BASE_URL": fake_model.url,
@@ -57,7 +61,7 @@ def make_service(tmp_path: Path, fake_model: FakeServer, fake_tavily: FakeServer
         "TAVILY_API_KEY": TAVILY_KEY,
     }
     options = RuntimeOptions(environ=environ, tavily_base_url=fake_tavily.url, allow_mcp_commands=True)
-    return BlueprintService(config, open_session_store(config.inventory_path), options=options)
+    return BlueprintService(config, open_session_store(config), options=options)
 
 
 @pytest.fixture

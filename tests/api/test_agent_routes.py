@@ -9,11 +9,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
+from awb.api.app import create_api
+
 from .blueprints_data import TAVILY, blueprint
-from .conftest import OPENAI_KEY, TAVILY_KEY, Api
-from .fakes import FakeServer, answer, tool_call, user_text
+from .conftest import OPENAI_KEY, TAVILY_KEY, Api, make_service
+from .fakes import FakeServer, answer, tool_call, user_text, uvicorn_serving
 
 TINY_SERVER = Path(__file__).parents[1] / "agents" / "tiny_mcp_server.py"
 
@@ -152,6 +155,34 @@ def test_session_memory_restores_the_last_exchanges_across_three_messages(api: A
     assert "one after []" in task and "two after ['one']" in task
     other = api.post("/api/agents/run", {"blueprint_id": blueprint_id, "message": "new", "session_id": "fresh"})
     assert other.json()["response"] == "new after []"
+
+
+def test_a_session_continues_on_another_replica_of_a_postgres_inventory(
+    tmp_path: Path, clean_pg_url: str, fake_model: FakeServer, fake_tavily: FakeServer
+) -> None:
+    fake_model.responder = _history_echo
+    data = blueprint(heart={"memory": {"enabled": True, "history_length": 5}})
+    services = [make_service(tmp_path / name, fake_model, fake_tavily, inventory_url=clean_pg_url) for name in "ab"]
+    try:
+        with (
+            uvicorn_serving(create_api(services[0])) as first,
+            uvicorn_serving(create_api(services[1])) as second,
+            httpx.Client(timeout=30) as http,
+        ):
+            one = http.post(f"{first}/api/agents/run", json={"blueprint": data, "message": "one"}).json()
+            session = one["session_id"]
+            two = http.post(
+                f"{second}/api/agents/run", json={"blueprint": data, "message": "two", "session_id": session}
+            ).json()
+            assert two["response"] == "two after ['one']"  # the history came from the shared database
+            logs = [
+                http.get(f"{url}/api/agents/logs", params={"session_id": session}).json() for url in (first, second)
+            ]
+    finally:
+        for service in services:
+            service.close()
+    assert logs[0] == logs[1]
+    assert [e["kind"] for e in logs[0]["entries"]] == ["run_start", "run_end"] * 2
 
 
 def test_memory_off_is_stateless(api: Api, fake_model: FakeServer) -> None:

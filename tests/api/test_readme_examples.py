@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import yaml
 
 from awb.blueprints.files import parse_yaml
+from awb.config import Config
 
 from .conftest import Api
 from .fakes import FakeServer, answer, tool_call
@@ -63,3 +66,25 @@ def test_every_endpoint_has_a_curl_example_and_each_one_works(
     logs = api.get("/api/agents/logs", session_id="demo").json()["entries"]
     assert [e["kind"] for e in logs] == ["run_start", "tool_call", "run_end"]
     assert yaml.safe_load((tmp_path / "researcher.yaml").read_text(encoding="utf-8"))["name"] == "researcher"
+
+
+def test_readme_knowledge_example_configures_a_base_the_blueprint_may_name() -> None:
+    config = Config.model_validate(json.loads(_blocks("json")[0]))
+    bases = tuple(config.blueprints.knowledge)
+    assert bases == ("handbook",)
+    blueprint = parse_yaml(_blocks("yaml")[1], knowledge_bases=bases)
+    assert blueprint.heart.knowledge.knowledge_base == "handbook"
+
+
+def test_readme_agno_example_runs_the_blueprint_through_agno(tmp_path: Path, fake_model: FakeServer) -> None:
+    (tmp_path / "researcher.yaml").write_text(_blocks("yaml")[0], encoding="utf-8")
+    choice = {"index": 0, "message": {"role": "assistant", "content": "A new REPL."}, "finish_reason": "stop"}
+    fake_model.queue((200, {"id": "c", "object": "chat.completion", "created": 0, "model": "m", "choices": [choice]}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWB_", "OPENAI_", "ANTHROPIC_", "TAVILY_"))}
+    env |= {"OPENAI_BASE_URL": f"{fake_model.url}/v1", "OPENAI_API_KEY": "sk-test-readme"}
+    (code,) = _blocks("python")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode().strip() == "A new REPL."
+    assert "What is new in Python 3.13?" in json.dumps(fake_model.requests[0]["body"]["messages"])
+    assert (tmp_path / ".awb" / "agno.db").is_file()

@@ -12,6 +12,7 @@ import pytest
 
 from api.fakes import FakeServer, serving
 from awb.blueprints.agno_target import compile_to_agno, run_agno
+from awb.blueprints.compile import RuntimeOptions
 from awb.blueprints.journal import RunJournal
 from awb.blueprints.schema import validate_blueprint
 
@@ -78,7 +79,7 @@ async def test_agno_agent_sends_the_heads_settings_and_uses_the_tavily_arm(
     blueprint = _blueprint(arms=[{"type": "tavily_search"}], spine={"allowed_domains": ["example.com"]})
     journal = RunJournal("run", blueprint.spine.max_tool_calls)
     env = {"OPENAI_BASE_URL": f"{model.url}/v1", "OPENAI_API_KEY": "sk-test", "TAVILY_API_KEY": "tvly-test"}
-    target = compile_to_agno(blueprint, journal=journal, environ=env, tavily_base_url=tavily.url)
+    target = compile_to_agno(blueprint, RuntimeOptions(environ=env, tavily_base_url=tavily.url), journal=journal)
     assert type(target).__name__ == "Agent" and os.environ["AGNO_TELEMETRY"] == "false" and target.telemetry is False
     with anyio.fail_after(60):
         answer = await run_agno(target, blueprint, "search agno", journal=journal)
@@ -105,14 +106,14 @@ async def test_agno_team_and_workflow_have_the_blueprints_members_and_steps(
     env = {"OPENAI_BASE_URL": f"{model.url}/v1", "OPENAI_API_KEY": "sk-test"}
     team_legs = {"mode": "team", "members": [{"name": "critic", "role": "Critiques", "instructions": "Find flaws."}]}
     team_bp = _blueprint(legs=team_legs)
-    team = compile_to_agno(team_bp, journal=RunJournal("t", 10), environ=env)
+    team = compile_to_agno(team_bp, RuntimeOptions(environ=env), journal=RunJournal("t", 10))
     assert type(team).__name__ == "Team" and [m.name for m in team.members] == ["critic"]
     flow_legs = {
         "mode": "workflow",
         "steps": [{"name": "a", "instructions": "Do A."}, {"name": "b", "instructions": "Do B."}],
     }
     flow_bp = _blueprint(legs=flow_legs)
-    flow = compile_to_agno(flow_bp, journal=RunJournal("w", 10), environ=env)
+    flow = compile_to_agno(flow_bp, RuntimeOptions(environ=env), journal=RunJournal("w", 10))
     assert type(flow).__name__ == "Workflow" and [s.name for s in flow.steps] == ["a", "b"]
     model.queue(_text("after A"), _text("after B"))
     with anyio.fail_after(60):

@@ -1,20 +1,37 @@
-"""Session stores: the SQLite one (inventory migration) and the memory one behave alike."""
+"""Session stores: the SQLite one, the PostgreSQL one (both from the inventory's migrations) and the memory
+one behave alike."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from awb.blueprints.journal import LogEntry, redact
-from awb.blueprints.sessions import MemorySessionStore, SessionStore, open_session_store
+from awb.blueprints.sessions import Exchange, MemorySessionStore, SessionStore, open_session_store
+from awb.config import Config
 from awb.inventory.sqlite import SQLiteStore
 
+AT = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
-@pytest.fixture(params=["sqlite", "memory"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> SessionStore:
-    return open_session_store(tmp_path / "inventory.db") if request.param == "sqlite" else MemorySessionStore()
+
+@pytest.fixture(params=["sqlite", "postgres", "memory"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
+    if request.param == "sqlite":
+        opened = open_session_store(tmp_path / "inventory.db")
+    elif request.param == "postgres":
+        opened = open_session_store(Config(inventory_url=request.getfixturevalue("clean_pg_url")))
+    else:
+        opened = MemorySessionStore()
+    yield opened
+    opened.close()
+
+
+def entries(run_id: str, at: datetime = AT) -> list[LogEntry]:
+    kinds = ("run_start", "tool_call", "run_end")
+    return [LogEntry(at=at + timedelta(seconds=i), run_id=run_id, kind=k, data={"n": i}) for i, k in enumerate(kinds)]
 
 
 def test_history_returns_the_last_exchanges_oldest_first(store: SessionStore) -> None:
@@ -35,6 +52,47 @@ def test_logs_come_back_in_the_order_written(store: SessionStore) -> None:
     store.append_logs("s", entries[2:])
     assert store.logs("s") == entries
     assert store.logs("t") == []
+
+
+def test_texts_of_any_kind_come_back_unchanged(store: SessionStore) -> None:
+    odd = "NUL \x00, emoji 🦜, quotes \"'\\ and\nnewlines"
+    store.add_exchange("s", "bp", AT, odd, odd[::-1])
+    [turn] = store.history("s", 5)
+    assert (turn.user, turn.assistant) == (odd, odd[::-1])
+
+
+def test_sessions_are_listed_most_recently_logged_first_with_their_counts(store: SessionStore) -> None:
+    store.append_logs("older", entries("r1") + entries("r2", AT + timedelta(minutes=1)))
+    store.append_logs("newer", entries("r3", AT + timedelta(minutes=2)))
+    store.add_exchange("chat_only", "bp", AT, "hello", "hi")
+    listed = store.sessions(10)
+    assert [(s.session_id, s.runs, s.entries) for s in listed] == [("newer", 1, 3), ("older", 2, 6)]
+    assert (
+        listed[1].first_at == AT.isoformat() and listed[1].last_at == (AT + timedelta(minutes=1, seconds=2)).isoformat()
+    )
+    assert [s.session_id for s in store.sessions(1)] == ["newer"]
+
+
+def test_a_session_exports_and_imports_whole_and_only_once(store: SessionStore, tmp_path: Path) -> None:
+    store.add_exchange("s", "bp", AT, "q1", "a1")
+    store.add_exchange("s", "bp2", AT + timedelta(seconds=5), "q2", "a2")
+    store.append_logs("s", entries("r"))
+    store.append_logs("logs_only", entries("r2"))
+    assert store.session_ids() == ["logs_only", "s"]
+    assert store.exchanges("s") == [
+        Exchange(blueprint_id="bp", at=AT, message="q1", response="a1"),
+        Exchange(blueprint_id="bp2", at=AT + timedelta(seconds=5), message="q2", response="a2"),
+    ]
+    target = open_session_store(tmp_path / "target.db")
+    try:
+        for session_id in store.session_ids():
+            assert target.import_session(session_id, store.exchanges(session_id), store.logs(session_id)) is True
+        assert target.import_session("s", store.exchanges("s"), store.logs("s")) is False  # already there
+        assert target.exchanges("s") == store.exchanges("s") and target.logs("s") == store.logs("s")
+        assert [(t.user, t.assistant) for t in target.history("s", 5)] == [("q1", "a1"), ("q2", "a2")]
+        assert target.logs("logs_only") == entries("r2") and target.exchanges("logs_only") == []
+    finally:
+        target.close()
 
 
 def test_the_inventory_migration_creates_the_session_tables(tmp_path: Path) -> None:

@@ -65,17 +65,41 @@ def test_list_shows_saved_files_and_schemas_prints_one_part(workdir: Path) -> No
     assert json.loads(spine.output)["max_tool_calls"] == {"minimum": 1, "maximum": 100, "default": 10}
 
 
-def test_run_can_target_agno(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    reply = {
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "from agno"}, "finish_reason": "stop"}]
-    }
+def _chat(content: str) -> tuple[int, object]:
+    choice = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+    return 200, {"id": "c", "object": "chat.completion", "created": 0, "model": "gpt-4o-mini", "choices": [choice]}
+
+
+def test_run_can_target_agno_and_its_session_goes_on_in_the_next_command(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with serving(FakeServer()) as model:
         monkeypatch.setenv("OPENAI_BASE_URL", f"{model.url}/v1")
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-        model.queue((200, {"id": "c", "object": "chat.completion", "created": 0, "model": "gpt-4o-mini"} | reply))
+        model.queue(_chat("from agno"), _chat("still agno"))
         result = runner.invoke(app, ["blueprints", "run", "good.yaml", "hi", "--target", "agno"])
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["response"] == "from agno"
+        assert result.exit_code == 0, result.output
+        first = json.loads(result.output)
+        again = ["blueprints", "run", "good.yaml", "and now?", "--target", "agno", "--session-id", first["session_id"]]
+        second = runner.invoke(app, again)
+    assert second.exit_code == 0, second.output
+    assert first["response"] == "from agno" and json.loads(second.output)["response"] == "still agno"
     assert model.requests[0]["body"]["temperature"] == 0.5
+    history = json.dumps(model.requests[1]["body"]["messages"])
+    assert "hi" in history and "from agno" in history
+    assert (workdir / ".awb" / "agno.db").is_file()
     wrong = runner.invoke(app, ["blueprints", "run", "good.yaml", "hi", "--target", "langchain"])
     assert wrong.exit_code == 2 and "targets: awb, agno" in wrong.output
+
+
+def test_knowledge_bases_come_from_the_config_file(workdir: Path) -> None:
+    (workdir / "awb.config.json").write_text(json.dumps({"blueprints": {"knowledge": {"handbook": "docs"}}}))
+    heart = runner.invoke(app, ["blueprints", "schemas", "--part", "heart"])
+    assert json.loads(heart.output)["knowledge"]["knowledge_bases"] == ["handbook"]
+    (workdir / "kb.yaml").write_text(
+        yaml.safe_dump(GOOD | {"heart": {"knowledge": {"enabled": True, "knowledge_base": "wiki"}}}), encoding="utf-8"
+    )
+    bad = runner.invoke(app, ["blueprints", "validate", "kb.yaml", "--json"])
+    assert bad.exit_code == 2
+    (error,) = json.loads(bad.output)["error"]["details"]["errors"]
+    assert error["path"] == "heart.knowledge.knowledge_base" and error["allowed"] == ["handbook"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import pytest
@@ -62,6 +62,10 @@ def test_doctor_names_the_postgres_store_its_schema_and_vector_path(tmp_path: Pa
 
 
 async def _fill(config: Config) -> None:
+    from awb.blueprints.journal import LogEntry
+    from awb.blueprints.sessions import open_session_store
+    from awb.inventory.models import CallRecord
+
     async with Workbench(config) as workbench:
         await workbench.craft(add_tool("kept", tags=["math", "ünïcode"]))
         await workbench.update("kept", code="def run(params):\n    return params['a'] + params['b'] + 0\n")
@@ -70,23 +74,65 @@ async def _fill(config: Config) -> None:
         await workbench.craft(add_tool("dropped"))
         workbench.delete("dropped")
         await workbench.craft(add_tool("dropped"))  # a live tool may share a deleted one's name
+        kept = workbench.resolve("kept")
+        at = workbench.clock.now()
+        workbench.store.record_call(
+            CallRecord(
+                call_id="call_00000000000000f1",
+                tool_id=kept.tool_id,
+                version=2,
+                at=at,
+                duration_ms=7.25,
+                ok=False,
+                error_code="timeout",
+                peak_memory_bytes=5 << 20,
+            )
+        )
+        workbench.store.record_call(CallRecord(tool_id=kept.tool_id, version=1, at=at, duration_ms=1, ok=True))
+        for n, text in enumerate(("pending ✓", "applied", "discarded")):
+            staged = workbench.store.stage_write(
+                kept.tool_id, f"/tmp/out{n}.txt", text, at, call_id="call_00000000000000f1"
+            )
+            if n:
+                cast(Any, workbench.store).set_staged_status(staged, text)
+    sessions = open_session_store(config)
+    try:
+        sessions.add_exchange("session-1", "bp-1", at, "What is 1 + 2?", "3, I think")
+        sessions.append_logs("session-1", [LogEntry(at=at, run_id="run-1", kind="run_end", data={"ok": True})])
+        sessions.append_logs("logs-only", [LogEntry(at=at, run_id="run-2", kind="run_start", data={"message": "é"})])
+    finally:
+        sessions.close()
 
 
-def _snapshot(config: Config) -> list[dict[str, Any]]:
-    """Every tool (deleted ones too) with its versions, in tool_id order."""
-    store = open_store(config)
+def _snapshot(config: Config) -> dict[str, Any]:
+    """Every tool (deleted ones too) with its versions, calls and staged writes, in tool_id order, and
+    every blueprint session."""
+    from awb.blueprints.sessions import open_session_store
+
+    store: Any = open_store(config)
+    sessions = open_session_store(config, inventory=store)
     try:
         tools = store.list_tools(limit=100) + store.purge_candidates(archived_before=None, deleted=True)
         records = [
             {
                 "tool": t.model_dump(mode="json"),
                 "versions": [v.model_dump(mode="json") for v in store.versions(t.tool_id)],
+                "calls": [c.model_dump(mode="json") for _, c in store.call_history(t.tool_id)],
+                "staged": [{k: v for k, v in w.items() if k != "id"} for w in store.staged_writes(tool_id=t.tool_id)],
             }
             for t in tools
         ]
+        kept_sessions = {
+            s: (
+                [e.model_dump(mode="json") for e in sessions.exchanges(s)],
+                [e.model_dump(mode="json") for e in sessions.logs(s)],
+            )
+            for s in sessions.session_ids()
+        }
     finally:
+        sessions.close()
         store.close()
-    return sorted(records, key=lambda r: r["tool"]["tool_id"])
+    return {"tools": sorted(records, key=lambda r: r["tool"]["tool_id"]), "sessions": kept_sessions}
 
 
 @pytest.mark.anyio
@@ -99,9 +145,23 @@ async def test_export_and_import_move_an_inventory_sqlite_to_postgres_and_back_u
     args = ["inventory", "export", "--inventory", str(tmp_path / "a.db"), "--output", str(first)]
     assert runner.invoke(app, args).exit_code == 0
     into_pg = runner.invoke(app, ["inventory", "import", str(first), "--inventory-url", clean_pg_url, "--json"])
-    assert json.loads(into_pg.output) == {"imported": 3, "skipped": 0}
+    assert json.loads(into_pg.output) == {
+        "imported": 3,
+        "skipped": 0,
+        "calls": 3,
+        "staged": 3,
+        "sessions": 2,
+        "sessions_skipped": 0,
+    }
     again = runner.invoke(app, ["inventory", "import", str(first), "--inventory-url", clean_pg_url, "--json"])
-    assert json.loads(again.output) == {"imported": 0, "skipped": 3}
+    assert json.loads(again.output) == {
+        "imported": 0,
+        "skipped": 3,
+        "calls": 0,
+        "staged": 0,
+        "sessions": 0,
+        "sessions_skipped": 2,
+    }
     second = tmp_path / "second.jsonl"
     assert (
         runner.invoke(app, ["inventory", "export", "--inventory-url", clean_pg_url, "-o", str(second)]).exit_code == 0
@@ -111,7 +171,57 @@ async def test_export_and_import_move_an_inventory_sqlite_to_postgres_and_back_u
     original = await anyio.to_thread.run_sync(_snapshot, sqlite_config)
     assert _snapshot(Config(inventory_url=clean_pg_url)) == original
     assert _snapshot(Config(inventory_path=tmp_path / "b.db")) == original
-    assert len(original) == 3 and sum(len(r["versions"]) for r in original) == 4
+    tools = original["tools"]
+    assert len(tools) == 3 and sum(len(r["versions"]) for r in tools) == 4
+    [kept] = [r for r in tools if r["tool"]["name"] == "kept"]
+    assert [(c["ok"], c["peak_memory_bytes"]) for c in kept["calls"]] == [(True, None), (False, 5 << 20), (True, None)]
+    assert [w["status"] for w in kept["staged"]] == ["pending", "applied", "discarded"]
+    assert set(original["sessions"]) == {"session-1", "logs-only"}
+
+
+def test_a_bad_line_anywhere_in_an_export_stops_the_import_before_anything_is_written(tmp_path: Path) -> None:
+    good = tmp_path / "good.jsonl"
+    anyio.run(_fill, Config(inventory_path=tmp_path / "a.db"))
+    assert (
+        runner.invoke(app, ["inventory", "export", "--inventory", str(tmp_path / "a.db"), "-o", str(good)]).exit_code
+        == 0
+    )
+    lines = good.read_text(encoding="utf-8").splitlines()
+    call_line = next(i for i, line in enumerate(lines) if line.startswith('{"call"'))
+    call = json.loads(lines[call_line])["call"]
+    for broken in (
+        [*lines[:call_line], json.dumps({"call": {**call, "ok": "perhaps"}}), *lines[call_line + 1 :]],
+        [lines[0], *lines[call_line:]],  # calls with no tool line above them
+        [*lines, "{not json"],
+    ):
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text("\n".join(broken) + "\n", encoding="utf-8")
+        result = runner.invoke(app, ["inventory", "import", str(bad), "--inventory", str(tmp_path / "c.db"), "--json"])
+        assert result.exit_code != 0
+        assert json.loads(result.output)["error"]["code"] == "invalid_params"
+        assert _snapshot(Config(inventory_path=tmp_path / "c.db")) == {"tools": [], "sessions": {}}
+
+
+def test_an_export_of_the_first_format_still_imports(tmp_path: Path) -> None:
+    anyio.run(_fill, Config(inventory_path=tmp_path / "a.db"))
+    export = tmp_path / "v1.jsonl"
+    assert (
+        runner.invoke(app, ["inventory", "export", "--inventory", str(tmp_path / "a.db"), "-o", str(export)]).exit_code
+        == 0
+    )
+    records = [json.loads(line) for line in export.read_text(encoding="utf-8").splitlines()]
+    header = {"format": "awb-inventory", "version": 1, "tools": records[0]["tools"]}
+    v1 = [header, *(r for r in records[1:] if "tool" in r)]
+    export.write_text("".join(json.dumps(r) + "\n" for r in v1), encoding="utf-8")
+    result = runner.invoke(app, ["inventory", "import", str(export), "--inventory", str(tmp_path / "b.db"), "--json"])
+    assert json.loads(result.output) == {
+        "imported": 3,
+        "skipped": 0,
+        "calls": 0,
+        "staged": 0,
+        "sessions": 0,
+        "sessions_skipped": 0,
+    }
 
 
 def test_import_refuses_a_file_that_is_not_an_export(tmp_path: Path) -> None:

@@ -96,3 +96,49 @@ async def test_maintenance_runs_by_itself_every_n_calls(tmp_path: object, clock:
         assert workbench.resolve(stale.tool_id).memory_level == "short_term"
         await workbench.call(busy.tool_id, {"a": 1, "b": 1})
         assert workbench.resolve(stale.tool_id).memory_level == "archived"
+
+
+async def test_maintenance_never_overwrites_a_call_or_equip_another_process_made_meanwhile(
+    store_config: Config, clock: ManualClock
+) -> None:
+    from awb.inventory.models import CallRecord
+    from awb.inventory.open import open_store
+
+    async with Workbench(store_config, clock=clock) as workbench:
+        busy = await workbench.craft(add_tool("busy_adder"))
+        for _ in range(5):
+            await workbench.call(busy.tool_id, {"a": 1, "b": 1})
+        idle = await workbench.craft(add_tool("idle_adder"))
+        kept = await workbench.craft(add_tool("kept_adder"))
+        clock.advance(days=61)  # busy is due for demotion, idle and kept for the archive
+        other = open_store(store_config)  # another process's connection to the same inventory
+        read_tools = workbench.store.iter_maintainable
+
+        def read_then_others_act() -> object:
+            tools = list(read_tools())
+            other.record_call(
+                CallRecord(tool_id=busy.tool_id, version=1, at=clock.now(), duration_ms=1.0, ok=True),
+            )
+            other.update(kept.tool_id, equipped=True)
+            return iter(tools)
+
+        workbench.store.iter_maintainable = read_then_others_act  # type: ignore[method-assign]
+        try:
+            changes = workbench.maintain()
+        finally:
+            other.close()
+        assert [(c.tool_id, c.after) for c in changes] == [(idle.tool_id, "archived")]
+        after_busy, after_kept = workbench.resolve(busy.tool_id), workbench.resolve(kept.tool_id)
+        assert (after_busy.memory_level, after_busy.usage_count, after_busy.last_used_at) == (
+            "medium_term",
+            6,
+            clock.now(),
+        )
+        assert (after_kept.memory_level, after_kept.status, after_kept.equipped) == ("short_term", "active", True)
+        del workbench.store.iter_maintainable
+        # Looked at again later, with nothing in between, the due changes happen.
+        clock.advance(days=61)
+        assert {(c.tool_id, c.after) for c in workbench.maintain()} == {
+            (busy.tool_id, "short_term"),
+            (kept.tool_id, "archived"),
+        }

@@ -182,3 +182,26 @@ def test_both_text_rankings_keep_the_contract_best_first_archived_last(clean_pg_
         assert scores[0] > scores[1] > 0
     finally:
         store.close()
+
+
+def test_a_database_at_schema_one_gains_the_journal_sessions_and_peak_memory_and_keeps_its_calls(
+    fresh_url: str,
+) -> None:
+    PostgresStore(fresh_url).close()
+    with psycopg.connect(fresh_url, autocommit=True) as conn:  # back to what the first release made
+        conn.execute("ALTER TABLE calls DROP COLUMN peak_memory_bytes")
+        conn.execute("DROP TABLE workbench_events, blueprint_messages, blueprint_run_logs")
+        conn.execute("DROP FUNCTION awb_append_event")
+        conn.execute("DELETE FROM awb_migrations WHERE version > 1")
+        conn.execute(
+            "INSERT INTO calls (call_id, tool_id, version, at, duration_ms, ok) "
+            "VALUES ('call_00000000000000c1', 'tool_a', 1, '2026-01-01T00:00:00+00:00', 1.5, true)"
+        )
+    store = PostgresStore(fresh_url)
+    try:
+        assert store.schema_version() == SCHEMA_VERSION
+        [record] = store.calls("tool_a")
+        assert (record.call_id, record.duration_ms, record.peak_memory_bytes) == ("call_00000000000000c1", 1.5, None)
+        assert store.append_event("crafted", "tool_a", {"name": "a"}, NOW) == store.events_head()
+    finally:
+        store.close()

@@ -104,15 +104,18 @@ def test_a_call_is_recorded_with_its_counters_in_one_step(store: Store) -> None:
         call_id="call_0000000000000001", tool_id="tool_counted", version=1, at=NOW, duration_ms=2.5, ok=True
     )
     store.record_call(call)
-    failed = call.model_copy(update={"call_id": "call_0000000000000002", "ok": False, "error_code": "timeout"})
+    failed = call.model_copy(
+        update={"call_id": "call_0000000000000002", "ok": False, "error_code": "timeout", "peak_memory_bytes": 3 << 20}
+    )
     store.record_call(failed)
     tool = store.get("tool_counted")
     assert tool is not None
     assert (tool.usage_count, tool.success_count, tool.failure_count, tool.last_used_at) == (1, 1, 1, NOW)
-    assert [(c.call_id, c.ok, c.error_code) for c in store.calls("tool_counted")] == [
-        ("call_0000000000000002", False, "timeout"),
-        ("call_0000000000000001", True, None),
+    assert [(c.call_id, c.ok, c.error_code, c.peak_memory_bytes) for c in store.calls("tool_counted")] == [
+        ("call_0000000000000002", False, "timeout", 3 << 20),
+        ("call_0000000000000001", True, None, None),
     ]
+    assert store.calls("tool_counted") == [failed, call]
     [version] = store.versions("tool_counted")
     assert (version.usage_count, version.failure_count) == (2, 1)
 
@@ -185,3 +188,51 @@ async def test_the_workbench_refuses_a_second_tool_of_the_same_name_and_past_max
         result = await workbench.call("one", {"a": 2, "b": 3})
         assert (result.result, result.usage_count) == (5, 1)
         assert workbench.search("add numbers").results[0].name in ("one", "two")
+
+
+def test_a_conditional_update_applies_only_while_the_expected_values_hold(store: Store) -> None:
+    store.add_tool(make_tool("guarded", memory_level="medium_term", usage_count=4))
+    seen = store.get("tool_guarded")
+    assert seen is not None
+    expected = {"memory_level": "medium_term", "usage_count": 4, "last_used_at": None, "equipped": False}
+    assert store.update_if("tool_guarded", expected, memory_level="short_term") is True
+    # The tier moved since it was read: a second change made from the same reading is refused.
+    assert store.update_if("tool_guarded", expected, memory_level="archived", status="archived") is False
+    assert store.update_if("tool_missing", {}, memory_level="archived") is False
+    after = store.get("tool_guarded")
+    assert after is not None and (after.memory_level, after.status) == ("short_term", "active")
+
+
+def test_a_call_between_reading_and_demoting_a_tool_keeps_it_in_its_tier(store: Store) -> None:
+    store.add_tool(make_tool("busy", memory_level="medium_term", usage_count=9))
+    [read] = [t for t in store.iter_maintainable() if t.name == "busy"]
+    later = NOW + timedelta(days=30)
+    store.record_call(
+        CallRecord(call_id="call_00000000000000b1", tool_id="tool_busy", version=1, at=later, duration_ms=1, ok=True)
+    )
+    snapshot = {
+        column: getattr(read, column)
+        for column in ("memory_level", "status", "last_used_at", "usage_count", "equipped")
+    }
+    assert store.update_if("tool_busy", snapshot, memory_level="short_term") is False
+    tool = store.get("tool_busy")
+    assert tool is not None and (tool.memory_level, tool.usage_count, tool.last_used_at) == ("medium_term", 10, later)
+
+
+def test_blueprint_sessions_and_run_logs_live_in_the_inventorys_database(store: Store, store_config: Config) -> None:
+    from awb.blueprints.journal import LogEntry
+    from awb.blueprints.sessions import open_session_store
+
+    beside = open_session_store(store_config, inventory=store)  # on the store's own connections
+    elsewhere = open_session_store(store_config)  # as another server or the CLI opens it
+    try:
+        beside.add_exchange("session_1", "bp_1", NOW, "What is 2 + 3?", "5")
+        entry = LogEntry(at=NOW, run_id="run_1", kind="run_end", data={"ok": True})
+        beside.append_logs("session_1", [entry])
+        assert [(t.user, t.assistant) for t in elsewhere.history("session_1", 10)] == [("What is 2 + 3?", "5")]
+        assert elsewhere.logs("session_1") == [entry]
+        assert [s.session_id for s in elsewhere.sessions()] == ["session_1"]
+    finally:
+        beside.close()
+        elsewhere.close()
+    assert store.count_active() == 0  # the store still serves after the session store closed

@@ -86,3 +86,15 @@ def test_awb_plan_exits_1_with_the_limit_named_when_the_budget_runs_out(
     assert done.returncode == 1, done.stderr
     result = json.loads(done.stdout)
     assert result["success"] is False and result["error"].startswith("budget exceeded: max_steps")
+
+
+def test_a_configuration_error_is_one_line_and_json_only_when_asked(tmp_path: Path) -> None:
+    broken = tmp_path / "servers.json"
+    broken.write_text(json.dumps({"mcpServers": {"mail": {"args": ["x"]}}}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AWB_"))}
+    command = [AWB, "plan", "anything", "--servers", str(broken)]
+    line = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    assert line.returncode == 2 and line.stdout == ""
+    assert line.stderr.startswith("error (config_invalid): ") and len(line.stderr.strip().splitlines()) == 1
+    as_json = subprocess.run([*command, "--json"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    assert as_json.returncode == 2 and json.loads(as_json.stderr)["error"]["code"] == "config_invalid"

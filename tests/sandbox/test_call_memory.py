@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import wat
 
 from awb.inventory.sqlite import SCHEMA_VERSION, SQLiteStore
+from awb.sandbox.base import Execution, HostFunctions, Limits, Runtime
 from awb.workbench import Workbench
 from sandbox_support import LIMITS
 from support import add_tool
@@ -49,6 +52,7 @@ async def test_the_call_record_keeps_the_peak_memory_of_the_call(workbench: Work
 
 async def test_a_runtime_that_cannot_measure_leaves_the_peak_unknown(workbench: Workbench) -> None:
     await workbench.craft(add_tool("adder", runtime="monty"))
+    workbench.runtimes["monty"] = _Unmeasured(workbench.runtimes["monty"])
     await workbench.call("adder", {"a": 1, "b": 2})
     [record] = workbench.inspect("adder").recent_calls
     assert record.peak_memory_bytes is None
@@ -74,6 +78,31 @@ def test_an_older_inventory_gains_the_column_and_keeps_its_calls(tmp_path: Path)
         assert record.peak_memory_bytes is None
     finally:
         store.close()
+
+
+class _Unmeasured:
+    """A runtime that runs tools like the one it wraps but cannot tell their memory."""
+
+    def __init__(self, inner: Runtime) -> None:
+        self._inner = inner
+        self.name = inner.name
+        self.language = inner.language
+
+    async def execute(self, code: str, params: dict[str, Any], limits: Limits, host: HostFunctions) -> Execution:
+        execution = await self._inner.execute(code, params, limits, host)
+        return replace(execution, peak_memory_bytes=None)
+
+    async def start(self) -> None:
+        await self._inner.start()
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+    async def check(self, code: str, limits: Limits) -> None:
+        await self._inner.check(code, limits)
+
+    def protections(self) -> dict[str, bool]:
+        return self._inner.protections()
 
 
 class _NoHost:

@@ -130,7 +130,7 @@ async def test_raw_chmod_syscall_fails_with_eperm_and_changes_nothing(
 # --- other processes' limits ----------------------------------------------------------------------
 
 PRLIMIT = {
-    "zygote": "resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE, (1, 1))",
+    "zygote": "resource.prlimit(params['zygote'], resource.RLIMIT_NOFILE, (1, 1))",
     "server": "resource.prlimit(params['pid'], resource.RLIMIT_AS, (1 << 20, 1 << 20))",
     "init": "resource.prlimit(1, resource.RLIMIT_NOFILE, (1, 1))",
     "server_read": "return resource.prlimit(params['pid'], resource.RLIMIT_NOFILE)",
@@ -151,7 +151,7 @@ async def test_prlimit_on_another_process_kills_the_tool_and_changes_no_limit(
     before = (limits_of(os.getpid()), limits_of(zygote_pid), limits_of(1))
     server_nofile = resource.getrlimit(resource.RLIMIT_NOFILE)
     code = f"import ctypes, os, resource\ndef run(params):\n    {PRLIMIT[victim]}\n"
-    error = await failure(cpython, code, {"pid": os.getpid()}, host_factory())
+    error = await failure(cpython, code, {"pid": os.getpid(), "zygote": zygote_pid}, host_factory())
     assert error.code == "sandbox_violation", error
     assert error.details.get("signal") == "SIGSYS"
     assert (limits_of(os.getpid()), limits_of(zygote_pid), limits_of(1)) == before
@@ -304,6 +304,10 @@ KILLED = {
     "io_uring": "libc.syscall(425, 8, None)",
     "ptrace": "libc.ptrace(16, os.getppid(), None, None)",
     "pidfd_open": "libc.syscall(434, os.getppid(), 0)",
+    "pidfd_getfd": "libc.syscall(438, 3, 3, 0)",
+    "process_vm_writev": "libc.syscall(311, 1, None, 0, None, 0, 0)",
+    "kcmp": "libc.syscall(312, 1, 1, 0, 0, 0)",
+    "kill_self": "libc.kill(1, 9)",
 }
 REFUSED = {
     "sched_setaffinity": "os.sched_setaffinity(0, {0})",
@@ -484,7 +488,7 @@ async def test_the_memory_cgroup_alone_stops_what_the_watchdog_misses(
     async def blind_watchdog(*args: Any) -> None:
         return None
 
-    monkeypatch.setattr(runtime_module, "_watch_rss", blind_watchdog)
+    monkeypatch.setattr(runtime_module, "watch_rss", blind_watchdog)
     cpython = CPythonRuntime(pool_size=1)
     try:
         # 70 MB of heap fits RLIMIT_AS (start size + 20 MB + 64 MB) but not the cgroup (20 MB + 32 MB).
@@ -516,3 +520,22 @@ async def test_files_one_call_leaves_in_scratch_are_never_seen_by_the_next(
         assert left == ["d", "left.txt"] and listing == []
         seen.update((left_in, cwd))
     assert len(seen) < 12  # scratch mounts were reused (12 calls), and came back empty
+
+
+@needs_cgroups
+async def test_closing_the_runtime_leaves_no_cgroup_behind(host_factory: Any) -> None:
+    # The close kills pool workers wherever they are in their start-up, even between forking their
+    # tool process and reporting it: the zygote removes each group only once it is empty.
+    found = own_memory_cgroup()
+    assert found is not None
+    for _ in range(5):
+        runtime = CPythonRuntime(pool_size=2)
+        try:
+            with anyio.fail_after(20):
+                assert (await runtime.execute(ADD, {"a": 1, "b": 2}, LIMITS, host_factory())).value == 3
+            assert runtime._zygote is not None
+            group = Path(found[0]) / f"awb-{runtime._zygote.process.pid}"
+            assert group.is_dir()
+        finally:
+            await runtime.close()
+        assert not group.exists(), sorted(p.name for p in group.iterdir())

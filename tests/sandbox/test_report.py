@@ -20,7 +20,7 @@ from support import awb_env
 
 pytestmark = pytest.mark.anyio
 
-CLASSES = ["filesystem", "identity", "ipc", "memory", "network", "syscalls"]
+CLASSES = ["filesystem", "identity", "ipc", "memory", "network", "processes", "syscalls"]
 
 
 async def test_every_protection_class_is_active_here(
@@ -39,6 +39,8 @@ async def test_every_protection_class_is_active_here(
     assert all(row["ok"] and "missing" not in row["detail"] for row in rows), rows
     assert "uid 65534" in by_name["sandbox:cpython:identity"]["detail"]
     assert "allowlist" in by_name["sandbox:cpython:syscalls"]["detail"]
+    assert "PID namespace" in by_name["sandbox:cpython:processes"]["detail"]
+    assert "supervisor alone holds the server's channel" in by_name["sandbox:cpython:processes"]["detail"]
     cgroups = os.geteuid() == 0 and own_memory_cgroup() is not None
     assert ("a memory cgroup per worker" in by_name["sandbox:cpython:memory"]["detail"]) is cgroups
 

@@ -1,7 +1,8 @@
 """Two `awb start --transport http` processes on one PostgreSQL inventory, through the official SDK client.
 
-A craft through one server is found and called through the other; an equip through one reaches a
-client of the other as a tool-list change within a second (LISTEN/NOTIFY, no polling); eight clients
+A craft through one server is found and called through the other, and its toasts reach the web panel's
+event stream of the other; an equip through one reaches a client of the other as a tool-list change
+within a second (LISTEN/NOTIFY, no polling); eight clients
 calling one tool through both servers leave the exact usage count; and stateless replicas answer a
 client whose every request goes to the other one, as behind a round-robin load balancer.
 """
@@ -9,6 +10,7 @@ client whose every request goes to the other one, as behind a round-robin load b
 from __future__ import annotations
 
 import itertools
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,6 +22,7 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types.version import LATEST_HANDSHAKE_VERSION, LATEST_PROTOCOL_VERSION
 from test_equip_mcp import listening
 
 from journey import call
@@ -82,6 +85,34 @@ async def test_a_tool_crafted_through_one_server_is_found_and_called_through_the
             assert clash["error"]["code"] == "name_conflict"
 
 
+async def test_a_craft_through_one_server_shows_its_toasts_on_the_panel_of_the_other(
+    two_servers: tuple[str, str],
+) -> None:
+    first, second = two_servers
+    events_url = second.removesuffix("/mcp") + "/events"
+    kinds: list[str] = []
+    with anyio.fail_after(60):
+        async with (
+            httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=60)) as http,
+            http.stream("GET", events_url) as response,
+            Client(first, cache=None) as one,
+        ):
+            assert response.status_code == 200
+            assert response.headers["content-type"].startswith("text/event-stream")
+            lines = response.aiter_lines()
+            assert await anext(lines) == "retry: 1000"  # the stream is open: later events are ours
+            await call(one, "awb_craft", add_tool("toasted"))
+            with anyio.fail_after(5):
+                async for line in lines:
+                    if line.startswith("data: "):
+                        frame = json.loads(line.removeprefix("data: "))
+                        kinds.append(frame["kind"])
+                        if frame["kind"] == "crafted":
+                            assert frame["toast"]["text"].startswith("toasted v1 ready and sandboxed")
+                            break
+    assert kinds == ["craft_started", "crafted"]
+
+
 async def test_an_equip_through_one_server_reaches_a_client_of_the_other_within_a_second(
     two_servers: tuple[str, str],
 ) -> None:
@@ -141,9 +172,12 @@ class RoundRobin(httpx2.AsyncHTTPTransport):
         return await super().handle_async_request(request)
 
 
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_stateless_replicas_answer_a_session_whose_requests_alternate_between_them(
-    tmp_path: Path, clean_pg_url: str
+    tmp_path: Path, clean_pg_url: str, mode: str
 ) -> None:
+    """`legacy`: a 2025-11-25 client (initialize handshake); `auto`: the SDK client's default, which
+    discovers the server and speaks the newest protocol both know."""
     with (
         server(tmp_path, clean_pg_url, AWB_STATELESS_HTTP="true") as first,
         server(tmp_path, clean_pg_url, AWB_STATELESS_HTTP="true") as second,
@@ -152,8 +186,11 @@ async def test_stateless_replicas_answer_a_session_whose_requests_alternate_betw
         with anyio.fail_after(60):
             async with (
                 httpx2.AsyncClient(transport=balancer, timeout=httpx2.Timeout(30, read=120)) as http,
-                Client(streamable_http_client(first, http_client=http), mode="legacy", cache=None) as client,
+                Client(streamable_http_client(first, http_client=http), mode=mode, cache=None) as client,
             ):
+                assert client.protocol_version == (
+                    LATEST_HANDSHAKE_VERSION if mode == "legacy" else LATEST_PROTOCOL_VERSION
+                )
                 await call(client, "awb_craft", add_tool("balanced"))
                 for i in range(4):
                     assert (await call(client, "awb_call", {"name": "balanced", "params": {"a": i, "b": i}}))[

@@ -298,9 +298,9 @@ async def test_apply_writes_a_staged_file_and_discard_drops_one(server: Server, 
 
 async def test_agent_runs_show_each_session_and_its_log(server: Server, page: Any) -> None:
     from awb.blueprints.journal import LogEntry
-    from awb.blueprints.sessions import SQLiteSessionStore
+    from awb.blueprints.sessions import open_session_store
 
-    store = SQLiteSessionStore(server.inventory)  # as the REST runtime writes them, from another process
+    store = open_session_store(server.inventory)  # as the REST runtime writes them, from another process
     now = datetime.now(UTC)
     store.append_logs(
         "support-chat",

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 
+import anyio
 import pytest
 
-from awb.config import Config
+from awb import feed as feed_module
+from awb.config import Config, SearchConfig
 from awb.errors import AdmissionFailed
-from awb.feed import BusFeed, FeedEvent, SQLiteEventFeed, open_feed
+from awb.feed import BusFeed, FeedEvent, PostgresEventFeed, SQLiteEventFeed, open_feed
+from awb.inventory.postgres import PostgresStore
 from awb.inventory.sqlite import SQLiteStore
 from awb.web.stream import toast
 from awb.workbench import Workbench
@@ -144,3 +151,113 @@ def test_each_moment_of_a_craft_has_its_sentence(kind: str, data: dict[str, obje
 
 def test_tier_changes_show_no_toast() -> None:
     assert toast(FeedEvent(id=1, at="2026-01-01T00:00:00", kind="tier_changed", data={})) is None
+
+
+# --- the PostgreSQL journal: every server appends, every server's panel follows ------------------------
+
+
+def pg_config(config: Config, url: str) -> Config:
+    return config.model_copy(update={"inventory_url": url, "search": SearchConfig(mode="text")})
+
+
+class CountingJournal:
+    """A store's journal that counts the queries a feed makes."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self.store = store
+        self.queries = 0
+
+    def events_after(self, cursor: int, limit: int = 100) -> list[tuple[int, str, str, str | None, str]]:
+        self.queries += 1
+        return self.store.events_after(cursor, limit)
+
+    def events_head(self) -> int:
+        return self.store.events_head()
+
+    def subscribe_journal(self, listener: Callable[[], None]) -> Callable[[], None]:
+        return self.store.subscribe_journal(listener)
+
+
+async def test_a_craft_on_one_postgres_workbench_reaches_the_feed_of_another(config: Config, clean_pg_url: str) -> None:
+    shared = pg_config(config, clean_pg_url)
+    async with Workbench(shared) as crafting, Workbench(shared) as watching:
+        feed = open_feed(watching.store, watching.events)
+        assert isinstance(feed, PostgresEventFeed)
+        try:
+            cursor = feed.head()
+            assert feed.after(cursor) == []
+            tool = await crafting.craft(add_tool("far_adder"))
+            with anyio.fail_after(5):
+                while not (events := feed.after(cursor)) or events[-1].kind != "crafted":
+                    await feed.wait(events[-1].id if events else cursor)
+        finally:
+            feed.close()
+    assert [e.kind for e in events] == ["craft_started", "crafted"]
+    assert events[-1].tool_id == tool.tool_id
+    assert events[-1].data == {"name": "far_adder", "version": 1, "runtime": tool.runtime}
+
+
+async def test_the_postgres_feed_queries_only_after_a_notification_and_wakes_on_one(
+    clean_pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(feed_module, "QUIET_SECONDS", 600.0)  # only the NOTIFY can end the wait in time
+    writer, reader = PostgresStore(clean_pg_url), PostgresStore(clean_pg_url)
+    journal = CountingJournal(reader)
+    feed = PostgresEventFeed(journal)
+    try:
+        cursor = feed.head()
+        assert feed.after(cursor) == [] and journal.queries == 1
+        assert feed.after(cursor) == [] and journal.queries == 1  # nothing was announced: no query
+        async with anyio.create_task_group() as tasks:
+            woken = anyio.Event()
+
+            async def waiter() -> None:
+                await feed.wait(cursor)
+                woken.set()
+
+            tasks.start_soon(waiter)
+            await anyio.wait_all_tasks_blocked()
+            event_id = writer.append_event("deleted", None, {"name": "gone"}, datetime.now(UTC))
+            with anyio.fail_after(10):
+                await woken.wait()
+        [event] = feed.after(cursor)
+        assert (event.id, event.data, journal.queries) == (event_id, {"name": "gone"}, 2)
+        assert feed.after(event_id) == [] and journal.queries == 2
+    finally:
+        feed.close()
+        writer.close()
+        reader.close()
+
+
+def test_journal_appends_from_many_servers_reach_a_reader_in_order_and_none_is_skipped(clean_pg_url: str) -> None:
+    writers = [PostgresStore(clean_pg_url) for _ in range(2)]
+    reader = PostgresStore(clean_pg_url)
+    done = threading.Event()
+    seen: list[int] = []
+
+    def follow() -> None:
+        cursor = 0
+        while True:
+            finished = done.is_set()  # read before the query: the last pass sees every append
+            for row in reader.events_after(cursor, 50):
+                seen.append(row[0])
+                cursor = row[0]
+            if finished:
+                return
+
+    def append(index: int) -> list[int]:
+        store = writers[index % 2]
+        return [store.append_event("deleted", None, {"n": n}, datetime.now(UTC)) for n in range(40)]
+
+    try:
+        follower = threading.Thread(target=follow)
+        follower.start()
+        with ThreadPoolExecutor(6) as pool:
+            written = sorted(i for ids in pool.map(append, range(6)) for i in ids)
+        done.set()
+        follower.join(timeout=30)
+        assert not follower.is_alive()
+    finally:
+        for store in [*writers, reader]:
+            store.close()
+    assert seen == written  # every event once, in id order: a later id never committed before an earlier one

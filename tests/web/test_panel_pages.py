@@ -10,7 +10,9 @@ import httpx
 import pytest
 
 from awb.clock import ManualClock
+from awb.config import Config, SearchConfig
 from awb.errors import ExecutionError, InvalidParams
+from awb.web import create_panel
 from awb.workbench import Workbench
 from conftest import ORIGIN
 from support import add_tool
@@ -128,6 +130,35 @@ async def test_inspect_lists_recent_calls_with_their_errors(workbench: Workbench
     assert "1 failed" in html and "runtime_error" in calls
 
 
+@pytest.mark.parametrize(
+    ("language", "code"),
+    [
+        ("python", "def run(params):\n    block = 'x' * (params['mb'] * 1024 * 1024)\n    return len(block)\n"),
+        ("javascript", "function run(p) { const b = new Uint8Array(p.mb * 1048576); b.fill(1); return b.length; }"),
+    ],
+)
+async def test_the_list_and_inspect_show_the_memory_the_last_call_used(
+    workbench: Workbench, client: httpx.AsyncClient, language: str, code: str
+) -> None:
+    await workbench.craft(
+        add_tool(
+            "block_maker",
+            language=language,
+            code=code,
+            input_schema={"type": "object", "properties": {"mb": {"type": "integer"}}},
+            examples=[{"params": {"mb": 1}, "expected": 1048576}],
+        )
+    )
+    await workbench.call("block_maker", {"mb": 40})
+    html = (await client.get("/")).text
+    row = html[html.index('data-tool="block_maker"') :].split("</tr>")[0]
+    [listed] = re.findall(r'data-label="Memory">([\d.]+) MiB<', row)
+    assert 36 <= float(listed) < 64, row
+    page = (await client.get("/tools/block_maker")).text
+    calls = page[page.index('id="calls"') :]
+    assert re.findall(r"<td>([\d.]+) MiB</td>", calls) == [listed]
+
+
 async def test_rollback_from_the_versions_view_makes_the_older_version_current(
     workbench: Workbench, client: httpx.AsyncClient
 ) -> None:
@@ -210,10 +241,28 @@ async def test_discard_drops_a_staged_write_and_writes_nothing(
 async def test_agent_runs_are_listed_per_session_with_their_logs(
     workbench: Workbench, client: httpx.AsyncClient
 ) -> None:
-    from awb.blueprints.journal import LogEntry
-    from awb.blueprints.sessions import SQLiteSessionStore
+    await _runs_are_listed(workbench, client)
 
-    store = SQLiteSessionStore(workbench.config.inventory_path)
+
+async def test_agent_runs_in_a_postgres_inventory_are_listed_by_the_panel_of_any_server(
+    config: Config, clean_pg_url: str
+) -> None:
+    shared = config.model_copy(update={"inventory_url": clean_pg_url, "search": SearchConfig(mode="text")})
+    async with Workbench(shared) as workbench:
+        panel = create_panel(workbench)
+        try:
+            transport = httpx.ASGITransport(app=panel)
+            async with httpx.AsyncClient(transport=transport, base_url=ORIGIN) as client:
+                await _runs_are_listed(workbench, client)
+        finally:
+            panel.close()
+
+
+async def _runs_are_listed(workbench: Workbench, client: httpx.AsyncClient) -> None:
+    from awb.blueprints.journal import LogEntry
+    from awb.blueprints.sessions import open_session_store
+
+    store = open_session_store(workbench.config)  # the blueprint runtime of this or another process
     now = workbench.clock.now()
     store.append_logs(
         "session-42",

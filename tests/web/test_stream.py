@@ -8,8 +8,8 @@ from typing import Any
 import anyio
 import pytest
 
-from awb.config import Config
-from awb.feed import SQLiteEventFeed
+from awb.config import Config, SearchConfig
+from awb.feed import SQLiteEventFeed, open_feed
 from awb.inventory.sqlite import SQLiteStore
 from awb.web import stream
 from awb.workbench import Workbench
@@ -55,6 +55,27 @@ async def test_a_craft_in_another_workbench_reaches_an_open_stream_within_two_se
     finally:
         await chunks.aclose()
         feed.close()
+
+
+async def test_a_craft_on_another_postgres_workbench_reaches_an_open_stream_at_once(
+    config: Config, clean_pg_url: str
+) -> None:
+    shared = config.model_copy(update={"inventory_url": clean_pg_url, "search": SearchConfig(mode="text")})
+    async with Workbench(shared) as watching, Workbench(shared) as other:
+        feed = open_feed(watching.store, watching.events)
+        request = FakeRequest()
+        chunks = stream.event_stream(request, feed, None)  # type: ignore[arg-type]
+        try:
+            assert await anext(chunks) == "retry: 1000\n\n"
+            await other.craft(add_tool("far_away"))
+            # Only a NOTIFY makes the feed look again: without one it answers "nothing new" forever.
+            with anyio.fail_after(5):
+                got = await frames(chunks, 2)
+            assert [f["kind"] for f in got] == ["craft_started", "crafted"]
+            assert got[1]["toast"]["text"].startswith("far_away v1 ready and sandboxed (")
+        finally:
+            await chunks.aclose()
+            feed.close()
 
 
 async def test_a_reconnecting_browser_resumes_after_its_last_event_id(config: Config, workbench: Workbench) -> None:

@@ -7,7 +7,6 @@ stderr. Provider HTTP request logging stays off unless `--log-http`.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -66,9 +65,15 @@ def resolve_servers(
     return servers
 
 
-def _fail(err: AwbError) -> typer.Exit:
-    typer.echo(json.dumps({"error": err.to_dict()}, default=str), err=True)
+def _fail(err: AwbError, as_json: bool) -> typer.Exit:
+    """The one CLI error format: `error (<code>): <message>` on stderr, or `{"error": ...}` with --json."""
+    from awb.cli.output import report_error
+
+    report_error(err, as_json)
     return typer.Exit(err.exit_code)
+
+
+JsonErrors = Annotated[bool, typer.Option("--json", help='Errors as {"error": {...}} on stderr.')]
 
 
 def _quiet_http(log_http: bool) -> None:
@@ -104,6 +109,7 @@ def run_command(
     timeout: Annotated[float | None, typer.Option(help="Seconds one provider request may take.")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Write every run event to stderr.")] = False,
     log_http: Annotated[bool, typer.Option("--log-http", help="Log provider HTTP requests to stderr.")] = False,
+    as_json: JsonErrors = False,
 ) -> None:
     """Run an agent once and print its structured result as JSON."""
     # Console scripts leave the working directory off sys.path; dotted agent paths expect it.
@@ -145,7 +151,7 @@ def run_command(
         with view if view is not None else nullcontext():
             result = anyio.run(main)
     except AwbError as err:
-        raise _fail(err) from None
+        raise _fail(err, as_json) from None
     typer.echo(result.model_dump_json(indent=2))
     if not result.ok:
         raise typer.Exit(1)
@@ -163,7 +169,7 @@ def _list_line(agent: type[Agent], parents: list[str]) -> str:
 
 
 @agents_app.command("list")
-def list_command(agents_dir: AgentsDir = Path("agents")) -> None:
+def list_command(agents_dir: AgentsDir = Path("agents"), as_json: JsonErrors = False) -> None:
     """Show the agents in the agents directory: allowed servers, subagents, first line of the prompt.
 
     A module that fails to import is one line on stderr; the others are still listed.
@@ -173,7 +179,7 @@ def list_command(agents_dir: AgentsDir = Path("agents")) -> None:
     try:
         found = scan(agents_dir)
     except AwbError as err:
-        raise _fail(err) from None
+        raise _fail(err, as_json) from None
     for agent in found.agents:
         parents = [other.mode for other in found.agents if agent in other.subagents]
         typer.echo(_list_line(agent, parents))

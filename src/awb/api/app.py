@@ -106,5 +106,5 @@ def http_app(
         workbench_target=mcp_server,
         allow_mcp_commands=config.blueprints.allow_mcp_commands,
     )
-    service = BlueprintService(config, open_session_store(config.inventory_path), options=options)
+    service = BlueprintService(config, open_session_store(config, inventory=workbench.store), options=options)
     return HttpApp(mcp_app, create_api(service), panel), service

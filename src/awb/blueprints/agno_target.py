@@ -1,43 +1,82 @@
 """The optional Agno target (extra `[agno]`): the same blueprint as an Agno Agent, Team or Workflow, for
 users who run Agno. Telemetry is always off (`AGNO_TELEMETRY=false` and `telemetry=False`).
 
-Supported here: OpenAI-compatible heads (`OPENAI_BASE_URL` / `OPENAI_API_KEY`), `tavily_search` arms (our
-own client, so `allowed_domains` is enforced and calls are logged the same way), memory as Agno chat
-history, `max_tool_calls` as Agno's `tool_call_limit` and `timeout_seconds` around the run.
+- head: OpenAI-compatible (`OPENAI_BASE_URL` / `OPENAI_API_KEY`) as Agno's `OpenAIChat`, Anthropic
+  (`ANTHROPIC_BASE_URL` / `ANTHROPIC_API_KEY`) as Agno's `Claude`;
+- arms: `mcp` and `workbench` as Agno's `MCPTools`, `tavily_search` over awb's own client;
+- heart: memory as Agno chat history in an Agno db (a SQLite file, so a session goes on across runs and
+  processes; in memory without one), knowledge as a `search_knowledge` function;
+- spine: `max_tool_calls` by a tool hook across every member, `timeout_seconds` around the run.
+
+Compiling connects nothing; `run_agno` connects the MCP arms for one run and closes them after it.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 import anyio
 
+from awb.blueprints.compile import RuntimeOptions, check_runtime
 from awb.blueprints.errors import GuardrailViolated
 from awb.blueprints.journal import RunJournal
-from awb.blueprints.schema import Blueprint, TavilySearchArm
-from awb.blueprints.tavily import DEFAULT_BASE_URL, tavily_handler, tavily_spec
+from awb.blueprints.schema import Blueprint, Head, TavilySearchArm
 from awb.errors import Unavailable
-
-if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
 
 # Set before Agno is imported anywhere through this module, and again at every compile.
 os.environ["AGNO_TELEMETRY"] = "false"
 
+#: Output tokens asked for when the head names none (Anthropic requires a number; the awb runtime's default).
+DEFAULT_MAX_TOKENS = 4096
+
+
+def workspace_workbench(config_file: Path | None) -> list[str]:
+    """The command that serves this workspace's workbench over stdio, for `workbench` arms: this Python's
+    `awb start`, on the same config file (without one, on the same working directory and `AWB_*` settings).
+
+    Over stdio the agent's workbench lives exactly as long as its run, needs no running server or token, and
+    shares the workspace's inventory file with every other process on it, so what the agent crafts stays.
+    """
+    command = [sys.executable, "-m", "awb", "start", "--transport", "stdio"]
+    if config_file is not None:
+        command += ["--config", str(config_file.resolve())]
+    return command
+
 
 def _require_agno() -> None:
     try:
-        import agno  # noqa: F401
-    except ImportError:
-        raise Unavailable("the agno target needs the agno extra: pip install 'agent-workbench[agno]'") from None
+        import agno.tools.mcp  # noqa: F401
+    except ImportError as err:
+        raise Unavailable(
+            f"the agno target needs the agno extra: pip install 'agent-workbench[agno]' ({err})"
+        ) from None
 
 
-def _model(blueprint: Blueprint, environ: Mapping[str, str]) -> Any:
-    head = blueprint.head
+def _model(head: Head, environ: Mapping[str, str]) -> Any:
+    if head.provider == "anthropic":
+        try:
+            from agno.models.anthropic import Claude
+        except ImportError:
+            raise Unavailable(
+                "the agno target needs the anthropic SDK for anthropic heads: pip install 'agent-workbench[agno]'",
+                provider=head.provider,
+            ) from None
+        client: dict[str, Any] = {"max_retries": 0}
+        if environ.get("ANTHROPIC_BASE_URL"):
+            client["base_url"] = environ["ANTHROPIC_BASE_URL"]
+        return Claude(
+            id=head.model,
+            temperature=head.temperature,
+            max_tokens=head.max_tokens or DEFAULT_MAX_TOKENS,
+            api_key=environ.get("ANTHROPIC_API_KEY") or "not-set",
+            client_params=client,
+        )
     if head.provider != "openai":
-        raise Unavailable(f"the agno target supports openai heads only, not {head.provider!r}", provider=head.provider)
+        raise Unavailable(f"the agno target has no model for provider {head.provider!r}", provider=head.provider)
     from agno.models.openai import OpenAIChat
 
     return OpenAIChat(
@@ -50,69 +89,76 @@ def _model(blueprint: Blueprint, environ: Mapping[str, str]) -> Any:
     )
 
 
-def _tools(blueprint: Blueprint, environ: Mapping[str, str], tavily_base_url: str, journal: RunJournal) -> list[Any]:
+def _db(db_file: Path | None) -> Any:
+    """Agno's session store: a SQLite file (async, off the event loop), or memory when there is no file."""
+    if db_file is None:
+        from agno.db.in_memory import InMemoryDb
+
+        return InMemoryDb()  # type: ignore[no-untyped-call]
+    try:
+        from agno.db.sqlite import AsyncSqliteDb
+    except ImportError:
+        raise Unavailable("agno memory in a file needs SQLAlchemy: pip install 'agent-workbench[agno]'") from None
+    db_file.parent.mkdir(parents=True, exist_ok=True)
+    return AsyncSqliteDb(db_file=str(db_file))
+
+
+def _tools(blueprint: Blueprint, options: RuntimeOptions, journal: RunJournal) -> list[Any]:
+    """The arms (and knowledge) as Agno tools, in the blueprint's order; one list shared by every member."""
+    from awb.blueprints.agno_arms import knowledge_function, mcp_toolkits, tavily_function
+
+    toolkits = iter(mcp_toolkits(blueprint, options))
     tools: list[Any] = []
     for arm in blueprint.arms:
-        if not isinstance(arm, TavilySearchArm):
-            raise Unavailable(f"the agno target does not support {arm.type!r} arms yet", arm=arm.type)
-        spec = tavily_spec(arm)
-        handler = journal.guard(
-            spec,
-            tavily_handler(
-                arm,
-                api_key=environ.get("TAVILY_API_KEY"),
-                base_url=tavily_base_url,
-                allowed_domains=blueprint.spine.allowed_domains,
-                journal=journal,
-            ),
-        )
-        tools.append(_tavily_function(handler))
+        if isinstance(arm, TavilySearchArm):
+            tools.append(tavily_function(blueprint, arm, options, journal))
+        else:
+            tools.append(next(toolkits))
+    knowledge = blueprint.heart.knowledge
+    if knowledge.enabled and knowledge.knowledge_base and options.knowledge is not None:
+        tools.append(knowledge_function(options.knowledge, knowledge.knowledge_base))
     return tools
-
-
-def _tavily_function(handler: Callable[[dict[str, Any]], Awaitable[Any]]) -> Callable[[str], Awaitable[str]]:
-    async def tavily_search(query: str) -> str:
-        """Search the web for current information; returns results with title, url and content."""
-        outcome = await handler({"query": query})
-        return str(outcome.payload)
-
-    return tavily_search
 
 
 def compile_to_agno(
     blueprint: Blueprint,
+    options: RuntimeOptions,
     *,
     journal: RunJournal,
-    environ: Mapping[str, str] | None = None,
-    tavily_base_url: str = DEFAULT_BASE_URL,
+    db_file: Path | None = None,
 ) -> Any:
-    """An Agno `Agent` (single_agent), `Team` (team) or `Workflow` (workflow) for `blueprint`."""
+    """An Agno `Agent` (single_agent), `Team` (team) or `Workflow` (workflow) for `blueprint`.
+
+    `options` are the awb runtime's: the environment (keys, base URLs), Tavily's root, the workbench for
+    `workbench` arms (a URL or a command line: Agno connects by itself, never in-process), whether `mcp`
+    arms may start commands, and the knowledge bases. `db_file` keeps memory across runs.
+    """
     os.environ["AGNO_TELEMETRY"] = "false"
     _require_agno()
+    check_runtime(blueprint, options)
     from agno.agent import Agent
-    from agno.db.in_memory import InMemoryDb
     from agno.team import Team
     from agno.workflow import Step, Workflow
 
-    env = os.environ if environ is None else environ
+    from awb.blueprints.agno_arms import journal_hook
+
+    env = options.environ
     memory = blueprint.heart.memory
+    db = _db(db_file) if memory.enabled else None
     history: dict[str, Any] = {}
     if memory.enabled:
-        history = {
-            "db": InMemoryDb(),  # type: ignore[no-untyped-call]
-            "add_history_to_context": True,
-            "num_history_runs": memory.history_length,
-        }
-    limit = blueprint.spine.max_tool_calls
+        history = {"db": db, "add_history_to_context": True, "num_history_runs": memory.history_length}
+    tools = _tools(blueprint, options, journal)
+    hooks = [journal_hook(journal)]
 
     def agent(name: str, instructions: str, role: str | None = None, **extra: Any) -> Any:
         return Agent(
             name=name,
             role=role,
-            model=_model(blueprint, env),
+            model=_model(blueprint.head, env),
             instructions=instructions or None,
-            tools=_tools(blueprint, env, tavily_base_url, journal),
-            tool_call_limit=limit,
+            tools=list(tools),
+            tool_hooks=hooks,
             telemetry=False,
             **extra,
         )
@@ -124,8 +170,10 @@ def compile_to_agno(
         return Team(
             name=blueprint.name,
             members=members,
-            model=_model(blueprint, env),
+            model=_model(blueprint.head, env),
             instructions=prompt or None,
+            tools=list(tools),
+            tool_hooks=hooks,
             telemetry=False,
             **history,
         )
@@ -133,19 +181,34 @@ def compile_to_agno(
         steps: list[Any] = [
             Step(name=s.name, agent=agent(s.name, f"{prompt}\n\n{s.instructions}".strip())) for s in legs.steps
         ]
-        return Workflow(name=blueprint.name, steps=steps, telemetry=False)
+        workflow_history: dict[str, Any] = {}
+        if memory.enabled:
+            workflow_history = {
+                "db": db,
+                "add_workflow_history_to_steps": True,
+                "num_history_runs": memory.history_length,
+            }
+        return Workflow(name=blueprint.name, steps=steps, telemetry=False, **workflow_history)
     return agent(blueprint.name, prompt, **history)
 
 
 async def run_agno(
     target: Any, blueprint: Blueprint, message: str, *, journal: RunJournal, session_id: str | None = None
 ) -> str:
-    """Run a compiled Agno target under the blueprint's spine; returns the answer text."""
+    """Run a compiled Agno target under the blueprint's spine, its MCP arms connected for this run only;
+    returns the answer text. A session id continues that session's history when memory is on."""
+    from awb.blueprints.agno_arms import close_dbs, connected, toolkits_of
+
     limit = blueprint.spine.timeout_seconds
     output: Any = None
-    with anyio.move_on_after(limit) as scope:
-        journal.scope = scope
-        output = await target.arun(message, session_id=session_id)
+    try:
+        with anyio.move_on_after(limit) as scope:
+            journal.scope = scope
+            async with connected(toolkits_of(target)):
+                output = await target.arun(message, session_id=session_id)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await close_dbs(target)
     if scope.cancelled_caught and journal.violation is None:
         journal.violate("timeout_seconds", f"the run passed {limit} s", fatal=True, limit=limit)
     if journal.violation is not None:

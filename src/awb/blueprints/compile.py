@@ -23,7 +23,8 @@ from awb.agents.models.spec import resolve_model
 from awb.agents.toolbox import Toolbox
 from awb.blueprints.errors import BlueprintInvalid
 from awb.blueprints.journal import RunJournal
-from awb.blueprints.schema import Blueprint, McpArm, TavilySearchArm, WorkbenchArm
+from awb.blueprints.knowledge import TOOL_NAMESPACE, KnowledgeLibrary, knowledge_handler, knowledge_spec
+from awb.blueprints.schema import Blueprint, McpArm, TavilySearchArm, WorkbenchArm, knowledge_base_error
 from awb.blueprints.tavily import DEFAULT_BASE_URL, tavily_handler, tavily_spec
 
 WORKBENCH_NAMESPACE = "workbench"
@@ -57,6 +58,11 @@ class RuntimeOptions:
     workbench_target: ServerTarget | None = None
     #: Blueprints posted over HTTP must not start programs on the server unless it says so.
     allow_mcp_commands: bool = False
+    #: The knowledge bases `heart.knowledge` may name (`blueprints.knowledge`).
+    knowledge: KnowledgeLibrary | None = None
+
+    def knowledge_bases(self) -> tuple[str, ...]:
+        return self.knowledge.names() if self.knowledge is not None else ()
 
     def secrets(self) -> tuple[str, ...]:
         return tuple(v for k, v in self.environ.items() if k.endswith(("_API_KEY", "_TOKEN")) and len(v) >= 4)
@@ -106,6 +112,10 @@ class CompiledBlueprint:
                         journal=journal,
                     )
                     box.add(spec, journal.guard(spec, handler))
+            knowledge = self.blueprint.heart.knowledge
+            if knowledge.enabled and knowledge.knowledge_base and self.options.knowledge is not None:
+                spec = knowledge_spec(knowledge.knowledge_base)
+                box.add(spec, journal.guard(spec, knowledge_handler(self.options.knowledge, knowledge.knowledge_base)))
             yield box
 
 
@@ -118,6 +128,8 @@ def _namespaces(blueprint: Blueprint) -> tuple[str, ...]:
             names.append(WORKBENCH_NAMESPACE)
         else:
             names.append("tavily")
+    if blueprint.heart.knowledge.enabled:
+        names.append(TOOL_NAMESPACE)
     return tuple(names)
 
 
@@ -142,8 +154,9 @@ def _agent(
     return cast(type[Agent], type(f"Blueprint_{mode}", (Agent,), attributes))
 
 
-def _check_arms(blueprint: Blueprint, options: RuntimeOptions) -> None:
-    errors = []
+def check_runtime(blueprint: Blueprint, options: RuntimeOptions) -> None:
+    """What only the runtime can judge: commands it may start, a workbench to lend, the knowledge bases it has."""
+    errors: list[dict[str, Any]] = []
     for index, arm in enumerate(blueprint.arms):
         if isinstance(arm, McpArm) and arm.command is not None and not options.allow_mcp_commands:
             errors.append(
@@ -156,12 +169,18 @@ def _check_arms(blueprint: Blueprint, options: RuntimeOptions) -> None:
             )
         if isinstance(arm, WorkbenchArm) and options.workbench_target is None:
             errors.append({"path": f"arms[{index}]", "message": "no workbench is running here", "type": "no_workbench"})
+    knowledge = blueprint.heart.knowledge
+    if knowledge.enabled and knowledge.knowledge_base not in options.knowledge_bases():
+        configured = sorted(options.knowledge_bases())
+        error = knowledge_base_error(configured)
+        path = "heart.knowledge.knowledge_base"
+        errors.append({"path": path, "message": error.message(), "type": error.type, "allowed": configured})
     if errors:
         raise BlueprintInvalid(f"invalid blueprint: {errors[0]['path']}: {errors[0]['message']}", errors=errors)
 
 
 def compile_blueprint(blueprint: Blueprint, options: RuntimeOptions) -> CompiledBlueprint:
-    _check_arms(blueprint, options)
+    check_runtime(blueprint, options)
     head, legs, spine = blueprint.head, blueprint.legs, blueprint.spine
     tools = _namespaces(blueprint)
     # Iterations bound the turns a tool-call budget leaves room for; the spine's two limits do the rest.

@@ -59,15 +59,15 @@ def load_yaml(text: str | bytes) -> object:
     return yaml.load(text, Loader=_Loader)
 
 
-def parse_yaml(text: str, *, source: str = "blueprint") -> Blueprint:
-    """YAML (or JSON, which is YAML) text to a validated blueprint."""
+def parse_yaml(text: str, *, source: str = "blueprint", knowledge_bases: tuple[str, ...] = ()) -> Blueprint:
+    """YAML (or JSON, which is YAML) text to a validated blueprint; `heart.knowledge` may name `knowledge_bases`."""
     try:
         data = load_yaml(text)
     except yaml.YAMLError as err:
         raise BlueprintInvalid(
             f"{source} is not valid YAML: {err}", errors=[{"path": "(root)", "message": str(err), "type": "yaml"}]
         ) from None
-    return validate_blueprint(data)
+    return validate_blueprint(data, knowledge_bases=knowledge_bases)
 
 
 def _slug(name: str) -> str:
@@ -75,8 +75,9 @@ def _slug(name: str) -> str:
 
 
 class BlueprintFiles:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, knowledge_bases: tuple[str, ...] = ()) -> None:
         self.directory = directory
+        self.knowledge_bases = knowledge_bases
 
     def save(self, blueprint: Blueprint) -> Path:
         """Write a new file `<name>-<UTC timestamp>.yaml`; never overwrites one."""
@@ -108,7 +109,7 @@ class BlueprintFiles:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             raise BlueprintNotFound(f"no blueprint file {file!r}", file=file) from None
-        return parse_yaml(text, source=file)
+        return parse_yaml(text, source=file, knowledge_bases=self.knowledge_bases)
 
     def scan(self) -> list[BlueprintFile]:
         """Every YAML file in the directory, newest first, each loaded (or with its error)."""

@@ -24,6 +24,8 @@ log = logging.getLogger("awb.blueprints")
 LogKind = Literal["run_start", "tool_call", "guardrail_violation", "run_end"]
 SUMMARY_CHARS = 300
 REDACTED = "***"
+#: What a tool call past `max_tool_calls` returns instead of running.
+LIMIT_REACHED = "guardrail max_tool_calls: the tool-call limit is reached"
 _SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|passwd|authorization|cookie|credential)", re.I)
 
 
@@ -76,20 +78,37 @@ class RunJournal:
             if self.scope is not None:
                 self.scope.cancel()
 
+    def admit(self, tool: str) -> bool:
+        """Count one more tool call; past `max_tool_calls` it is refused and the run ends."""
+        self.tool_calls += 1
+        if self.tool_calls <= self.max_tool_calls:
+            return True
+        self.violate(
+            "max_tool_calls",
+            f"more than {self.max_tool_calls} tool calls",
+            fatal=True,
+            limit=self.max_tool_calls,
+            tool=tool,
+        )
+        return False
+
+    def record(self, tool: str, arguments: Mapping[str, Any], started: float, *, success: bool, output: Any) -> None:
+        """Log a finished (or abandoned) tool call that began at `started` (`anyio.current_time()`)."""
+        self.log(
+            "tool_call",
+            tool=tool,
+            arguments=redact(arguments, self.secrets),
+            duration_ms=round((anyio.current_time() - started) * 1000, 3),
+            success=success,
+            output_summary=summarize(output, self.secrets),
+        )
+
     def guard(self, spec: ToolSpec, handler: Handler) -> Handler:
         """`handler` counted against `max_tool_calls`, timed and logged."""
 
         async def call(arguments: dict[str, Any]) -> ToolOutcome:
-            self.tool_calls += 1
-            if self.tool_calls > self.max_tool_calls:
-                self.violate(
-                    "max_tool_calls",
-                    f"more than {self.max_tool_calls} tool calls",
-                    fatal=True,
-                    limit=self.max_tool_calls,
-                    tool=spec.name,
-                )
-                return ToolOutcome(ok=False, payload="guardrail max_tool_calls: the tool-call limit is reached")
+            if not self.admit(spec.name):
+                return ToolOutcome(ok=False, payload=LIMIT_REACHED)
             started = anyio.current_time()
             ok, payload = False, "the call did not finish"
             try:
@@ -97,13 +116,6 @@ class RunJournal:
                 ok, payload = outcome.ok, outcome.payload
                 return outcome
             finally:
-                self.log(
-                    "tool_call",
-                    tool=spec.name,
-                    arguments=redact(arguments, self.secrets),
-                    duration_ms=round((anyio.current_time() - started) * 1000, 3),
-                    success=ok,
-                    output_summary=summarize(payload, self.secrets),
-                )
+                self.record(spec.name, arguments, started, success=ok, output=payload)
 
         return call

@@ -200,22 +200,30 @@ class Memory(_Part):
     history_length: int = Field(10, ge=catalog.HISTORY_LENGTH_RANGE[0], le=catalog.HISTORY_LENGTH_RANGE[1])
 
 
+def knowledge_base_error(configured: Iterable[str]) -> PydanticCustomError:
+    names = sorted(configured)
+    return PydanticCustomError(
+        "knowledge_base",
+        "knowledge needs a configured knowledge base; configured: {configured}",
+        {"configured": ", ".join(names) or "(none)", "allowed": names},
+    )
+
+
 class Knowledge(_Part):
     enabled: bool = False
-    knowledge_base: str | None = Field(None, validate_default=True)
+    #: Any name not configured gets the same error, listing the configured ones (no pattern error first).
+    knowledge_base: str | None = Field(None, max_length=100, validate_default=True)
 
     @field_validator("knowledge_base")
     @classmethod
     def _configured(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if not info.data.get("enabled"):
+        # Without a context (a blueprint inside a request body) only the shape is checked here;
+        # compiling checks the name against the bases the runtime really has.
+        if not info.data.get("enabled") or info.context is None:
             return value
-        configured = sorted((info.context or {}).get("knowledge_bases", ()))
+        configured = info.context.get("knowledge_bases", ())
         if value is None or value not in configured:
-            raise PydanticCustomError(
-                "knowledge_base",
-                "knowledge needs a configured knowledge base; configured: {configured}",
-                {"configured": ", ".join(configured) or "(none)", "allowed": configured},
-            )
+            raise knowledge_base_error(configured)
         return value
 
 

@@ -4,6 +4,7 @@ read logs, describe the components, improve instructions. The REST face and the 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -17,6 +18,7 @@ from awb.blueprints.errors import BlueprintInvalid, BlueprintNotFound
 from awb.blueprints.files import BlueprintFile, BlueprintFiles
 from awb.blueprints.improve import ImprovedInstructions, ImproveRequest, improve_instructions
 from awb.blueprints.journal import LogEntry
+from awb.blueprints.knowledge import KnowledgeLibrary
 from awb.blueprints.runner import RunReply, run_blueprint
 from awb.blueprints.schema import Blueprint, validate_blueprint
 from awb.blueprints.sessions import SessionStore
@@ -34,13 +36,19 @@ class BlueprintService:
     ) -> None:
         self.config = config
         self.sessions = sessions
-        self.files = BlueprintFiles(config.blueprints_dir)
         env = dict(os.environ if environ is None else environ)
-        self.options = options or RuntimeOptions(
+        options = options or RuntimeOptions(
             environ=env,
             tavily_base_url=config.blueprints.tavily_base_url,
             allow_mcp_commands=config.blueprints.allow_mcp_commands,
         )
+        # The service owns the configured knowledge bases (and closes them) unless it was lent some.
+        self._own_knowledge = options.knowledge is None
+        if options.knowledge is None:
+            options = dataclasses.replace(options, knowledge=KnowledgeLibrary.from_config(config))
+        self.options = options
+        self.knowledge_bases = options.knowledge_bases()
+        self.files = BlueprintFiles(config.blueprints_dir, knowledge_bases=self.knowledge_bases)
         self._cache: OrderedDict[str, CompiledBlueprint] = OrderedDict()
         self.cache_hits = 0
 
@@ -50,7 +58,7 @@ class BlueprintService:
         """Validate and compile; an ephemeral blueprint (not cached)."""
         if isinstance(data, Blueprint):
             return compile_blueprint(data, self.options)
-        return compile_blueprint(validate_blueprint(data), self.options)
+        return compile_blueprint(validate_blueprint(data, knowledge_bases=self.knowledge_bases), self.options)
 
     def _remember(self, compiled: CompiledBlueprint) -> CompiledBlueprint:
         self._cache[compiled.blueprint_id] = compiled
@@ -116,11 +124,13 @@ class BlueprintService:
 
     def close(self) -> None:
         self.sessions.close()
+        if self._own_knowledge and self.options.knowledge is not None:
+            self.options.knowledge.close()
 
     # --- builder support ------------------------------------------------------------------------
 
     def schemas(self) -> dict[str, Any]:
-        return component_schemas()
+        return component_schemas(self.knowledge_bases)
 
     async def improve(self, request: ImproveRequest) -> ImprovedInstructions:
         return await improve_instructions(

@@ -1,23 +1,45 @@
-"""Where sessions (message/response exchanges) and run logs live: a small store protocol of their own,
-with the SQLite inventory file as the default home and a memory store for ephemeral use.
-
-The SQLite tables come from the inventory's own migrations (`awb.inventory.sessions_sql`); this module opens a
-connection of its own to that file, so the tool store's locking is untouched.
+"""Where sessions (message/response exchanges) and run logs live: a small store protocol of their own, kept
+in the inventory's database (the SQLite file or the PostgreSQL inventory: awb.blueprints.session_tables)
+and in memory for ephemeral use.
 """
 
 from __future__ import annotations
 
-import json
-import sqlite3
 import threading
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+from pydantic import BaseModel
 
 from awb.blueprints.compile import Turn
 from awb.blueprints.journal import LogEntry
-from awb.inventory.sqlite import SQLiteStore
+
+if TYPE_CHECKING:
+    from awb.config import Config
+
+#: Sessions the panel's overview lists, newest first.
+SESSIONS_SHOWN = 100
+
+
+class Exchange(BaseModel):
+    """One message of a session and the response it got, as stored (what an export carries)."""
+
+    blueprint_id: str
+    at: datetime
+    message: str
+    response: str
+
+
+class SessionSummary(BaseModel):
+    """A session as the panel lists it: its runs and log entries, first and last moments."""
+
+    session_id: str
+    runs: int
+    entries: int
+    first_at: str
+    last_at: str
 
 
 class SessionStore(Protocol):
@@ -33,90 +55,103 @@ class SessionStore(Protocol):
         """Every log entry of the session, in the order it was written."""
         ...
 
+    def sessions(self, limit: int = SESSIONS_SHOWN) -> list[SessionSummary]:
+        """Sessions with run logs, the most recently logged first."""
+        ...
+
+    def session_ids(self) -> list[str]:
+        """Every session with an exchange or a log entry (what an export walks)."""
+        ...
+
+    def exchanges(self, session_id: str) -> list[Exchange]:
+        """Every exchange of the session, oldest first."""
+        ...
+
+    def import_session(self, session_id: str, exchanges: Sequence[Exchange], logs: Sequence[LogEntry]) -> bool:
+        """Write an exported session in one go; False (and nothing written) when the session already has
+        records here, so an import can be re-run."""
+        ...
+
     def close(self) -> None: ...
 
 
 class MemorySessionStore:
     def __init__(self) -> None:
-        self._turns: dict[str, list[Turn]] = {}
+        self._exchanges: dict[str, list[Exchange]] = {}
         self._logs: dict[str, list[LogEntry]] = {}
         self._lock = threading.Lock()
 
     def history(self, session_id: str, limit: int) -> list[Turn]:
         with self._lock:
-            return list(self._turns.get(session_id, [])[-limit:])
+            kept = self._exchanges.get(session_id, [])[-limit:]
+        return [Turn(user=e.message, assistant=e.response) for e in kept]
 
     def add_exchange(self, session_id: str, blueprint_id: str, at: datetime, message: str, response: str) -> None:
+        exchange = Exchange(blueprint_id=blueprint_id, at=at, message=message, response=response)
         with self._lock:
-            self._turns.setdefault(session_id, []).append(Turn(user=message, assistant=response))
+            self._exchanges.setdefault(session_id, []).append(exchange)
 
     def append_logs(self, session_id: str, entries: Sequence[LogEntry]) -> None:
         with self._lock:
-            self._logs.setdefault(session_id, []).extend(entries)
+            # Re-inserted last: the dict's order is the order sessions were last logged in.
+            self._logs[session_id] = [*self._logs.pop(session_id, []), *entries]
 
     def logs(self, session_id: str) -> list[LogEntry]:
         with self._lock:
             return list(self._logs.get(session_id, []))
 
+    def sessions(self, limit: int = SESSIONS_SHOWN) -> list[SessionSummary]:
+        with self._lock:
+            logged = list(self._logs.items())[::-1][:limit]
+        return [
+            SessionSummary(
+                session_id=session_id,
+                runs=len({e.run_id for e in entries}),
+                entries=len(entries),
+                first_at=min(e.at for e in entries).isoformat(),
+                last_at=max(e.at for e in entries).isoformat(),
+            )
+            for session_id, entries in logged
+            if entries
+        ]
+
+    def session_ids(self) -> list[str]:
+        with self._lock:
+            return sorted(self._exchanges.keys() | self._logs.keys())
+
+    def exchanges(self, session_id: str) -> list[Exchange]:
+        with self._lock:
+            return list(self._exchanges.get(session_id, []))
+
+    def import_session(self, session_id: str, exchanges: Sequence[Exchange], logs: Sequence[LogEntry]) -> bool:
+        with self._lock:
+            if session_id in self._exchanges or session_id in self._logs:
+                return False
+            if exchanges:
+                self._exchanges[session_id] = list(exchanges)
+            if logs:
+                self._logs[session_id] = list(logs)
+        return True
+
     def close(self) -> None:
         """Nothing to release."""
 
 
-class SQLiteSessionStore:
-    """Sessions in the inventory file. The inventory store must have opened (migrated) it first."""
+def open_session_store(where: Config | Path | str, *, inventory: object | None = None) -> SessionStore:
+    """The session store beside the inventory `where` names (a config, or a SQLite file's path): its
+    PostgreSQL database when the config has an `inventory_url` (on `inventory`'s connections when that is
+    the open PostgreSQL store), else the SQLite file; an in-memory inventory gets an in-memory store."""
+    from awb.blueprints import session_tables
 
-    def __init__(self, path: Path | str) -> None:
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA busy_timeout = 5000")
-        self._lock = threading.Lock()
-
-    def history(self, session_id: str, limit: int) -> list[Turn]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT message, response FROM blueprint_messages WHERE session_id = ? ORDER BY id DESC LIMIT ?",
-                (session_id, limit),
-            ).fetchall()
-        return [Turn(user=m, assistant=r) for m, r in reversed(rows)]
-
-    def add_exchange(self, session_id: str, blueprint_id: str, at: datetime, message: str, response: str) -> None:
-        with self._lock:
-            self._db.execute(
-                "INSERT INTO blueprint_messages(session_id, blueprint_id, at, message, response) VALUES (?, ?, ?, ?, ?)",
-                (session_id, blueprint_id, at.isoformat(), message, response),
-            )
-
-    def append_logs(self, session_id: str, entries: Sequence[LogEntry]) -> None:
-        rows = [(session_id, e.run_id, e.at.isoformat(), e.kind, json.dumps(e.data, default=str)) for e in entries]
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.executemany(
-                    "INSERT INTO blueprint_run_logs(session_id, run_id, at, kind, data) VALUES (?, ?, ?, ?, ?)", rows
-                )
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-
-    def logs(self, session_id: str) -> list[LogEntry]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT run_id, at, kind, data FROM blueprint_run_logs WHERE session_id = ? ORDER BY id",
-                (session_id,),
-            ).fetchall()
-        return [
-            LogEntry.model_validate({"run_id": r, "at": a, "kind": k, "data": json.loads(d)}) for r, a, k, d in rows
-        ]
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-
-def open_session_store(inventory_path: Path | str) -> SessionStore:
-    """The store beside the inventory; an in-memory inventory gets an in-memory session store."""
-    if str(inventory_path) == ":memory:":
+    if isinstance(where, Path | str):
+        path: Path | str = where
+    elif where.inventory_url:
+        connection = getattr(inventory, "connection", None)
+        if callable(connection) and getattr(inventory, "url", None) == where.inventory_url:
+            return session_tables.PostgresSessionStore(connection)
+        return session_tables.PostgresSessionStore.open(where.inventory_url)
+    else:
+        path = where.inventory_path
+    if str(path) == ":memory:":
         return MemorySessionStore()
-    # Opening the inventory runs its migrations, which create the session tables.
-    SQLiteStore(inventory_path).close()
-    return SQLiteSessionStore(inventory_path)
+    return session_tables.SQLiteSessionStore.open(path)

@@ -30,10 +30,11 @@ def _read(source: str, config: Config) -> Blueprint:
     from awb.blueprints.files import BlueprintFiles, parse_yaml
     from awb.errors import InvalidParams
 
+    bases = tuple(config.blueprints.knowledge)
     path = Path(source)
     if path.is_file():
-        return parse_yaml(path.read_text(encoding="utf-8"), source=str(path))
-    found = BlueprintFiles(config.blueprints_dir).find(source)
+        return parse_yaml(path.read_text(encoding="utf-8"), source=str(path), knowledge_bases=bases)
+    found = BlueprintFiles(config.blueprints_dir, knowledge_bases=bases).find(source)
     if found is None:
         raise InvalidParams(f"{source!r} is neither a file nor the id of a saved blueprint", source=source)
     return found
@@ -84,7 +85,7 @@ async def _run(config: Config, blueprint: Blueprint, message: str, session_id: s
             workbench_target=target,
             allow_mcp_commands=True,
         )
-        service = BlueprintService(config, open_session_store(config.inventory_path), options=options)
+        service = BlueprintService(config, open_session_store(config), options=options)
         stack.callback(service.close)
         reply, _ = await service.run(message=message, blueprint=blueprint, blueprint_id=None, session_id=session_id)
     return reply
@@ -109,7 +110,7 @@ def run_command(
         config = load_config(config_path)
         blueprint = _read(source, config)
         if target == "agno":
-            print_json(anyio.run(_run_agno, config, blueprint, message))
+            print_json(anyio.run(_run_agno, config, config_path, blueprint, message, session_id))
             return
         if target != "awb":
             raise InvalidParams(f"unknown target {target!r}; targets: awb, agno", target=target)
@@ -119,17 +120,37 @@ def run_command(
     print_json(reply.model_dump(mode="json"))
 
 
-async def _run_agno(config: Config, blueprint: Blueprint, message: str) -> dict[str, object]:
+async def _run_agno(
+    config: Config, config_path: Path | None, blueprint: Blueprint, message: str, session_id: str | None
+) -> dict[str, object]:
+    import os
     import uuid
 
-    from awb.blueprints.agno_target import compile_to_agno, run_agno
+    from awb.blueprints.agno_target import compile_to_agno, run_agno, workspace_workbench
+    from awb.blueprints.compile import RuntimeOptions
     from awb.blueprints.journal import RunJournal
+    from awb.blueprints.knowledge import KnowledgeLibrary
+    from awb.config import find_config_file
 
-    journal = RunJournal(uuid.uuid4().hex, blueprint.spine.max_tool_calls)
-    agno = compile_to_agno(blueprint, journal=journal, tavily_base_url=config.blueprints.tavily_base_url)
-    response = await run_agno(agno, blueprint, message, journal=journal)
+    knowledge = KnowledgeLibrary.from_config(config)
+    options = RuntimeOptions(
+        environ=dict(os.environ),
+        tavily_base_url=config.blueprints.tavily_base_url,
+        workbench_target=workspace_workbench(find_config_file(config_path)),
+        allow_mcp_commands=True,
+        knowledge=knowledge,
+    )
+    journal = RunJournal(uuid.uuid4().hex, blueprint.spine.max_tool_calls, options.secrets())
+    # Agno's sessions sit beside the inventory, so `--session-id` goes on where the last run stopped.
+    memory = None if str(config.inventory_path) == ":memory:" else config.inventory_path.parent / "agno.db"
+    session_id = session_id or uuid.uuid4().hex
+    try:
+        agno = compile_to_agno(blueprint, options, journal=journal, db_file=memory)
+        response = await run_agno(agno, blueprint, message, journal=journal, session_id=session_id)
+    finally:
+        knowledge.close()
     entries = [entry.model_dump(mode="json") for entry in journal.entries]
-    return {"response": response, "target": "agno", "run_id": journal.run_id, "log": entries}
+    return {"response": response, "target": "agno", "session_id": session_id, "run_id": journal.run_id, "log": entries}
 
 
 @blueprints_app.command("list")
@@ -140,7 +161,7 @@ def list_command(config_path: ConfigOption = None, as_json: JsonOption = False) 
     from awb.config import load_config
 
     config = load_config(config_path)
-    files = BlueprintFiles(config.blueprints_dir).scan()
+    files = BlueprintFiles(config.blueprints_dir, knowledge_bases=tuple(config.blueprints.knowledge)).scan()
     if as_json:
         print_json([entry.model_dump(mode="json") for entry in files])
         return
@@ -153,13 +174,18 @@ def list_command(config_path: ConfigOption = None, as_json: JsonOption = False) 
 @blueprints_app.command("schemas")
 def schemas_command(
     part: Annotated[str | None, typer.Option(help="Only this part: head, arms, legs, heart, spine, blueprint.")] = None,
+    config_path: ConfigOption = None,
 ) -> None:
     """The component schemas the builder uses (choices, ranges and JSON Schema), as JSON."""
     from awb.blueprints.components import component_schemas
     from awb.cli.output import fail, print_json
-    from awb.errors import InvalidParams
+    from awb.config import load_config
+    from awb.errors import AwbError, InvalidParams
 
-    schemas = component_schemas()
+    try:
+        schemas = component_schemas(tuple(load_config(config_path).blueprints.knowledge))
+    except AwbError as err:
+        fail(err)
     if part is not None and part not in schemas:
         fail(InvalidParams(f"unknown part {part!r}; parts: {', '.join(schemas)}", part=part))
     print_json(schemas if part is None else schemas[part])

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -44,27 +46,31 @@ def register(inventory_app: typer.Typer) -> None:
         inventory_url: UrlOption = None,
         inventory: PathOption = None,
     ) -> None:
-        """Write every tool with its versions as JSON Lines."""
+        """Write every tool with its versions, calls and staged writes, and every blueprint session, as JSON Lines."""
+        from awb.blueprints.sessions import open_session_store
         from awb.inventory.open import open_store
         from awb.inventory.transfer import export_lines
 
+        config = _config(config_path, inventory_url, inventory)
         try:
-            store = open_store(_config(config_path, inventory_url, inventory))
+            store = open_store(config)
         except AwbError as error:
             fail(error)
         count = 0
         try:
+            sessions = open_session_store(config, inventory=store)
             sink = sys.stdout if output is None else output.open("w", encoding="utf-8")
             try:
-                for line in export_lines(store):
+                for line in export_lines(store, sessions):
                     sink.write(line + "\n")
                     count += 1
             finally:
+                sessions.close()
                 if output is not None:
                     sink.close()
         finally:
             store.close()
-        note(f"exported {count - 1} tools")
+        note(f"exported {count - 1} lines")
 
     @inventory_app.command("import")
     def import_command(
@@ -74,15 +80,28 @@ def register(inventory_app: typer.Typer) -> None:
         inventory: PathOption = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")] = False,
     ) -> None:
-        """Add the tools of an export; tools already present (same tool_id) are skipped."""
+        """Add the tools (with their calls and staged writes) and blueprint sessions of an export; tools and
+        sessions already present are skipped."""
+        from awb.blueprints.sessions import open_session_store
         from awb.inventory.open import open_store
         from awb.inventory.transfer import import_lines
 
+        config = _config(config_path, inventory_url, inventory)
+
+        def lines() -> Iterator[str]:
+            with source.open(encoding="utf-8") as file:
+                yield from file
+
         try:
-            store = open_store(_config(config_path, inventory_url, inventory))
+            with source.open(encoding="utf-8"):
+                pass  # unreadable: say so before opening the inventory
+            store = open_store(config)
             try:
-                with source.open(encoding="utf-8") as lines:
-                    report = import_lines(store, lines)
+                sessions = open_session_store(config, inventory=store)
+                try:
+                    report = import_lines(store, lines, sessions)
+                finally:
+                    sessions.close()
             finally:
                 store.close()
         except AwbError as error:
@@ -91,6 +110,10 @@ def register(inventory_app: typer.Typer) -> None:
             note(f"[red]cannot read {source}[/]: {exc}")
             raise typer.Exit(2) from None
         if as_json:
-            print_json({"imported": report.imported, "skipped": report.skipped})
+            print_json(dataclasses.asdict(report))
         else:
-            note(f"imported {report.imported} tools, skipped {report.skipped} already present")
+            note(
+                f"imported {report.imported} tools ({report.calls} calls, {report.staged} staged writes) and "
+                f"{report.sessions} sessions; skipped {report.skipped} tools and {report.sessions_skipped} "
+                "sessions already present"
+            )

@@ -31,6 +31,9 @@ class ReadCache:
         self.versions: dict[str, Any] = {}
         self.calls: dict[str, tuple[int, Any]] = {}
         self.counts: dict[Hashable, int] = {}
+        #: Tools whose cached record a call of this server kept warm (`counted`): their counters may
+        #: trail calls other servers made a moment ago, so an inspection reads them again.
+        self.warmed: set[str] = set()
 
     def generation(self) -> int:
         return self._generation
@@ -43,10 +46,51 @@ class ReadCache:
             if counts:
                 self.counts.clear()
 
+    def counted(self, tool_id: str, counters: dict[str, Any]) -> None:
+        """A call moved a tool's counters (read back from the same statement): keep its cached record
+        warm with them, so the next call of a hot tool does not read it again. Its recent calls and
+        version counts moved too and are dropped. Two calls answering out of order never move a
+        counter back: an older answer drops the record instead."""
+        with self._lock:
+            self._generation += 1
+            self.versions.pop(tool_id, None)
+            self.calls.pop(tool_id, None)
+            tool = self.tools.get(tool_id)
+            if tool is None or tool is MISSING:
+                return
+            if counters["usage_count"] < tool.usage_count or counters["failure_count"] < tool.failure_count:
+                self._drop(tool_id)
+                return
+            self.tools[tool_id] = tool.model_copy(update=counters)
+            self.warmed.add(tool_id)
+
+    def updated(self, tool_id: str, fields: dict[str, Any]) -> None:
+        """This server set these fields of a tool (a compare-and-set that held): its cached record takes
+        them instead of being read again; counts may have moved and are dropped. A renamed tool is
+        dropped (its name entry would be stale)."""
+        with self._lock:
+            self._generation += 1
+            self.counts.clear()
+            tool = self.tools.get(tool_id)
+            if tool is None or tool is MISSING or "name" in fields:
+                self._drop(tool_id)
+                return
+            try:
+                changed = tool.model_copy(update=fields)
+            except Exception:  # a field the record does not have: read it again instead
+                self._drop(tool_id)
+                return
+            self.tools[tool_id] = changed
+            if changed.status == "deleted":
+                name = self._name_of.pop(tool_id, None)
+                if name is not None and self.names.get(name) == tool_id:
+                    del self.names[name]
+
     def clear(self) -> None:
         with self._lock:
             self._generation += 1
             self.tools.clear()
+            self.warmed.clear()
             self.names.clear()
             self._name_of.clear()
             self.versions.clear()
@@ -68,6 +112,7 @@ class ReadCache:
     def _drop(self, tool_id: str) -> None:
         """Forget one tool (called under the lock)."""
         self.tools.pop(tool_id, None)
+        self.warmed.discard(tool_id)
         self.versions.pop(tool_id, None)
         self.calls.pop(tool_id, None)
         name = self._name_of.pop(tool_id, None)

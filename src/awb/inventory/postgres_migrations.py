@@ -11,9 +11,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from awb.errors import ConfigError
+from awb.inventory.postgres_notify import EVENTS_CHANNEL
 
 #: Key of the advisory lock that serialises migrations (any constant 64-bit number; "awb_mig" in ASCII).
 MIGRATION_LOCK = 0x6177625F6D6967
+#: Key of the advisory lock that serialises journal appends ("awb_evt").
+EVENT_LOCK = 0x6177625F657674
 
 # Tools: the text search document is a generated column (name weighted highest, like SQLite's BM25
 # weights 4:2:1:1 for name, tags, description, problem). It has no GIN index: every server ranks from
@@ -126,6 +129,61 @@ CREATE INDEX tool_vectors_model ON tool_vectors(model_id);
 """
 
 
+# The event journal (the web panel's toasts, read by every server: awb.feed), the blueprint runtime's
+# sessions and run logs (awb.blueprints.postgres_sessions), and each call's peak memory: what the SQLite
+# inventory gained in its migrations 5 and 6. Text a person or agent typed (session messages) is kept as
+# JSON text, which PostgreSQL's TEXT can hold whatever it contains (a NUL byte included).
+_V2 = """
+ALTER TABLE calls ADD COLUMN peak_memory_bytes BIGINT;
+
+CREATE TABLE workbench_events (
+    id BIGSERIAL PRIMARY KEY,
+    at TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    tool_id TEXT,
+    data TEXT NOT NULL
+);
+
+CREATE TABLE blueprint_messages (
+    id BIGSERIAL PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    blueprint_id TEXT NOT NULL,
+    at TEXT NOT NULL,
+    message TEXT NOT NULL,
+    response TEXT NOT NULL
+);
+CREATE INDEX blueprint_messages_session ON blueprint_messages(session_id, id);
+
+CREATE TABLE blueprint_run_logs (
+    id BIGSERIAL PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    at TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE INDEX blueprint_run_logs_session ON blueprint_run_logs(session_id, id);
+
+-- One round trip per event. Appenders take turns until they commit, so ids commit in the order they
+-- are drawn and a reader past id n never misses an n - 1 committed later; the NOTIFY goes out with
+-- the commit and wakes every server's journal readers. Every 100th append prunes what is past keeping.
+CREATE OR REPLACE FUNCTION awb_append_event(p_at TEXT, p_kind TEXT, p_tool_id TEXT, p_data TEXT, p_kept BIGINT)
+RETURNS BIGINT LANGUAGE plpgsql AS $$
+DECLARE
+    new_id BIGINT;
+BEGIN
+    PERFORM pg_advisory_xact_lock(EVENT_LOCK);
+    INSERT INTO workbench_events (at, kind, tool_id, data) VALUES (p_at, p_kind, p_tool_id, p_data)
+        RETURNING id INTO new_id;
+    PERFORM pg_notify('EVENTS_CHANNEL', new_id::text);
+    IF new_id % 100 = 0 THEN
+        DELETE FROM workbench_events WHERE id <= new_id - p_kept;
+    END IF;
+    RETURN new_id;
+END $$;
+""".replace("EVENT_LOCK", str(EVENT_LOCK)).replace("EVENTS_CHANNEL", EVENTS_CHANNEL)
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -134,7 +192,10 @@ class Migration:
 
 
 #: Forward migrations, applied in order; never edit one that has shipped, add the next.
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, "tools, versions, calls, staged writes, vectors", _V1),)
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "tools, versions, calls, staged writes, vectors", _V1),
+    Migration(2, "event journal, blueprint sessions and run logs, peak memory of calls", _V2),
+)
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
 _LEDGER = """
@@ -186,4 +247,13 @@ def pending(conn: Any) -> list[Migration]:
     return [m for m in MIGRATIONS if m.version not in done]
 
 
-__all__ = ["MIGRATIONS", "MIGRATION_LOCK", "SCHEMA_VERSION", "Migration", "applied_versions", "migrate", "pending"]
+__all__ = [
+    "EVENT_LOCK",
+    "MIGRATIONS",
+    "MIGRATION_LOCK",
+    "SCHEMA_VERSION",
+    "Migration",
+    "applied_versions",
+    "migrate",
+    "pending",
+]

@@ -5,6 +5,9 @@ exactly when (and only if) the change commits. Each store listens on one dedicat
 daemon thread that blocks in the server's socket (no polling of tables) and hands each change from
 another process to the subscribers. A lost connection is re-opened; whatever happened meanwhile is
 announced as a `resync` so subscribers reload instead of trusting a stale cache.
+
+The same connection listens for the event journal's appends (`EVENTS_CHANNEL`, awb.feed): those wake
+every reader of the journal, this process's own appends included.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from typing import Any
 log = logging.getLogger("awb.inventory.postgres")
 
 CHANNEL = "awb_inventory"
+#: Each append to `workbench_events` notifies this channel with the new event's id.
+EVENTS_CHANNEL = "awb_events"
 #: How long the listener blocks before it looks at its stop flag (it wakes at once on a message).
 WAIT_SECONDS = 0.5
 #: NOTIFY payloads must stay under 8000 bytes; bulk changes are sent as `resync` instead.
@@ -37,6 +42,8 @@ class Change:
 
 
 ChangeListener = Callable[[Change], None]
+#: Called when the event journal may have grown (an append anywhere, or a reconnect that may have missed some).
+JournalListener = Callable[[], None]
 
 
 def payload(origin: str, kind: str, tool_ids: list[str], *, equipped: bool = False) -> str:
@@ -58,6 +65,7 @@ class ChangeListenerThread:
         self._origin = origin
         self._connect = connect
         self._listeners: list[ChangeListener] = []
+        self._journal_listeners: list[JournalListener] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._ready = threading.Event()
@@ -67,15 +75,31 @@ class ChangeListenerThread:
     def subscribe(self, listener: ChangeListener) -> Callable[[], None]:
         with self._lock:
             self._listeners.append(listener)
-            if not self._thread.is_alive() and not self._stop.is_set():
-                self._thread.start()
+            self._start()
         self._ready.wait(timeout=10)
-        return lambda: self._unsubscribe(listener)
+        return lambda: self._unsubscribe(self._listeners, listener)
 
-    def _unsubscribe(self, listener: ChangeListener) -> None:
+    def subscribe_journal(self, listener: JournalListener) -> Callable[[], None]:
+        """Call `listener` (on the feed's thread) whenever the event journal may have grown."""
         with self._lock:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
+            self._journal_listeners.append(listener)
+            self._start()
+        self._ready.wait(timeout=10)
+        return lambda: self._unsubscribe(self._journal_listeners, listener)
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def _start(self) -> None:
+        """Start the thread once (called under the lock)."""
+        if not self._thread.is_alive() and not self._stop.is_set():
+            self._thread.start()
+
+    def _unsubscribe(self, listeners: list[Any], listener: Any) -> None:
+        with self._lock:
+            if listener in listeners:
+                listeners.remove(listener)
 
     def stop(self) -> None:
         """Ask the thread to end after the message it is waiting for (see `close`)."""
@@ -92,13 +116,18 @@ class ChangeListenerThread:
             try:
                 with self._connect(self._conninfo) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
+                    conn.execute(f"LISTEN {EVENTS_CHANNEL}")
                     self._ready.set()
                     if reconnecting:
                         self._dispatch(Change("resync", equipped=True))
+                        self._journal_grew()
                     while not self._stop.is_set():
                         # One message at a time, so `close` (which sends one) is seen at once.
                         for message in conn.notifies(timeout=WAIT_SECONDS, stop_after=1):
-                            self._handle(message.payload)
+                            if message.channel == EVENTS_CHANNEL:
+                                self._journal_grew()
+                            else:
+                                self._handle(message.payload)
             except Exception:
                 if self._stop.is_set():
                     return
@@ -119,6 +148,15 @@ class ChangeListenerThread:
         self.received += 1
         self._dispatch(change)
 
+    def _journal_grew(self) -> None:
+        with self._lock:
+            listeners = list(self._journal_listeners)
+        for listener in listeners:
+            try:
+                listener()
+            except Exception:
+                log.exception("an event journal listener failed")
+
     def _dispatch(self, change: Change) -> None:
         with self._lock:
             listeners = list(self._listeners)
@@ -129,4 +167,13 @@ class ChangeListenerThread:
                 log.exception("an inventory change listener failed on %s", change.kind)
 
 
-__all__ = ["CHANNEL", "Change", "ChangeListener", "ChangeListenerThread", "payload", "send"]
+__all__ = [
+    "CHANNEL",
+    "EVENTS_CHANNEL",
+    "Change",
+    "ChangeListener",
+    "ChangeListenerThread",
+    "JournalListener",
+    "payload",
+    "send",
+]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -28,6 +28,11 @@ class Store(Protocol):
         ...
 
     def update(self, tool_id: str, **fields: Any) -> None: ...
+
+    def update_if(self, tool_id: str, expected: Mapping[str, Any], **fields: Any) -> bool:
+        """Set `fields` only while the tool's columns hold the `expected` values, atomically (a
+        compare-and-set); False when they no longer do (another connection or process changed them)."""
+        ...
 
     def delete_forever(self, tool_ids: list[str]) -> int: ...
 

@@ -1,56 +1,144 @@
-"""Moving an inventory between stores: JSON Lines of tools, each with its whole version history.
+"""Moving an inventory between stores: JSON Lines of everything a store holds that a person would miss.
 
-`awb inventory export` writes a header line, then one line per tool (live, archived and soft-deleted)
-holding the full record (counters, tier, status, equipped flag, metadata, examples) and every version
-with its own counters. `import` writes them into any store unchanged, so SQLite -> PostgreSQL -> SQLite
-gives back the same records. Call history, staged writes and vectors stay behind: vectors are
-recomputed by `awb reindex`, calls are the old store's log.
+`awb inventory export` writes a header line, then for each tool (live, archived and soft-deleted) one line
+with the full record (counters, tier, status, equipped flag, metadata, examples) and every version with
+its own counters, followed by one line per call of its history (oldest first) and one per staged write
+(pending, applied or discarded); then one line per blueprint session with its exchanges and run logs.
+`import` writes them into any store unchanged, so SQLite -> PostgreSQL -> SQLite gives back the same
+records. Vectors stay behind (`awb reindex` recomputes them), as does the panel's event journal (a
+feed of the last few thousand moments, not a record).
+
+The file is read twice: once to check every line (nothing is written if one is bad), once to write. A
+tool is written with its versions, calls and staged writes in one transaction; a tool whose id is
+already there is skipped with all of them, and so is a session that already has records, so an import
+can be re-run.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from itertools import chain
+from typing import Any, Literal, Protocol, cast, runtime_checkable
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from awb.errors import InvalidParams, NameConflict
-from awb.inventory.models import Tool, ToolVersion
+from awb.inventory.models import CallRecord, Tool, ToolVersion
 from awb.inventory.store import Store
 
 FORMAT = "awb-inventory"
-FORMAT_VERSION = 1
+#: 2 adds call history, staged writes and blueprint sessions; files of version 1 still import.
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 #: More than any inventory holds (max_tools caps live tools far below it).
 ALL = 1_000_000_000
+#: Calls read from the store per query while exporting.
+CALL_PAGE = 1000
 
 
 @runtime_checkable
 class ImportingStore(Protocol):
-    def import_tool(self, tool: Tool, versions: list[ToolVersion]) -> None:
-        """Insert a tool and its versions exactly as given, in one transaction."""
+    def import_tool(
+        self,
+        tool: Tool,
+        versions: list[ToolVersion],
+        *,
+        calls: Iterable[CallRecord] = (),
+        staged: Iterable[dict[str, Any]] = (),
+    ) -> None:
+        """Insert a tool, its versions, calls and staged writes exactly as given, in one transaction.
+        `calls` is read to its end before `staged` is read (both follow the tool in an export)."""
         ...
+
+
+class RecordingStore(Protocol):
+    """What an export reads beside the `Store` protocol (both stores have it)."""
+
+    def call_history(self, tool_id: str, *, after: int = 0, limit: int = 1000) -> list[tuple[int, CallRecord]]: ...
+
+    def staged_writes(self, status: str | None = None, *, tool_id: str | None = None) -> list[dict[str, Any]]: ...
+
+
+class Sessions(Protocol):
+    """The part of `awb.blueprints.sessions.SessionStore` an export and an import use."""
+
+    def session_ids(self) -> list[str]: ...
+
+    def exchanges(self, session_id: str) -> list[Any]: ...
+
+    def logs(self, session_id: str) -> list[Any]: ...
+
+    def import_session(self, session_id: str, exchanges: Any, logs: Any) -> bool: ...
+
+
+class StagedRecord(BaseModel):
+    tool_id: str
+    call_id: str
+    path: str
+    content: str
+    created_at: str
+    status: Literal["pending", "applied", "discarded"]
 
 
 @dataclass
 class ImportReport:
     imported: int = 0
     skipped: int = 0
+    calls: int = 0
+    staged: int = 0
+    sessions: int = 0
+    sessions_skipped: int = 0
 
 
-def export_lines(store: Store) -> Iterator[str]:
-    """The header, then every tool (live first, then deleted) with its versions, one JSON object a line."""
+# --- export ---------------------------------------------------------------------------------------------
+
+
+def export_lines(store: Store, sessions: Sessions | None = None) -> Iterator[str]:
+    """The header, then every tool (live first, then deleted) with its versions, calls and staged writes,
+    then every blueprint session: one JSON object a line."""
+    records = cast(RecordingStore, store)
     live = store.list_tools(limit=ALL)
     deleted = store.purge_candidates(archived_before=None, deleted=True)
-    yield json.dumps({"format": FORMAT, "version": FORMAT_VERSION, "tools": len(live) + len(deleted)})
+    session_ids = sessions.session_ids() if sessions is not None else []
+    header = {"format": FORMAT, "version": FORMAT_VERSION, "tools": len(live) + len(deleted)}
+    yield json.dumps({**header, "sessions": len(session_ids)})
     for tool in [*live, *deleted]:
         versions = [v.model_dump(mode="json") for v in store.versions(tool.tool_id)]
-        yield json.dumps({"tool": tool.model_dump(mode="json"), "versions": versions}, ensure_ascii=False)
+        yield _line({"tool": tool.model_dump(mode="json"), "versions": versions})
+        after = 0
+        while page := records.call_history(tool.tool_id, after=after, limit=CALL_PAGE):
+            for _, call in page:
+                yield _line({"call": call.model_dump(mode="json")})
+            after = page[-1][0]
+        for write in records.staged_writes(tool_id=tool.tool_id):
+            yield _line({"staged": StagedRecord.model_validate(write).model_dump()})
+    for session_id in session_ids:
+        assert sessions is not None
+        exchanges = [e.model_dump(mode="json") for e in sessions.exchanges(session_id)]
+        logs = [e.model_dump(mode="json") for e in sessions.logs(session_id)]
+        yield _line({"session": session_id, "exchanges": exchanges, "logs": logs})
 
 
-def _parse(lines: Iterable[str]) -> Iterator[tuple[int, Tool, list[ToolVersion]]]:
+def _line(record: dict[str, Any]) -> str:
+    return json.dumps(record, ensure_ascii=False)
+
+
+# --- reading --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Record:
+    line: int
+    kind: Literal["tool", "call", "staged", "session"]
+    value: Any
+
+
+def _parse(lines: Iterable[str]) -> Iterator[_Record]:
+    """Every record after the header, checked: shape, and calls and staged writes under their tool."""
     header_seen = False
+    tool_id: str | None = None
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -61,48 +149,141 @@ def _parse(lines: Iterable[str]) -> Iterator[tuple[int, Tool, list[ToolVersion]]
         if not header_seen:
             if not isinstance(data, dict) or data.get("format") != FORMAT:
                 raise InvalidParams("not an awb inventory export (no header line)", line=number)
-            if data.get("version") != FORMAT_VERSION:
+            if data.get("version") not in READABLE_VERSIONS:
                 raise InvalidParams(f"export format {data.get('version')} is not supported", line=number)
             header_seen = True
             continue
-        try:
-            tool = Tool.model_validate(data["tool"])
-            versions = [ToolVersion.model_validate(v) for v in data.get("versions", [])]
-        except (KeyError, TypeError, ValidationError) as exc:
-            raise InvalidParams(f"line {number} is not a valid tool record: {exc}", line=number) from None
-        yield number, tool, versions
+        record = _record(number, data)
+        if record.kind == "tool":
+            tool_id = record.value[0].tool_id
+        elif record.kind in ("call", "staged") and record.value.tool_id != tool_id:
+            raise InvalidParams(
+                f"line {number}: a {record.kind} record of {record.value.tool_id!r} is not under its tool's line",
+                line=number,
+            )
+        elif record.kind == "session":
+            tool_id = None  # sessions come after every tool
+        yield record
     if not header_seen:
         raise InvalidParams("the export is empty")
 
 
-def import_lines(store: Store, lines: Iterable[str]) -> ImportReport:
-    """Write every tool of an export into `store`. A tool whose id is already there is skipped (so an
-    import can be re-run); a live tool whose name another live tool holds is refused before any write."""
+def _record(number: int, data: Any) -> _Record:
+    try:
+        if not isinstance(data, dict):
+            raise TypeError("not an object")
+        if "tool" in data:
+            tool = Tool.model_validate(data["tool"])
+            versions = [ToolVersion.model_validate(v) for v in data.get("versions", [])]
+            return _Record(number, "tool", (tool, versions))
+        if "call" in data:
+            return _Record(number, "call", CallRecord.model_validate(data["call"]))
+        if "staged" in data:
+            return _Record(number, "staged", StagedRecord.model_validate(data["staged"]))
+        if "session" in data:
+            from awb.blueprints.journal import LogEntry
+            from awb.blueprints.sessions import Exchange
+
+            session_id = data["session"]
+            if not isinstance(session_id, str) or not session_id:
+                raise TypeError("a session id must be a non-empty string")
+            exchanges = [Exchange.model_validate(e) for e in data.get("exchanges", [])]
+            logs = [LogEntry.model_validate(e) for e in data.get("logs", [])]
+            return _Record(number, "session", (session_id, exchanges, logs))
+        raise KeyError("tool, call, staged or session")
+    except (KeyError, TypeError, ValidationError) as exc:
+        raise InvalidParams(f"line {number} is not a valid record: {exc}", line=number) from None
+
+
+class _Lookahead:
+    """Records one at a time, with a look at the next: a tool's calls and staged writes are the records
+    of those kinds that follow it."""
+
+    def __init__(self, records: Iterator[_Record]) -> None:
+        self._records = records
+        self._next: _Record | None = next(records, None)
+
+    def pop(self) -> _Record | None:
+        record, self._next = self._next, next(self._records, None)
+        return record
+
+    def following(self, kind: str) -> Iterator[Any]:
+        while self._next is not None and self._next.kind == kind:
+            record = self.pop()
+            assert record is not None
+            yield record.value
+
+
+# --- import ---------------------------------------------------------------------------------------------
+
+
+def import_lines(
+    store: Store, open_lines: Callable[[], Iterable[str]], sessions: Sessions | None = None
+) -> ImportReport:
+    """Write everything in an export into `store` (and its sessions into `sessions`). `open_lines` gives
+    the file's lines afresh on each call: every line is checked before anything is written."""
     if not isinstance(store, ImportingStore):
         raise InvalidParams(f"{type(store).__name__} cannot import")
-    records = list(_parse(lines))
+    _check(store, _parse(open_lines()), sessions)
     report = ImportReport()
-    fresh = []
-    for number, tool, versions in records:
-        if store.get(tool.tool_id) is not None:
-            report.skipped += 1
-            continue
-        if tool.status != "deleted":
-            holder = store.get_by_name(tool.name)
-            if holder is not None:
-                raise NameConflict(
-                    f"line {number}: a live tool named {tool.name!r} already exists ({holder.tool_id})",
-                    name=tool.name,
-                    line=number,
-                )
-        fresh.append((tool, versions))
-    for tool, versions in fresh:
-        store.import_tool(tool, versions)
-        report.imported += 1
+    records = _Lookahead(_parse(open_lines()))
+    while (record := records.pop()) is not None:
+        if record.kind == "tool":
+            _import_tool(store, record.value, records, report)
+        elif record.kind == "session" and sessions is not None:
+            session_id, exchanges, logs = record.value
+            if sessions.import_session(session_id, exchanges, logs):
+                report.sessions += 1
+            else:
+                report.sessions_skipped += 1
     announce = getattr(store, "announce", None)
     if callable(announce) and report.imported:
         announce("resync", [], equipped=True)  # other servers reload rather than follow one by one
     return report
 
 
-__all__ = ["FORMAT", "ImportReport", "ImportingStore", "export_lines", "import_lines"]
+def _check(store: Store, records: Iterator[_Record], sessions: Sessions | None) -> None:
+    """Refuse, before any write, a live tool whose name another live tool holds, and sessions with no
+    session store to take them."""
+    for record in records:
+        if record.kind == "session" and sessions is None:
+            raise InvalidParams(f"line {record.line}: the export holds blueprint sessions; give a session store")
+        if record.kind != "tool":
+            continue
+        tool: Tool = record.value[0]
+        if tool.status == "deleted" or store.get(tool.tool_id) is not None:
+            continue
+        holder = store.get_by_name(tool.name)
+        if holder is not None:
+            raise NameConflict(
+                f"line {record.line}: a live tool named {tool.name!r} already exists ({holder.tool_id})",
+                name=tool.name,
+                line=record.line,
+            )
+
+
+def _import_tool(store: Store, value: Any, records: _Lookahead, report: ImportReport) -> None:
+    tool, versions = value
+    calls, staged = records.following("call"), records.following("staged")
+    if store.get(tool.tool_id) is not None:
+        report.skipped += 1
+        for _ in chain(calls, staged):  # the tool's records go with it
+            pass
+        return
+    importing: Any = store
+    importing.import_tool(
+        tool,
+        versions,
+        calls=_counting(calls, report, "calls"),
+        staged=_counting((s.model_dump() for s in staged), report, "staged"),
+    )
+    report.imported += 1
+
+
+def _counting(items: Iterable[Any], report: ImportReport, field: str) -> Iterator[Any]:
+    for item in items:
+        setattr(report, field, getattr(report, field) + 1)
+        yield item
+
+
+__all__ = ["FORMAT", "FORMAT_VERSION", "ImportReport", "ImportingStore", "export_lines", "import_lines"]

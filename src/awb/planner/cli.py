@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -37,12 +36,14 @@ def plan_command(
     workspace: Annotated[
         Path | None, typer.Option(help="Where full payloads of summarised results are stored.")
     ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help='Errors as {"error": {...}} on stderr.')] = False,
 ) -> None:
     """Run one task with the planner: search tools, call them or run a sandboxed plan, print the result."""
     import anyio
     from rich.console import Console
 
     from awb.agents.cli import resolve_servers
+    from awb.cli.output import fail
     from awb.errors import AwbError
     from awb.planner.budget import Budget
     from awb.planner.task import Mode, execute_mcp_task
@@ -83,8 +84,7 @@ def plan_command(
 
         result = anyio.run(main)
     except AwbError as err:
-        typer.echo(json.dumps({"error": err.to_dict()}, default=str), err=True)
-        raise typer.Exit(err.exit_code) from None
+        fail(err, as_json)
     typer.echo(result.model_dump_json(indent=2))
     if not result.success:
         raise typer.Exit(1)

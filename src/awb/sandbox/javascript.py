@@ -20,6 +20,7 @@ from typing import Any
 from awb.errors import ExecutionError, OutputExceeded, ToolRuntimeError, ToolTimeout, Unavailable
 from awb.sandbox.base import Execution, ExecutionSlots, HostFunctions, Limits
 from awb.sandbox.cpython import lockdown
+from awb.sandbox.resident import ResidentPeak, WorkerFloors
 from awb.sandbox.wire import (
     BadFrame,
     FrameTooLarge,
@@ -87,6 +88,7 @@ class JavaScriptRuntime:
         self._slots = ExecutionSlots(max_concurrent, "javascript")
         self._started = False
         self._layers: dict[str, bool] = {}
+        self._floors = WorkerFloors()
 
     async def start(self) -> None:
         if self._started:
@@ -138,32 +140,43 @@ class JavaScriptRuntime:
 
     async def execute(self, code: str, params: dict[str, Any], limits: Limits, host: HostFunctions) -> Execution:
         started = time.perf_counter()
-        value, logs = await self._run("run", code, params, limits, host)
-        return Execution(value=value, logs=logs, duration_ms=(time.perf_counter() - started) * 1000)
+        value, logs, peak = await self._run("run", code, params, limits, host)
+        return Execution(
+            value=value, logs=logs, duration_ms=(time.perf_counter() - started) * 1000, peak_memory_bytes=peak
+        )
 
     async def check(self, code: str, limits: Limits) -> None:
         await self._run("check", code, {}, limits, None)
 
     async def _run(
         self, mode: str, code: str, params: dict[str, Any], limits: Limits, host: HostFunctions | None
-    ) -> tuple[Any, list[str]]:
+    ) -> tuple[Any, list[str], int | None]:
         with self._slots.take():
             await self.start()
             worker = self._idle.pop() if self._idle else await self._spawn()
+            # The call's memory, measured by the server from outside the worker: the worker's own
+            # word on it would be the tool's to forge.
+            resident = ResidentPeak.start(worker.process.pid) if mode == "run" else None
             healthy = False
             try:
-                result = await self._drive(worker, mode, code, params, limits, host)
-                healthy = True
-                return result
+                value, logs = await self._drive(worker, mode, code, params, limits, host)
+                peak = resident.peak() if resident is not None else None
+                healthy = self._reusable(resident)
+                return value, logs, peak
             except _WorkerReported as reported:
                 # The worker is fine after a tool's own error: the QuickJS context is thrown away.
-                healthy = True
+                reported.error.peak_memory_bytes = resident.peak() if resident is not None else None
+                healthy = self._reusable(resident)
                 raise reported.error from None
             finally:
                 if healthy and len(self._idle) < self._pool_size and self._started:
                     self._idle.append(worker)
                 else:
                     await worker.kill()
+
+    def _reusable(self, resident: ResidentPeak | None) -> bool:
+        """False for a worker that kept much more memory than it started with (see `WorkerFloors`)."""
+        return resident is None or not self._floors.bloated(resident)
 
     async def _drive(
         self,
@@ -223,6 +236,6 @@ class JavaScriptRuntime:
 
 
 class _WorkerReported(Exception):
-    def __init__(self, error: Exception) -> None:
+    def __init__(self, error: ExecutionError) -> None:
         super().__init__(str(error))
         self.error = error

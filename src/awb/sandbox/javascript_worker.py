@@ -8,10 +8,12 @@ server -> worker {"op": "job", "mode": "run"|"check", "code", "params", "limits"
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import resource
 import sys
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpython"))
@@ -103,10 +105,16 @@ def run_job(inp: BinaryIO, out: BinaryIO, job: dict[str, Any]) -> dict[str, Any]
     max_log = int(limits.get("max_log_bytes", 64 * 1024))
     printed: list[str] = []
     printed_size = [0, False]
+    #: The host's refusals in this job, by code: a tool's error may carry a code only if the host made it.
+    refused: dict[str, dict[str, Any]] = {}
 
     def host(fn: str, args_json: str) -> str:
         send(out, {"op": "host", "fn": fn, "args": json.loads(args_json)})
-        return json.dumps(recv(inp, MAX_REPLY_BYTES))
+        reply = recv(inp, MAX_REPLY_BYTES)
+        error = reply.get("error")
+        if not reply.get("ok") and isinstance(error, dict):
+            refused[str(error.get("code"))] = error
+        return json.dumps(reply)
 
     def print_(encoded: str) -> None:
         text = json.loads(encoded).encode("utf-8", "replace").decode("utf-8")
@@ -133,7 +141,7 @@ def run_job(inp: BinaryIO, out: BinaryIO, job: dict[str, Any]) -> dict[str, Any]
     except quickjs.StackOverflow as exc:
         return _error("runtime_error", f"stack overflow: {_first_line(exc)}", exception="StackOverflow")
     except quickjs.JSException as exc:
-        return _classify(_first_line(exc), None, str(exc))
+        return _classify(_first_line(exc), None, str(exc), refused)
     except MemoryError:
         return _error("memory_exceeded", f"the tool went over its {limits.get('memory_mb')} MB memory limit")
     except (SystemError, UnicodeError, ValueError) as exc:  # the binding could not convert a value
@@ -141,7 +149,7 @@ def run_job(inp: BinaryIO, out: BinaryIO, job: dict[str, Any]) -> dict[str, Any]
     if printed_size[1]:
         return _error("output_exceeded", f"console output is over the {max_log}-byte cap")
     if not outcome.get("ok"):
-        return _classify(str(outcome.get("message")), outcome.get("code"), str(outcome.get("stack", "")))
+        return _classify(str(outcome.get("message")), outcome.get("code"), str(outcome.get("stack", "")), refused)
     text = str(outcome.get("text", "null"))
     size = len(text.encode("utf-8"))
     if size > max_output:
@@ -149,9 +157,14 @@ def run_job(inp: BinaryIO, out: BinaryIO, job: dict[str, Any]) -> dict[str, Any]
     return {"op": "result", "ok": True, "value": text, "logs": ["".join(printed)] if printed else []}
 
 
-def _classify(message: str, code: Any, stack: str) -> dict[str, Any]:
-    if isinstance(code, str) and code:
-        return _error(code, message)
+def _classify(message: str, code: Any, stack: str, refused: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    # `awbCode` is a property of a JS Error, which tool code can set on any error it throws: the
+    # code stands only when the host refused a call with it in this job, and the call's error is
+    # then the host's own (its message and the refused path), as the other runtimes report it.
+    if isinstance(code, str) and code in refused:
+        error = refused[code]
+        details = error.get("details")
+        return _error(code, str(error.get("message", message)), **(details if isinstance(details, dict) else {}))
     if "out of memory" in message:
         return _error("memory_exceeded", "the tool went over its memory limit")
     if "stack overflow" in message:
@@ -164,9 +177,30 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).splitlines() or [type(exc).__name__])[0]
 
 
+def heap_trimmer() -> Callable[[], None]:
+    """glibc's `malloc_trim(0)`, or nothing where the C library has none.
+
+    The server measures each call's peak as the worker's resident growth over its size when the job
+    was sent (`awb.sandbox.resident`). Memory a call freed but the allocator kept resident would be
+    reused unseen by the next call; handing it back to the kernel before each result is sent keeps
+    every call's starting size at the worker's floor."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return lambda: None
+    trim.argtypes = (ctypes.c_size_t,)
+    trim.restype = ctypes.c_int
+
+    def trim_heap() -> None:
+        trim(0)
+
+    return trim_heap
+
+
 def main() -> None:
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing else may write frames
+    trim_heap = heap_trimmer()
     available = lockdown.probe()
     available.update(namespaces.unshare(network=True, ipc=True, mounts=False))
     with open("/proc/self/statm", encoding="ascii") as handle:
@@ -180,7 +214,9 @@ def main() -> None:
             job = recv(inp, MAX_JOB_BYTES)
         except (EOFError, ValueError):
             return
-        send(out, run_job(inp, out, job))
+        result = run_job(inp, out, job)  # the job's QuickJS context is gone once it returns
+        trim_heap()
+        send(out, result)
 
 
 if __name__ == "__main__":

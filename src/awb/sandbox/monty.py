@@ -5,12 +5,21 @@ Every call gets a fresh REPL session, so nothing a tool leaves in its globals re
 Checking a session out and handing it back are a worker round trip each (~0.15 ms apiece, as much as
 the run itself), so both happen off the call's path: a spare session is checked out ahead of the next
 call, and a used one is handed back in the background.
+
+The server drives each run (`awb.sandbox.monty_host`): host functions, sleeps and OS calls pause it
+and are answered on the event loop, file reads in a thread, all within one wall-clock deadline. Each
+call's peak memory is the worker's resident growth during the run, read by the server from the
+kernel (`awb.sandbox.resident`): pydantic-monty enforces its memory limit on the interpreter's heap
+but reports no usage figure.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import signal
 import time
 from typing import Any
 
@@ -25,6 +34,8 @@ from awb.errors import (
     ToolTimeout,
 )
 from awb.sandbox.base import Execution, HostFunctions, Limits, encode_output
+from awb.sandbox.monty_host import MontyRun
+from awb.sandbox.resident import ResidentPeak, WorkerFloors
 
 SCRIPT_NAME = "tool.py"
 # The entry point is called in the same feed as the definition so that limits, host functions and
@@ -33,6 +44,10 @@ _CALL_LINE = "\n\nrun(params)\n"
 _CHECK_LINE = "\n\n__awb_entry = run\nNone\n"
 #: Exceptions that mean "Monty cannot run this code", as opposed to "the code is wrong".
 UNSUPPORTED = ("NotImplementedError", "ModuleNotFoundError", "ImportError")
+#: Past the call's time limit, how long the server lets a run go on before it stops waiting and the
+#: worker is replaced: Monty's own limit (on executing time) normally ends a busy run first, with a
+#: traceback; this bounds everything else (host calls, sleeps, a worker that stopped answering).
+OVERRUN_GRACE_S = 0.25
 
 log = logging.getLogger("awb.sandbox.monty")
 
@@ -48,6 +63,7 @@ class MontyRuntime:
         #: One session checked out ahead of the next call, with the limits it was checked out with.
         self._spare: tuple[tuple[float, int], pm.AsyncMontySession] | None = None
         self._background: set[asyncio.Task[None]] = set()
+        self._floors = WorkerFloors()
 
     async def start(self) -> None:
         if self._pool is None:
@@ -103,50 +119,80 @@ class MontyRuntime:
         except Exception as exc:  # the next call checks out for itself
             log.debug("could not check a spare monty session out: %s", exc)
             return
+        pid = spare.worker_pid
+        if pid is not None and not self._floors.seen(pid):
+            # A worker's first feed grows it by a few MB (the interpreter settling in): spent here, off
+            # the call's path, rather than counted in the peak memory of whichever tool comes first.
+            try:
+                await spare.feed_run("None")
+            except Exception as exc:
+                await _hand_back(spare, exc)
+                return
         if self._pool is pool and self._spare is None:
             self._spare = (_key(limits), spare)
         else:  # closed meanwhile, or another task was quicker
             await _hand_back(spare, None)
+
+    def _measured(self, resident: ResidentPeak | None) -> int | None:
+        """The run's peak memory; a worker that kept much more than it started with is retired."""
+        if resident is None:
+            return None
+        peak = resident.peak()
+        if self._floors.bloated(resident):
+            _retire(resident.pid)
+        return peak
 
     def protections(self) -> dict[str, bool]:
         return {"no_filesystem": True, "no_network": True, "no_environment": True, "worker_process": True}
 
     async def execute(self, code: str, params: dict[str, Any], limits: Limits, host: HostFunctions) -> Execution:
         started = time.perf_counter()
-        value, logs = await self._feed(code + _CALL_LINE, params, limits, host)
+        value, logs, peak = await self._feed(code + _CALL_LINE, params, limits, host)
         encode_output(value, limits.max_output_bytes)
-        return Execution(value=value, logs=logs, duration_ms=(time.perf_counter() - started) * 1000)
+        return Execution(
+            value=value, logs=logs, duration_ms=(time.perf_counter() - started) * 1000, peak_memory_bytes=peak
+        )
 
     async def check(self, code: str, limits: Limits) -> None:
         await self._feed(code + _CHECK_LINE, {}, limits, None)
 
     async def _feed(
         self, source: str, params: dict[str, Any], limits: Limits, host: HostFunctions | None
-    ) -> tuple[Any, list[str]]:
+    ) -> tuple[Any, list[str], int | None]:
         await self.start()
         assert self._pool is not None
         prints = pm.CollectString(max_bytes=limits.max_log_bytes)
-        lookup: dict[str, Any] = {}
-        if host is not None:
-            lookup = {"log": host.log, "read_file": host.read_file, "write_file": host.write_file}
         session_limits: pm.ResourceLimits = {
             "max_feed_duration_secs": limits.timeout_ms / 1000,
             "max_memory": limits.memory_mb * 1024 * 1024,
         }
+        run: MontyRun | None = None
+        peak: int | None = None
         try:
             session = await self._session(session_limits)
+            deadline = asyncio.get_running_loop().time() + limits.timeout_ms / 1000
+            run = MontyRun(host, deadline, limits.timeout_ms)
+            # Taken before the run: the getter answers None while a turn is in flight.
+            resident = ResidentPeak.start(session.worker_pid)
             error: BaseException | None = None
             try:
-                value = await session.feed_run(
-                    source, inputs={"params": params}, external_lookup=lookup, print_callback=prints
-                )
+                async with asyncio.timeout_at(deadline + OVERRUN_GRACE_S):
+                    value = await run.drive(session, source, params, prints)
             except BaseException as exc:
                 error = exc
                 raise
             finally:
+                # Only a worker that answered (a value, or the tool's own error) is surely alive, so
+                # its pid still names it; a run abandoned mid-way takes its worker with it.
+                answered = error is None or isinstance(error, pm.MontyRuntimeError)
+                peak = self._measured(resident) if answered else None
                 self._recycle(session, session_limits, error)
+        except TimeoutError:
+            raise ToolTimeout(f"the tool ran past {limits.timeout_ms} ms", limit_ms=limits.timeout_ms) from None
         except pm.MontyRuntimeError as exc:
-            raise _runtime_error(exc, limits) from None
+            error = _runtime_error(exc, limits, run)
+            error.peak_memory_bytes = peak if host is not None else None
+            raise error from None
         except pm.MontySyntaxError as exc:
             raise ToolRuntimeError(
                 f"the tool's code does not parse: {exc}", traceback=exc.display("traceback")
@@ -158,7 +204,16 @@ class MontyRuntime:
         except pm.MontyError as exc:
             raise ToolRuntimeError(f"the sandbox refused the tool: {exc}") from None
         output = prints.output
-        return value, [output] if output else []
+        return value, [output] if output else [], peak if host is not None else None
+
+
+def _retire(pid: int) -> None:
+    """End a worker that kept much more memory than it started with (its allocator holds what the
+    run freed, which the next run would reuse unseen); the pool replaces a worker that died. Called
+    while the session is still checked out, so the pid is the pool's live, unreaped child."""
+    log.debug("retiring monty worker %s: it kept memory a run freed", pid)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
 
 
 def _key(limits: pm.ResourceLimits) -> tuple[float, int]:
@@ -176,7 +231,7 @@ async def _hand_back(session: pm.AsyncMontySession, error: BaseException | None)
         log.debug("monty session hand-back failed: %s", exc)
 
 
-def _runtime_error(exc: pm.MontyRuntimeError, limits: Limits) -> ExecutionError:
+def _runtime_error(exc: pm.MontyRuntimeError, limits: Limits, run: MontyRun | None) -> ExecutionError:
     inner = exc.exception()
     kind = type(inner).__name__
     message = str(inner)
@@ -185,8 +240,14 @@ def _runtime_error(exc: pm.MontyRuntimeError, limits: Limits) -> ExecutionError:
         return ToolTimeout(f"the tool ran past {limits.timeout_ms} ms", limit_ms=limits.timeout_ms)
     if kind == "MemoryError":
         return MemoryExceeded(f"the tool went over its {limits.memory_mb} MB memory limit", limit_mb=limits.memory_mb)
-    if kind == "PermissionError":
-        return SandboxViolation(f"the sandbox refused an operation: {message}", traceback=traceback)
+    refusal = run.refusal(kind, message) if run is not None else None
+    if refusal is not None:  # the host's own error, as the other runtimes report it
+        return type(refusal)(refusal.message, **{**refusal.details, "traceback": traceback})
+    operation = run.refused_os_call(kind, message) if run is not None else None
+    if operation is not None:
+        return SandboxViolation(
+            f"the sandbox refused an operation: {message}", operation=operation, traceback=traceback
+        )
     if "output" in message and "limit" in message:
         return OutputExceeded(message)
     return ToolRuntimeError(f"{kind}: {message}", exception=kind, traceback=traceback, unsupported=kind in UNSUPPORTED)

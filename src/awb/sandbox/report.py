@@ -1,6 +1,6 @@
 """What `awb doctor` says about the sandbox's kernel protections: one row per protection class
-(identity, IPC, system calls, memory, filesystem, network) for each process-isolated runtime, from
-the layers its workers actually reported."""
+(identity, IPC, system calls, memory, filesystem, network, processes) for each process-isolated
+runtime, from the layers its workers actually reported."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from awb.sandbox.base import Runtime
 from awb.sandbox.cpython.namespaces import SCRATCH_BYTES, WORKER_UID
-from awb.sandbox.cpython.syscalls import ALLOWED, KILLED
+from awb.sandbox.cpython.syscalls import KILLED, allowed
 
 #: (row, layers that must all be active, what the row means when they are)
 _ROWS: tuple[tuple[str, tuple[str, ...], str], ...] = (
@@ -26,7 +26,7 @@ _ROWS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     (
         "syscalls",
         ("seccomp", "syscall_allowlist"),
-        f"seccomp allowlist of {len(ALLOWED)} calls; {len(KILLED)} named hostile calls (processes, sockets, "
+        f"seccomp allowlist of {len(allowed('tool'))} calls; {len(KILLED)} named hostile calls (processes, sockets, "
         "namespaces, IPC, memfd, inotify, bpf, keys...) and prlimit on other processes kill the worker; "
         "any other call fails with EPERM (chmod, chown, utime, xattr writes...)",
     ),
@@ -43,6 +43,14 @@ _ROWS: tuple[tuple[str, tuple[str, ...], str], ...] = (
         "read-only outside scratch; Landlock on top",
     ),
     ("network", ("network_namespace",), "empty network namespace; creating a socket kills the worker"),
+    (
+        "processes",
+        ("pid_namespace", "separate_tool_process"),
+        "tool code runs in a process of its own, alone in a PID namespace (it can name no other process), "
+        "holding only /dev/null and two pipes to the worker's supervisor; the supervisor alone holds the "
+        "server's channel, reads whatever the tool writes as its own output and host calls and holds the "
+        "output and log caps, which the server checks again",
+    ),
 )
 _JAVASCRIPT_ROWS = ("identity", "ipc", "syscalls", "network")
 

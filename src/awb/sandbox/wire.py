@@ -126,7 +126,11 @@ async def tool_call(host: HostFunctions, message: dict[str, Any]) -> dict[str, A
 
 def _refusal(exc: AwbError) -> dict[str, Any]:
     code = exc.code if isinstance(exc, ExecutionError) else "sandbox_violation"
-    return {"ok": False, "error": {"code": code, "message": exc.message}}
+    error: dict[str, Any] = {"code": code, "message": exc.message}
+    path = exc.details.get("path")
+    if isinstance(path, str):  # which path was refused, for the call's error as in-process runtimes give it
+        error["details"] = {"path": path}
+    return {"ok": False, "error": error}
 
 
 _ERRORS: dict[str, type[ExecutionError]] = {
@@ -151,6 +155,8 @@ def error_from_worker(error: Any) -> ExecutionError:
         details["exception"] = clean_text(raw["exception"][:200])
     if isinstance(raw.get("size"), int):
         details["size"] = raw["size"]
+    if isinstance(raw.get("path"), str):
+        details["path"] = clean_text(raw["path"][:_MAX_DETAIL_CHARS])
     return cls(message, **details)
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 from awb.config import SearchConfig
 from awb.inventory.models import MemoryLevel, Tool
 from awb.inventory.store import Store
-from awb.search.embeddings import Embedder, EmbedderUnavailable
+from awb.search.embeddings import Embedder, EmbedderUnavailable, create_embedder
 from awb.search.fts import search_words, split_identifier
 from awb.search.vector_index import VectorIndex
 
@@ -353,4 +353,24 @@ class HybridSearch:
         return wanted, tier_order(hits)[:limit]
 
 
-__all__ = ["DENSE_WEIGHT", "HybridSearch", "SearchStatus", "VectorStore", "fuse", "tier_order", "tool_views"]
+def search_engine(store: Store, config: SearchConfig) -> HybridSearch:
+    """Hybrid search when configured (or `auto`) and the `embed` extra is installed; text-only otherwise,
+    with why."""
+    if config.mode == "text":
+        return HybridSearch(store, None, config, reason="search.mode is 'text'")
+    embedder, reason = create_embedder(config.embedding_provider)
+    if embedder is None and config.mode == "auto":
+        reason = f"search.mode is 'auto' and {reason}"
+    return HybridSearch(store, embedder, config, reason=reason)
+
+
+__all__ = [
+    "DENSE_WEIGHT",
+    "HybridSearch",
+    "SearchStatus",
+    "VectorStore",
+    "fuse",
+    "search_engine",
+    "tier_order",
+    "tool_views",
+]

@@ -27,7 +27,7 @@ from awb.feed import EventFeed, open_feed
 from awb.inventory.models import MEMORY_LEVELS
 from awb.sandbox import staging
 from awb.web import security, stream, views
-from awb.web.runs import RunLogs
+from awb.web.runs import run_logs
 from awb.workbench import Workbench
 
 HERE = Path(__file__).parent
@@ -44,8 +44,7 @@ class Panel:
         self.workbench = workbench
         self.config = workbench.config
         self.feed = feed or open_feed(workbench.store, workbench.events)
-        path = str(getattr(workbench.store, "path", ":memory:"))
-        self.runs = RunLogs(path) if path != ":memory:" and _has_run_logs(path) else None
+        self.runs = run_logs(workbench)
         self.streams = 0
         env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True))
         env.globals.update(version=__version__, tiers=views.TIER_LABELS, runtimes=views.RUNTIME_LABELS)
@@ -233,11 +232,6 @@ class Panel:
         response = RedirectResponse(target, status_code=303)
         response.set_cookie(security.TOKEN_COOKIE, expected, httponly=True, samesite="strict", path="/")
         return response
-
-
-def _has_run_logs(path: str) -> bool:
-    # The session tables come with the inventory's migrations; an older awb's file may predate them.
-    return Path(path).exists()
 
 
 #: Notices a change leaves for the page it returns to: `?done=<key>&what=<name>`.

@@ -1,57 +1,50 @@
-"""Agent runs for the panel: the blueprint runtime's run logs (`awb.blueprints.sessions`), per session.
-
-The session store has no "list sessions" call, so the overview reads its table with a connection of its
-own; one session's log comes from the store itself.
-"""
+"""Agent runs for the panel: the blueprint runtime's run logs (`awb.blueprints.sessions`), per session,
+from the inventory's own database (the SQLite file or the PostgreSQL inventory)."""
 
 from __future__ import annotations
 
-import sqlite3
-import threading
-from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from awb.blueprints.journal import LogEntry
-from awb.blueprints.sessions import SQLiteSessionStore
-from awb.inventory.sqlite import BUSY_TIMEOUT_MS
+from awb.blueprints.sessions import SESSIONS_SHOWN, SessionStore, SessionSummary, open_session_store
 
-#: Sessions the overview lists, newest first.
-SESSIONS_SHOWN = 100
+if TYPE_CHECKING:
+    from awb.workbench import Workbench
+
 #: Log entries one session page shows (the newest ones when there are more).
 ENTRIES_SHOWN = 500
 
 
-@dataclass(frozen=True)
-class SessionSummary:
-    session_id: str
-    runs: int
-    entries: int
-    first_at: str
-    last_at: str
-
-
 class RunLogs:
-    """Read-only view of the run logs in an inventory file."""
+    """Read-only view of the run logs in a session store."""
 
-    def __init__(self, path: Path | str) -> None:
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        self._store = SQLiteSessionStore(path)
+    def __init__(self, store: SessionStore) -> None:
+        self._store = store
 
     def sessions(self) -> list[SessionSummary]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT session_id, count(DISTINCT run_id), count(*), min(at), max(at) FROM blueprint_run_logs "
-                "GROUP BY session_id ORDER BY max(id) DESC LIMIT ?",
-                (SESSIONS_SHOWN,),
-            ).fetchall()
-        return [SessionSummary(str(r[0]), int(r[1]), int(r[2]), str(r[3]), str(r[4])) for r in rows]
+        return self._store.sessions(SESSIONS_SHOWN)
 
     def logs(self, session_id: str) -> list[LogEntry]:
         return self._store.logs(session_id)[-ENTRIES_SHOWN:]
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
         self._store.close()
+
+
+def run_logs(workbench: Workbench) -> RunLogs | None:
+    """The run logs beside the workbench's inventory; None for an in-memory one (runs are not kept) or a
+    file not created yet."""
+    config = workbench.config
+    if config.inventory_url:
+        return RunLogs(open_session_store(config, inventory=workbench.store))
+    path = str(getattr(workbench.store, "path", ":memory:"))
+    if path == ":memory:" or not Path(path).exists():
+        return None
+    from awb.blueprints.session_tables import SQLiteSessionStore
+
+    # The workbench's store opened (migrated) the file: its session tables are there.
+    return RunLogs(SQLiteSessionStore(path))
+
+
+__all__ = ["ENTRIES_SHOWN", "RunLogs", "SessionSummary", "run_logs"]

@@ -14,8 +14,6 @@ from starlette.requests import Request
 
 from awb.feed import EventFeed, FeedEvent
 
-#: How often a stream looks at the feed: the bound on a toast's delay.
-POLL_SECONDS = 0.25
 #: A comment line this often keeps proxies and the browser from timing the stream out.
 KEEPALIVE_SECONDS = 15.0
 #: A stream ends after this long; EventSource reconnects with Last-Event-ID, so nothing is lost, and a
@@ -79,4 +77,5 @@ async def event_stream(request: Request, feed: EventFeed, cursor: int | None) ->
             last_sent = now
             yield ": keepalive\n\n"
         if not events:
-            await anyio.sleep(POLL_SECONDS)
+            # Until the feed has news: a PostgreSQL feed is woken by NOTIFY, a SQLite one polls.
+            await feed.wait(cursor)

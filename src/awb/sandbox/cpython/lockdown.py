@@ -36,6 +36,7 @@ _PR_GET_PDEATHSIG = 2
 _PR_SET_SECCOMP = 22
 _PR_CAPBSET_DROP = 24
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_CHILD_SUBREAPER = 36
 _PR_CAP_AMBIENT = 47
 _PR_CAP_AMBIENT_CLEAR_ALL = 4
 _SECCOMP_MODE_FILTER = 2
@@ -154,6 +155,11 @@ def die_with_parent() -> None:
     _prctl(_PR_SET_PDEATHSIG, 9)
 
 
+def become_subreaper() -> None:
+    """Orphaned descendants are reparented to this process (and reaped by it), not to the host's init."""
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+
 def set_rlimits(*, nofile: int, fsize_bytes: int, address_space_bytes: int | None, cpu_seconds: int | None) -> None:
     """Lower the process limits (soft = hard, so tool code cannot raise them back)."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -259,22 +265,23 @@ class _SockFprog(ctypes.Structure):
     _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
 
 
-_FILTER: tuple[ctypes.Array[ctypes.c_char], _SockFprog] | None = None
+#: profile -> (program buffer, sock_fprog pointing at it); kept alive for as long as the process runs.
+_FILTERS: dict[str, tuple[ctypes.Array[ctypes.c_char], _SockFprog]] = {}
 
 
 def prepare() -> None:
-    """Build the seccomp program once, before forking: workers only attach it."""
-    global _FILTER
-    if _FILTER is None:
-        program = syscalls.program()
-        buffer = ctypes.create_string_buffer(program, len(program))
-        _FILTER = (buffer, _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p)))
+    """Build every seccomp program once, before forking: workers only attach them."""
+    for profile in syscalls.PROFILES:
+        if profile not in _FILTERS:
+            program = syscalls.program(profile)
+            buffer = ctypes.create_string_buffer(program, len(program))
+            _FILTERS[profile] = (buffer, _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p)))
 
 
-def install_seccomp() -> None:
+def install_seccomp(profile: str = "worker") -> None:
+    """Attach the allowlist of `profile`; filters stack, so a process can only ever narrow its own."""
     prepare()
-    assert _FILTER is not None
-    _prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(_FILTER[1]))
+    _prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(_FILTERS[profile][1]))
 
 
 def lock_down(
@@ -284,9 +291,11 @@ def lock_down(
     write_paths: Iterable[str],
     nofile: int = 64,
     fsize_bytes: int = 16 * 1024 * 1024,
+    seccomp: str | None = "worker",
 ) -> dict[str, bool]:
     """Apply every available layer to the calling process, in the order the kernel needs, and say
-    which ones took. A layer the machine offers but that fails to apply raises."""
+    which ones took. A layer the machine offers but that fails to apply raises. With `seccomp=None`
+    the caller attaches its filter itself (after a fork that the filter would forbid)."""
     applied = dict.fromkeys(LAYERS, False)
     for layer in NAMESPACE_LAYERS:
         applied[layer] = bool(available.get(layer, False))
@@ -304,7 +313,7 @@ def lock_down(
         applied["landlock"] = True
     clear_capability_sets()
     applied["capabilities_dropped"] = True
-    if available.get("seccomp"):
-        install_seccomp()
+    if available.get("seccomp") and seccomp is not None:
+        install_seccomp(seccomp)
         applied["seccomp"] = applied["syscall_allowlist"] = True
     return applied

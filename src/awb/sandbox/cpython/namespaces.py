@@ -19,6 +19,7 @@ CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
+CLONE_NEWPID = 0x20000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
@@ -87,6 +88,25 @@ def unshare(
         hostname = SANDBOX_HOSTNAME.encode()
         _libc.sethostname(hostname, ctypes.c_size_t(len(hostname)))
     return {"network_namespace": network, "ipc_namespace": ipc, "mount_namespace": mounts}
+
+
+def unshare_pid() -> bool:
+    """The next child of the caller starts a fresh PID namespace, as its process 1: it sees no other
+    process (not even its parent) and its pid means nothing outside. Needs CAP_SYS_ADMIN (root, or
+    a user namespace of our own); True when it took."""
+    return _libc is not None and _libc.unshare(ctypes.c_int(CLONE_NEWPID)) == 0
+
+
+def pid_namespace_possible() -> bool:
+    """Whether `unshare_pid` works here, tried in a throwaway child (a process may enter a new PID
+    namespace for its children only once)."""
+    if _libc is None:
+        return False
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if unshare_pid() else 1)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
 def _outermost(paths: Iterable[str]) -> list[str]:

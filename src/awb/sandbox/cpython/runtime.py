@@ -1,5 +1,6 @@
 """The `cpython` runtime, server side: owns the zygote, keeps a few locked-down workers pre-forked,
-drives one worker per call (host functions, wall-clock timeout, RSS watchdog) and kills it after.
+drives one worker per call (host functions, wall-clock timeout, RSS watchdog on its tool process) and
+kills it after.
 
 A runtime instance belongs to the event loop it was started on.
 """
@@ -33,6 +34,9 @@ from awb.errors import (
 )
 from awb.sandbox.base import Execution, ExecutionSlots, HostFunctions, Limits
 from awb.sandbox.cpython import lockdown
+from awb.sandbox.cpython.cgroups import oom_killed_at
+from awb.sandbox.cpython.endings import error_for_status
+from awb.sandbox.cpython.watch import is_child_of, peak_above, set_cgroup_limit, watch_rss
 from awb.sandbox.wire import (
     BadFrame,
     FrameTooLarge,
@@ -48,16 +52,16 @@ log = logging.getLogger("awb.sandbox.cpython")
 
 ZYGOTE_PATH = Path(__file__).with_name("zygote.py")
 #: Every layer a worker must show before it gets code, unless degraded mode is allowed.
-REQUIRED_LAYERS = lockdown.LAYERS
+REQUIRED_LAYERS = (*lockdown.LAYERS, "pid_namespace")
 START_TIMEOUT_S = 15.0
 SPAWN_TIMEOUT_S = 5.0
 #: After a worker's socket closes, how long to wait for the zygote to report how it died.
 EXIT_STATUS_WAIT_S = 1.0
-RSS_POLL_S = 0.01
 
 
 @dataclass
 class _Worker:
+    #: The supervisor's pid (the zygote's child, which holds the socket).
     pid: int
     pidfd: int
     sock: socket.socket
@@ -71,6 +75,8 @@ class _Worker:
     writer: asyncio.StreamWriter | None = None
     #: The worker's "ready" frame: the layers it applied and its resident size before any code.
     ready: dict[str, Any] = field(default_factory=dict)
+    #: The process that runs the tool's code (the supervisor's child; it dies with it).
+    tool_pid: int = 0
 
     def kill(self) -> None:
         if not self.killed:
@@ -301,12 +307,14 @@ class CPythonRuntime:
         else:
             layers = lockdown.probe()
             namespaces_possible = os.geteuid() == 0 or _user_namespaces_allowed()
-            layers.update(dict.fromkeys(lockdown.NAMESPACE_LAYERS, namespaces_possible))
+            layers.update(dict.fromkeys((*lockdown.NAMESPACE_LAYERS, "pid_namespace"), namespaces_possible))
             if not self._network_namespace:
                 layers["network_namespace"] = False
         layers.update(self._worker_layers)
         layers["worker_process"] = True
         layers["single_use_workers"] = True
+        # Structural: tool code runs in a process of its own that never holds the server's channel.
+        layers["separate_tool_process"] = True
         return layers
 
     def refusal(self) -> str | None:
@@ -352,6 +360,11 @@ class CPythonRuntime:
         if missing and not self._allow_degraded:
             worker.close()
             raise Unavailable(f"a cpython worker came up without {', '.join(missing)}; refusing to run code")
+        tool_pid = ready.get("tool_pid")
+        if type(tool_pid) is not int or not is_child_of(tool_pid, worker.pid):
+            worker.close()
+            raise Unavailable("a cpython worker named a tool process that is not its own")
+        worker.tool_pid = tool_pid
         worker.ready = ready
         self._worker_layers = {layer: bool(layers.get(layer)) for layer in REQUIRED_LAYERS}
         return worker
@@ -371,15 +384,16 @@ class CPythonRuntime:
 
     async def execute(self, code: str, params: dict[str, Any], limits: Limits, host: HostFunctions) -> Execution:
         started = time.perf_counter()
-        value, logs = await self._run("run", code, params, limits, host)
-        return Execution(value=value, logs=logs, duration_ms=(time.perf_counter() - started) * 1000)
+        value, logs, peak = await self._run("run", code, params, limits, host)
+        duration_ms = (time.perf_counter() - started) * 1000
+        return Execution(value=value, logs=logs, duration_ms=duration_ms, peak_memory_bytes=peak)
 
     async def check(self, code: str, limits: Limits) -> None:
         await self._run("check", code, {}, limits, None)
 
     async def _run(
         self, mode: str, code: str, params: dict[str, Any], limits: Limits, host: HostFunctions | None
-    ) -> tuple[Any, list[str]]:
+    ) -> tuple[Any, list[str], int | None]:
         try:
             with self._slots.take():
                 worker = await self._checkout()
@@ -399,7 +413,8 @@ class CPythonRuntime:
         params: dict[str, Any],
         limits: Limits,
         host: HostFunctions | None,
-    ) -> tuple[Any, list[str]]:
+    ) -> tuple[Any, list[str], int | None]:
+        """(value, logs, peak resident bytes above the worker's start size) of one call."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + limits.timeout_ms / 1000
         reader, writer = worker.reader, worker.writer
@@ -418,15 +433,17 @@ class CPythonRuntime:
                     "memory_mb": limits.memory_mb,
                     "max_output_bytes": limits.max_output_bytes,
                     "max_log_bytes": limits.max_log_bytes,
+                    "max_frame_bytes": frame_limit(limits.max_output_bytes, limits.max_log_bytes),
                 },
                 "read_dirs": read_dirs,
             }
-            _set_cgroup_limit(worker, limits)
+            set_cgroup_limit(worker.limit_path, limits)
             writer.write(encode_frame(job))
             await writer.drain()
             base_rss = int(worker.ready.get("base_rss") or 0)
+            limit_bytes = base_rss + limits.memory_mb * 1024 * 1024
             watchdog = loop.create_task(
-                _watch_rss(worker, base_rss + limits.memory_mb * 1024 * 1024, memory_hit, self._scratch_view(worker))
+                watch_rss(worker.tool_pid, worker.kill, limit_bytes, memory_hit, self._scratch_view(worker))
             )
             while True:
                 message = await self._next_frame(worker, reader, limits, deadline, memory_hit)
@@ -443,10 +460,21 @@ class CPythonRuntime:
                         reply = await tool_call(host, message)
                     else:
                         reply = host_call(host, message)
+                    reply["id"] = message.get("id")
                     writer.write(encode_frame(reply))
                     await writer.drain()
                 elif op == "result":
-                    return result_from_worker(message, limits)
+                    value, logs = result_from_worker(message, limits)
+                    # The tool process waits for the kill after its result: its figures are still there.
+                    return value, logs, peak_above(worker.tool_pid, base_rss)
+                elif op == "exited":  # the tool process ended without a result; the supervisor reaped it
+                    if memory_hit.is_set():
+                        raise _over_memory(limits)
+                    status = message.get("status")
+                    if type(status) is not int:
+                        raise ToolRuntimeError("the sandbox worker sent a malformed exit status")
+                    oom = bool(worker.limit_path) and oom_killed_at(worker.limit_path)
+                    raise error_for_status(status, oom, limits, what="tool process")
                 else:
                     raise SandboxViolation(f"the worker sent an unexpected {op!r} frame")
         except (ConnectionError, BrokenPipeError):
@@ -494,74 +522,16 @@ class CPythonRuntime:
     async def _death(self, worker: _Worker, limits: Limits, memory_hit: asyncio.Event) -> ExecutionError:
         """The error for a worker that went away without a result."""
         if memory_hit.is_set():
-            return MemoryExceeded(
-                f"the tool went over its {limits.memory_mb} MB memory limit", limit_mb=limits.memory_mb
-            )
+            return _over_memory(limits)
         try:
             status, oom_killed = await asyncio.wait_for(asyncio.shield(worker.exited), EXIT_STATUS_WAIT_S)
         except TimeoutError:
             return ToolRuntimeError("the sandbox worker died")
-        if oom_killed:
-            return MemoryExceeded(
-                f"the tool went over its {limits.memory_mb} MB memory limit (memory cgroup)", limit_mb=limits.memory_mb
-            )
-        if os.WIFSIGNALED(status):
-            number = os.WTERMSIG(status)
-            if number == signal.SIGSYS:
-                return SandboxViolation(
-                    "the tool made a system call the sandbox forbids (process creation, exec, sockets, "
-                    "signals, ptrace, namespaces, IPC, memfd, file watching, limits of other processes) "
-                    "and was stopped",
-                    signal="SIGSYS",
-                )
-            if number in (signal.SIGXCPU, signal.SIGKILL):
-                return ToolTimeout(
-                    f"the tool used up its CPU time ({limits.timeout_ms} ms)", limit_ms=limits.timeout_ms
-                )
-            try:
-                name = signal.Signals(number).name
-            except ValueError:
-                name = str(number)
-            return ToolRuntimeError(f"the sandbox worker crashed ({name})", signal=name)
-        return ToolRuntimeError(f"the sandbox worker exited with status {os.WEXITSTATUS(status)} without a result")
+        return error_for_status(status, oom_killed, limits)
 
 
-#: The memory cgroup is the kernel's hard backstop above the watchdog's precise limit: room for pages
-#: the worker copies from the zygote, its scratch files and allocator slack (as RLIMIT_AS has).
-CGROUP_HEADROOM_BYTES = 32 * 1024 * 1024
-
-
-def _set_cgroup_limit(worker: _Worker, limits: Limits) -> None:
-    if worker.limit_path:
-        try:
-            with open(worker.limit_path, "w", encoding="ascii") as handle:
-                handle.write(str(limits.memory_mb * 1024 * 1024 + CGROUP_HEADROOM_BYTES))
-        except OSError as exc:  # the cgroup keeps its start limit
-            log.warning("could not set a worker's memory cgroup limit: %s", exc)
-
-
-async def _watch_rss(worker: _Worker, limit_bytes: int, hit: asyncio.Event, scratch: str | None) -> None:
-    """Kill the worker when its resident memory plus the files in its scratch tmpfs (memory too) pass
-    the limit."""
-    page = os.sysconf("SC_PAGE_SIZE")
-    path = f"/proc/{worker.pid}/statm"
-    while True:
-        try:
-            with open(path, encoding="ascii") as handle:
-                rss = int(handle.read().split()[1]) * page
-        except (OSError, IndexError, ValueError):
-            return
-        if scratch is not None:
-            try:
-                fs = os.statvfs(scratch)
-                rss += (fs.f_blocks - fs.f_bfree) * fs.f_frsize
-            except OSError:
-                scratch = None  # not reachable from here: resident size alone still counts
-        if rss > limit_bytes:
-            hit.set()
-            worker.kill()
-            return
-        await asyncio.sleep(RSS_POLL_S)
+def _over_memory(limits: Limits) -> MemoryExceeded:
+    return MemoryExceeded(f"the tool went over its {limits.memory_mb} MB memory limit", limit_mb=limits.memory_mb)
 
 
 def _drain(process: subprocess.Popen[bytes]) -> str:

@@ -1,5 +1,9 @@
 """The worker's seccomp filter: an ALLOWLIST of the system calls pure-compute Python needs.
 
+Three profiles share the tables: `worker` (a JavaScript worker: the allowlist as it stands), `tool`
+(the cpython process that runs tool code: no socket calls, since it holds no socket) and `supervisor`
+(the cpython worker's trusted half, which also waits for its tool process).
+
 Three answers, checked in this order:
 - named hostile classes (process creation, exec, sockets, signals to others, ptrace, namespaces and
   mounts, kernel keys, bpf, perf, userfaultfd, io_uring, System V and POSIX IPC, memfd, inotify and
@@ -86,6 +90,30 @@ ALLOWED = {
     "landlock_create_ruleset": 444, "landlock_add_rule": 445, "landlock_restrict_self": 446,
 }  # fmt: skip
 
+#: Calls on an already connected socket: the tool process has none, so these answer EPERM there.
+SOCKET_IO = {
+    name: ALLOWED[name]
+    for name in (
+        "sendto", "recvfrom", "sendmsg", "recvmsg", "shutdown", "getsockname", "getpeername", "getsockopt",
+        "setsockopt",
+    )
+}  # fmt: skip
+#: Only the supervisor reaps a child (its tool process, for the exit status and peak memory).
+WAITING = {"wait4": 61, "waitid": 247}
+PROFILES = ("worker", "tool", "supervisor")
+
+
+def allowed(profile: str = "worker") -> dict[str, int]:
+    """The calls that pass under `profile`."""
+    if profile == "worker":
+        return dict(ALLOWED)
+    if profile == "tool":
+        return {name: nr for name, nr in ALLOWED.items() if name not in SOCKET_IO}
+    if profile == "supervisor":
+        return {**ALLOWED, **WAITING}
+    raise ValueError(f"unknown seccomp profile {profile!r}")
+
+
 _CLONE, _CLONE3, _PRLIMIT64, _FCNTL = 56, 435, 302, 72
 #: fcntl commands refused: directory change notification (dnotify) and leases (a way to learn when
 #: someone else opens a file).
@@ -108,10 +136,10 @@ def _ins(code: int, jt: int, jf: int, k: int) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k)
 
 
-def _answers() -> list[tuple[int, str]]:
+def _answers(profile: str) -> list[tuple[int, str]]:
     """(first number, answer) for each run of consecutive numbers with the same answer."""
     answer = dict.fromkeys(range(_NR_END), "deny")
-    answer.update(dict.fromkeys(ALLOWED.values(), "allow"))
+    answer.update(dict.fromkeys(allowed(profile).values(), "allow"))
     answer.update(dict.fromkeys(KILLED.values(), "kill"))
     answer.update({_CLONE: "clone", _CLONE3: "clone3", _PRLIMIT64: "prlimit", _FCNTL: "fcntl"})
     runs: list[tuple[int, str]] = []
@@ -162,14 +190,13 @@ def _tree(runs: list[tuple[int, str]]) -> list[bytes]:
     return [_ins(_JGE, 0, 1, boundary), _ins(_JA, 0, 0, len(left)), *left, *right]
 
 
-_PROGRAM: bytes | None = None
+_PROGRAMS: dict[str, bytes] = {}
 
 
-def program() -> bytes:
-    """Classic BPF for the worker: other architectures and x32 die, then a search over the call number.
-    Built once per process (the zygote builds it before forking)."""
-    global _PROGRAM
-    if _PROGRAM is None:
+def program(profile: str = "worker") -> bytes:
+    """Classic BPF for `profile`: other architectures and x32 die, then a search over the call number.
+    Built once per process (the zygote builds them before forking)."""
+    if profile not in _PROGRAMS:
         kill = _ins(_RET, 0, 0, RET_KILL_PROCESS)
         prog = [
             _ins(_LD, 0, 0, _ARCH),
@@ -178,14 +205,15 @@ def program() -> bytes:
             _ins(_LD, 0, 0, _NR),
             _ins(_JGE, 0, 1, _X32_SYSCALL_BIT),
             kill,
-            *_tree(_answers()),
+            *_tree(_answers(profile)),
         ]
-        _PROGRAM = b"".join(prog)
-    return _PROGRAM
+        _PROGRAMS[profile] = b"".join(prog)
+    return _PROGRAMS[profile]
 
 
 def self_check() -> None:
     """The two tables must not overlap (an allowed call that is also 'killed' would be ambiguous)."""
-    overlap = set(ALLOWED.values()) & (set(KILLED.values()) | {_CLONE, _CLONE3, _PRLIMIT64, _FCNTL})
+    special = {_CLONE, _CLONE3, _PRLIMIT64, _FCNTL}
+    overlap = set().union(*(allowed(p).values() for p in PROFILES)) & (set(KILLED.values()) | special)
     if overlap:
         raise AssertionError(f"syscalls both allowed and refused: {sorted(overlap)}")

@@ -1,105 +1,53 @@
-"""One single-use CPython worker: forked by the zygote, locked down, then it reads one job, runs the
-tool's `run(params)` and answers with one result frame before exiting.
+"""One single-use CPython worker, as two processes. The supervisor (this module), forked by the
+zygote, holds the server's socket. After locking itself down it forks the tool process
+(`tool_process`), alone in a new PID namespace with nothing but two pipes back to the supervisor, and
+attaches its own seccomp filter. It then relays: the job to the tool, the tool's host calls to the
+server (request and reply, with ids of its own), and the tool's result, checked against the caps, or
+the tool process's exit status (from wait4) when it ends without one. Tool code never holds the
+server's socket, so nothing it writes reaches the server but as its own output or host calls.
 
-Standard library only (loaded by path inside the zygote). Wire format on the worker socket: frames of
-a 4-byte big-endian length and a UTF-8 JSON object.
+Standard library only (loaded by path inside the zygote). Frames on the worker socket (see `frames`):
 
-worker -> server  {"op": "ready", "layers": {...}, "base_rss": bytes}
+worker -> server  {"op": "ready", "layers": {...}, "base_rss": bytes, "tool_pid": pid}
 server -> worker  {"op": "job", "mode": "run"|"check", "code", "params", "limits", "read_dirs"}
-worker -> server  {"op": "host", "fn": "log"|"read_file"|"write_file", "args": [...]}
-server -> worker  {"ok": true, "value": ...} | {"ok": false, "error": {"code", "message"}}
+worker -> server  {"op": "host", "id": n, "fn": name, "args": [...]}
+server -> worker  {"id": n, "ok": true, "value": ...} | {"id": n, "ok": false, "error": {"code", "message"}}
 worker -> server  {"op": "result", "ok": true, "value": "<JSON text>", "logs": [...]}
                 | {"op": "result", "ok": false, "error": {"code", "message", "details"}}
+                | {"op": "exited", "status": raw wait status}   (the tool process ended without a result)
+
+After the result both processes stay until the server kills the worker (the tool process dies with
+it): the server reads the tool process's peak memory from /proc first, so no call waits for an exit.
 """
 
 from __future__ import annotations
 
-import builtins
-import errno
-import io
-import json
-import linecache
 import os
 import resource
 import signal
 import socket
 import struct
-import sys
-import traceback
 from typing import Any
 
+import frames  # type: ignore[import-not-found,unused-ignore]
 import lockdown  # type: ignore[import-not-found,unused-ignore]
+import namespaces  # type: ignore[import-not-found,unused-ignore]
+import tool_process  # type: ignore[import-not-found,unused-ignore]
 
-HEADER = struct.Struct(">I")
-MAX_JOB_BYTES = 16 * 1024 * 1024
-MAX_REPLY_BYTES = 8 * 1024 * 1024
-#: Address space allowed on top of the worker's own at the fork and the tool's memory limit: room for
-#: thread stacks and allocator slack; the server's RSS watchdog enforces the limit itself.
-ADDRESS_SPACE_HEADROOM = 64 * 1024 * 1024
-SCRIPT_NAME = "tool.py"
-#: Trees that exist in the worker's root (the interpreter, system libraries, grants, scratch): a
-#: missing file elsewhere is missing because the sandbox hides it.
-_VISIBLE: list[str] = []
-
-
-def send_frame(sock: socket.socket, message: dict[str, Any]) -> None:
-    # ASCII JSON: a lone surrogate in tool text travels as an escape the server checks, instead of
-    # failing to encode here and losing the whole result.
-    data = json.dumps(message).encode("ascii")
-    sock.sendall(HEADER.pack(len(data)) + data)
-
-
-def recv_frame(sock: socket.socket, limit: int) -> dict[str, Any]:
-    (size,) = HEADER.unpack(_recv_exact(sock, HEADER.size))
-    if size > limit:
-        raise OSError(f"frame of {size} bytes is over {limit}")
-    message = json.loads(_recv_exact(sock, size))
-    if not isinstance(message, dict):
-        raise OSError("frame is not a JSON object")
-    return message
-
-
-def _recv_exact(sock: socket.socket, size: int) -> bytes:
-    chunks, remaining = [], size
-    while remaining:
-        chunk = sock.recv(min(remaining, 1 << 20))
-        if not chunk:
-            raise EOFError("the server closed the worker socket")
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
-
-
-class HostError(Exception):
-    """A host function refused: carries the server's error code (e.g. `sandbox_violation`)."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class OutputLimit(Exception):
-    """Printed output went over the log cap."""
-
-
-class _CappedText(io.TextIOBase):
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.size = 0
-        self.over = False
-        self.parts: list[str] = []
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, text: str) -> int:
-        size = len(str(text).encode("utf-8", "replace"))
-        if self.size + size > self.cap:
-            self.over = True
-            raise OutputLimit(f"printed output is over the {self.cap}-byte cap")
-        self.size += size
-        self.parts.append(str(text))
-        return len(text)
+#: The frame format and its sizes, which the JavaScript worker shares.
+HEADER = frames.HEADER
+MAX_JOB_BYTES = tool_process.MAX_JOB_BYTES
+MAX_REPLY_BYTES = tool_process.MAX_REPLY_BYTES
+MAX_READY_BYTES = 1 << 16
+#: Address space the supervisor may use beyond its size at the fork, on top of 32 bytes per byte of
+#: the largest frame the tool may send (decoded JSON objects take up to about that much).
+SUPERVISOR_HEADROOM = 64 * 1024 * 1024
+_DECODED_PER_BYTE = 32
+_MAX_ID = 1 << 53
+#: On the report pipe to the zygote: the tool process's pid once forked, then one byte once reaped.
+_TOOL_PID = struct.Struct(">I")
+_REAPED = b"r"
+_DETAIL_CHARS = 4000
 
 
 def memory_use(proc_fd: int) -> tuple[int, int]:
@@ -114,27 +62,33 @@ def memory_use(proc_fd: int) -> tuple[int, int]:
     return int(fields[0]) * page, int(fields[1]) * page
 
 
-def warm_up() -> None:
-    """Run the job path once on a trivial tool, so the code and objects it touches are loaded."""
+def read_tool_report(report: bytes) -> tuple[int, bool]:
+    """(tool process pid or 0, whether the worker reaped it) from what a dead worker's report pipe held."""
+    if len(report) < _TOOL_PID.size:
+        return 0, False
+    return _TOOL_PID.unpack_from(report)[0], report[_TOOL_PID.size :] == _REAPED
 
-    class _Null:
-        def sendall(self, data: bytes) -> None:
-            pass
 
-    job = {"mode": "run", "code": "def run(params):\n    return {'ok': [1, 2.5, 'x']}\n", "params": {"a": 1}}
-    _run_job(_Null(), job)  # type: ignore[arg-type]
-    linecache.cache.pop(SCRIPT_NAME, None)
+def close_all_but(*keep: int) -> None:
+    """Close every descriptor from 3 up except `keep` (0-2 stay: /dev/null, from the zygote)."""
+    low = 3
+    for fd in sorted(k for k in keep if k >= low):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, 1 << 20)
 
 
 def child_main(
     sock: socket.socket,
+    report: int,
     scratch: str,
     read_paths: list[str],
     grants: list[str],
     available: dict[str, bool],
     memory: tuple[int, int],
 ) -> None:
-    """Entry point in the freshly forked child; never returns."""
+    """Entry point in the freshly forked worker, `report` the write end of its pipe to the zygote;
+    never returns."""
     code = 70
     try:
         os.chdir(scratch)
@@ -142,15 +96,17 @@ def child_main(
         os.environ.update({"TMPDIR": scratch, "HOME": scratch, "LANG": "C.UTF-8"})
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # over RLIMIT_FSIZE: EFBIG, not death
         base_vsz, base_rss = memory
-        _VISIBLE[:] = [*read_paths, *grants, scratch, "/dev/null"]
+        # While still privileged: the tool process, the next child, starts a PID namespace of its own.
+        pid_namespace = bool(available.get("pid_namespace")) and namespaces.unshare_pid()
         layers = lockdown.lock_down(
-            available=available, read_paths=read_paths + grants, write_paths=[scratch, "/dev/null"]
+            available=available, read_paths=read_paths + grants, write_paths=[scratch, "/dev/null"], seccomp=None
         )
-        warm_up()  # copies the shared pages the job path writes to now, not while the caller waits
-        send_frame(sock, {"op": "ready", "layers": layers, "base_rss": base_rss})
-        job = recv_frame(sock, MAX_JOB_BYTES)
-        _narrow(job, read_paths, grants, scratch, base_vsz, layers)
-        send_frame(sock, _run_job(sock, job))
+        pid, inbox, outbox = _fork_tool(sock, report, scratch, read_paths, grants, available, layers, base_vsz)
+        if available.get("seccomp"):
+            lockdown.install_seccomp("supervisor")
+            layers.update(seccomp=True, syscall_allowlist=True)
+        layers["pid_namespace"] = pid_namespace
+        Supervisor(sock.fileno(), report, pid, inbox, outbox, base_vsz).serve(layers, base_rss)
         code = 0
     except BaseException:  # the worker dies either way; the server reads the missing result as a crash
         code = 71
@@ -158,129 +114,147 @@ def child_main(
         os._exit(code)
 
 
-def _narrow(
-    job: dict[str, Any], read_paths: list[str], grants: list[str], scratch: str, base_vsz: int, layers: dict[str, bool]
-) -> None:
-    """Per-call limits, applied before the tool's code is even compiled."""
-    limits = job.get("limits") or {}
-    memory = int(limits.get("memory_mb", 100)) * 1024 * 1024
-    timeout_s = max(1, -(-int(limits.get("timeout_ms", 5000)) // 1000))
-    resource.setrlimit(resource.RLIMIT_AS, (base_vsz + memory + ADDRESS_SPACE_HEADROOM,) * 2)
-    resource.setrlimit(resource.RLIMIT_CPU, (timeout_s + 1, timeout_s + 2))
-    wanted = [d for d in job.get("read_dirs") or [] if isinstance(d, str)]
-    if layers.get("landlock") and sorted(set(wanted)) != sorted(set(grants)):
-        # A second Landlock layer narrows the zygote-wide grants to this tool's own.
-        lockdown.landlock_restrict(read_paths + wanted, [scratch, "/dev/null"], abi=lockdown.landlock_abi())
-
-
-def _run_job(sock: socket.socket, job: dict[str, Any]) -> dict[str, Any]:
-    limits = job.get("limits") or {}
-    max_output = int(limits.get("max_output_bytes", 1 << 20))
-    capture = _CappedText(int(limits.get("max_log_bytes", 64 * 1024)))
-
-    def host(fn: str, *args: Any) -> Any:
-        send_frame(sock, {"op": "host", "fn": fn, "args": list(args)})
-        reply = recv_frame(sock, MAX_REPLY_BYTES)
-        if reply.get("ok"):
-            return reply.get("value")
-        error = reply.get("error") or {}
-        raise HostError(str(error.get("code", "runtime_error")), str(error.get("message", "host function failed")))
-
-    def log(message: Any) -> None:
-        host("log", str(message))
-
-    def read_file(path: Any) -> str:
-        return str(host("read_file", str(path)))
-
-    def write_file(path: Any, data: Any) -> dict[str, Any]:
-        return dict(host("write_file", str(path), str(data)))
-
-    def call_tool(server: Any, tool: Any, payload: Any) -> Any:
-        # Plans only (the host refuses it for crafted tools): a tool of a connected MCP server.
-        return host("call_tool", str(server), str(tool), json.dumps(payload))
-
-    source = str(job.get("code", ""))
-    linecache.cache[SCRIPT_NAME] = (len(source), None, source.splitlines(True), SCRIPT_NAME)
-    namespace: dict[str, Any] = {
-        "__name__": "__tool__",
-        "__builtins__": builtins,
-        "log": log,
-        "read_file": read_file,
-        "write_file": write_file,
-        "call_tool": call_tool,
-    }
-    sys.stdout = sys.stderr = capture
-    try:
-        compiled = compile(source, SCRIPT_NAME, "exec")
-        exec(compiled, namespace)
-        entry = namespace.get("run")
-        if not callable(entry):
-            return _error("runtime_error", "the tool's code does not define run(params)")
-        if job.get("mode") == "check":
-            return {"op": "result", "ok": True, "value": "null", "logs": []}
-        value = entry(job.get("params") or {})
-        if capture.over:
-            return _error("output_exceeded", f"printed output is over the {capture.cap}-byte cap")
+def _fork_tool(
+    sock: socket.socket,
+    report: int,
+    scratch: str,
+    read_paths: list[str],
+    grants: list[str],
+    available: dict[str, bool],
+    layers: dict[str, bool],
+    base_vsz: int,
+) -> tuple[int, int, int]:
+    """Fork the tool process; (its pid, the pipe end its frames arrive on, the end to write to it)."""
+    to_tool = os.pipe2(os.O_CLOEXEC)
+    from_tool = os.pipe2(os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:
         try:
-            text = json.dumps(value, ensure_ascii=False, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            return _error("invalid_output", f"the tool returned a value that is not JSON-serialisable: {exc}")
+            sock.close()  # the server's channel leaves this process before anything else happens
+            close_all_but(to_tool[0], from_tool[1])
+            tool_process.tool_main(to_tool[0], from_tool[1], scratch, read_paths, grants, available, layers, base_vsz)
+        finally:
+            os._exit(72)
+    os.write(report, _TOOL_PID.pack(pid))
+    os.close(to_tool[0])
+    os.close(from_tool[1])
+    return pid, from_tool[0], to_tool[1]
+
+
+class Supervisor:
+    """The trusted half of a worker: everything the tool process writes is read here, as its own."""
+
+    def __init__(self, server: int, report: int, tool_pid: int, inbox: int, outbox: int, base_vsz: int) -> None:
+        self.server = server
+        self.report = report
+        self.tool_pid = tool_pid
+        self.inbox = inbox
+        self.outbox = outbox
+        self.base_vsz = base_vsz
+        self.next_id = 0
+        self.max_output = 1 << 20
+        self.max_log = 64 * 1024
+        self.max_frame = 4 << 20
+
+    def serve(self, layers: dict[str, bool], base_rss: int) -> None:
+        # The tool process writes its ready frame before it has run any tool code: it is trusted.
+        ready = frames.read_frame(self.inbox, MAX_READY_BYTES)
+        tool_layers = ready.get("layers") if isinstance(ready.get("layers"), dict) else {}
+        combined = {name: bool(on) and bool(tool_layers.get(name, on)) for name, on in layers.items()}
+        frames.write_frame(
+            self.server, {"op": "ready", "layers": combined, "base_rss": base_rss, "tool_pid": self.tool_pid}
+        )
+        job = frames.read_frame(self.server, MAX_JOB_BYTES)
+        limits = job.get("limits") or {}
+        self.max_output = int(limits.get("max_output_bytes", self.max_output))
+        self.max_log = int(limits.get("max_log_bytes", self.max_log))
+        self.max_frame = int(limits.get("max_frame_bytes", self.max_frame))
+        budget = self.base_vsz + SUPERVISOR_HEADROOM + _DECODED_PER_BYTE * self.max_frame
+        resource.setrlimit(resource.RLIMIT_AS, (budget, budget))
         try:
-            size = len(text.encode("utf-8"))
-        except UnicodeEncodeError:
-            return _error("invalid_output", "the tool returned text that is not valid Unicode (a lone surrogate)")
+            frames.write_frame(self.outbox, job)
+        except BrokenPipeError:
+            frames.write_frame(self.server, self._exited())
+            return
+        frames.write_frame(self.server, self._relay())
+        os.read(self.server, 1)  # until the server kills this worker or closes the socket
+
+    def _relay(self) -> dict[str, Any]:
+        """Read the tool's frames until its result or its end; the frame that goes to the server."""
+        while True:
+            try:
+                message = frames.read_frame(self.inbox, self.max_frame)
+            except EOFError:
+                return self._exited()
+            except frames.FrameTooLarge as exc:
+                return _error("output_exceeded", f"the tool sent {exc.size} bytes, over the output cap", size=exc.size)
+            except frames.BadFrame as exc:
+                return _error("runtime_error", f"the tool process sent {exc}")
+            except MemoryError:
+                return _error("output_exceeded", "the tool sent a message too large to read")
+            op = message.get("op")
+            if op == "host":
+                try:
+                    self._host(message)
+                except BrokenPipeError:
+                    return self._exited()
+            elif op == "result":
+                return checked_result(message, self.max_output, self.max_log)
+            else:
+                return _error("sandbox_violation", f"the tool process sent an unexpected {str(op)[:40]!r} frame")
+
+    def _host(self, message: dict[str, Any]) -> None:
+        """One host call: to the server under an id of ours, the answer back under the tool's."""
+        tool_id, fn, args = message.get("id"), message.get("fn"), message.get("args")
+        if type(tool_id) is not int or not 0 <= tool_id < _MAX_ID:
+            tool_id = None
+        if tool_id is None or not isinstance(fn, str) or len(fn) > 64 or not isinstance(args, list):
+            reply: dict[str, Any] = {
+                "ok": False,
+                "error": {"code": "sandbox_violation", "message": "a malformed host call"},
+            }
+        else:
+            self.next_id += 1
+            frames.write_frame(self.server, {"op": "host", "id": self.next_id, "fn": fn, "args": args})
+            answer = frames.read_frame(self.server, MAX_REPLY_BYTES)
+            if answer.get("id") != self.next_id:
+                raise RuntimeError("the server answered another host call")
+            reply = {"ok": True, "value": answer.get("value")} if answer.get("ok") is True else {"ok": False}
+            if not reply["ok"]:
+                reply["error"] = answer.get("error")
+        reply["id"] = tool_id
+        frames.write_frame(self.outbox, reply)
+
+    def _exited(self) -> dict[str, Any]:
+        """The tool process ended without a result: reap it for its wait status."""
+        _, status = os.waitpid(self.tool_pid, 0)
+        os.write(self.report, _REAPED)
+        return {"op": "exited", "status": status}
+
+
+def checked_result(message: dict[str, Any], max_output: int, max_log: int) -> dict[str, Any]:
+    """The tool's result frame rebuilt from what it may carry, with the output and log caps held (the
+    server checks again)."""
+    if message.get("ok") is True:
+        value, logs = message.get("value"), message.get("logs", [])
+        if not isinstance(value, str) or not isinstance(logs, list) or not all(isinstance(x, str) for x in logs):
+            return _error("runtime_error", "the tool process sent a malformed result")
+        size = len(value.encode("utf-8", "surrogatepass"))
         if size > max_output:
             return _error("output_exceeded", f"tool output is {size} bytes, over the {max_output}-byte cap", size=size)
-        logs = ["".join(capture.parts)] if capture.parts else []
-        return {"op": "result", "ok": True, "value": text, "logs": logs}
-    except HostError as exc:
-        return _error(exc.code, str(exc), traceback=_tool_traceback(exc))
-    except OutputLimit as exc:
-        return _error("output_exceeded", str(exc))
-    except MemoryError:
-        return _error("memory_exceeded", f"the tool went over its {limits.get('memory_mb')} MB memory limit")
-    except PermissionError as exc:
-        return _error("sandbox_violation", f"the sandbox refused an operation: {exc}", traceback=_tool_traceback(exc))
-    except OSError as exc:
-        if exc.errno == errno.ENOMEM:  # a mapping past the address-space limit
-            return _error("memory_exceeded", f"the tool went over its {limits.get('memory_mb')} MB memory limit")
-        if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):  # the scratch tmpfs is memory too
-            return _error("memory_exceeded", f"the tool filled its scratch space: {exc}")
-        if exc.errno == errno.EROFS:  # everything outside scratch is mounted read-only
-            return _error("sandbox_violation", f"the sandbox refused a write: {exc}", traceback=_tool_traceback(exc))
-        if exc.errno == errno.ENOENT and _hidden(exc.filename):
-            message = f"the sandbox has no such path: {exc.filename} is outside what the tool may see"
-            return _error("sandbox_violation", message, traceback=_tool_traceback(exc))
-        kind = type(exc).__name__
-        return _error("runtime_error", f"{kind}: {exc}", exception=kind, traceback=_tool_traceback(exc))
-    except SyntaxError as exc:
-        return _error("runtime_error", f"the tool's code does not parse: {exc}", exception="SyntaxError")
-    except BaseException as exc:
-        if capture.over:
-            return _error("output_exceeded", f"printed output is over the {capture.cap}-byte cap")
-        kind = type(exc).__name__
-        return _error("runtime_error", f"{kind}: {exc}", exception=kind, traceback=_tool_traceback(exc))
-    finally:
-        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
-
-
-def _hidden(filename: Any) -> bool:
-    """True when `filename` (followed through symlinks) lies outside every visible tree."""
-    if not isinstance(filename, (str, bytes)) or not _VISIBLE:
-        return False
-    path = os.path.realpath(os.fsdecode(filename))
-    return not any(path == root or path.startswith(root.rstrip("/") + "/") for root in _VISIBLE)
+        logged = sum(len(x.encode("utf-8", "surrogatepass")) for x in logs)
+        if logged > max_log:
+            return _error("output_exceeded", f"printed output is {logged} bytes, over the {max_log}-byte cap")
+        return {"op": "result", "ok": True, "value": value, "logs": logs}
+    error = message.get("error")
+    if not isinstance(error, dict):
+        return _error("runtime_error", "the tool process sent a malformed error")
+    raw = error.get("details")
+    details = (
+        {key: raw[key] for key in ("traceback", "exception", "size") if key in raw} if isinstance(raw, dict) else {}
+    )
+    return _error(str(error.get("code"))[:64], str(error.get("message"))[:_DETAIL_CHARS], **details)
 
 
 def _error(code: str, message: str, **details: Any) -> dict[str, Any]:
     return {"op": "result", "ok": False, "error": {"code": code, "message": message, "details": details}}
-
-
-def _tool_traceback(exc: BaseException) -> list[str]:
-    try:
-        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == SCRIPT_NAME]
-        lines = [f"line {f.lineno}, in {f.name}: {(f.line or '').strip()}" for f in frames]
-        lines.append(f"{type(exc).__name__}: {exc}")
-        return lines
-    except BaseException:
-        return []

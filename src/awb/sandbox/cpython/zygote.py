@@ -1,7 +1,8 @@
 """The CPython zygote: started once by the server (`python -I`, empty environment), it preloads the
 interpreter, enters fresh network, IPC and mount namespaces (the mount namespace's root holds only the
 interpreter, system libraries and granted directories) and forks single-use workers on request; each
-worker gets its own size-capped tmpfs scratch directory and leaves root for an unprivileged uid.
+worker gets its own size-capped tmpfs scratch directory and leaves root for an unprivileged uid, and
+runs tool code in a process of its own (see `worker`).
 
 Standard library only; run by path. Control channel: a SOCK_SEQPACKET socket whose number is argv[1],
 one JSON object per message.
@@ -13,6 +14,11 @@ zygote -> server  {"op": "spawned", "id": n, "pid", "scratch", "cgroup", "limit_
 zygote -> server  {"op": "exited", "pid", "status", "oom_killed"}  (raw wait status, when a worker is reaped)
 zygote -> server  {"op": "error", "id": n, "message"}
 The zygote exits when the control socket closes, killing its workers.
+
+A worker's tool process outlives it by a moment when the server kills the worker: the zygote is a
+child subreaper, so the tool process is then its own to reap, and the worker's scratch directory and
+memory cgroup are only reused or removed once both processes are gone. Each worker reports its tool
+process on a pipe (see `worker.report_tool`) for this.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import signal
 import socket
 import sys
 import tempfile
+from dataclasses import dataclass
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -35,13 +42,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cgroups  # type: ignore[import-not-found,unused-ignore]
 import lockdown  # type: ignore[import-not-found,unused-ignore]
 import namespaces  # type: ignore[import-not-found,unused-ignore]
+import tool_process  # type: ignore[import-not-found,unused-ignore]
 import worker  # type: ignore[import-not-found,unused-ignore]
 
 #: Modules tools commonly need, imported once here so a worker does not pay for them.
 PRELOAD = (
     "base64 bisect calendar collections csv dataclasses datetime decimal difflib enum fractions functools "
-    "hashlib heapq html itertools math operator random re statistics string textwrap typing unicodedata "
-    "urllib.parse uuid zlib"
+    "hashlib heapq html itertools math operator random re statistics string textwrap threading typing "
+    "unicodedata urllib.parse uuid zlib"
 ).split()
 _M_ARENA_MAX = -8
 #: Emptied scratch mounts kept for reuse.
@@ -71,11 +79,26 @@ def interpreter_paths() -> list[str]:
     return sorted(paths)
 
 
+@dataclass
+class _Child:
+    scratch: str
+    group: str
+    #: Read end of the pipe the worker reports its tool process on (-1 once read).
+    report: int = -1
+    #: The worker's "exited" message, held back until its tool process is gone too.
+    exited: dict[str, Any] | None = None
+
+
 class Zygote:
     def __init__(self, control: socket.socket) -> None:
         self.control = control
-        #: pid -> (scratch directory, cgroup name)
-        self.children: dict[int, tuple[str, str]] = {}
+        #: worker pid -> what it holds
+        self.children: dict[int, _Child] = {}
+        #: tool process pid -> what its dead worker held, freed when the tool process is reaped too
+        self.orphans: dict[int, _Child] = {}
+        #: Worker cgroups the kernel would not remove yet: a tool process whose pid its worker died
+        #: before reporting was still in it. Tried again after every reap.
+        self.busy_groups: set[str] = set()
         self.cgroups: Any = None
         self.base = ""
         self.read_paths: list[str] = []
@@ -90,6 +113,7 @@ class Zygote:
     def setup(self, config: dict[str, Any]) -> None:
         self.grants = sorted({os.path.realpath(g) for g in config.get("grants", []) if isinstance(g, str)})
         self.available = lockdown.probe()
+        lockdown.become_subreaper()
         if os.geteuid() == 0:
             self.worker_ids = (namespaces.WORKER_UID, namespaces.WORKER_GID)
         with contextlib.suppress(OSError, AttributeError):
@@ -98,7 +122,7 @@ class Zygote:
         for name in PRELOAD:
             with contextlib.suppress(ImportError):
                 __import__(name)
-        worker.warm_up()
+        tool_process.warm_up()
         lockdown.prepare()
         self.read_paths = interpreter_paths()
         if os.geteuid() == 0:  # before the new root hides /sys and /proc
@@ -109,6 +133,7 @@ class Zygote:
         self.available.update(
             namespaces.unshare(network=bool(config.get("network_namespace", True)), ipc=True, mounts=True)
         )
+        self.available["pid_namespace"] = namespaces.pid_namespace_possible()
         if self.available["mount_namespace"]:
             self.mountpoint = tempfile.mkdtemp(prefix="awb-root-")
             try:
@@ -163,12 +188,21 @@ class Zygote:
             if self.cgroups is not None:
                 group_path = self.cgroups.create(group)
             parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            report_r, report_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
             self._remove_scratch(scratch)
             if self.cgroups is not None:
                 self.cgroups.remove(group)
             raise
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:
+            for fd in (report_r, report_w):
+                os.close(fd)
+            parent_end.close()
+            child_end.close()
+            self._free(_Child(scratch, group))
+            raise
         if pid == 0:  # the worker
             try:
                 signal.set_wakeup_fd(-1)
@@ -177,14 +211,18 @@ class Zygote:
                 if self.cgroups is not None:
                     self.cgroups.join(group)
                 memory = worker.memory_use(self.proc_fd)
-                fd = child_end.fileno()
-                os.closerange(3, fd)  # the control socket, /proc and every other zygote descriptor
-                os.closerange(fd + 1, 1 << 20)
-                worker.child_main(child_end, scratch, self.read_paths, self.grants, self.available, memory)
+                # Socket objects of the zygote's own descriptors must not close whatever reuses their
+                # numbers in the worker: detached here, their descriptors closed below.
+                self.control.detach()
+                parent_end.detach()
+                # The control socket, /proc and every other zygote descriptor go.
+                worker.close_all_but(child_end.fileno(), report_w)
+                worker.child_main(child_end, report_w, scratch, self.read_paths, self.grants, self.available, memory)
             finally:
                 os._exit(72)
         child_end.close()
-        self.children[pid] = (scratch, group)
+        os.close(report_w)
+        self.children[pid] = _Child(scratch, group, report_r)
         try:
             pidfd = os.pidfd_open(pid)
         except OSError as exc:
@@ -206,22 +244,70 @@ class Zygote:
             os.close(pidfd)
             parent_end.close()
 
-    def reap(self) -> None:
-        while self.children:
+    def reap(self, block: bool = False) -> None:
+        """Reap every child that has ended (with `block`, wait until none is left)."""
+        while True:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                pid, status = os.waitpid(-1, 0 if block else os.WNOHANG)
             except ChildProcessError:
-                return
+                break
             if pid == 0:
+                break
+            self._reaped(pid, status)
+        if self.cgroups is not None:
+            self.busy_groups = {group for group in self.busy_groups if not self.cgroups.remove(group)}
+
+    def _reaped(self, pid: int, status: int) -> None:
+        orphan = self.orphans.pop(pid, None)
+        if orphan is not None:
+            self._free(orphan)
+            if orphan.exited is not None:
+                self._send(orphan.exited)
+            return
+        child = self.children.pop(pid, None)
+        exited = {"op": "exited", "pid": pid, "status": status, "oom_killed": False}
+        if child is not None:
+            if self.cgroups is not None:
+                exited["oom_killed"] = self.cgroups.oom_killed(child.group)
+            tool_pid = self._unreaped_tool(child)
+            if tool_pid and self._still_ours(tool_pid):
+                child.exited = exited  # the tool process was reparented to us: all goes once it is reaped
+                self.orphans[tool_pid] = child
                 return
-            child = self.children.pop(pid, None)
-            oom_killed = False
-            if child is not None:
-                self._remove_scratch(child[0])
-                if self.cgroups is not None:
-                    oom_killed = self.cgroups.oom_killed(child[1])
-                    self.cgroups.remove(child[1])
-            self._send({"op": "exited", "pid": pid, "status": status, "oom_killed": oom_killed})
+            self._free(child)
+        self._send(exited)
+
+    @staticmethod
+    def _unreaped_tool(child: _Child) -> int:
+        """The pid of the dead worker's tool process if the worker did not reap it, else 0. A worker
+        killed between its fork and its report leaves a tool process we cannot name: that one has run
+        no tool code yet (the job comes after the report), and its cgroup waits in `busy_groups`."""
+        try:
+            report = os.read(child.report, 64)
+        except OSError:
+            report = b""
+        finally:
+            os.close(child.report)
+            child.report = -1
+        tool_pid, reaped = worker.read_tool_report(report)
+        return 0 if reaped else tool_pid
+
+    def _still_ours(self, tool_pid: int) -> bool:
+        """Whether an unreaped tool process is now our child and alive (reaping it here if it is
+        already dead). A pid that is one of our workers is a reused number, not the tool process."""
+        if tool_pid in self.children:
+            return False
+        try:
+            return os.waitpid(tool_pid, os.WNOHANG)[0] == 0
+        except ChildProcessError:
+            return False
+
+    def _free(self, child: _Child) -> None:
+        if child.report >= 0:
+            os.close(child.report)
+        self._remove_scratch(child.scratch)
+        if self.cgroups is not None and not self.cgroups.remove(child.group):
+            self.busy_groups.add(child.group)
 
     def _send(self, message: dict[str, Any]) -> None:
         with contextlib.suppress(OSError):
@@ -231,14 +317,14 @@ class Zygote:
         for pid in list(self.children):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
+        self.spare_scratch.clear()  # the mount namespace goes with the zygote
         for pid in list(self.children):
             with contextlib.suppress(OSError):
-                os.waitpid(pid, 0)
-        self.spare_scratch.clear()  # the mount namespace goes with the zygote
-        for scratch, group in list(self.children.values()):
-            self._remove_scratch(scratch)
-            if self.cgroups is not None:
-                self.cgroups.remove(group)
+                self._reaped(pid, os.waitpid(pid, 0)[1])
+        self.reap(block=True)  # tool processes die with their workers and are ours to reap
+        for child in [*self.children.values(), *self.orphans.values()]:
+            self._free(child)
+        self.reap()
         if self.cgroups is not None:
             self.cgroups.close()
         if self.base and not self.available.get("mount_namespace"):
@@ -259,7 +345,10 @@ class Zygote:
                             pass
                     self.reap()
                     continue
-                data = self.control.recv(1 << 16)
+                try:
+                    data = self.control.recv(1 << 16)
+                except ConnectionError:  # the server went with messages unread
+                    return
                 if not data:
                     return
                 message = json.loads(data)

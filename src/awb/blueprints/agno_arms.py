@@ -1,0 +1,199 @@
+"""A blueprint's arms (and its knowledge) as Agno tools, for the Agno target (extra `[agno]`).
+
+MCP servers and this workbench are Agno's own `MCPTools`, so the compiled agent is an ordinary Agno agent:
+a command line runs the server over stdio, a URL reaches it over streamable HTTP. Tavily and knowledge
+search are async functions over awb's own clients, so `allowed_domains` and the knowledge limits hold
+exactly as in the awb runtime. One tool hook counts, times and logs every call in the run's journal, so
+`max_tool_calls` spans a whole team or workflow, as it does there.
+
+Importing this module imports Agno: `awb.blueprints.agno_target` does so only once Agno is known to be there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import anyio
+from agno.db.base import AsyncBaseDb
+from agno.tools.function import ToolResult
+from agno.tools.mcp import MCPTools
+from agno.tools.mcp.params import StreamableHTTPClientParams
+from mcp.server import Server
+from mcp.server.mcpserver import MCPServer
+
+from awb.agents.errors import ServerUnavailable
+from awb.agents.mcp_client import HttpServer, ServerTarget, client_target
+from awb.blueprints.compile import WORKBENCH_NAMESPACE, RuntimeOptions
+from awb.blueprints.journal import LIMIT_REACHED, RunJournal
+from awb.blueprints.knowledge import DEFAULT_RESULTS, TOOL_NAME, KnowledgeLibrary, tool_description
+from awb.blueprints.schema import Blueprint, McpArm, TavilySearchArm, WorkbenchArm
+from awb.blueprints.tavily import tavily_handler
+from awb.errors import AwbError, Unavailable
+
+#: How Agno's MCP entrypoint and our own functions begin the text of a failed call.
+_FAILED = ("Error from MCP tool", "Error: ")
+
+
+class ArmTools(MCPTools):
+    """Agno's `MCPTools` for one arm: its functions named `<arm>_<tool>`, narrowed to the arm's allowlist.
+
+    The allowlist is applied after listing, so names the server does not have are ignored (as in the awb
+    runtime) and a workbench's meta-tools match whether it names them `awb_craft` or `awb.craft`. Tools are
+    listed again at the start of every agent run (`refresh_connection`), so a tool a workbench equipped in
+    one workflow step is offered to the next.
+    """
+
+    def __init__(self, arm: str, allowed: Collection[str] | None, **connection: Any) -> None:
+        super().__init__(name=arm, tool_name_prefix=arm, refresh_connection=True, **connection)
+        self.arm = arm
+        self.allowed = None if allowed is None else frozenset(allowed)
+
+    async def build_tools(self) -> None:
+        await super().build_tools()
+        if self.allowed is not None:
+            for name in list(self.functions):
+                if name.removeprefix(f"{self.arm}_") not in self.allowed:
+                    del self.functions[name]
+
+
+def _connection(arm: str, target: ServerTarget, timeout_seconds: int) -> dict[str, Any]:
+    """`MCPTools` keyword arguments that reach `target`: streamable HTTP for a URL, stdio for a command."""
+    if isinstance(target, Server | MCPServer):
+        raise Unavailable(f"the agno target reaches MCP server {arm!r} by URL or command, not in-process", arm=arm)
+    if isinstance(target, HttpServer):
+        params = StreamableHTTPClientParams(url=target.url, headers=dict(target.headers), timeout=timeout_seconds)
+        return {"transport": "streamable-http", "server_params": params, "timeout_seconds": timeout_seconds}
+    if isinstance(target, str) and target.startswith(("http://", "https://")):
+        params = StreamableHTTPClientParams(url=target, timeout=timeout_seconds)
+        return {"transport": "streamable-http", "server_params": params, "timeout_seconds": timeout_seconds}
+    # A command line inherits this process's environment, as in the awb runtime.
+    return {"transport": "stdio", "server_params": client_target(target), "timeout_seconds": timeout_seconds}
+
+
+def mcp_toolkits(blueprint: Blueprint, options: RuntimeOptions) -> list[ArmTools]:
+    """One unconnected `MCPTools` per `mcp` or `workbench` arm (connect them with `connected`)."""
+    timeout = blueprint.spine.timeout_seconds
+    toolkits: list[ArmTools] = []
+    for arm in blueprint.arms:
+        if isinstance(arm, McpArm):
+            target: ServerTarget = arm.url if arm.url is not None else list(arm.command or [])
+            toolkits.append(ArmTools(arm.name, arm.tools, **_connection(arm.name, target, timeout)))
+        elif isinstance(arm, WorkbenchArm) and options.workbench_target is not None:
+            allowed = None if arm.tools is None else [f"awb{sep}{name}" for name in arm.tools for sep in "_."]
+            connection = _connection(WORKBENCH_NAMESPACE, options.workbench_target, timeout)
+            toolkits.append(ArmTools(WORKBENCH_NAMESPACE, allowed, **connection))
+    return toolkits
+
+
+def tavily_function(
+    blueprint: Blueprint, arm: TavilySearchArm, options: RuntimeOptions, journal: RunJournal
+) -> Callable[[str], Awaitable[str]]:
+    handler = tavily_handler(
+        arm,
+        api_key=options.environ.get("TAVILY_API_KEY"),
+        base_url=options.tavily_base_url,
+        allowed_domains=blueprint.spine.allowed_domains,
+        journal=journal,
+    )
+
+    async def tavily_search(query: str) -> str:
+        """Search the web for current information; returns results with title, url and content."""
+        outcome = await handler({"query": query})
+        return str(outcome.payload) if outcome.ok else f"Error: {outcome.payload}"
+
+    return tavily_search
+
+
+def knowledge_function(library: KnowledgeLibrary, name: str) -> Callable[[str, int], Awaitable[str]]:
+    async def search_knowledge(query: str, max_results: int = DEFAULT_RESULTS) -> str:
+        try:
+            return str(await library.search(name, query, max_results))
+        except AwbError as err:
+            return f"Error: {err.message}"
+
+    search_knowledge.__name__ = TOOL_NAME
+    search_knowledge.__doc__ = tool_description(name)
+    return search_knowledge
+
+
+def _failed(result: Any) -> bool:
+    text = result.content if isinstance(result, ToolResult) else result
+    return isinstance(text, str) and text.startswith(_FAILED)
+
+
+def journal_hook(journal: RunJournal) -> Callable[..., Awaitable[Any]]:
+    """An Agno tool hook: every call counted against `max_tool_calls`, timed and logged."""
+
+    async def hook(function_name: str, function_call: Callable[..., Any], arguments: dict[str, Any]) -> Any:
+        if not journal.admit(function_name):
+            return LIMIT_REACHED
+        started = anyio.current_time()
+        success, result = False, None
+        try:
+            result = function_call(**arguments)
+            if isinstance(result, Awaitable):
+                result = await result
+            success = not _failed(result)
+            return result
+        finally:
+            output = result.content if isinstance(result, ToolResult) else result
+            journal.record(function_name, arguments, started, success=success, output=output)
+
+    return hook
+
+
+def _parts(target: Any) -> list[Any]:
+    """An Agno agent, team or workflow and everything inside it: members, and the agents of its steps."""
+    parts: list[Any] = []
+    pending = [target]
+    while pending:
+        item = pending.pop()
+        parts.append(item)
+        pending.extend(getattr(item, "members", None) or [])
+        for step in getattr(item, "steps", None) or []:
+            pending.extend(part for part in (getattr(step, "agent", None), getattr(step, "team", None)) if part)
+    return parts
+
+
+def toolkits_of(target: Any) -> list[MCPTools]:
+    """Every `MCPTools` an Agno agent, team or workflow holds (members and steps included), each once."""
+    found: dict[int, MCPTools] = {}
+    for part in _parts(target):
+        for tool in getattr(part, "tools", None) or []:
+            if isinstance(tool, MCPTools):
+                found.setdefault(id(tool), tool)
+    return list(found.values())
+
+
+async def close_dbs(target: Any) -> None:
+    """Release the connections of every Agno db in `target` (an async SQLite db pools them until closed);
+    the db opens new ones if the target runs again."""
+    seen: set[int] = set()
+    for part in _parts(target):
+        db = getattr(part, "db", None)
+        if isinstance(db, AsyncBaseDb) and id(db) not in seen:
+            seen.add(id(db))
+            await db.close()
+
+
+@asynccontextmanager
+async def connected(toolkits: Collection[MCPTools]) -> AsyncIterator[None]:
+    """Connect every toolkit for one run and close each on the way out.
+
+    Agno would connect them itself, but a server it cannot reach only costs the agent that server's tools,
+    with a warning in the log; here it ends the run with `server_unavailable` naming the arm. Toolkits
+    connected here are left alone by Agno's run, which closes only those it opened.
+    """
+    async with AsyncExitStack() as stack:
+        for toolkit in toolkits:
+            try:
+                await stack.enter_async_context(toolkit)
+            except Exception as err:  # boundary: whatever the transport raised, say which server it was
+                raise ServerUnavailable(
+                    f"cannot reach MCP server {toolkit.name!r}: {err}", server=toolkit.name
+                ) from err
+            if not toolkit.initialized:
+                raise ServerUnavailable(f"MCP server {toolkit.name!r} did not list its tools", server=toolkit.name)
+        yield

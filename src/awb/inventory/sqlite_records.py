@@ -1,0 +1,206 @@
+"""What the SQLite inventory records beside its tools: calls, staged writes and the event journal; the
+write side `SQLiteStore` mixes in."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from awb.errors import OutputExceeded
+from awb.inventory.models import CallRecord, MemoryLevel, ToolCounters
+from awb.inventory.rows import CALL_COLUMNS, STAGED_COLUMNS, call_values, iso, row_to_call, staged_row
+
+#: Journal rows kept (`append_event`): enough for any reader that was away a minute or two.
+EVENTS_KEPT = 5000
+
+_INSERT_CALL = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+#: An imported call whose id is already here (an earlier import of the same history) is kept as it is.
+_IMPORT_CALL = _INSERT_CALL.replace("INSERT INTO", "INSERT OR IGNORE INTO", 1)
+_SELECT_STAGED = f"SELECT {', '.join(STAGED_COLUMNS)} FROM staged_writes"
+
+
+class SQLiteRecords:
+    """Needs the store's connection and its lock."""
+
+    _db: sqlite3.Connection
+    _lock: threading.RLock
+
+    # --- calls --------------------------------------------------------------------------------
+
+    def record_call(
+        self, call: CallRecord, *, level_after: Callable[[MemoryLevel, int], MemoryLevel] | None = None
+    ) -> ToolCounters:
+        """Append a call record and move the tool's counters in SQL (`x = x + 1`), in one write
+        transaction: concurrent calls from any process never lose an update. A success also brings an
+        archived tool back and, with `level_after`, sets the tier its counted usage earns."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute(_INSERT_CALL, call_values(call, sqlite=True))
+                self._db.execute(
+                    "UPDATE tool_versions SET usage_count = usage_count + 1, failure_count = failure_count + ? "
+                    "WHERE tool_id = ? AND version = ?",
+                    (0 if call.ok else 1, call.tool_id, call.version),
+                )
+                before = self._db.execute(
+                    "SELECT memory_level FROM tools WHERE tool_id = ?", (call.tool_id,)
+                ).fetchone()
+                if call.ok:
+                    self._db.execute(
+                        "UPDATE tools SET usage_count = usage_count + 1, success_count = success_count + 1, "
+                        "last_used_at = ?, status = CASE status WHEN 'archived' THEN 'active' ELSE status END "
+                        "WHERE tool_id = ?",
+                        (iso(call.at), call.tool_id),
+                    )
+                else:
+                    self._db.execute(
+                        "UPDATE tools SET failure_count = failure_count + 1 WHERE tool_id = ?", (call.tool_id,)
+                    )
+                row = self._db.execute(
+                    "SELECT usage_count, success_count, failure_count, memory_level, status FROM tools "
+                    "WHERE tool_id = ?",
+                    (call.tool_id,),
+                ).fetchone()
+                counters = ToolCounters(
+                    usage_count=row[0] if row else 0,
+                    success_count=row[1] if row else 0,
+                    failure_count=row[2] if row else 0,
+                    previous_level=before[0] if before else "short_term",
+                    memory_level=row[3] if row else "short_term",
+                    status=row[4] if row else "active",
+                )
+                if row and call.ok and level_after is not None:
+                    level = level_after(counters.memory_level, counters.usage_count)
+                    if level != counters.memory_level:
+                        self._db.execute("UPDATE tools SET memory_level = ? WHERE tool_id = ?", (level, call.tool_id))
+                        counters = counters.model_copy(update={"memory_level": level})
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return counters
+
+    def calls(self, tool_id: str, limit: int = 20) -> list[CallRecord]:
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {CALL_COLUMNS} FROM calls WHERE tool_id = ? ORDER BY id DESC LIMIT ?", (tool_id, limit)
+            ).fetchall()
+        return [row_to_call(r) for r in rows]
+
+    def call_history(self, tool_id: str, *, after: int = 0, limit: int = 1000) -> list[tuple[int, CallRecord]]:
+        """(position, call) of a tool's calls, oldest first, from after position `after` (export pages)."""
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT id, {CALL_COLUMNS} FROM calls WHERE tool_id = ? AND id > ? ORDER BY id LIMIT ?",
+                (tool_id, after, limit),
+            ).fetchall()
+        return [(int(r[0]), row_to_call(r[1:])) for r in rows]
+
+    def _insert_calls(self, calls: list[CallRecord]) -> None:
+        """Imported calls, under the lock, in the caller's transaction."""
+        self._db.executemany(_IMPORT_CALL, [call_values(c, sqlite=True) for c in calls])
+
+    # --- staged writes (awb.sandbox.staging) ------------------------------------------------------
+
+    def stage_write(
+        self,
+        tool_id: str,
+        path: str,
+        content: str,
+        at: datetime,
+        *,
+        call_id: str,
+        max_tool_bytes: int | None = None,
+        max_total_bytes: int | None = None,
+    ) -> int:
+        """Keep a write for review. The caps count pending writes (per tool, and in all) and are checked
+        in the write transaction, so concurrent calls cannot pass them together."""
+        size = len(content.encode("utf-8", errors="surrogatepass"))
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for limit, name, where, args in (
+                    (max_tool_bytes, "sandbox.max_staged_bytes_per_tool", "AND tool_id = ?", (tool_id,)),
+                    (max_total_bytes, "sandbox.max_staged_bytes_total", "", ()),
+                ):
+                    if limit is None:
+                        continue
+                    pending = self._db.execute(
+                        f"SELECT coalesce(sum(length(CAST(content AS BLOB))), 0) FROM staged_writes "
+                        f"WHERE status = 'pending' {where}",
+                        args,
+                    ).fetchone()[0]
+                    if pending + size > limit:
+                        raise OutputExceeded(
+                            f"staging {size} more bytes would pass {name} ({limit} bytes pending at most); "
+                            "apply or discard staged writes first",
+                            limit=name,
+                            pending=pending,
+                        )
+                cursor = self._db.execute(
+                    "INSERT INTO staged_writes (tool_id, call_id, path, content, created_at) VALUES (?, ?, ?, ?, ?)",
+                    (tool_id, call_id, path, content, iso(at)),
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return int(cursor.lastrowid or 0)
+
+    def staged_writes(self, status: str | None = None, *, tool_id: str | None = None) -> list[dict[str, Any]]:
+        """Staged writes, oldest first; all of them, or those with `status` (and of `tool_id`)."""
+        where, args = [], []
+        if status is not None:
+            where.append("status = ?")
+            args.append(status)
+        if tool_id is not None:
+            where.append("tool_id = ?")
+            args.append(tool_id)
+        query = _SELECT_STAGED + (f" WHERE {' AND '.join(where)}" if where else "")
+        with self._lock:
+            rows = self._db.execute(query + " ORDER BY id", args).fetchall()
+        return [staged_row(r) for r in rows]
+
+    def get_staged(self, staged_id: int) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._db.execute(f"{_SELECT_STAGED} WHERE id = ?", (staged_id,)).fetchone()
+        return None if row is None else staged_row(row)
+
+    def set_staged_status(self, staged_id: int, status: str, *, expected: str | None = None) -> bool:
+        """Set a staged write's status; with `expected`, only if it currently has that status."""
+        query = "UPDATE staged_writes SET status = ? WHERE id = ?"
+        args: tuple[Any, ...] = (status, staged_id)
+        if expected is not None:
+            query += " AND status = ?"
+            args = (status, staged_id, expected)
+        with self._lock:
+            cursor = self._db.execute(query, args)
+        return cursor.rowcount == 1
+
+    def _insert_staged(self, writes: list[dict[str, Any]]) -> None:
+        """Imported staged writes, status kept (under the lock, in the caller's transaction)."""
+        self._db.executemany(
+            "INSERT INTO staged_writes (tool_id, call_id, path, content, created_at, status) VALUES (?, ?, ?, ?, ?, ?)",
+            [(w["tool_id"], w["call_id"], w["path"], w["content"], w["created_at"], w["status"]) for w in writes],
+        )
+
+    # --- the event journal (awb.feed reads it from other connections and processes) ------------------
+
+    def append_event(self, kind: str, tool_id: str | None, data: dict[str, Any], at: datetime) -> int:
+        """Journal one workbench event; only the newest EVENTS_KEPT stay."""
+        with self._lock:
+            cursor = self._db.execute(
+                "INSERT INTO workbench_events (at, kind, tool_id, data) VALUES (?, ?, ?, ?)",
+                (iso(at), kind, tool_id, json.dumps(data, default=str)),
+            )
+            event_id = int(cursor.lastrowid or 0)
+            if event_id % 100 == 0:
+                self._db.execute("DELETE FROM workbench_events WHERE id <= ?", (event_id - EVENTS_KEPT,))
+        return event_id
+
+
+__all__ = ["EVENTS_KEPT", "SQLiteRecords"]

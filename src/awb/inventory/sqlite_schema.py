@@ -1,0 +1,137 @@
+"""The SQLite inventory's schema: forward migrations, one at a time (`PRAGMA user_version` counts them)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+
+from awb.inventory.feed_sql import FEED_SQL
+from awb.inventory.sessions_sql import SESSIONS_SQL
+from awb.inventory.vectors import VECTORS_SQL
+
+_V1 = """
+CREATE TABLE tools (
+    rowid INTEGER PRIMARY KEY,
+    tool_id TEXT NOT NULL UNIQUE,
+    name TEXT NOT NULL,
+    search_name TEXT NOT NULL,
+    description TEXT NOT NULL,
+    language TEXT NOT NULL,
+    runtime TEXT NOT NULL,
+    code TEXT NOT NULL,
+    input_schema TEXT NOT NULL,
+    output_schema TEXT,
+    examples TEXT NOT NULL DEFAULT '[]',
+    tags TEXT NOT NULL DEFAULT '[]',
+    tags_text TEXT NOT NULL DEFAULT '',
+    problem TEXT NOT NULL DEFAULT '',
+    created_by_agent TEXT NOT NULL DEFAULT '',
+    capabilities TEXT NOT NULL DEFAULT '{}',
+    version INTEGER NOT NULL DEFAULT 1,
+    parent_version INTEGER,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    last_used_at TEXT,
+    usage_count INTEGER NOT NULL DEFAULT 0,
+    success_count INTEGER NOT NULL DEFAULT 0,
+    failure_count INTEGER NOT NULL DEFAULT 0,
+    memory_level TEXT NOT NULL DEFAULT 'short_term',
+    status TEXT NOT NULL DEFAULT 'active',
+    equipped INTEGER NOT NULL DEFAULT 0
+);
+CREATE UNIQUE INDEX tools_live_name ON tools(name) WHERE status != 'deleted';
+CREATE INDEX tools_level ON tools(status, memory_level);
+CREATE INDEX tools_equipped ON tools(equipped) WHERE equipped = 1;
+
+CREATE TABLE tool_versions (
+    tool_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    code TEXT NOT NULL,
+    description TEXT NOT NULL,
+    input_schema TEXT NOT NULL,
+    output_schema TEXT,
+    examples TEXT NOT NULL DEFAULT '[]',
+    runtime TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    usage_count INTEGER NOT NULL DEFAULT 0,
+    failure_count INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (tool_id, version)
+);
+
+CREATE TABLE calls (
+    id INTEGER PRIMARY KEY,
+    tool_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    at TEXT NOT NULL,
+    duration_ms REAL NOT NULL,
+    ok INTEGER NOT NULL,
+    error_code TEXT
+);
+CREATE INDEX calls_tool ON calls(tool_id, id);
+
+CREATE TABLE staged_writes (
+    id INTEGER PRIMARY KEY,
+    tool_id TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    path TEXT NOT NULL,
+    content TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'pending'
+);
+
+CREATE VIRTUAL TABLE tools_fts USING fts5(
+    search_name, description, problem, tags_text,
+    content='tools', content_rowid='rowid', tokenize='porter unicode61 remove_diacritics 2'
+);
+INSERT INTO tools_fts(tools_fts, rank) VALUES ('rank', 'bm25(4.0, 1.0, 1.0, 2.0)');
+CREATE TRIGGER tools_fts_insert AFTER INSERT ON tools BEGIN
+    INSERT INTO tools_fts(rowid, search_name, description, problem, tags_text)
+    VALUES (new.rowid, new.search_name, new.description, new.problem, new.tags_text);
+END;
+CREATE TRIGGER tools_fts_delete AFTER DELETE ON tools BEGIN
+    INSERT INTO tools_fts(tools_fts, rowid, search_name, description, problem, tags_text)
+    VALUES ('delete', old.rowid, old.search_name, old.description, old.problem, old.tags_text);
+END;
+CREATE TRIGGER tools_fts_update AFTER UPDATE OF search_name, description, problem, tags_text ON tools BEGIN
+    INSERT INTO tools_fts(tools_fts, rowid, search_name, description, problem, tags_text)
+    VALUES ('delete', old.rowid, old.search_name, old.description, old.problem, old.tags_text);
+    INSERT INTO tools_fts(rowid, search_name, description, problem, tags_text)
+    VALUES (new.rowid, new.search_name, new.description, new.problem, new.tags_text);
+END;
+"""
+
+TIER_ORDER = "CASE memory_level WHEN 'long_term' THEN 0 WHEN 'medium_term' THEN 1 WHEN 'short_term' THEN 2 ELSE 3 END"
+
+# Listing walks this index in order and stops at LIMIT instead of sorting every live tool.
+_V2 = f"""
+CREATE INDEX tools_hot ON tools({TIER_ORDER}, usage_count DESC, rowid DESC) WHERE status != 'deleted';
+"""
+
+# Each call gets the id its staged writes carry; calls recorded before ids existed keep NULL.
+_V4 = """
+ALTER TABLE calls ADD COLUMN call_id TEXT;
+CREATE UNIQUE INDEX calls_call_id ON calls(call_id) WHERE call_id IS NOT NULL;
+"""
+
+#: Forward migrations: MIGRATIONS[n] is the SQL that takes a database from schema n to n + 1.
+MIGRATIONS: list[str] = [_V1, _V2, VECTORS_SQL, _V4, SESSIONS_SQL, FEED_SQL]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+# BM25 column weights (name, description, problem, tags): a word in the name says more than one
+# in a long description.
+BM25_WEIGHTS = (4.0, 1.0, 1.0, 2.0)
+
+
+def statements(script: str) -> Iterator[str]:
+    """Split a script into statements without `executescript`, which would commit our transaction."""
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            yield buffer.strip()
+            buffer = ""
+    if buffer.strip():
+        yield buffer.strip()
+
+
+__all__ = ["BM25_WEIGHTS", "MIGRATIONS", "SCHEMA_VERSION", "TIER_ORDER", "statements"]

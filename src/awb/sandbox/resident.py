@@ -1,0 +1,123 @@
+"""The peak memory of one call in a worker process, as the kernel counted it.
+
+Before the run the server resets the worker's resident high-water mark (writing `5` to
+`/proc/<pid>/clear_refs` sets `VmHWM` to the current resident size) and reads that size; after the
+run, `VmHWM` minus it is the most memory the run added to the worker at any moment: its peak.
+
+The server takes both readings itself, from outside the worker, so the figure is the kernel's, not
+the worker's: tool code has no filesystem to reach `/proc` with, so it cannot reset its own mark. (A
+JavaScript worker is also denied `/proc` by Landlock; a Monty worker is not kernel-confined, so code
+that broke out of the Monty interpreter could reset it, and would hold the server's uid anyway.)
+What it measures is resident memory, page by page: memory the run reserved but never touched is not
+in it, and memory the worker's allocator kept from an earlier call and the run reused is not new.
+That last part would let figures drift low on a reused worker, so `WorkerFloors` retires a worker
+that holds more than `RETIRE_GROWTH_BYTES` over the smallest size it started a run with: the
+memory a run can reuse unseen stays under that bound.
+
+Both are reads and writes of procfs files (no disk), done on the event loop while the worker is idle,
+as it is before a job is sent and after its result came back: tens of microseconds a call (about 70
+in all, most of it generating `/proc/<pid>/status`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+log = logging.getLogger("awb.sandbox.resident")
+
+_RESET_HIGH_WATER_MARK = b"5"
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+#: Resident memory a worker may keep over its floor after a run and still serve the next one.
+RETIRE_GROWTH_BYTES = 8 * 1024 * 1024
+
+
+class ResidentPeak:
+    """One run's peak resident growth of the worker `pid`: `start` before the run, `peak` after."""
+
+    def __init__(self, pid: int, baseline: int) -> None:
+        self.pid = pid
+        self.baseline = baseline
+        self.resident_after: int | None = None
+
+    @classmethod
+    def start(cls, pid: int | None) -> ResidentPeak | None:
+        """Reset the worker's high-water mark and note its resident size; None where the kernel
+        cannot do this here (no procfs, a kernel before 4.0, no permission): the peak stays unknown
+        rather than a process-lifetime mark passed off as the run's."""
+        if pid is None:
+            return None
+        try:
+            fd = os.open(f"/proc/{pid}/clear_refs", os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                os.write(fd, _RESET_HIGH_WATER_MARK)
+            finally:
+                os.close(fd)
+            baseline = _resident(pid)
+        except (OSError, ValueError, IndexError) as exc:
+            log.debug("cannot measure the memory of worker %s: %s", pid, exc)
+            return None
+        return cls(pid, baseline)
+
+    def peak(self) -> int | None:
+        """Bytes the run added to the worker's resident size at its highest; None if unreadable.
+        Also notes the worker's resident size now (`resident_after`)."""
+        try:
+            marks = _marks(self.pid)
+        except OSError:
+            return None
+        if marks is None:
+            return None
+        high_water, self.resident_after = marks
+        return max(high_water - self.baseline, 0)
+
+
+class WorkerFloors:
+    """The smallest resident size each worker started a run with, to tell when one has grown."""
+
+    def __init__(self, remembered: int = 64) -> None:
+        self._floors: dict[int, int] = {}
+        self._remembered = remembered
+
+    def seen(self, pid: int) -> bool:
+        return pid in self._floors
+
+    def bloated(self, resident: ResidentPeak) -> bool:
+        """Whether the worker now holds more than `RETIRE_GROWTH_BYTES` over its floor: memory its
+        allocator kept that the next run could reuse unseen. The caller retires such a worker."""
+        floor = min(self._floors.pop(resident.pid, resident.baseline), resident.baseline)
+        if resident.resident_after is not None and resident.resident_after - floor > RETIRE_GROWTH_BYTES:
+            return True
+        self._floors[resident.pid] = floor
+        while len(self._floors) > self._remembered:  # workers that went away (crashed, timed out)
+            del self._floors[next(iter(self._floors))]
+        return False
+
+
+def _resident(pid: int) -> int:
+    """The resident size of `pid` in bytes, from /proc/<pid>/statm (a third of the cost of status)."""
+    fd = os.open(f"/proc/{pid}/statm", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        fields = os.read(fd, 256).split()
+    finally:
+        os.close(fd)
+    return int(fields[1]) * _PAGE
+
+
+def _marks(pid: int) -> tuple[int, int] | None:
+    """(VmHWM, VmRSS) of `pid` in bytes, from /proc/<pid>/status (kB there)."""
+    fd = os.open(f"/proc/{pid}/status", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        text = os.read(fd, 1 << 14)
+    finally:
+        os.close(fd)
+    found: dict[bytes, int] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(b":")
+        if key in (b"VmHWM", b"VmRSS"):
+            fields = value.split()
+            if fields and fields[0].isdigit():
+                found[key] = int(fields[0]) * 1024
+    if len(found) != 2:
+        return None
+    return found[b"VmHWM"], found[b"VmRSS"]

@@ -1,0 +1,101 @@
+"""Peak resident memory of a worker process, read by the server from the kernel."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from awb.sandbox.resident import RETIRE_GROWTH_BYTES, ResidentPeak, WorkerFloors
+
+MiB = 1024 * 1024
+
+#: A child that, for each line it reads, allocates that many MiB, touches them, frees them and says so.
+CHILD = """
+import sys
+for line in sys.stdin:
+    block = b"\\x01" * (int(line) * 1024 * 1024)
+    del block
+    print("done", flush=True)
+"""
+
+
+@pytest.fixture
+def child() -> Iterator[subprocess.Popen[str]]:
+    with subprocess.Popen(
+        [sys.executable, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={}
+    ) as process:
+        try:
+            yield process
+        finally:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def allocate(process: subprocess.Popen[str], mb: int) -> None:
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(f"{mb}\n")
+    process.stdin.flush()
+    assert process.stdout.readline().strip() == "done"
+
+
+def test_the_peak_is_the_highest_growth_even_after_the_memory_was_freed(child: subprocess.Popen[str]) -> None:
+    allocate(child, 1)  # the interpreter settles in
+    resident = ResidentPeak.start(child.pid)
+    assert resident is not None
+    allocate(child, 48)
+    peak = resident.peak()
+    assert peak is not None and 44 * MiB <= peak < 64 * MiB, peak
+    # Freed at once, so the child's resident size is back near where it started.
+    assert resident.resident_after is not None and resident.resident_after < resident.baseline + 8 * MiB
+
+
+def test_each_run_is_measured_from_its_own_start(child: subprocess.Popen[str]) -> None:
+    allocate(child, 48)
+    resident = ResidentPeak.start(child.pid)
+    assert resident is not None
+    allocate(child, 1)
+    peak = resident.peak()
+    assert peak is not None and peak < 8 * MiB, peak  # the earlier 48 MiB is not this run's
+
+
+def test_no_figure_for_a_process_that_is_not_there() -> None:
+    assert ResidentPeak.start(None) is None
+    pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
+    assert ResidentPeak.start(pid_max) is None  # pids are below pid_max
+
+
+def test_no_figure_once_the_worker_is_gone(child: subprocess.Popen[str]) -> None:
+    resident = ResidentPeak.start(child.pid)
+    assert resident is not None
+    child.kill()
+    child.wait(timeout=10)
+    assert resident.peak() is None
+
+
+def measured(pid: int, baseline_mb: int, after_mb: int) -> ResidentPeak:
+    resident = ResidentPeak(pid, baseline_mb * MiB)
+    resident.resident_after = after_mb * MiB
+    return resident
+
+
+def test_a_worker_holding_much_more_than_its_floor_is_bloated() -> None:
+    floors = WorkerFloors()
+    allowed = RETIRE_GROWTH_BYTES // MiB
+    assert not floors.bloated(measured(7, 20, 20 + allowed))
+    assert floors.seen(7)
+    assert not floors.bloated(measured(7, 16, 16 + allowed))  # the floor is now 16 MB
+    # Over the floor by more than allowed, though this run itself added only 2 MB.
+    assert floors.bloated(measured(7, 16 + allowed - 1, 16 + allowed + 1))
+    assert not floors.seen(7)  # retired: forgotten
+    assert not floors.bloated(measured(8, 40, 40 + allowed))  # a new worker's floor is its first start
+
+
+def test_floors_of_workers_that_went_away_are_dropped() -> None:
+    floors = WorkerFloors(remembered=3)
+    for pid in range(10):
+        floors.bloated(measured(pid, 10, 10))
+    assert [pid for pid in range(10) if floors.seen(pid)] == [7, 8, 9]
