@@ -1,6 +1,6 @@
 """Tool retrieval on MetaTool: text-only, dense-only and hybrid search, quality and latency, in one run.
 
-    python benchmarks/retrieval.py [--data DIR] [--sample N] [--pad 10000] [--tune-split]
+    python benchmarks/retrieval.py [--data DIR] [--sample N] [--pad 10000] [--tune-split] [--sketch]
 
 Tools go in through `Workbench.craft` (the admission path agents use); queries go through the search
 `awb_search` runs (`Workbench.search` for hybrid, the same `HybridSearch` forced to one signal for the
@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from awb.config import Config  # noqa: E402
 from awb.inventory.models import Tool  # noqa: E402
+from awb.search import vector_index  # noqa: E402
 from awb.search.embeddings import LocalEmbedder  # noqa: E402
 from awb.search.hybrid import HybridSearch, Mode  # noqa: E402
 from awb.workbench import Workbench  # noqa: E402
@@ -126,6 +127,20 @@ def pad_inventory(workbench: Workbench, target: int, vocabulary: list[str]) -> N
     workbench.search_engine.index_tools(batch)
 
 
+def sketch_run(
+    workbench: Workbench, queries: list[dict[str, object]], names: dict[str, str], modes: list[Mode]
+) -> list[tuple[str, list[tuple[float, float, float, float]], list[float]]]:
+    """The queries again with the vector index past its exact limit, no candidate floor."""
+    saved = vector_index.EXACT_LIMIT, vector_index.SKETCH_MIN_CANDIDATES
+    vector_index.EXACT_LIMIT, vector_index.SKETCH_MIN_CANDIDATES = 0, 0
+    workbench.search_engine._index = None  # loaded again under the new limit
+    try:
+        return [(f"{mode} sk", *run_queries(workbench, queries, names, mode)) for mode in modes]
+    finally:
+        vector_index.EXACT_LIMIT, vector_index.SKETCH_MIN_CANDIDATES = saved
+        workbench.search_engine._index = None
+
+
 def extra_install_mb() -> float:
     """Installed size of the embed extra's packages and everything they pull in (PEP 376 RECORDs)."""
     seen: set[str] = set()
@@ -193,6 +208,12 @@ async def main() -> None:
         default="bm25",
         help="PostgreSQL only: BM25 ranked in memory (default) or PostgreSQL's ts_rank",
     )
+    parser.add_argument(
+        "--sketch",
+        action="store_true",
+        help="with --pad: run dense and hybrid again through the vector index's sketch, with the share of "
+        "candidates 100,000 tools get (as past its exact limit), and compare",
+    )
     args = parser.parse_args()
     data = data_dir(parser, args.data)
 
@@ -259,6 +280,10 @@ async def main() -> None:
                 sample = random.Random(SEED + 1).sample(queries, min(args.pad_queries, len(queries)))
                 padded = [(mode, *run_queries(workbench, sample, names, mode)) for mode in modes]
                 print(table(padded))
+                if args.sketch:
+                    sketched = sketch_run(workbench, sample, names, [m for m in modes if m != "text"])
+                    print("\nthe same through the vector index's sketch (candidates: 1/25 of the tools):")
+                    print(table(sketched))
     print(
         f"\nembed extra installed size: {extra_install_mb():.0f} MB ({', '.join(EXTRA_ROOTS)} and their dependencies)"
     )

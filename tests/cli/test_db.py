@@ -174,7 +174,10 @@ async def test_export_and_import_move_an_inventory_sqlite_to_postgres_and_back_u
     tools = original["tools"]
     assert len(tools) == 3 and sum(len(r["versions"]) for r in tools) == 4
     [kept] = [r for r in tools if r["tool"]["name"] == "kept"]
-    assert [(c["ok"], c["peak_memory_bytes"]) for c in kept["calls"]] == [(True, None), (False, 5 << 20), (True, None)]
+    calls = [(c["ok"], c["peak_memory_bytes"]) for c in kept["calls"]]
+    # The real call carries what the runtime measured (Monty measures; the figure round-trips as it is).
+    assert calls[0][0] is True and (calls[0][1] is None or calls[0][1] >= 0)
+    assert calls[1:] == [(False, 5 << 20), (True, None)]
     assert [w["status"] for w in kept["staged"]] == ["pending", "applied", "discarded"]
     assert set(original["sessions"]) == {"session-1", "logs-only"}
 

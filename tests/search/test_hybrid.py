@@ -15,6 +15,7 @@ np = pytest.importorskip("numpy")
 from awb.config import SearchConfig  # noqa: E402
 from awb.inventory.models import MemoryLevel, Tool  # noqa: E402
 from awb.inventory.sqlite import SQLiteStore  # noqa: E402
+from awb.search import vector_index  # noqa: E402
 from awb.search.embeddings import EmbedderUnavailable, create_embedder  # noqa: E402
 from awb.search.hybrid import DENSE_WEIGHT, HybridSearch, fuse  # noqa: E402
 
@@ -115,6 +116,21 @@ def test_hybrid_ranks_the_wanted_tool_first_more_often_than_text(store: SQLiteSt
     hybrid = sum(top_name(engine, q) == want for q, want in QUERIES)
     assert hybrid == len(QUERIES)
     assert text < hybrid
+
+
+def test_above_the_exact_limit_hybrid_ranks_and_scores_as_exact_search(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every tool is among the sketch's candidates here, so fusion must see the same cosines and range.
+    engine = engine_with(store, ConceptEmbedder(), [make_tool(n, d) for n, d in TOOLS])
+    exact = {query: [(tool.name, score) for tool, score in engine.search(query, 5)[1]] for query, _ in QUERIES}
+    monkeypatch.setattr(vector_index, "EXACT_LIMIT", 0)
+    engine._index = None  # loaded again, now past its exact limit
+    sketched = {query: [(tool.name, score) for tool, score in engine.search(query, 5)[1]] for query, _ in QUERIES}
+    assert engine._index is not None and engine._index._signs is not None
+    for query, hits in exact.items():
+        assert [name for name, _ in sketched[query]] == [name for name, _ in hits]
+        assert [score for _, score in sketched[query]] == pytest.approx([score for _, score in hits], abs=1e-6)
 
 
 def test_search_results_say_hybrid_when_an_embedder_is_there(store: SQLiteStore) -> None:

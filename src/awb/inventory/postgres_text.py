@@ -3,10 +3,9 @@
 PostgreSQL ranks with `ts_rank` on every matching row: natural-language queries OR their words, match
 a large share of the inventory and take 100+ ms at 100,000 tools. So PostgreSQL stays the index of
 record (the weighted `document` tsvector, its stemming and stop words) and each server keeps a copy
-of the postings and ranks with the same BM25 as the SQLite store (awb.inventory.text_index: the
-formula and the per-term share cache are inherited from there). The copy follows the table: this
-server's writes and every change another server announces on the change feed mark rows to re-read
-before the next search; a `resync` (reconnect, bulk import) rebuilds it.
+of the postings and ranks with the same BM25 as the SQLite store (awb.inventory.bm25). The copy
+follows the table: this server's writes and every change another server announces on the change feed
+mark rows to re-read before the next search; a `resync` (reconnect, bulk import) rebuilds it.
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from awb.inventory.bm25 import Bm25Postings
 from awb.inventory.text_index import TextIndex
 
 #: Column weights by tsvector label: name A, tags B, description C, problem D (as SQLite's 4:2:1:1).
@@ -33,11 +33,7 @@ class PostgresTextIndex(TextIndex):
     def __init__(self, pool: Any) -> None:  # the SQLite index's set-up reads FTS5 tables: not called
         self._pool = pool
         self._weights = dict(LABEL_WEIGHTS)
-        self._postings: dict[str, dict[int, float]] = {}
-        self._lengths: dict[int, int] = {}
-        self._terms_of: dict[int, tuple[str, ...]] = {}
-        self._total_tokens = 0
-        self._shares: dict[str, dict[int, float]] = {}
+        self._bm25 = Bm25Postings()
         self._token_cache: dict[str, tuple[str, ...]] = {}
         self._seq_of: dict[str, int] = {}
         self._pending: set[str] = set()
@@ -60,7 +56,7 @@ class PostgresTextIndex(TextIndex):
             rebuild, self._rebuild_needed = self._rebuild_needed, False
             pending, self._pending = self._pending, set()
         if rebuild:
-            self._postings, self._lengths, self._terms_of, self._total_tokens = {}, {}, {}, 0
+            self._bm25.clear()
             self._seq_of = {}
             with self._pool.connection() as conn:
                 self._load(conn.execute(_INSTANCES))
@@ -68,7 +64,7 @@ class PostgresTextIndex(TextIndex):
             for tool_id in pending:
                 seq = self._seq_of.pop(tool_id, None)
                 if seq is not None:
-                    self._remove(seq)
+                    self._bm25.remove(seq)
             with self._pool.connection() as conn:
                 self._load(conn.execute(_INSTANCES + " WHERE t.tool_id = ANY(%s)", (list(pending),)))
 
@@ -77,10 +73,10 @@ class PostgresTextIndex(TextIndex):
         for seq, tool_id, lexeme, labels in rows:
             if tool_id not in self._seq_of:
                 self._seq_of[tool_id] = seq
-                self._lengths[seq] = 0  # a row without a token still counts in every IDF
+                self._bm25.add_row(seq)  # a row without a token still counts in every IDF
             if lexeme is not None and labels:
                 instances.extend((lexeme, seq, label) for label in labels)
-        self._add_instances(instances)
+        self._bm25.add(instances, self._weights)
 
     # --- query words ----------------------------------------------------------------------------
 

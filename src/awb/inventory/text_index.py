@@ -2,37 +2,32 @@
 
 FTS5 stays the index of record: triggers keep `tools_fts` in step with `tools`, and every term here is
 read back from it (`fts5vocab`) or cut by its own tokenizer, so stemming and Unicode rules are FTS5's.
-What moves into Python is the ranking. FTS5 computes `bm25()` through its auxiliary-function API for
-every matching row, about a microsecond each: ~0.9 ms for the ~700 rows a three-word query matches
-among 10,000 tools. Here each posting already holds its column-weighted term frequency and the same
-formula costs a fraction of that. Scores equal FTS5's `bm25()` with the same weights (a test holds them
-to it), so ranking does not change, only its price.
+What moves out of SQLite is the ranking. FTS5 computes `bm25()` through its auxiliary-function API for
+every matching row, about a microsecond each, and a natural-language query ORs words that match a
+large share of the inventory. Here the postings are numpy arrays (`awb.inventory.bm25`) and the same
+formula runs over all matching rows at once. Scores equal FTS5's `bm25()` with the same weights (a
+test holds them to it), so ranking does not change, only its price.
 
 The copy follows the table: the store marks rows it writes (`mark`), and a search first re-reads
 those rows; a commit by another process (the CLI beside `awb start`) or an unmarked write to the FTS
-table (its structure record changes) rebuilds the copy, ~130 ms at 10,000 tools.
+table (its structure record changes) rebuilds the copy.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import sqlite3
 from collections.abc import Iterable, Sequence
-from operator import itemgetter
 
-#: FTS5's bm25() constants (fts5_aux.c).
-K1 = 1.2
-B = 0.75
+from awb.inventory.bm25 import Bm25Postings
+
 #: Query words whose FTS5 tokens are remembered; queries repeat the same few thousand words.
 TOKEN_CACHE_SIZE = 20_000
-#: Terms whose per-row bm25 shares are kept between queries (until the table changes).
-SHARES_CACHE_SIZE = 5_000
 _STRUCTURE_ROWID = 10  # FTS5 keeps its segment structure (changed by every write) in this record.
 
 
 class TextIndex:
-    """Postings `term -> {rowid: weighted term frequency}` and token counts of every row of an FTS5 table.
+    """The BM25 postings (column-weighted term frequencies) and token counts of every row of an FTS5 table.
 
     Not thread-safe on its own: the store calls it under the lock that guards its connection.
     """
@@ -54,11 +49,7 @@ class TextIndex:
         self._scratch = scratch
         self._columns = columns
         self._content = _content_table_of(db, table)
-        self._postings: dict[str, dict[int, float]] = {}
-        self._lengths: dict[int, int] = {}
-        self._terms_of: dict[int, tuple[str, ...]] = {}
-        self._total_tokens = 0
-        self._shares: dict[str, dict[int, float]] = {}
+        self._bm25 = Bm25Postings()
         #: None until the first build; then the `data_version` the copy was last checked at.
         self._data_version: int | None = None
         self._structure: bytes | None = None
@@ -95,54 +86,24 @@ class TextIndex:
         return None if row is None else bytes(row[0])
 
     def _rebuild(self) -> None:
-        self._postings, self._lengths, self._terms_of, self._total_tokens = {}, {}, {}, 0
+        bm25 = self._bm25
+        bm25.clear()
         # Rows without a single token still count in FTS5's row total (and so in every IDF).
         for (rowid,) in self._db.execute(f"SELECT rowid FROM {self._content}"):
-            self._lengths[rowid] = 0
-        instances = self._db.execute(f"SELECT term, doc, col FROM temp.{self._table}_i")
-        self._add_instances(instances)
-
-    def _add_instances(self, instances: Iterable[tuple[str, int, str]]) -> None:
-        weights, postings, lengths = self._weights, self._postings, self._lengths
-        terms_of: dict[int, set[str]] = {}
-        added = 0
-        for term, rowid, column in instances:
-            posting = postings.get(term)
-            if posting is None:
-                posting = postings[term] = {}
-            posting[rowid] = posting.get(rowid, 0.0) + weights[column]
-            lengths[rowid] = lengths.get(rowid, 0) + 1
-            added += 1
-            seen = terms_of.get(rowid)
-            if seen is None:
-                terms_of[rowid] = {term}
-            else:
-                seen.add(term)
-        for rowid, terms in terms_of.items():
-            self._terms_of[rowid] = tuple(terms)
-        self._total_tokens += added
-        self._shares = {}
-
-    def _remove(self, rowid: int) -> None:
-        for term in self._terms_of.pop(rowid, ()):
-            posting = self._postings[term]
-            del posting[rowid]
-            if not posting:
-                del self._postings[term]
-        self._total_tokens -= self._lengths.pop(rowid, 0)
-        self._shares = {}
+            bm25.add_row(rowid)
+        bm25.add(self._db.execute(f"SELECT term, doc, col FROM temp.{self._table}_i"), self._weights)
 
     def _refresh(self, rowids: set[int]) -> None:
         for rowid in rowids:
-            self._remove(rowid)
+            self._bm25.remove(rowid)
         marks = ", ".join("?" for _ in rowids)
         rows = self._db.execute(
             f"SELECT rowid, {', '.join(self._columns)} FROM {self._content} WHERE rowid IN ({marks})",
             list(rowids),
         ).fetchall()
         for row in rows:
-            self._lengths[row[0]] = 0
-        self._add_instances(self._tokenize_rows(rows))
+            self._bm25.add_row(row[0])
+        self._bm25.add(self._tokenize_rows(rows), self._weights)
 
     def _tokenize_rows(self, rows: Sequence[Sequence[object]]) -> list[tuple[str, int, str]]:
         if not rows:
@@ -183,43 +144,8 @@ class TextIndex:
         tokens = self.tokens(words)
         if tokens is None:
             return None
-        rows = len(self._lengths)
-        if not rows:
-            return []
         # Two words with one stem stay two terms, as they are two phrases to FTS5.
-        terms = [t[0] for t in tokens if t]
-        # Copy the largest share table (in C) and add the smaller ones into it (in Python).
-        parts = sorted((self._term_scores(term) for term in terms), key=len, reverse=True)
-        scores = dict(parts[0]) if parts else {}
-        for part in parts[1:]:
-            get = scores.get
-            for rowid, score in part.items():
-                scores[rowid] = get(rowid, 0.0) + score
-        # A C sort of every match beats heapq.nlargest's Python loop at these sizes.
-        return sorted(scores.items(), key=itemgetter(1), reverse=True)[:k]
-
-    def _term_scores(self, term: str) -> dict[int, float]:
-        """One term's share of bm25 in every row that has it. It depends on nothing but the table, so
-        it is kept until the table changes; a query then only adds up shares.
-
-        bm25 = sum over terms of idf * f * (k1 + 1) / (f + k1 * (1 - b + b * |D| / avgdl)), f the
-        column-weighted frequency of the term in the row, |D| the row's token count (fts5_aux.c).
-        """
-        cached = self._shares.get(term)
-        if cached is not None:
-            return cached
-        posting = self._postings.get(term, {})
-        rows, lengths = len(self._lengths), self._lengths
-        hits = len(posting)
-        idf = math.log((rows - hits + 0.5) / (hits + 0.5))
-        factor = (idf if idf > 0 else 1e-6) * (K1 + 1)
-        average = self._total_tokens / rows if self._total_tokens else 1.0
-        constant, per_token = K1 * (1 - B), K1 * B / average
-        shares = {rowid: factor * f / (f + constant + per_token * lengths[rowid]) for rowid, f in posting.items()}
-        if len(self._shares) >= SHARES_CACHE_SIZE:
-            self._shares.clear()
-        self._shares[term] = shares
-        return shares
+        return self._bm25.top([t[0] for t in tokens if t], k)
 
 
 def _declaration(db: sqlite3.Connection, table: str) -> str:

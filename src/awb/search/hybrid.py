@@ -19,6 +19,7 @@ from awb.inventory.models import MemoryLevel, Tool
 from awb.inventory.store import Store
 from awb.search.embeddings import Embedder, EmbedderUnavailable, create_embedder
 from awb.search.fts import search_words, split_identifier
+from awb.search.vector_index import VectorIndex
 
 if TYPE_CHECKING:
     import numpy as np
@@ -147,72 +148,6 @@ def tier_order(hits: Sequence[tuple[Tool, float]]) -> list[tuple[Tool, float]]:
     return ranked
 
 
-class _VectorIndex:
-    """Exact nearest neighbours over an in-memory float32 matrix (one row per live tool).
-
-    Measured at 10,000 tools: one matrix-vector product is well under a millisecond, so no ANN index.
-    """
-
-    def __init__(self, dim: int) -> None:
-        import numpy as np
-
-        self.dim = dim
-        self.ids: list[str] = []
-        self.rows: dict[str, int] = {}
-        self.matrix: npt.NDArray[np.float32] = np.zeros((0, dim), dtype=np.float32)
-
-    @classmethod
-    def from_rows(cls, dim: int, rows: list[tuple[str, int, bytes]]) -> _VectorIndex:
-        import numpy as np
-
-        index = cls(dim)
-        usable = [(tool_id, blob) for tool_id, row_dim, blob in rows if row_dim == dim]
-        if usable:
-            index.ids = [tool_id for tool_id, _ in usable]
-            index.rows = {tool_id: i for i, tool_id in enumerate(index.ids)}
-            index.matrix = np.frombuffer(b"".join(blob for _, blob in usable), dtype="<f4").reshape(-1, dim).copy()
-        return index
-
-    def put(self, tool_id: str, vector: npt.NDArray[np.float32]) -> None:
-        import numpy as np
-
-        row = self.rows.get(tool_id)
-        if row is not None:
-            self.matrix[row] = vector
-            return
-        self.rows[tool_id] = len(self.ids)
-        self.ids.append(tool_id)
-        self.matrix = np.vstack([self.matrix, vector[None, :]])
-
-    def remove(self, tool_id: str) -> None:
-        import numpy as np
-
-        row = self.rows.pop(tool_id, None)
-        if row is None:
-            return
-        self.ids.pop(row)
-        self.matrix = np.delete(self.matrix, row, axis=0)
-        self.rows = {tool_id: i for i, tool_id in enumerate(self.ids)}
-
-    def nearest(
-        self, query: npt.NDArray[np.float32], k: int, also: Sequence[str] = ()
-    ) -> tuple[dict[str, float], tuple[float, float]]:
-        """Cosines of the k nearest tools and of the tools in `also`, and (min, max) over every tool."""
-        import numpy as np
-
-        if not self.ids:
-            return {}, (0.0, 0.0)
-        scores = self.matrix @ query
-        k = min(k, len(self.ids))
-        top = np.argpartition(-scores, k - 1)[:k] if k < len(self.ids) else np.arange(len(self.ids))
-        cosines = {self.ids[i]: float(scores[i]) for i in top}
-        for tool_id in also:
-            row = self.rows.get(tool_id)
-            if row is not None:
-                cosines[tool_id] = float(scores[row])
-        return cosines, (float(scores.min()), float(scores.max()))
-
-
 class HybridSearch:
     """The search `awb_search` runs. Keeps tool vectors in step with craft, update and delete."""
 
@@ -222,7 +157,7 @@ class HybridSearch:
         self.store = store
         self.config = config or SearchConfig()
         self._lock = threading.RLock()
-        self._index: _VectorIndex | None = None
+        self._index: VectorIndex | None = None
         self._data_version: int | None = None
         self._queries: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
         #: Agents repeat queries; the benchmark sets 0 so every query pays for its embedding.
@@ -350,14 +285,14 @@ class HybridSearch:
 
     # --- searching --------------------------------------------------------------------------------
 
-    def _vector_index(self) -> _VectorIndex:
+    def _vector_index(self) -> VectorIndex:
         assert self.embedder is not None and isinstance(self.store, VectorStore)
         version = self.store.data_version()
         with self._lock:
             # Another process (the CLI beside `awb start`) committed: its crafts may carry new vectors.
             if self._index is None or version != self._data_version:
                 rows = self.store.load_vectors(self.embedder.model_id)
-                self._index = _VectorIndex.from_rows(self.embedder.dim, rows)
+                self._index = VectorIndex.from_rows(self.embedder.dim, rows)
                 self._data_version = version
             return self._index
 
@@ -403,8 +338,10 @@ class HybridSearch:
         except EmbedderUnavailable as exc:
             self._disable(exc)
             return "text", tier_order(self._text(query, k))[:limit]
-        # A text hit outside the k nearest still brings its own cosine into the fusion.
-        cosines, cosine_range = self._vector_index().nearest(query_vector, k, list(text_scores))
+        # A text hit outside the k nearest still brings its own cosine into the fusion. Under the lock:
+        # a put or remove moves rows of the matrix in place.
+        with self._lock:
+            cosines, cosine_range = self._vector_index().nearest(query_vector, k, list(text_scores))
         scores = cosines if wanted == "dense" else fuse(text_scores, cosines, cosine_range)
         # Materialise a window past `limit` so tier order can still move near ties and archived tools.
         window = sorted(scores, key=scores.__getitem__, reverse=True)[: limit + TIER_WINDOW]
