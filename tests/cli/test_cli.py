@@ -246,6 +246,31 @@ def test_the_cli_imports_nothing_heavy_before_a_command_needs_it() -> None:
     assert done.stdout.strip() == "[]"
 
 
+@pytest.mark.parametrize(("given", "used"), [(None, "1"), ("4", "4")])
+def test_awb_runs_numpy_with_one_blas_thread_unless_told_otherwise(given: str | None, used: str) -> None:
+    probe = (
+        "import os, sys\n"
+        "from awb.cli.main import main\n"
+        "try:\n"
+        "    main(['--version'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "import numpy\n"
+        "from threadpoolctl import threadpool_info\n"
+        "print(os.environ['OPENBLAS_NUM_THREADS'], [i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas'])\n"
+    )
+    env = clean_env()
+    env.pop("OPENBLAS_NUM_THREADS", None)
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60, check=True
+    )
+    setting, threads = done.stdout.strip().splitlines()[-1].split(" ", 1)
+    assert setting == used
+    assert all(n <= int(used) for n in json.loads(threads))
+
+
 async def test_listing_and_text_search_load_neither_the_sandbox_nor_schema_validation(tmp_path: Path) -> None:
     # `awb inventory list` and `search` read the store: no runtime, JSON Schema or MCP SDK is imported,
     # and a text-mode search no embedding model (benchmarks/cli_startup.py). (BM25 itself ranks with numpy.)
