@@ -1,11 +1,16 @@
 """How fast `awb` commands start: whole processes, against `python -c pass` in the same run.
 
 Run: `python benchmarks/cli_startup.py [--repeat 15]`. Each command runs as a fresh process of the
-venv's `awb` in a temporary workspace made by `awb init` (one crafted tool in it), the rounds
+venv's `awb` in a temporary workspace made by `awb init` (one crafted tool in it, with its vector when
+the `embed` extra is installed, so a default search is hybrid and loads the model), the rounds
 interleaved so that a busy machine slows every row alike. The table gives the median wall time, the
 median CPU time (user + system of the process and its children: what the command costs, whatever
 else the machine is doing), and both as ratios to a bare interpreter's. Byte code is compiled first,
 as an installed package has it.
+
+`awb start --transport http --port 0` is timed twice per round: to its "ready" line (CPU: its process
+tree's when the line comes, sandbox workers included), and to the answer to a first `tools/call`
+(`awb_list`) from an SDK client that connects once the line is out.
 """
 
 from __future__ import annotations
@@ -13,16 +18,22 @@ from __future__ import annotations
 import argparse
 import compileall
 import os
+import re
 import resource
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
+import anyio
+from mcp import Client
 from rich.console import Console
 from rich.table import Table
+
+from http_load import tree_cpu_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -34,9 +45,13 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("awb --version", [AWB, "--version"]),
     ("awb inventory list", [AWB, "inventory", "list"]),
     ("awb inventory list --json", [AWB, "inventory", "list", "--json"]),
-    ("awb inventory search", [AWB, "inventory", "search", "add two numbers"]),
+    ("awb inventory search (hybrid)", [AWB, "inventory", "search", "add two numbers"]),
+    ("awb inventory search --text", [AWB, "inventory", "search", "add two numbers", "--text"]),
     ("awb doctor", [AWB, "doctor"]),
+    ("awb doctor --quick", [AWB, "doctor", "--quick"]),
 ]
+START_READY = "awb start: ready line"
+START_ANSWERED = "awb start: first call answered"
 
 
 def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
@@ -48,6 +63,44 @@ def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu
+
+
+def timed_start(cwd: Path, env: dict[str, str]) -> tuple[float, float, float]:
+    """Seconds from spawning `awb start --transport http --port 0` to its ready line, the CPU seconds
+    its process tree had used by then, and seconds to the answer to a first tool call."""
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        [AWB, "start", "--transport", "http", "--port", "0"],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stderr is not None
+    try:
+        for raw in iter(process.stderr.readline, b""):
+            found = re.search(rb"awb: ready on (\S+)", raw)
+            if found:
+                break
+        else:
+            raise RuntimeError("awb start exited before it was ready")
+        ready = time.perf_counter() - started
+        cpu = tree_cpu_seconds(process.pid)
+        # Keep reading: a server whose stderr pipe fills up blocks on its next log line.
+        threading.Thread(target=process.stderr.read, daemon=True).start()
+        anyio.run(_first_call, found.group(1).decode())
+        answered = time.perf_counter() - started
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    return ready, cpu, answered
+
+
+async def _first_call(url: str) -> None:
+    async with Client(url) as session:
+        result = await session.call_tool("awb_list", {})
+        if result.is_error:
+            raise RuntimeError(f"awb_list failed: {result.structured_content}")
 
 
 def workspace(root: Path, env: dict[str, str]) -> None:
@@ -77,18 +130,26 @@ def main() -> None:
         root = Path(tmp)
         workspace(root, env)
         samples: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in COMMANDS}
+        samples[START_READY], samples[START_ANSWERED] = [], []
         for _name, argv in COMMANDS:  # one warm-up round: the page cache, not the command, on first run
             timed(argv, root, env)
+        timed_start(root, env)
         for _ in range(args.repeat):
             for name, argv in COMMANDS:
                 samples[name].append(timed(argv, root, env))
+            ready, cpu, answered = timed_start(root, env)
+            samples[START_READY].append((ready, cpu))
+            samples[START_ANSWERED].append((answered, float("nan")))
     base_wall = statistics.median(w for w, _ in samples["python -c pass"])
     base_cpu = statistics.median(c for _, c in samples["python -c pass"])
     table = Table(title=f"awb start-up, {args.repeat} runs each (median)", title_justify="left")
     for column in ("command", "wall s", "cpu s", "wall - python", "cpu / python"):
         table.add_column(column, justify="left" if column == "command" else "right")
-    for name, _ in COMMANDS:
+    for name in samples:
         wall = statistics.median(w for w, _ in samples[name])
+        if name == START_ANSWERED:  # the client's CPU is not the server's: wall time only
+            table.add_row(name, f"{wall:.3f}", "", f"{wall - base_wall:+.3f}", "")
+            continue
         cpu = statistics.median(c for _, c in samples[name])
         table.add_row(
             name, f"{wall:.3f}", f"{cpu:.3f}", f"{wall - base_wall:+.3f}", f"{cpu / max(base_cpu, 1e-3):.1f}x"

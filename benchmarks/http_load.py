@@ -1,10 +1,12 @@
 """Streamable HTTP throughput: the workbench's `awb_call` against the MCP SDK's own server's echo tool.
 
-Run: `python benchmarks/http_load.py [--clients 8] [--seconds 5] [--rounds 3]`. The benchmark starts
-both servers on loopback: `awb start --transport http --port 0` in a temporary workspace (one trivial
-tool crafted in it, run in the sandbox on every call), and the SDK's `MCPServer` with one `echo` tool,
-served by the SDK's own `run_streamable_http_async` (log level WARNING for both, so neither writes an
-access-log line per request). The same client code drives both: `--clients` concurrent SDK clients,
+Run: `python benchmarks/http_load.py [--clients 8] [--seconds 5] [--rounds 5] [--echo-json-response]`.
+The benchmark starts both servers on loopback: `awb start --transport http --port 0` in a temporary
+workspace (one trivial tool crafted in it, run in the sandbox on every call; requests answered as
+configured, one JSON body each by default), and the SDK's `MCPServer` with one `echo` tool, served by the
+SDK's own `run_streamable_http_async` with its defaults (SSE responses; `--echo-json-response` gives it
+JSON responses too, for a like-for-like comparison), log level WARNING for both, so neither writes an
+access-log line per request. The same client code drives both: `--clients` concurrent SDK clients,
 each with its own session, calling in a loop for `--seconds`. Rounds alternate between the servers so
 a busy machine slows both alike; the table gives calls/s per round, the workbench's ratio to the echo
 server, and each server's CPU per call (its process tree, sandbox workers included), which a busy
@@ -53,7 +55,8 @@ def echo(x: int = 0) -> dict[str, int]:
 
 
 print("ready", flush=True)
-anyio.run(lambda: server.run_streamable_http_async(host="127.0.0.1", port=int(sys.argv[1])))
+json_response = sys.argv[2] == "json"
+anyio.run(lambda: server.run_streamable_http_async(host="127.0.0.1", port=int(sys.argv[1]), json_response=json_response))
 """
 
 
@@ -106,9 +109,10 @@ def start_awb(workspace: Path, env: dict[str, str]) -> tuple[subprocess.Popen[by
     raise RuntimeError("awb exited before it was ready")
 
 
-def start_echo(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
+def start_echo(env: dict[str, str], json_response: bool = False) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-c", ECHO_SERVER, str(port)], env=env, stdout=subprocess.PIPE)
+    answers = "json" if json_response else "sse"
+    process = subprocess.Popen([sys.executable, "-c", ECHO_SERVER, str(port), answers], env=env, stdout=subprocess.PIPE)
     assert process.stdout is not None
     process.stdout.readline()
     url = f"http://127.0.0.1:{port}/mcp"
@@ -170,14 +174,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--echo-json-response",
+        action="store_true",
+        help="the echo server answers with JSON bodies too (SDK default: SSE)",
+    )
     args = parser.parse_args()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWB_")}
     with tempfile.TemporaryDirectory(prefix="awb-http-bench-") as tmp:
         workspace = Path(tmp)
         subprocess.run([str(BIN / "awb"), "init", str(workspace)], env=env, check=True, stdout=subprocess.DEVNULL)
         awb, awb_url, ready_seconds = start_awb(workspace, env)
-        echo, echo_url = start_echo(env)
+        echo, echo_url = start_echo(env, args.echo_json_response)
         try:
             anyio.run(craft, awb_url)
             call = {"name": TRIVIAL["name"], "params": {"x": 1}}
@@ -190,7 +199,9 @@ def main() -> None:
             for process in (awb, echo):
                 process.terminate()
                 process.wait(timeout=15)
-    table = Table(title=f"streamable HTTP, {args.clients} clients, {args.seconds:g} s per round", title_justify="left")
+    echo_answers = "JSON" if args.echo_json_response else "SSE"
+    title = f"streamable HTTP, {args.clients} clients, {args.seconds:g} s per round (echo answers with {echo_answers})"
+    table = Table(title=title, title_justify="left")
     columns = ("round", "awb_call calls/s", "SDK echo calls/s", "ratio", "awb cpu ms/call", "echo cpu ms/call")
     for column in columns:
         table.add_column(column, justify="right")

@@ -111,6 +111,10 @@ class HttpConfig(_Section):
     body_timeout_seconds: float = Field(30.0, gt=0, le=3600)
     #: Idle time before a kept-alive connection is closed.
     keep_alive_seconds: float = Field(5.0, gt=0, le=600)
+    #: Answer each MCP request POST with one JSON body rather than an SSE stream (both are MCP; clients
+    #: take either): a third less work per call for the server and the client. The workbench sends
+    #: nothing else on a request's stream; tool-list changes go out on the session's own stream.
+    json_response: bool = True
 
 
 class Config(BaseSettings):

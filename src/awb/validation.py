@@ -3,25 +3,28 @@
 A tool's schema is written by whoever crafts the tool, so it is hostile input. It may only refer to
 itself (`$ref` never reaches a URL or a file), its patterns run on RE2 (linear time, no backtracking),
 its size and nesting are capped, and every validation has a time budget checked at each keyword.
+
+jsonschema itself is imported on the first check (`_engine`): a process that builds a workbench and
+never validates (`awb doctor`, the CLI's listings) does not pay for it.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
-import jsonschema
 import re2
-import referencing
-import referencing.exceptions
-from jsonschema import Draft202012Validator, FormatChecker, ValidationError
-from jsonschema.protocols import Validator
+
+if TYPE_CHECKING:
+    from jsonschema import ValidationError
+    from jsonschema.protocols import Validator
 
 from awb.errors import InvalidParams
 from awb.text import cap_text
@@ -90,8 +93,11 @@ def check_tool_schema(schema: Any, field: str) -> None:
             _check_pattern(pattern, field)
     if "unevaluatedProperties" in keywords and "patternProperties" in keywords:
         raise InvalidParams(f"{field} may not combine unevaluatedProperties with patternProperties", field=field)
+    import jsonschema
+    import referencing.exceptions
+
     try:
-        Draft202012Validator.check_schema(schema)
+        jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as exc:
         raise InvalidParams(
             f"{field} is not a valid JSON Schema: {cap_text(exc.message, MAX_ERROR_MESSAGE_CHARS)}", field=field
@@ -152,6 +158,8 @@ def _search(pattern: str, text: str) -> bool:
 
 
 def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    from jsonschema import ValidationError
+
     if validator.is_type(instance, "string") and not _search(pattern, instance):
         yield ValidationError(f"{cap_text(repr(instance), 200)} does not match {cap_text(repr(pattern), 200)}")
 
@@ -175,6 +183,8 @@ def _additional_properties(validator: Any, additional: Any, instance: Any, schem
         for key in extras:
             yield from validator.descend(instance[key], additional, path=key)
     elif additional is False and extras:
+        from jsonschema import ValidationError
+
         names = ", ".join(repr(cap_text(key, 64)) for key in extras[:10])
         yield ValidationError(f"additional properties are not allowed ({names} unexpected)")
 
@@ -194,30 +204,45 @@ class _Budget(threading.local):
 
 _budget = _Budget()
 
-_KEYWORDS = {
-    **Draft202012Validator.VALIDATORS,
-    "pattern": _pattern,
-    "patternProperties": _pattern_properties,
-    "additionalProperties": _additional_properties,
-}
-ToolSchemaValidator = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
-    Draft202012Validator, {name: _bounded(fn) for name, fn in _KEYWORDS.items()}
-)
 
-_FORMATS = FormatChecker(formats=())
+@dataclass(frozen=True)
+class _Engine:
+    """jsonschema's Draft 2020-12 validator with RE2 patterns and the time budget, local references only."""
+
+    validator_class: Any
+    registry: Any
+    formats: Any
 
 
-@_FORMATS.checks("regex", raises=re2.error)
+@functools.cache
+def _engine() -> _Engine:
+    import jsonschema
+    import referencing
+    import referencing.exceptions
+    from jsonschema import Draft202012Validator, FormatChecker
+
+    keywords = {
+        **Draft202012Validator.VALIDATORS,
+        "pattern": _pattern,
+        "patternProperties": _pattern_properties,
+        "additionalProperties": _additional_properties,
+    }
+    validator_class = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+        Draft202012Validator, {name: _bounded(fn) for name, fn in keywords.items()}
+    )
+    formats = FormatChecker(formats=())
+    formats.checks("regex", raises=re2.error)(_is_regex)
+
+    def refuse_retrieval(uri: str) -> referencing.Resource[Any]:
+        # The server never fetches or reads a schema: a reference not inside the schema does not resolve.
+        raise referencing.exceptions.NoSuchResource(ref=uri)  # type: ignore[call-arg]
+
+    registry: referencing.Registry[Any] = referencing.Registry(retrieve=refuse_retrieval)  # type: ignore[call-arg]
+    return _Engine(validator_class, registry, formats)
+
+
 def _is_regex(instance: object) -> bool:
     return not isinstance(instance, str) or compile_pattern(instance) is not None
-
-
-def _refuse_retrieval(uri: str) -> referencing.Resource[Any]:
-    # The server never fetches or reads a schema: a reference not inside the schema does not resolve.
-    raise referencing.exceptions.NoSuchResource(ref=uri)  # type: ignore[call-arg]
-
-
-_LOCAL_ONLY: referencing.Registry[Any] = referencing.Registry(retrieve=_refuse_retrieval)  # type: ignore[call-arg]
 
 
 # --- validating ----------------------------------------------------------------------------------
@@ -233,7 +258,8 @@ class ToolSchema:
     @classmethod
     def compile(cls, schema: dict[str, Any], *, trusted: bool = False) -> ToolSchema:
         """`trusted` schemas (the server's own) count as cheap: only big instances leave the loop."""
-        validator = ToolSchemaValidator(schema, registry=_LOCAL_ONLY, format_checker=_FORMATS)
+        engine = _engine()
+        validator = engine.validator_class(schema, registry=engine.registry, format_checker=engine.formats)
         keywords: set[str] = set()
         for node, _ in _schema_nodes(schema):
             keywords.update(node)
@@ -303,7 +329,13 @@ def schema_errors(validator: Validator, instance: Any, deadline: float | None = 
         ]
     except RecursionError:
         raise SchemaTooExpensive("the instance or schema nests too deeply to validate") from None
-    except referencing.exceptions.Unresolvable:
+    except _unresolvable():
         raise SchemaTooExpensive("the schema has a reference that does not resolve inside it") from None
     finally:
         _budget.deadline = float("inf")
+
+
+def _unresolvable() -> type[Exception]:
+    import referencing.exceptions
+
+    return referencing.exceptions.Unresolvable

@@ -13,7 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from awb import crafting, evolve, forget
+from awb import browse, crafting, evolve, forget
+from awb.browse import SearchResult, ToolPage
 from awb.clock import Clock, SystemClock
 from awb.config import Config
 from awb.crafting import CraftRequest as CraftRequest
@@ -75,21 +76,6 @@ class CallResult(BaseModel):
     usage_count: int
 
 
-class SearchResult(BaseModel):
-    query: str
-    mode: str
-    results: list[ToolSummary]
-
-
-class ToolPage(BaseModel):
-    """One page of a listing: `total` counts every match, `next_offset` is None on the last page."""
-
-    tools: list[ToolSummary]
-    total: int
-    offset: int
-    next_offset: int | None
-
-
 class Inspection(BaseModel):
     tool: Tool
     versions: list[ToolVersion]
@@ -126,12 +112,15 @@ class Workbench:
 
     # --- life cycle ---------------------------------------------------------------------------
 
-    async def start(self, *, warm_all: bool = False) -> None:
+    async def start(self, *, warm_all: bool = False, warm_search: bool = True) -> None:
         """Warm the default Python runtime; `warm_all` (the server) also pre-forks the others.
+        `warm_search` starts loading the embedding model in the background (the HTTP server does it
+        once it serves instead).
 
         Runtimes not warmed start on first use, so libraries and the CLI never pay for a zygote or a
         JavaScript worker they do not need."""
-        self.search_engine.warm_up()
+        if warm_search:
+            self.search_engine.warm_up()
         # A shared store (PostgreSQL) tells us what other servers change; follow it from now on.
         subscribe = getattr(self.store, "subscribe_changes", None)
         if callable(subscribe):
@@ -476,40 +465,19 @@ class Workbench:
         offset: int = 0,
     ) -> ToolPage:
         """One page of the listing, with the number of all matches and where the next page starts."""
-        if limit < 1 or limit > 1000:
-            raise InvalidParams("limit must be between 1 and 1000", limit=limit)
-        if offset < 0:
-            raise InvalidParams("offset must be 0 or more", offset=offset)
-        if query:
-            hits = [
-                h
-                for h in self.search(query, limit=1000).results
-                if (memory_level is None or h.memory_level == memory_level) and (tag is None or tag in h.tags)
-            ]
-            total, tools = len(hits), hits[offset : offset + limit]
-        else:
-            tools, total = self.store.page_summaries(memory_level=memory_level, tag=tag, limit=limit, offset=offset)
-        end = offset + len(tools)
-        return ToolPage(tools=tools, total=total, offset=offset, next_offset=end if end < total else None)
+        return browse.list_page(
+            self.store,
+            lambda q, n: self.search(q, limit=n),
+            memory_level=memory_level,
+            tag=tag,
+            query=query,
+            limit=limit,
+            offset=offset,
+        )
 
     def search(self, query: str, *, limit: int | None = None, top_k: int | None = None) -> SearchResult:
         """The best `limit` matches (`top_k` is the spec's name for it; default 10)."""
-        limit = _one_limit(limit, top_k)
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidParams("the search query is empty", field="query")
-        if limit < 1 or limit > 1000:
-            raise InvalidParams("limit must be between 1 and 1000", limit=limit)
-        if self.search_engine.mode == "hybrid":
-            mode, scored = self.search_engine.search(query, limit)
-            if mode == "hybrid":
-                results = [tool.summary(score=round(score, 4)) for tool, score in scored]
-                return SearchResult(query=query, mode="hybrid", results=results)
-        words = search_words(query)
-        if not words:
-            return SearchResult(query=query, mode="text", results=[])
-        # Archived tools stay findable but rank after every live match among the best candidates.
-        hits = self.store.search_summaries(words, limit=limit, candidates=limit * 3 + 20)
-        return SearchResult(query=query, mode="text", results=hits)
+        return browse.search(self.store, self.search_engine, query, limit=limit, top_k=top_k)
 
     def inspect(self, ref: str) -> Inspection:
         tool = self.resolve(ref, allow_deleted=True)
@@ -639,13 +607,6 @@ def _capped_logs(logs: list[str], max_bytes: int) -> list[str]:
         kept.append(line)
         used += size
     return kept
-
-
-def _one_limit(limit: int | None, top_k: int | None) -> int:
-    if limit is not None and top_k is not None and limit != top_k:
-        raise InvalidParams("limit and top_k are the same setting; give one", limit=limit, top_k=top_k)
-    chosen = limit if limit is not None else top_k
-    return 10 if chosen is None else chosen
 
 
 def _pydantic_errors(exc: ValidationError) -> list[dict[str, str]]:

@@ -60,6 +60,40 @@ def test_doctor_passes_on_a_fresh_workbench_and_reports_json(tmp_path: Path) -> 
     assert "search.mode is 'auto'" in checks["search"]["detail"]
 
 
+def test_doctor_probes_in_every_runtime_without_loading_the_mcp_sdk_or_the_embedding_model(tmp_path: Path) -> None:
+    # Nothing is equipped, so the listing check needs none of the SDK's wire models; no check needs the
+    # model loaded (the search row reports the mode and why).
+    assert run_awb(tmp_path, "init").returncode == 0
+    probe = (
+        "import sys\n"
+        "from awb.cli.main import main\n"
+        "try:\n"
+        "    main(['doctor', '--json'])\n"
+        "except SystemExit as end:\n"
+        "    assert end.code == 0, end.code\n"
+        "heavy = ('mcp', 'mcp_types', 'onnxruntime')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    checks = {check["check"]: check for check in json.loads(done.stdout)["checks"]}
+    assert checks["sandbox:monty"]["detail"].startswith("probe ran")
+    assert checks["equipped tools"]["ok"]
+    assert done.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_doctor_quick_starts_no_worker_and_says_what_it_did_not_check(tmp_path: Path) -> None:
+    assert run_awb(tmp_path, "init").returncode == 0
+    result = run_awb(tmp_path, "doctor", "--quick", "--json")
+    assert result.returncode == 0, result.stderr
+    checks = {check["check"]: check for check in json.loads(result.stdout)["checks"]}
+    assert "not probed (--quick)" in checks["sandbox:monty"]["detail"]
+    assert not any(name.startswith("sandbox:cpython:") for name in checks)
+    assert checks["sandbox protections"]["warning"] and "--quick" in checks["sandbox protections"]["detail"]
+
+
 def test_doctor_fails_with_a_nonzero_exit_on_a_bad_config(tmp_path: Path) -> None:
     (tmp_path / "awb.config.json").write_text('{"port": "seven"}')
     result = run_awb(tmp_path, "doctor")
@@ -210,3 +244,80 @@ def test_the_cli_imports_nothing_heavy_before_a_command_needs_it() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(("given", "used"), [(None, "1"), ("4", "4")])
+def test_awb_runs_numpy_with_one_blas_thread_unless_told_otherwise(given: str | None, used: str) -> None:
+    probe = (
+        "import os, sys\n"
+        "from awb.cli.main import main\n"
+        "try:\n"
+        "    main(['--version'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "import numpy\n"
+        "from threadpoolctl import threadpool_info\n"
+        "print(os.environ['OPENBLAS_NUM_THREADS'], [i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas'])\n"
+    )
+    env = clean_env()
+    env.pop("OPENBLAS_NUM_THREADS", None)
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60, check=True
+    )
+    setting, threads = done.stdout.strip().splitlines()[-1].split(" ", 1)
+    assert setting == used
+    assert all(n <= int(used) for n in json.loads(threads))
+
+
+async def test_listing_and_text_search_load_neither_the_sandbox_nor_schema_validation(tmp_path: Path) -> None:
+    # `awb inventory list` and `search` read the store: no runtime, JSON Schema or MCP SDK is imported,
+    # and a text-mode search no embedding model (benchmarks/cli_startup.py). (BM25 itself ranks with numpy.)
+    env = env_for(tmp_path, AWB_SEARCH__MODE="text")
+    async with Workbench(load_config(None, environ=env)) as workbench:
+        await workbench.craft(add_tool())
+    probe = (
+        "import sys\n"
+        "from awb.cli.main import main\n"
+        "for args in (['inventory', 'list'], ['inventory', 'search', 'add numbers'], ['inventory', 'list', '--query', 'add']):\n"
+        "    try:\n"
+        "        main(args)\n"
+        "    except SystemExit as end:\n"
+        "        assert end.code == 0, end.code\n"
+        "heavy = ('awb.workbench', 'awb.sandbox.monty', 'pydantic_monty', 'jsonschema', 'mcp', 'mcp_types', 'onnxruntime')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m in heavy), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.count("add_numbers") == 3
+    assert done.stderr.strip().splitlines()[-1] == "[]"
+
+
+async def test_search_ranks_as_the_server_does_and_text_never_loads_the_model(tmp_path: Path) -> None:
+    env = env_for(tmp_path, AWB_SEARCH__MODE="hybrid")
+    async with Workbench(load_config(None, environ=env)) as workbench:
+        await workbench.craft(add_tool())  # embedded: the inventory has a vector
+    probe = (
+        "import json, sys\n"
+        "from awb.cli.main import main\n"
+        "try:\n"
+        "    main(sys.argv[1:])\n"
+        "except SystemExit as end:\n"
+        "    assert end.code == 0, end.code\n"
+        "print('onnxruntime' in sys.modules, file=sys.stderr)\n"
+    )
+
+    def search(*extra: str) -> tuple[dict[str, Any], str]:
+        args = ["inventory", "search", "sum of two numbers", "--json", *extra]
+        done = subprocess.run(
+            [sys.executable, "-c", probe, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout), done.stderr.strip().splitlines()[-1]
+
+    hybrid, model_loaded = search()
+    assert hybrid["mode"] == "hybrid" and hybrid["results"][0]["name"] == "add_numbers" and model_loaded == "True"
+    text, model_loaded = search("--text")
+    assert text["mode"] == "text" and text["results"][0]["name"] == "add_numbers" and model_loaded == "False"

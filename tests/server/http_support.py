@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -13,7 +12,7 @@ import uvicorn
 from awb.config import Config
 from awb.server.http_limits import uvicorn_config
 from awb.server.mcp import McpFace
-from awb.server.transports import http_app
+from awb.server.transports import bind, http_app
 from awb.workbench import Workbench
 
 
@@ -28,9 +27,7 @@ class Running:
 async def serving(workbench: Workbench, config: Config) -> AsyncIterator[Running]:
     """Serve `workbench` over HTTP under `config` on a socket bound before the server starts (so
     clients can connect at once, without waiting for a ready signal)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind((config.host, 0))
-    sock.listen(1024)
+    sock = bind(config.host, 0)  # as `awb start` binds it (Nagle off on every connection)
     port = sock.getsockname()[1]
     config = config.model_copy(update={"port": port})
     server = uvicorn.Server(uvicorn_config(http_app(McpFace(workbench), config), config, port=port))

@@ -19,6 +19,7 @@ from awb.errors import AwbError, ConfigError, InventoryUnreadable
 if TYPE_CHECKING:
     from awb.config import Config
     from awb.inventory.sqlite import SQLiteStore
+    from awb.inventory.store import Store
     from awb.workbench import Workbench
 
 T = TypeVar("T")
@@ -91,3 +92,18 @@ def with_workbench(config: Config, as_json: bool, action: Callable[[Workbench], 
         fail(error, as_json)
     finally:
         workbench.store.close()
+
+
+def with_store(config: Config, as_json: bool, action: Callable[[Store], T]) -> T:
+    """Run `action` on the configured inventory alone: for commands that only read it (listing,
+    search), which then need neither the sandbox runtimes nor schema validation loaded."""
+    try:
+        store = open_store(config)
+    except AwbError as error:
+        fail(error, as_json)
+    try:
+        return action(store)
+    except AwbError as error:
+        fail(error, as_json)
+    finally:
+        store.close()

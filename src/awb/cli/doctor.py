@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -41,33 +41,45 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
-async def _sandbox_checks(workbench: Workbench) -> list[dict[str, Any]]:
-    """Probe every runtime that can run; only Monty, the default, is required to pass."""
-    from awb.sandbox.host import HostBridge
+async def _sandbox_checks(workbench: Workbench, quick: bool = False) -> list[dict[str, Any]]:
+    """Probe every runtime that can run, all at once; only Monty, the default, is required to pass.
+    `quick`: no worker is started, so there are no protection rows (workers report those)."""
+    import asyncio
+
     from awb.sandbox.registry import describe_protections
 
-    checks = []
-    for name, entry in describe_protections(workbench.runtimes).items():
-        required = name == "monty"
-        runtime = workbench.runtimes.get(name)
-        if runtime is None or not entry["available"]:
-            detail = f"not available: {entry.get('reason', 'not installed')}"
-            checks.append(_check(f"sandbox:{name}", not required, detail, warn=not required))
-            continue
-        active = ", ".join(layer for layer, on in entry["protections"].items() if on)
-        probe = PROBES.get(runtime.language)
-        if probe is None:
-            checks.append(_check(f"sandbox:{name}", True, f"available; {active}"))
-            continue
-        try:
-            host = HostBridge(read_dirs=[], stage=None, max_log_bytes=1024)
-            result = await runtime.execute(probe, {"x": 41}, workbench.limits, host)
-            checks.append(_check(f"sandbox:{name}", result.value == 42, f"probe ran; {active}"))
-        except AwbError as error:
-            checks.append(_check(f"sandbox:{name}", not required, f"probe failed: {error.message}", warn=not required))
+    described = describe_protections(workbench.runtimes)
+    # Each probe mostly waits for worker processes to start: side by side they cost the slowest one.
+    rows = await asyncio.gather(*(_probe(workbench, name, entry, quick) for name, entry in described.items()))
     from awb.sandbox.report import protection_checks
 
-    return checks + [{"warning": False, **check} for check in protection_checks(workbench.runtimes)]
+    if quick:
+        # The protection rows come from the layers workers report applying: none ran.
+        detail = "not checked: --quick started no worker (plain `awb doctor` runs a probe in each runtime)"
+        return [*rows, _check("sandbox protections", True, detail, warn=True)]
+    return list(rows) + [{"warning": False, **check} for check in protection_checks(workbench.runtimes)]
+
+
+async def _probe(workbench: Workbench, name: str, entry: dict[str, Any], quick: bool) -> dict[str, Any]:
+    from awb.sandbox.host import HostBridge
+
+    required = name == "monty"
+    runtime = workbench.runtimes.get(name)
+    if runtime is None or not entry["available"]:
+        detail = f"not available: {entry.get('reason', 'not installed')}"
+        return _check(f"sandbox:{name}", not required, detail, warn=not required)
+    active = ", ".join(layer for layer, on in entry["protections"].items() if on)
+    probe = PROBES.get(runtime.language)
+    if probe is None:
+        return _check(f"sandbox:{name}", True, f"available; {active}")
+    if quick:
+        return _check(f"sandbox:{name}", True, f"available, not probed (--quick); {active}")
+    try:
+        host = HostBridge(read_dirs=[], stage=None, max_log_bytes=1024)
+        result = await runtime.execute(probe, {"x": 41}, workbench.limits, host)
+        return _check(f"sandbox:{name}", result.value == 42, f"probe ran; {active}")
+    except AwbError as error:
+        return _check(f"sandbox:{name}", not required, f"probe failed: {error.message}", warn=not required)
 
 
 def _listing_checks(workbench: Workbench) -> list[dict[str, Any]]:
@@ -111,7 +123,7 @@ def _inventory_check(config: Config) -> tuple[dict[str, Any], Any]:
     return _check("inventory", version == SCHEMA_VERSION, detail), store
 
 
-async def _doctor_checks(config: Config, config_path: Path | None) -> list[dict[str, Any]]:
+async def _doctor_checks(config: Config, config_path: Path | None, quick: bool = False) -> list[dict[str, Any]]:
     import sqlite3
 
     from awb.config import find_config_file, unknown_env_names
@@ -136,10 +148,16 @@ async def _doctor_checks(config: Config, config_path: Path | None) -> list[dict[
         checks.append(_check("fts5", False, str(error)))
     if store is None:
         return checks
-    async with Workbench(config, store=store) as workbench:
-        checks.extend(await _sandbox_checks(workbench))
+    # Not `Workbench.start()`: that would load the embedding model, which no check needs, and warm
+    # worker pools; a probe starts its runtime, with one worker each (the checks are the same).
+    probing = config.model_copy(update={"sandbox": config.sandbox.model_copy(update={"pool_size": 1})})
+    workbench = Workbench(probing, store=store)
+    try:
+        checks.extend(await _sandbox_checks(workbench, quick))
         checks.extend(_listing_checks(workbench))
         status = workbench.search_engine.status().to_dict()
+    finally:
+        await workbench.close()
     detail = f"mode {status['mode']} (search.mode is '{config.search.mode}'): {status.get('reason', '')}"
     if status.get("needs_reindex"):
         detail += " (vectors from another model or missing: run `awb reindex`)"
@@ -150,8 +168,18 @@ async def _doctor_checks(config: Config, config_path: Path | None) -> list[dict[
     return checks
 
 
-def doctor(config_path: ConfigOption = None, as_json: JsonOption = False) -> None:
-    """Check config, environment, inventory, FTS5, sandboxes, search and port; exit 0 only when all pass."""
+def doctor(
+    config_path: ConfigOption = None,
+    as_json: JsonOption = False,
+    quick: Annotated[
+        bool,
+        typer.Option(
+            "--quick", help="Start no sandbox worker: check what is installed and what this machine offers, not a run."
+        ),
+    ] = False,
+) -> None:
+    """Check config, environment, inventory, FTS5, sandboxes (a probe in each), search and port; exit 0 only
+    when all pass."""
     import anyio
 
     from awb.config import load_config
@@ -161,7 +189,7 @@ def doctor(config_path: ConfigOption = None, as_json: JsonOption = False) -> Non
     except ConfigError as error:
         checks = [_check("config", False, error.message)]
     else:
-        checks = anyio.run(_doctor_checks, config, config_path)
+        checks = anyio.run(_doctor_checks, config, config_path, quick)
     ok = all(check["ok"] for check in checks)
     if as_json:
         print_json({"ok": ok, "checks": checks})

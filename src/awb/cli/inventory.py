@@ -13,12 +13,23 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from awb.cli.common import ConfigOption, JsonOption, ToolArgument, config_for, inventory_missing, with_workbench
+from awb.cli.common import (
+    ConfigOption,
+    JsonOption,
+    ToolArgument,
+    config_for,
+    inventory_missing,
+    with_store,
+    with_workbench,
+)
 from awb.cli.output import fail, note, print_code, print_json, say, table
 from awb.errors import ToolNotFound, UsageError
 
 if TYPE_CHECKING:
+    from awb.browse import SearchResult, ToolPage
+    from awb.config import Config
     from awb.inventory.models import ToolSummary
+    from awb.inventory.store import Store
     from awb.workbench import Inspection, Workbench
 
 inventory_app = typer.Typer(
@@ -77,11 +88,21 @@ def inventory_list(
         else:
             table("0 tools", SUMMARY_COLUMNS, [])
         return
-    page = with_workbench(
-        config,
-        as_json,
-        lambda wb: wb.list_page(memory_level=memory_level, tag=tag, query=query, limit=limit, offset=offset),  # type: ignore[arg-type]
-    )
+
+    def read(store: Store) -> ToolPage:
+        from awb import browse
+
+        return browse.list_page(
+            store,
+            lambda q, n: _search(store, config, q, n),
+            memory_level=memory_level,  # type: ignore[arg-type]
+            tag=tag,
+            query=query,
+            limit=limit,
+            offset=offset,
+        )
+
+    page = with_store(config, as_json, read)
     if as_json:
         print_json({**page.model_dump(mode="json"), "count": len(page.tools)})
     else:
@@ -93,10 +114,15 @@ def inventory_search(
     query: Annotated[str, typer.Argument(help="Words describing the tool.")],
     config_path: ConfigOption = None,
     limit: Annotated[int, typer.Option("--limit", "--top-k", help="At most this many.")] = 10,
+    text: Annotated[
+        bool, typer.Option("--text", help="Full-text ranking (BM25) only: never loads the embedding model.")
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Search tools by what they do."""
+    """Search tools by what they do (hybrid, as the server ranks them, when the inventory has vectors)."""
     config = _read(config_path, as_json)
+    if config is not None and text:
+        config = config.model_copy(update={"search": config.search.model_copy(update={"mode": "text"})})
     if config is None:
         empty = {"query": query, "mode": "text", "results": []}
         if as_json:
@@ -104,11 +130,19 @@ def inventory_search(
         else:
             table(f"search {query!r}", SUMMARY_COLUMNS, [])
         return
-    result = with_workbench(config, as_json, lambda wb: wb.search(query, limit=limit))
+    result = with_store(config, as_json, lambda store: _search(store, config, query, limit))
     if as_json:
         print_json(result.model_dump(mode="json"))
     else:
         table(f"search {query!r} ({result.mode})", SUMMARY_COLUMNS, _summary_rows(result.results))
+
+
+def _search(store: Store, config: Config, query: str, limit: int) -> SearchResult:
+    """The workbench's search on the store alone; hybrid loads the model only for an inventory with vectors."""
+    from awb import browse
+    from awb.search.hybrid import search_engine
+
+    return browse.search(store, search_engine(store, config.search), query, limit=limit)
 
 
 @inventory_app.command("inspect")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -13,7 +14,7 @@ import typer
 
 from awb import __version__
 from awb.cli.common import CONFIG_FILENAME, ConfigOption, InventoryOption, config_for, open_store
-from awb.cli.output import fail, note, say
+from awb.cli.output import fail, say
 from awb.cli.pidfile import ServerRecord, held, inspect_pid_file, is_awb_server
 from awb.errors import AwbError, ConfigError, NotAnAwbServer, UsageError
 
@@ -127,11 +128,14 @@ def _serve_http(config: Config, started: float) -> None:
                     pid=os.getpid(), transport="http", host=config.host, port=port, inventory=str(config.inventory_path)
                 )
             )
-            note(
+            # Plain lines, not `note`: the server prints nothing else through rich, and loading it for
+            # these two costs start-up ~50 ms (a path with "[" in it is not taken for markup either).
+            sys.stderr.write(
                 f"awb {__version__}: MCP on http://{config.host}:{port}/mcp, REST on /api "
-                f"(inventory {config.inventory_path})"
+                f"(inventory {config.inventory_path})\n"
+                f"awb: web panel on http://{config.host}:{port}/\n"
             )
-            note(f"awb: web panel on http://{config.host}:{port}/")
+            sys.stderr.flush()
             workbench = Workbench(config, store=open_store(config))
             anyio.run(serve_http, workbench, sock, started)
         finally:

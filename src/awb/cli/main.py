@@ -11,6 +11,7 @@ stderr with `--json`), with a non-zero exit code; `--debug` adds details and tra
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Annotated, Any
 
@@ -80,6 +81,10 @@ def _usage_error(error: typer.TyperException) -> UsageError:
 
 def main(argv: list[str] | None = None) -> None:
     """The `awb` console script: runs `app` and turns every error into one line (or JSON) on stderr."""
+    # One BLAS thread, as the search already asks once the model loads (awb.search.embeddings): numpy,
+    # imported by any search, otherwise starts a thread per core that spins on import, ~65 ms of CPU
+    # a command pays for and another process's core loses. An explicit setting wins.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     args = list(sys.argv[1:] if argv is None else argv)
     # `--debug` counts wherever it is written (`awb start --debug` as well as `awb --debug start`).
     if "--debug" in args:

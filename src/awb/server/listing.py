@@ -10,11 +10,8 @@ rules for first-class tools; one that fails is left out, logged once with its id
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import mcp_types as types
-from mcp_types.methods import serialize_server_result
-from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from awb.config import Config
@@ -23,6 +20,9 @@ from awb.inventory.models import Tool
 from awb.schema_rules import equip_problems, normalise_input_schema, served_output_schema
 from awb.workbench import Workbench
 
+if TYPE_CHECKING:
+    import mcp_types as types
+
 log = logging.getLogger("awb.mcp.listing")
 
 HOSTS_REFUSING_DOTS = "Claude Desktop, the Anthropic API (so Claude Code) and the OpenAI API"
@@ -30,6 +30,12 @@ HOSTS_REFUSING_DOTS = "Claude Desktop, the Anthropic API (so Claude Code) and th
 
 def served_tool(tool: Tool) -> types.Tool:
     """An equipped tool as `tools/list` shows it; `ValueError` when it cannot be served."""
+    # The SDK's wire models load with the first equipped tool: `awb doctor` on an inventory with
+    # nothing equipped never imports the MCP SDK (a second of CPU on a small machine).
+    import mcp_types as types
+    from mcp_types.methods import serialize_server_result
+    from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
+
     problems = equip_problems(tool.input_schema)
     if problems:
         raise ValueError(problems[0])

@@ -17,6 +17,7 @@ from starlette.types import ASGIApp
 
 from awb.config import Config
 from awb.errors import AwbError, StartupFailed
+from awb.server.deferred_faces import DeferredFaces
 from awb.server.http_guard import check_exposure, guard_http, transport_security
 from awb.server.http_limits import uvicorn_config
 from awb.server.mcp import McpFace
@@ -69,8 +70,12 @@ def bind(host: str, port: int) -> socket.socket:
             family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
         except socket.gaierror as error:
             raise StartupFailed(f"cannot resolve --host {host!r}: {error.strerror}", host=host) from None
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not 0: asyncio turns Nagle off (TCP_NODELAY) only on sockets whose proto says TCP, and
+    # accepted sockets copy the listener's. With Nagle on, a response written in two parts waits for the
+    # client's delayed ACK: ~40 ms on every request. Set on the listener too, which Linux passes on.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind((host, port))
         sock.listen(2048)
@@ -93,6 +98,7 @@ def _mcp_app(face: McpFace, config: Config) -> ASGIApp:
         host=config.host,
         transport_security=settings,
         stateless_http=config.stateless_http,
+        json_response=config.http.json_response,
     )
 
 
@@ -110,32 +116,37 @@ async def serve_http(workbench: Workbench, sock: socket.socket, started: float |
     if host in ("0.0.0.0", "::") and not config.allowed_hosts:
         log.warning("bound to %s with no allowed_hosts: only loopback Host headers are accepted", host)
     face = McpFace(workbench)
-    # REST (/api) beside MCP (/mcp) in one ASGI app (awb.api.app.HttpApp), all of it behind the HTTP guard.
-    # Imported here so a stdio server never loads FastAPI and the blueprint runtime.
-    from awb.api.app import http_app as rest_and_mcp
-    from awb.web import create_panel
-
-    panel = create_panel(workbench)
-    app, api = rest_and_mcp(workbench, _mcp_app(face, config), face.server, panel=panel)
+    # REST (/api) and the panel beside MCP (/mcp) in one ASGI app (awb.api.app.HttpApp), all of it behind
+    # the HTTP guard. They are imported and built once MCP serves (a stdio server never loads them).
+    faces = DeferredFaces(_mcp_app(face, config))
     # No access log: a line per request costs the request path more than the tool call it logs. No
     # log_config: uvicorn's dictConfig would close every handler already installed, ours included,
     # and every later line of the workbench's log would be lost.
-    server = uvicorn.Server(uvicorn_config(guard_http(app, config), config, log_config=None, access_log=False))
-    # The default runtime (Monty) is warm before the server says it is ready; the others (a CPython
-    # zygote, JavaScript workers, the wasm engine) warm up while it already serves: a call that needs
+    server = uvicorn.Server(uvicorn_config(guard_http(faces, config), config, log_config=None, access_log=False))
+    # The default runtime (Monty) is warm before the server says it is ready; the REST API and panel,
+    # the embedding model and the other runtimes (a CPython zygote, JavaScript workers, the wasm engine)
+    # come once it serves, so they do not compete with start-up for the cores: a request that needs
     # one first waits for, or starts, it.
-    await workbench.start()
-    _settle()
+    await workbench.start(warm_search=False)
     _say_search_mode(workbench)
+    url = f"http://{_url_host(host)}:{port}{MCP_PATH}"
     async with workbench, anyio.create_task_group() as tasks:
-        tasks.start_soon(_announce_when_ready, server, f"http://{_url_host(host)}:{port}{MCP_PATH}", started)
-        tasks.start_soon(_warm_other_runtimes, workbench)
+        tasks.start_soon(_when_ready, server, url, started, workbench, face, faces)
         try:
             await server.serve(sockets=[sock])
         finally:
-            api.close()
-            panel.close()
+            faces.close()
         tasks.cancel_scope.cancel()
+
+
+async def _when_ready(
+    server: uvicorn.Server, url: str, started: float | None, workbench: Workbench, face: McpFace, faces: DeferredFaces
+) -> None:
+    await _announce_when_ready(server, url, started)
+    await faces.build(workbench, face)
+    _settle()  # after the faces, so what they loaded is frozen with the rest of the start-up heap
+    workbench.search_engine.warm_up()
+    await _warm_other_runtimes(workbench)
 
 
 async def _warm_other_runtimes(workbench: Workbench) -> None:

@@ -1,0 +1,98 @@
+"""Listing and searching the inventory: the read side of `Workbench`, over a store and a search engine.
+
+`Workbench.list_page` and `Workbench.search` are these functions. The CLI's listing commands call
+them on a store directly, so `awb inventory list` and `search` never import the sandbox runtimes or
+JSON Schema validation, and a search loads the embedding model only when hybrid search needs it
+(`benchmarks/cli_startup.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pydantic import BaseModel
+
+from awb.errors import InvalidParams
+from awb.inventory.models import MemoryLevel, ToolSummary
+from awb.inventory.store import Store
+from awb.search.fts import search_words
+from awb.search.hybrid import HybridSearch
+
+#: Matches a search considers when a listing is filtered by a query.
+LISTING_SEARCH_LIMIT = 1000
+
+
+class SearchResult(BaseModel):
+    query: str
+    mode: str
+    results: list[ToolSummary]
+
+
+class ToolPage(BaseModel):
+    """One page of a listing: `total` counts every match, `next_offset` is None on the last page."""
+
+    tools: list[ToolSummary]
+    total: int
+    offset: int
+    next_offset: int | None
+
+
+def search(
+    store: Store, engine: HybridSearch, query: str, *, limit: int | None = None, top_k: int | None = None
+) -> SearchResult:
+    """The best `limit` matches (`top_k` is the spec's name for it; default 10)."""
+    limit = one_limit(limit, top_k)
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidParams("the search query is empty", field="query")
+    if limit < 1 or limit > 1000:
+        raise InvalidParams("limit must be between 1 and 1000", limit=limit)
+    if engine.mode == "hybrid":
+        mode, scored = engine.search(query, limit)
+        if mode == "hybrid":
+            results = [tool.summary(score=round(score, 4)) for tool, score in scored]
+            return SearchResult(query=query, mode="hybrid", results=results)
+    words = search_words(query)
+    if not words:
+        return SearchResult(query=query, mode="text", results=[])
+    # Archived tools stay findable but rank after every live match among the best candidates.
+    hits = store.search_summaries(words, limit=limit, candidates=limit * 3 + 20)
+    return SearchResult(query=query, mode="text", results=hits)
+
+
+def list_page(
+    store: Store,
+    find: Callable[[str, int], SearchResult],
+    *,
+    memory_level: MemoryLevel | None = None,
+    tag: str | None = None,
+    query: str | None = None,
+    limit: int = 20,
+    offset: int = 0,
+) -> ToolPage:
+    """One page of the listing, with the number of all matches and where the next page starts.
+    `find(query, limit)` searches, for a listing filtered by a query."""
+    if limit < 1 or limit > 1000:
+        raise InvalidParams("limit must be between 1 and 1000", limit=limit)
+    if offset < 0:
+        raise InvalidParams("offset must be 0 or more", offset=offset)
+    if query:
+        hits = [
+            h
+            for h in find(query, LISTING_SEARCH_LIMIT).results
+            if (memory_level is None or h.memory_level == memory_level) and (tag is None or tag in h.tags)
+        ]
+        total, tools = len(hits), hits[offset : offset + limit]
+    else:
+        tools, total = store.page_summaries(memory_level=memory_level, tag=tag, limit=limit, offset=offset)
+    end = offset + len(tools)
+    return ToolPage(tools=tools, total=total, offset=offset, next_offset=end if end < total else None)
+
+
+def one_limit(limit: int | None, top_k: int | None) -> int:
+    if limit is not None and top_k is not None and limit != top_k:
+        raise InvalidParams("limit and top_k are the same setting; give one", limit=limit, top_k=top_k)
+    chosen = limit if limit is not None else top_k
+    return 10 if chosen is None else chosen
+
+
+__all__ = ["SearchResult", "ToolPage", "list_page", "one_limit", "search"]

@@ -1,0 +1,65 @@
+"""REST and the panel are built after the server is ready: MCP is answered at once, other paths wait for
+them (or say why they cannot be served), never a 404 in between."""
+
+from __future__ import annotations
+
+import anyio
+import httpx
+import pytest
+from starlette.types import Receive, Scope, Send
+
+from awb.server import deferred_faces
+from awb.server.deferred_faces import DeferredFaces
+from awb.server.mcp import McpFace
+from awb.workbench import Workbench
+
+pytestmark = pytest.mark.anyio
+
+
+async def mcp_stub(scope: Scope, receive: Receive, send: Send) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": b"mcp"})
+
+
+def client(app: DeferredFaces) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1")
+
+
+async def test_mcp_is_served_at_once_and_rest_once_built(workbench: Workbench) -> None:
+    faces = DeferredFaces(mcp_stub)
+    answers: dict[str, httpx.Response] = {}
+    async with client(faces) as http:
+
+        async def get(path: str) -> None:
+            answers[path] = await http.get(path)
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(get, "/api/openapi.json")
+            tasks.start_soon(get, "/")
+            with anyio.fail_after(10):
+                assert (await http.get("/mcp")).text == "mcp"
+            assert answers == {}  # REST and the panel wait for their build
+            await faces.build(workbench, McpFace(workbench))
+        assert answers["/api/openapi.json"].status_code == 200
+        assert answers["/api/openapi.json"].json()["info"]["title"] == "Agent Workbench API"
+        assert answers["/"].status_code == 200
+        assert (await http.get("/mcp")).text == "mcp"  # through the whole app now
+    faces.close()
+
+
+async def test_a_failed_build_leaves_mcp_serving_and_says_why_elsewhere(
+    workbench: Workbench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken() -> None:
+        raise ImportError("no module named 'fastapi'")
+
+    monkeypatch.setattr(deferred_faces, "_import_faces", broken)
+    faces = DeferredFaces(mcp_stub)
+    await faces.build(workbench, McpFace(workbench))
+    async with client(faces) as http:
+        refused = await http.get("/api/openapi.json")
+        assert refused.status_code == 503
+        error = refused.json()["error"]
+        assert error["code"] == "unavailable" and "no module named 'fastapi'" in error["message"]
+        assert (await http.get("/mcp")).text == "mcp"
+    faces.close()
