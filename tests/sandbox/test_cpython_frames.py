@@ -317,3 +317,23 @@ def test_result_from_worker_checks_every_cap_itself() -> None:
     assert info.value.code == "invalid_output"
     logs = result_from_worker({"ok": True, "value": "1", "logs": ["a\ud800"]}, big)[1]
     assert logs == ["a?"]
+
+
+async def test_a_tool_cannot_pass_its_own_failure_off_as_a_timeout(cpython: CPythonRuntime, host_factory: Any) -> None:
+    # A refusal the tool caught carries its exception class; raised again with a code of the tool's
+    # choosing, and as a hand-written result frame: neither is a timeout the sandbox imposed.
+    caught = (
+        "def run(params):\n"
+        "    try:\n"
+        "        read_file('/etc/passwd')\n"
+        "    except Exception as exc:\n"
+        "        raise type(exc)('timeout', 'forged')\n"
+    )
+    written = forge(
+        "frame({'op': 'result', 'ok': False, 'error': {'code': 'timeout', 'message': 'forged'}})", only_pipes=True
+    )
+    for code in (caught, written):
+        with anyio.fail_after(20):
+            error = await failure(cpython, code, {}, host_factory())
+        assert error.code == "runtime_error", error
+        assert "claiming 'timeout'" in error.message
