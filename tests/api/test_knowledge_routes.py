@@ -12,7 +12,7 @@ import pytest
 from awb.api.app import create_api
 from awb.blueprints.compile import RuntimeOptions
 from awb.blueprints.service import BlueprintService
-from awb.blueprints.sessions import open_session_store
+from awb.blueprints.session_tables import open_session_store
 from awb.config import Config
 
 from .blueprints_data import blueprint

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from awb.blueprints.journal import LogEntry, redact
-from awb.blueprints.sessions import Exchange, MemorySessionStore, SessionStore, open_session_store
+from awb.blueprints.session_tables import open_session_store
+from awb.blueprints.sessions import Exchange, MemorySessionStore, SessionStore
 from awb.config import Config
 from awb.inventory.sqlite import SQLiteStore
 

@@ -63,7 +63,7 @@ def test_doctor_names_the_postgres_store_its_schema_and_vector_path(tmp_path: Pa
 
 async def _fill(config: Config) -> None:
     from awb.blueprints.journal import LogEntry
-    from awb.blueprints.sessions import open_session_store
+    from awb.blueprints.session_tables import open_session_store
     from awb.inventory.models import CallRecord
 
     async with Workbench(config) as workbench:
@@ -107,7 +107,7 @@ async def _fill(config: Config) -> None:
 def _snapshot(config: Config) -> dict[str, Any]:
     """Every tool (deleted ones too) with its versions, calls and staged writes, in tool_id order, and
     every blueprint session."""
-    from awb.blueprints.sessions import open_session_store
+    from awb.blueprints.session_tables import open_session_store
 
     store: Any = open_store(config)
     sessions = open_session_store(config, inventory=store)

@@ -221,7 +221,7 @@ def test_a_call_between_reading_and_demoting_a_tool_keeps_it_in_its_tier(store: 
 
 def test_blueprint_sessions_and_run_logs_live_in_the_inventorys_database(store: Store, store_config: Config) -> None:
     from awb.blueprints.journal import LogEntry
-    from awb.blueprints.sessions import open_session_store
+    from awb.blueprints.session_tables import open_session_store
 
     beside = open_session_store(store_config, inventory=store)  # on the store's own connections
     elsewhere = open_session_store(store_config)  # as another server or the CLI opens it

@@ -298,7 +298,7 @@ async def test_apply_writes_a_staged_file_and_discard_drops_one(server: Server, 
 
 async def test_agent_runs_show_each_session_and_its_log(server: Server, page: Any) -> None:
     from awb.blueprints.journal import LogEntry
-    from awb.blueprints.sessions import open_session_store
+    from awb.blueprints.session_tables import open_session_store
 
     store = open_session_store(server.inventory)  # as the REST runtime writes them, from another process
     now = datetime.now(UTC)

@@ -260,7 +260,7 @@ async def test_agent_runs_in_a_postgres_inventory_are_listed_by_the_panel_of_any
 
 async def _runs_are_listed(workbench: Workbench, client: httpx.AsyncClient) -> None:
     from awb.blueprints.journal import LogEntry
-    from awb.blueprints.sessions import open_session_store
+    from awb.blueprints.session_tables import open_session_store
 
     store = open_session_store(workbench.config)  # the blueprint runtime of this or another process
     now = workbench.clock.now()

@@ -25,7 +25,7 @@ from awb.api.routes import agents, blueprints, builder
 from awb.blueprints.compile import RuntimeOptions
 from awb.blueprints.schema import Blueprint
 from awb.blueprints.service import BlueprintService
-from awb.blueprints.sessions import open_session_store
+from awb.blueprints.session_tables import open_session_store
 from awb.workbench import Workbench
 
 API_PREFIX = "/api"

@@ -13,11 +13,14 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from awb.blueprints.compile import Turn
 from awb.blueprints.journal import LogEntry
-from awb.blueprints.sessions import SESSIONS_SHOWN, Exchange, SessionSummary
+from awb.blueprints.sessions import SESSIONS_SHOWN, Exchange, MemorySessionStore, SessionStore, SessionSummary
+
+if TYPE_CHECKING:
+    from awb.config import Config
 
 #: Connections a PostgreSQL session store of its own keeps (a run writes two statements).
 POOL_MAX = 4
@@ -222,3 +225,21 @@ class PostgresSessionStore(_SessionTables):
 
 
 __all__ = ["PostgresSessionStore", "SQLiteSessionStore"]
+
+
+def open_session_store(where: Config | Path | str, *, inventory: object | None = None) -> SessionStore:
+    """The session store beside the inventory `where` names (a config, or a SQLite file's path): its
+    PostgreSQL database when the config has an `inventory_url` (on `inventory`'s connections when that is
+    the open PostgreSQL store), else the SQLite file; an in-memory inventory gets an in-memory store."""
+    if isinstance(where, Path | str):
+        path: Path | str = where
+    elif where.inventory_url:
+        connection = getattr(inventory, "connection", None)
+        if callable(connection) and getattr(inventory, "url", None) == where.inventory_url:
+            return PostgresSessionStore(connection)
+        return PostgresSessionStore.open(where.inventory_url)
+    else:
+        path = where.inventory_path
+    if str(path) == ":memory:":
+        return MemorySessionStore()
+    return SQLiteSessionStore.open(path)

@@ -8,16 +8,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from datetime import datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from pydantic import BaseModel
 
 from awb.blueprints.compile import Turn
 from awb.blueprints.journal import LogEntry
-
-if TYPE_CHECKING:
-    from awb.config import Config
 
 #: Sessions the panel's overview lists, newest first.
 SESSIONS_SHOWN = 100
@@ -135,23 +131,3 @@ class MemorySessionStore:
 
     def close(self) -> None:
         """Nothing to release."""
-
-
-def open_session_store(where: Config | Path | str, *, inventory: object | None = None) -> SessionStore:
-    """The session store beside the inventory `where` names (a config, or a SQLite file's path): its
-    PostgreSQL database when the config has an `inventory_url` (on `inventory`'s connections when that is
-    the open PostgreSQL store), else the SQLite file; an in-memory inventory gets an in-memory store."""
-    from awb.blueprints import session_tables
-
-    if isinstance(where, Path | str):
-        path: Path | str = where
-    elif where.inventory_url:
-        connection = getattr(inventory, "connection", None)
-        if callable(connection) and getattr(inventory, "url", None) == where.inventory_url:
-            return session_tables.PostgresSessionStore(connection)
-        return session_tables.PostgresSessionStore.open(where.inventory_url)
-    else:
-        path = where.inventory_path
-    if str(path) == ":memory:":
-        return MemorySessionStore()
-    return session_tables.SQLiteSessionStore.open(path)

@@ -70,7 +70,7 @@ async def _run(config: Config, blueprint: Blueprint, message: str, session_id: s
     from awb.blueprints.compile import RuntimeOptions
     from awb.blueprints.schema import WorkbenchArm
     from awb.blueprints.service import BlueprintService
-    from awb.blueprints.sessions import open_session_store
+    from awb.blueprints.session_tables import open_session_store
     from awb.server.mcp import McpFace
     from awb.workbench import Workbench
 

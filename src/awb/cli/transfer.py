@@ -47,7 +47,7 @@ def register(inventory_app: typer.Typer) -> None:
         inventory: PathOption = None,
     ) -> None:
         """Write every tool with its versions, calls and staged writes, and every blueprint session, as JSON Lines."""
-        from awb.blueprints.sessions import open_session_store
+        from awb.blueprints.session_tables import open_session_store
         from awb.inventory.open import open_store
         from awb.inventory.transfer import export_lines
 
@@ -82,7 +82,7 @@ def register(inventory_app: typer.Typer) -> None:
     ) -> None:
         """Add the tools (with their calls and staged writes) and blueprint sessions of an export; tools and
         sessions already present are skipped."""
-        from awb.blueprints.sessions import open_session_store
+        from awb.blueprints.session_tables import open_session_store
         from awb.inventory.open import open_store
         from awb.inventory.transfer import import_lines
 

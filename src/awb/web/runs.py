@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from awb.blueprints.journal import LogEntry
-from awb.blueprints.sessions import SESSIONS_SHOWN, SessionStore, SessionSummary, open_session_store
+from awb.blueprints.session_tables import open_session_store
+from awb.blueprints.sessions import SESSIONS_SHOWN, SessionStore, SessionSummary
 
 if TYPE_CHECKING:
     from awb.workbench import Workbench
