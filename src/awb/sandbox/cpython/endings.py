@@ -1,11 +1,12 @@
-"""The structured error for a cpython call that ended without a result, from a raw wait status: the
-tool process's (which the worker's supervisor reaps and reports) or the worker's own (which the zygote
-reaps and reports)."""
+"""How a cpython call ended: the structured error for a call that ended without a result, from a raw wait
+status (the tool process's, which the worker's supervisor reaps and reports, or the worker's own, which
+the zygote reaps and reports), and which error codes a result frame may claim at all."""
 
 from __future__ import annotations
 
 import os
 import signal
+from typing import Any
 
 from awb.errors import ExecutionError, MemoryExceeded, SandboxViolation, ToolRuntimeError, ToolTimeout
 from awb.sandbox.base import Limits
@@ -35,3 +36,22 @@ def error_for_status(status: int, oom_killed: bool, limits: Limits, what: str = 
     if os.WIFEXITED(status):
         return ToolRuntimeError(f"the {what} exited with status {os.WEXITSTATUS(status)} without a result")
     return ToolRuntimeError(f"the {what} ended without a result")
+
+
+#: Codes only the server can establish for a cpython call (it kills the worker at the deadline): a
+#: result frame claiming one was written by the tool, which may not pass its failure off as ours.
+_SERVER_ONLY_CODES = frozenset({"timeout"})
+
+
+def own_claims_only(message: dict[str, Any]) -> dict[str, Any]:
+    error = message.get("error")
+    if message.get("ok") or not isinstance(error, dict) or error.get("code") not in _SERVER_ONLY_CODES:
+        return message
+    claimed = str(error.get("code"))
+    return {
+        **message,
+        "error": {
+            "code": "runtime_error",
+            "message": f"the tool ended with an error of its own claiming {claimed!r}: {str(error.get('message', ''))[:500]}",
+        },
+    }

@@ -35,7 +35,7 @@ from awb.errors import (
 from awb.sandbox.base import Execution, ExecutionSlots, HostFunctions, Limits
 from awb.sandbox.cpython import lockdown
 from awb.sandbox.cpython.cgroups import oom_killed_at
-from awb.sandbox.cpython.endings import error_for_status
+from awb.sandbox.cpython.endings import error_for_status, own_claims_only
 from awb.sandbox.cpython.watch import is_child_of, peak_above, set_cgroup_limit, watch_rss
 from awb.sandbox.wire import (
     BadFrame,
@@ -464,7 +464,7 @@ class CPythonRuntime:
                     writer.write(encode_frame(reply))
                     await writer.drain()
                 elif op == "result":
-                    value, logs = result_from_worker(_own_claims_only(message), limits)
+                    value, logs = result_from_worker(own_claims_only(message), limits)
                     # The tool process waits for the kill after its result: its figures are still there.
                     return value, logs, peak_above(worker.tool_pid, base_rss)
                 elif op == "exited":  # the tool process ended without a result; the supervisor reaped it
@@ -549,22 +549,3 @@ def _user_namespaces_allowed() -> bool:
         return int(Path("/proc/sys/user/max_user_namespaces").read_text()) > 0
     except (OSError, ValueError):
         return False
-
-
-#: Codes only the server can establish for a cpython call (it kills the worker at the deadline): a
-#: result frame claiming one was written by the tool, which may not pass its failure off as ours.
-_SERVER_ONLY_CODES = frozenset({"timeout"})
-
-
-def _own_claims_only(message: dict[str, Any]) -> dict[str, Any]:
-    error = message.get("error")
-    if message.get("ok") or not isinstance(error, dict) or error.get("code") not in _SERVER_ONLY_CODES:
-        return message
-    claimed = str(error.get("code"))
-    return {
-        **message,
-        "error": {
-            "code": "runtime_error",
-            "message": f"the tool ended with an error of its own claiming {claimed!r}: {str(error.get('message', ''))[:500]}",
-        },
-    }
