@@ -75,7 +75,8 @@ async def test_a_call_reports_the_peak_memory_its_tool_process_reached(
     small = await cpython.execute("def run(params):\n    return 1\n", {}, limits, host_factory())
     assert big.value == 50 << 20 and small.value == 1
     assert big.peak_memory_bytes is not None and small.peak_memory_bytes is not None
-    assert 50 << 20 < big.peak_memory_bytes < 70 << 20, big.peak_memory_bytes
+    # The figure is above the size at the fork, whose pages the allocation may partly reuse: allow 1 MB.
+    assert 49 << 20 < big.peak_memory_bytes < 70 << 20, big.peak_memory_bytes
     assert small.peak_memory_bytes < 8 << 20, small.peak_memory_bytes
 
 
@@ -94,7 +95,7 @@ async def test_the_call_record_keeps_the_peak_memory_of_a_cpython_call(workbench
     )
     await workbench.call("allocator", {"mb": 30})
     [record] = workbench.inspect("allocator").recent_calls
-    assert record.peak_memory_bytes is not None and record.peak_memory_bytes > 30 << 20
+    assert record.peak_memory_bytes is not None and record.peak_memory_bytes > 29 << 20
 
 
 async def test_large_non_ascii_host_replies_cross_the_supervisor_whole(
