@@ -276,3 +276,21 @@ async def test_small_memory_limit_is_enforced(cpython: CPythonRuntime, host_fact
     code = "def run(params):\n    return len(bytearray(40 * 1024 * 1024))\n"
     error = await failure(cpython, code, {}, host_factory(), limits)
     assert error.code == "memory_exceeded"
+
+
+async def test_a_burst_between_two_watchdog_polls_still_counts(
+    cpython: CPythonRuntime, host_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The watchdog polls resident memory; a tool that allocates past its limit, frees it and returns
+    # before the next poll is caught by the kernel's high-water mark when its result arrives. With the
+    # poll pushed out of reach, only that check can see the burst.
+    monkeypatch.setattr("awb.sandbox.cpython.watch.RSS_POLL_S", 60.0)
+    limits = Limits(timeout_ms=3000, memory_mb=20)
+    code = "def run(params):\n    block = bytearray(40 * 1024 * 1024)\n    del block\n    return 1\n"
+    error = await failure(cpython, code, {}, host_factory(), limits)
+    assert error.code == "memory_exceeded"
+    # A tool within its limit still returns, with its peak recorded under the limit.
+    within = await cpython.execute(
+        "def run(params):\n    return len(bytearray(5 * 1024 * 1024))\n", {}, limits, host_factory()
+    )
+    assert within.value == 5 * 1024 * 1024

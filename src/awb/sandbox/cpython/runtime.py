@@ -466,7 +466,12 @@ class CPythonRuntime:
                 elif op == "result":
                     value, logs = result_from_worker(own_claims_only(message), limits)
                     # The tool process waits for the kill after its result: its figures are still there.
-                    return value, logs, peak_above(worker.tool_pid, base_rss)
+                    # The watchdog polls, so a burst that ends between two polls is caught here, by the
+                    # kernel's high-water mark.
+                    peak = peak_above(worker.tool_pid, base_rss)
+                    if memory_hit.is_set() or (peak is not None and peak > limits.memory_mb * 1024 * 1024):
+                        raise _over_memory(limits)
+                    return value, logs, peak
                 elif op == "exited":  # the tool process ended without a result; the supervisor reaped it
                     if memory_hit.is_set():
                         raise _over_memory(limits)
