@@ -31,6 +31,7 @@ from rich.table import Table
 
 from awb.config import Config
 from awb.inventory.models import Tool
+from awb.inventory.rows import tool_values
 from awb.inventory.vectors import encode_vector
 from awb.workbench import Workbench
 from ops import TRIVIAL, Words, percentile, postgres_database
@@ -74,10 +75,11 @@ def random_vectors(count: int, dim: int, seed: int) -> list[bytes]:
 def bulk_pad(workbench: Workbench, tools: list[Tool], model_id: str | None, dim: int) -> None:
     """Insert every tool (and a vector each) in one transaction: the insert path, minus per-row commits."""
     store: Any = workbench.store
-    values = [store._tool_values(tool) for tool in tools]
+    postgres = bool(workbench.config.inventory_url)
+    values = [tool_values(tool, sqlite=not postgres) for tool in tools]
     columns = list(values[0])
     vectors = random_vectors(len(tools), dim, 7) if model_id else []
-    if workbench.config.inventory_url:
+    if postgres:
         marks = ", ".join("%s" for _ in columns)
         with store._pool.connection() as conn, conn.transaction(), conn.cursor() as cursor:
             cursor.executemany(

@@ -47,8 +47,8 @@ from awb.inventory.models import (
     ToolVersion,
 )
 from awb.inventory.open import open_store
-from awb.inventory.rows import TIER_SNAPSHOT
 from awb.inventory.store import Store
+from awb.maintenance import Upkeep
 from awb.sandbox.base import Execution, ExecutionSlots, Limits, Runtime
 from awb.sandbox.host import HostBridge
 from awb.sandbox.registry import build_runtimes, choose_python_runtime
@@ -108,7 +108,9 @@ class Workbench:
         self._validators: dict[tuple[str, int, str], ToolSchema] = {}
         self._slots = ExecutionSlots(self.config.sandbox.max_concurrent, "tool")
         self._protected = protected_paths(self.config)
-        self._calls_since_maintenance = 0
+        self.upkeep = Upkeep(
+            self.store, self.policy, self.clock, self.events, self.config.memory.maintenance_every_calls
+        )
 
     # --- life cycle ---------------------------------------------------------------------------
 
@@ -161,6 +163,7 @@ class Workbench:
             self.events.publish(Event("external", None, {"kind": change.kind, "tool_ids": list(change.tool_ids)}))
 
     async def close(self) -> None:
+        await self.upkeep.settled()
         for runtime in self.runtimes.values():
             await runtime.close()
         self.store.close()
@@ -437,10 +440,7 @@ class Workbench:
             )
             if counters.memory_level == "long_term":
                 updated = self.armory.auto_equip(updated, now)
-        self._calls_since_maintenance += 1
-        every = self.config.memory.maintenance_every_calls
-        if every and self._calls_since_maintenance >= every:
-            self.maintain()
+        self.upkeep.counted()
         return updated
 
     # --- list, search, inspect, delete ----------------------------------------------------------
@@ -563,32 +563,8 @@ class Workbench:
     # --- memory maintenance ---------------------------------------------------------------------
 
     def maintain(self) -> list[TierChange]:
-        """Demote idle medium-term tools, archive idle short-term ones.
-
-        Each change is conditional on the tool as it was read (tier, status, last use, usage, equipped):
-        a call, an equip or another process's maintenance that lands in between wins, and the tool is
-        looked at again next time."""
-        self._calls_since_maintenance = 0
-        now = self.clock.now()
-        changes = []
-        for tool in self.store.iter_maintainable():
-            change = self.policy.maintenance_change(tool, now)
-            if change is None:
-                continue
-            fields: dict[str, Any] = {"memory_level": change.after}
-            data: dict[str, Any] = {"before": change.before, "after": change.after}
-            if change.after == "archived":
-                # Archived tools leave the equipped set; updated_at dates the archiving (for purge).
-                fields.update(status="archived", equipped=False, updated_at=now)
-                data["equipped"] = tool.equipped
-            read = {column: getattr(tool, column) for column in TIER_SNAPSHOT}
-            if not self.store.update_if(tool.tool_id, read, **fields):
-                continue
-            changes.append(change)
-            self.events.publish(Event("tier_changed", tool.tool_id, data))
-        if changes:
-            log.info("maintenance moved %d tools", len(changes))
-        return changes
+        """Demote idle medium-term tools, archive idle short-term ones (see awb.maintenance)."""
+        return self.upkeep.run()
 
 
 def _too_deep(tool: Tool) -> OutputExceeded:

@@ -95,6 +95,7 @@ async def test_maintenance_runs_by_itself_every_n_calls(tmp_path: object, clock:
             await workbench.call(busy.tool_id, {"a": 1, "b": 1})
         assert workbench.resolve(stale.tool_id).memory_level == "short_term"
         await workbench.call(busy.tool_id, {"a": 1, "b": 1})
+        await workbench.upkeep.settled()  # it ran in a worker thread, off the event loop
         assert workbench.resolve(stale.tool_id).memory_level == "archived"
 
 
@@ -114,8 +115,8 @@ async def test_maintenance_never_overwrites_a_call_or_equip_another_process_made
         other = open_store(store_config)  # another process's connection to the same inventory
         read_tools = workbench.store.iter_maintainable
 
-        def read_then_others_act() -> object:
-            tools = list(read_tools())
+        def read_then_others_act(idle_before: object = None) -> object:
+            tools = list(read_tools(idle_before))  # type: ignore[arg-type]
             other.record_call(
                 CallRecord(tool_id=busy.tool_id, version=1, at=clock.now(), duration_ms=1.0, ok=True),
             )

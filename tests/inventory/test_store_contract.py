@@ -31,9 +31,7 @@ def make_tool(name: str, description: str = "does a thing", **fields: Any) -> To
         code="def run(params):\n    return 1\n",
         input_schema={"type": "object", "properties": {"z": {"type": "string"}, "a": {"type": "number"}}},
         metadata=ToolMetadata(tags=tags, problem=fields.pop("problem", "")),
-        created_at=NOW,
-        updated_at=NOW,
-        **fields,
+        **{"created_at": NOW, "updated_at": NOW, **fields},
     )
 
 
@@ -172,6 +170,27 @@ def test_maintainable_tools_are_the_active_short_and_medium_term_ones(store: Sto
     store.add_tool(make_tool("long", memory_level="long_term"))
     store.add_tool(make_tool("archived", memory_level="archived", status="archived"))
     assert sorted(t.name for t in store.iter_maintainable()) == ["medium", "short"]
+
+
+def test_maintenance_reads_only_the_tools_idle_past_their_tier_cut_off(store: Store) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from awb.config import MemoryConfig
+    from awb.inventory.memory import MemoryPolicy
+
+    now = datetime(2026, 6, 1, tzinfo=UTC)
+    ago = {"short_fresh": 10, "short_stale": 90, "medium_fresh": 5, "medium_stale": 40}
+    for name, days in ago.items():
+        level = "medium_term" if name.startswith("medium") else "short_term"
+        store.add_tool(make_tool(name, memory_level=level, created_at=now - timedelta(days=days)))
+    # A tool used recently but created long ago is not due; its last use is what counts.
+    store.add_tool(make_tool("short_used", created_at=now - timedelta(days=300), last_used_at=now))
+    policy = MemoryPolicy(MemoryConfig(demotion_days_medium_to_short=30, archive_days_short=60))
+    read = sorted(t.name for t in store.iter_maintainable(policy.idle_before(now)))
+    assert read == ["medium_stale", "short_stale"]
+    assert sorted(t.name for t in store.iter_maintainable({"short_term": policy.idle_before(now)["short_term"]})) == [
+        "short_stale"
+    ]
 
 
 async def test_the_workbench_refuses_a_second_tool_of_the_same_name_and_past_max_tools(

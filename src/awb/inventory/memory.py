@@ -7,7 +7,7 @@ drive them with any clock.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from awb.config import MemoryConfig
 from awb.inventory.models import MemoryLevel, Tool
@@ -35,6 +35,23 @@ class MemoryPolicy:
         if level == "medium_term" and usage_count >= self.config.promotion_threshold_long:
             level = "long_term"
         return level
+
+    def idle_before(self, now: datetime) -> dict[str, str]:
+        """For each tier maintenance moves, a time (ISO text, UTC) such that every tool of that tier
+        idle long enough was last used before it: what the store reads instead of the whole tier.
+
+        Stored times are ISO text compared as text, and a time written with another UTC offset can
+        read up to 14 hours off: the cut-offs are a day later than the rule, and
+        `maintenance_change` still decides each tool exactly."""
+        margin = timedelta(days=1)
+        rules = {
+            "medium_term": self.config.demotion_days_medium_to_short,
+            "short_term": self.config.archive_days_short,
+        }
+        return {
+            level: (now - timedelta(days=days) + margin).astimezone(UTC).isoformat(timespec="microseconds")
+            for level, days in rules.items()
+        }
 
     def maintenance_change(self, tool: Tool, now: datetime) -> TierChange | None:
         """Demotion or archiving due for `tool` at `now`, if any. Long-term memory is never demoted."""

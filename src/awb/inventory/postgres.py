@@ -37,6 +37,7 @@ from awb.inventory.rows import (
     first_version,
     inventory_full,
     iso,
+    maintainable_where,
     row_to_tool,
     row_to_version,
     snapshot_condition,
@@ -364,11 +365,10 @@ class PostgresStore(PostgresListing, PostgresRecords):
             rows = conn.execute(f"{SELECT_TOOLS} WHERE {' OR '.join(where)} ORDER BY t.seq", args).fetchall()
         return [row_to_tool(r) for r in rows]
 
-    def iter_maintainable(self) -> Iterator[Tool]:
+    def iter_maintainable(self, idle_before: Mapping[str, str] | None = None) -> Iterator[Tool]:
+        where, values = maintainable_where(idle_before, "%s")
         with self._pool.connection() as conn:
-            rows = conn.execute(
-                f"{SELECT_TOOLS} WHERE t.status = 'active' AND t.memory_level IN ('short_term', 'medium_term')"
-            ).fetchall()
+            rows = conn.execute(f"{SELECT_TOOLS} WHERE {where}", values).fetchall()
         return iter([row_to_tool(r) for r in rows])
 
     # --- versions -----------------------------------------------------------------------------

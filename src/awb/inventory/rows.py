@@ -217,6 +217,20 @@ def snapshot_condition(expected: Mapping[str, Any], *, sqlite: bool) -> tuple[st
     return " AND ".join(clauses) or "TRUE", args
 
 
+def maintainable_where(idle_before: Mapping[str, str] | None, mark: str) -> tuple[str, list[str]]:
+    """The WHERE clause (and its values) of `Store.iter_maintainable`: only the tools that may be due,
+    so maintenance reads a handful of rows, not the whole short- and medium-term inventory."""
+    if idle_before is None:
+        return "t.status = 'active' AND t.memory_level IN ('short_term', 'medium_term')", []
+    tiers = [level for level in ("short_term", "medium_term") if level in idle_before]
+    if not tiers:
+        return "FALSE", []
+    clause = " OR ".join(
+        f"(t.memory_level = '{level}' AND COALESCE(t.last_used_at, t.created_at) < {mark})" for level in tiers
+    )
+    return f"t.status = 'active' AND ({clause})", [idle_before[level] for level in tiers]
+
+
 def chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
     """`items` in lists of `size` (the last one shorter): imports write a batch per statement."""
     iterator = iter(items)

@@ -98,8 +98,9 @@ class Store(Protocol):
         `output_exceeded` when the pending bytes of the tool or of all tools would pass a cap."""
         ...
 
-    def iter_maintainable(self) -> Iterator[Tool]:
-        """Active tools in short- or medium-term memory."""
+    def iter_maintainable(self, idle_before: Mapping[str, str] | None = None) -> Iterator[Tool]:
+        """Active tools in short- or medium-term memory; with `idle_before` ({tier: ISO time}), only
+        those of a listed tier whose last use (or creation) is before its time."""
         ...
 
     def data_version(self) -> int:
