@@ -255,3 +255,15 @@ def test_blueprint_sessions_and_run_logs_live_in_the_inventorys_database(store: 
         beside.close()
         elsewhere.close()
     assert store.count_active() == 0  # the store still serves after the session store closed
+
+
+def test_get_many_reads_the_existing_tools_of_any_status_at_once(store: Store) -> None:
+    store.add_tool(make_tool("many_a"))
+    store.add_tool(make_tool("many_b", status="deleted"))
+    store.add_tool(make_tool("many_c"))
+    assert store.get("tool_many_c") is not None  # cached by a shared store: both paths must agree
+    found = store.get_many(["tool_many_c", "tool_missing", "tool_many_a", "tool_many_b", "tool_many_a"])
+    assert sorted(found) == ["tool_many_a", "tool_many_b", "tool_many_c"]
+    assert found["tool_many_b"].status == "deleted"
+    assert found["tool_many_a"] == store.get("tool_many_a")
+    assert store.get_many([]) == {}
