@@ -267,3 +267,19 @@ def test_get_many_reads_the_existing_tools_of_any_status_at_once(store: Store) -
     assert found["tool_many_b"].status == "deleted"
     assert found["tool_many_a"] == store.get("tool_many_a")
     assert store.get_many([]) == {}
+
+
+def test_text_scores_name_the_live_matches_and_follow_a_delete(store: Store) -> None:
+    ranked: Any = store
+    store.add_tool(make_tool("csv_reader", "reads csv files"))
+    store.add_tool(make_tool("csv_writer", "writes csv files"))
+    store.add_tool(make_tool("weather", "tells the weather"))
+    before = dict(ranked.text_scores(["csv"], 10))
+    assert set(before) == {"tool_csv_reader", "tool_csv_writer"}
+    assert all(score > 0 for score in before.values())
+    store.update("tool_csv_writer", status="deleted")
+    after = dict(ranked.text_scores(["csv"], 10))
+    # Gone from the matches; still counted in the statistics, as a deleted row stays in the index.
+    assert after == {"tool_csv_reader": before["tool_csv_reader"]}
+    store.update("tool_csv_writer", status="active")
+    assert dict(ranked.text_scores(["csv"], 10)) == before
