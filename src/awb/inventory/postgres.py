@@ -44,6 +44,7 @@ from awb.inventory.rows import (
     tool_values,
     version_values,
 )
+from awb.search.vector_index import SEARCH_PATH
 
 #: Advisory lock key serialising inserts while `max_tools` is checked ("awb_add" in ASCII).
 ADD_LOCK = 0x6177625F616464
@@ -220,7 +221,7 @@ class PostgresStore(PostgresListing, PostgresRecords):
             "schema_expected": SCHEMA_VERSION,
             "migrations": applied,
             "pgvector_available": has_pgvector is not None,
-            "vector_search": "exact in memory per server (float32), kept in step by LISTEN/NOTIFY",
+            "vector_search": f"{SEARCH_PATH}, kept in step by LISTEN/NOTIFY",
         }
 
     # --- tools --------------------------------------------------------------------------------
