@@ -54,6 +54,9 @@ class SearchConfig(_Section):
     mode: Literal["auto", "text", "hybrid"] = "auto"
     #: `local` uses the bundled offline model from the `embed` extra; `none` disables embeddings.
     embedding_provider: Literal["local", "none"] = "local"
+    #: `auto`: a PostgreSQL inventory whose server has the pgvector extension keeps vectors in an HNSW
+    #: index and searches there; `off`: every server keeps its vectors in memory (`awb doctor` says which).
+    pgvector: Literal["auto", "off"] = "auto"
 
 
 class SandboxConfig(_Section):

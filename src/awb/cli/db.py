@@ -41,13 +41,15 @@ def store_status(config: Config) -> dict[str, Any]:
         import psycopg
 
         from awb.inventory.postgres_migrations import SCHEMA_VERSION, applied_versions, pending
+        from awb.inventory.postgres_vectors import probe
 
         try:
             with psycopg.connect(config.inventory_url, autocommit=True, connect_timeout=10) as conn:
                 server = str(conn.execute("SHOW server_version").fetchone()[0])  # type: ignore[index]
                 applied = applied_versions(conn)
                 waiting = [m.version for m in pending(conn)]
-                pgvector = conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone()
+                # Read-only: a server creates the extension when it opens the inventory, not this command.
+                pgvector = probe(conn, config.search.pgvector)
         except psycopg.OperationalError as exc:
             raise ConfigError(f"cannot reach the inventory at {describe(config)}: {exc}") from exc
         return {
@@ -57,8 +59,7 @@ def store_status(config: Config) -> dict[str, Any]:
             "schema": max(applied, default=0),
             "schema_expected": SCHEMA_VERSION,
             "pending": waiting,
-            "vector_search": f"{SEARCH_PATH}, kept in step by LISTEN/NOTIFY"
-            + (" (pgvector is installed on the server but not used)" if pgvector else " (pgvector not installed)"),
+            "vector_search": pgvector.path,
         }
     import sqlite3
 

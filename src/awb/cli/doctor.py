@@ -138,8 +138,9 @@ async def _doctor_checks(config: Config, config_path: Path | None, quick: bool =
         checks.append(_check("environment", True, detail, warn=True))
     from awb.cli.db import store_check
 
-    checks.append({"warning": False, **store_check(config)})
+    # The inventory is opened first: opening it is what enables pgvector, which the store line then says.
     inventory, store = _inventory_check(config)
+    checks.append({"warning": False, **store_check(config)})
     checks.append(inventory)
     try:
         sqlite3.connect(":memory:").execute("CREATE VIRTUAL TABLE probe USING fts5(x)")
@@ -159,6 +160,8 @@ async def _doctor_checks(config: Config, config_path: Path | None, quick: bool =
     finally:
         await workbench.close()
     detail = f"mode {status['mode']} (search.mode is '{config.search.mode}'): {status.get('reason', '')}"
+    if status["mode"] == "hybrid":
+        detail += f"; vectors: {status['vector_path']}"
     if status.get("needs_reindex"):
         detail += " (vectors from another model or missing: run `awb reindex`)"
     checks.append(_check("search", True, detail))

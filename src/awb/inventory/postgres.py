@@ -5,7 +5,8 @@ live names are unique (a partial unique index), `max_tools` is checked under an 
 inserting transaction, and usage counters and tier changes are single `UPDATE ... SET n = n + 1`
 statements on a locked row. Text search reads PostgreSQL's full-text documents (weighted tsvector), so
 every server ranks from the same index; vectors live in `tool_vectors` and each server searches its
-own in-memory copy, kept in step by the change feed (awb.inventory.postgres_notify).
+own in-memory copy, kept in step by the change feed (awb.inventory.postgres_notify), unless the server
+has pgvector: then they are mirrored into HNSW indexes that search asks (awb.inventory.postgres_vectors).
 
 Listing, search and vectors (awb.inventory.postgres_listing) and calls, staged writes and the event
 journal (awb.inventory.postgres_records) are mixed into the store; rows map to records as in SQLite
@@ -29,6 +30,7 @@ from awb.inventory.postgres_migrations import SCHEMA_VERSION, applied_versions, 
 from awb.inventory.postgres_notify import CHANNEL, Change, ChangeListenerThread, payload, send
 from awb.inventory.postgres_records import CALLS_CACHED, PostgresRecords
 from awb.inventory.postgres_text import PostgresTextIndex
+from awb.inventory.postgres_vectors import PgVectorMirror, PgVectorSetting
 from awb.inventory.rows import (
     SELECT_TOOLS,
     VERSION_COLUMNS,
@@ -44,7 +46,6 @@ from awb.inventory.rows import (
     tool_values,
     version_values,
 )
-from awb.search.vector_index import SEARCH_PATH
 
 #: Advisory lock key serialising inserts while `max_tools` is checked ("awb_add" in ASCII).
 ADD_LOCK = 0x6177625F616464
@@ -122,6 +123,7 @@ class PostgresStore(PostgresListing, PostgresRecords):
         migrate_schema: bool = True,
         text_search: Literal["bm25", "fts"] = "bm25",
         durable: bool = False,
+        pgvector: PgVectorSetting = "auto",
     ) -> None:
         psycopg, _ = _psycopg()
         self.url = url
@@ -142,6 +144,7 @@ class PostgresStore(PostgresListing, PostgresRecords):
         self._text = PostgresTextIndex(self._pool)
         self._cache = ReadCache()
         self._text_lock = threading.Lock()
+        self._vectors = PgVectorMirror.open(self._pool, pgvector)
 
     @property
     def where(self) -> str:
@@ -214,14 +217,13 @@ class PostgresStore(PostgresListing, PostgresRecords):
         with self._pool.connection() as conn:
             version = str(conn.execute("SHOW server_version").fetchone()[0])
             applied = applied_versions(conn)
-            has_pgvector = conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone()
         return {
             "server_version": version,
             "schema": max(applied, default=0),
             "schema_expected": SCHEMA_VERSION,
             "migrations": applied,
-            "pgvector_available": has_pgvector is not None,
-            "vector_search": f"{SEARCH_PATH}, kept in step by LISTEN/NOTIFY",
+            "pgvector_active": self._vectors.active,
+            "vector_search": self._vectors.state.path,
         }
 
     # --- tools --------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from awb.inventory.models import MemoryLevel, Tool, ToolSummary
 from awb.inventory.postgres_cache import ReadCache
 from awb.inventory.postgres_notify import send
 from awb.inventory.postgres_text import PostgresTextIndex
+from awb.inventory.postgres_vectors import PgVectorIndex, PgVectorMirror
 from awb.inventory.rows import SELECT_TOOLS, SUMMARY_COLUMNS, TOOL_FIELDS, row_to_summary, row_to_tool
 
 #: ts_rank weights for {D, C, B, A} = {problem, description, tags, name}: SQLite's BM25 column weights.
@@ -33,6 +34,7 @@ class PostgresListing:
     _text_lock: threading.Lock
     text_search: Literal["bm25", "fts"]
     origin: str
+    _vectors: PgVectorMirror
 
     def _follow(self) -> None:
         raise NotImplementedError
@@ -179,7 +181,18 @@ class PostgresListing:
                 "vector = excluded.vector",
                 (tool_id, model_id, len(values), encode_vector(values)),
             )
+            self._vectors.put(conn, tool_id, model_id, values)
             send(conn, self.origin, "vector", [tool_id])
+
+    @property
+    def vector_search_path(self) -> str:
+        """Which path vector search takes on this store (pgvector or in memory, and why), for `awb doctor`."""
+        return self._vectors.state.path
+
+    def nearest_index(self, model_id: str, dim: int) -> PgVectorIndex | None:
+        """The database's HNSW index when the pgvector path is active, else None (search keeps vectors
+        in memory)."""
+        return self._vectors.index(self._pool, model_id, dim)
 
     def load_vectors(self, model_id: str) -> list[tuple[str, int, bytes]]:
         with self._pool.connection() as conn:

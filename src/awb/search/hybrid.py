@@ -19,7 +19,7 @@ from awb.inventory.models import MemoryLevel, Tool
 from awb.inventory.store import Store
 from awb.search.embeddings import Embedder, EmbedderUnavailable, create_embedder
 from awb.search.fts import search_words, split_identifier
-from awb.search.vector_index import VectorIndex
+from awb.search.vector_index import SEARCH_PATH, NearestIndex, VectorIndex
 
 if TYPE_CHECKING:
     import numpy as np
@@ -78,6 +78,8 @@ class SearchStatus:
     stale: int = 0
     #: Live tools without a vector of the current model (stale ones included).
     missing: int = 0
+    #: Where vectors are searched: in this server's memory, or the database's pgvector index.
+    vector_path: str = SEARCH_PATH
 
     @property
     def needs_reindex(self) -> bool:
@@ -93,6 +95,7 @@ class SearchStatus:
             "stale": self.stale,
             "missing": self.missing,
             "needs_reindex": self.needs_reindex,
+            "vector_path": self.vector_path,
         }
 
 
@@ -157,7 +160,7 @@ class HybridSearch:
         self.store = store
         self.config = config or SearchConfig()
         self._lock = threading.RLock()
-        self._index: VectorIndex | None = None
+        self._index: NearestIndex | None = None
         self._data_version: int | None = None
         self._queries: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
         #: Agents repeat queries; the benchmark sets 0 so every query pays for its embedding.
@@ -246,6 +249,10 @@ class HybridSearch:
             index = self._index
         if index is None or self.embedder is None:
             return
+        if not isinstance(index, VectorIndex):
+            # The database is the index (pgvector): every server reads the same one.
+            return
+        matrix: VectorIndex = index
         if kind == "resync":
             with self._lock:
                 self._index = None
@@ -254,12 +261,12 @@ class HybridSearch:
         for tool_id in tool_ids:
             blob = load_one(tool_id, self.embedder.model_id) if kind == "vector" and callable(load_one) else None
             with self._lock:
-                if self._index is not index:
+                if self._index is not matrix:
                     return
-                if blob is not None and len(blob) == 4 * index.dim:
-                    index.put(tool_id, np.frombuffer(blob, dtype="<f4").copy())
+                if blob is not None and len(blob) == 4 * matrix.dim:
+                    matrix.put(tool_id, np.frombuffer(blob, dtype="<f4").copy())
                 elif kind in ("deleted", "purged", "vector"):
-                    index.remove(tool_id)
+                    matrix.remove(tool_id)
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Recompute every live tool's vector with the current model; returns how many were written."""
@@ -289,18 +296,23 @@ class HybridSearch:
             vectors_by_model=by_model,
             stale=sum(n for model, n in by_model.items() if model != self.embedder.model_id),
             missing=max(self.store.count_active() - current, 0),
+            vector_path=getattr(self.store, "vector_search_path", SEARCH_PATH),
         )
 
     # --- searching --------------------------------------------------------------------------------
 
-    def _vector_index(self) -> VectorIndex:
+    def _vector_index(self) -> NearestIndex:
         assert self.embedder is not None and isinstance(self.store, VectorStore)
         version = self.store.data_version()
         with self._lock:
             # Another process (the CLI beside `awb start`) committed: its crafts may carry new vectors.
             if self._index is None or version != self._data_version:
-                rows = self.store.load_vectors(self.embedder.model_id)
-                self._index = VectorIndex.from_rows(self.embedder.dim, rows)
+                # A store with pgvector answers `nearest` itself: no matrix is loaded.
+                shared = getattr(self.store, "nearest_index", None)
+                index = shared(self.embedder.model_id, self.embedder.dim) if callable(shared) else None
+                if index is None:
+                    index = VectorIndex.from_rows(self.embedder.dim, self.store.load_vectors(self.embedder.model_id))
+                self._index = index
                 self._data_version = version
             return self._index
 
@@ -335,7 +347,7 @@ class HybridSearch:
         # BM25 first, in this thread: ranked in memory it costs a few hundred microseconds, less than
         # handing it to another thread that would compete with the model's for two cores.
         assert isinstance(self.store, VectorStore)
-        if not self._vector_index().ids:
+        if not self._vector_index().has_vectors():
             # No tool has a vector (an empty inventory): nothing for the model to rank, so the query
             # is not embedded and a fresh CLI process does not wait for the model to load.
             return "text", tier_order(self._text(query, k))[:limit]
@@ -348,8 +360,12 @@ class HybridSearch:
             return "text", tier_order(self._text(query, k))[:limit]
         # A text hit outside the k nearest still brings its own cosine into the fusion. Under the lock:
         # a put or remove moves rows of the matrix in place.
-        with self._lock:
-            cosines, cosine_range = self._vector_index().nearest(query_vector, k, list(text_scores))
+        index = self._vector_index()
+        if isinstance(index, VectorIndex):
+            with self._lock:
+                cosines, cosine_range = index.nearest(query_vector, k, list(text_scores))
+        else:  # the database's index: searches on other threads need not wait for this round trip
+            cosines, cosine_range = index.nearest(query_vector, k, list(text_scores))
         scores = cosines if wanted == "dense" else fuse(text_scores, cosines, cosine_range)
         # Materialise a window past `limit` so tier order can still move near ties and archived tools.
         window = sorted(scores, key=scores.__getitem__, reverse=True)[: limit + TIER_WINDOW]

@@ -11,7 +11,7 @@ did not put among the candidates (recall, measured in benchmarks/vector_recall.p
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import numpy as np
@@ -34,6 +34,20 @@ SEARCH_PATH = (
     f"in memory per server: exact cosine up to {EXACT_LIMIT:,} tools, "
     "a 1-bit sketch then exact rescoring above (float32)"
 )
+
+
+class NearestIndex(Protocol):
+    """What hybrid search asks of an index: this module's in-memory one, or a store's (pgvector)."""
+
+    def has_vectors(self) -> bool: ...
+
+    def put(self, tool_id: str, vector: Any) -> None: ...
+
+    def remove(self, tool_id: str) -> None: ...
+
+    def nearest(
+        self, query: npt.NDArray[np.float32], k: int, also: Sequence[str] = ()
+    ) -> tuple[dict[str, float], tuple[float, float]]: ...
 
 
 class VectorIndex:
@@ -71,6 +85,9 @@ class VectorIndex:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def has_vectors(self) -> bool:
+        return bool(self.ids)
 
     @property
     def matrix(self) -> Vector:
@@ -192,4 +209,4 @@ class VectorIndex:
         return candidates, far
 
 
-__all__ = ["EXACT_LIMIT", "VectorIndex"]
+__all__ = ["EXACT_LIMIT", "SEARCH_PATH", "NearestIndex", "VectorIndex"]

@@ -1,0 +1,285 @@
+"""The optional pgvector path of the PostgreSQL inventory: each tool's vector also in an HNSW index.
+
+`tool_vectors` stays the record (export, import and the in-memory path read it); when the server has
+the `vector` extension and `search.pgvector` is `auto`, every vector is mirrored, in the same
+transaction, into a table per dimension (`tool_vectors_hnsw_<dim>`, an HNSW index on cosine distance)
+and search asks the database for the nearest tools instead of holding every vector in each server's
+memory. Without the extension (Debian's PostgreSQL packages do not ship it) nothing changes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from awb.search.vector_index import SEARCH_PATH
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+log = logging.getLogger("awb.inventory")
+
+PgVectorSetting = Literal["auto", "off"]
+#: pgvector's HNSW indexes `vector` columns of at most this many dimensions.
+HNSW_MAX_DIM = 2000
+#: pgvector refuses a larger hnsw.ef_search.
+MAX_EF_SEARCH = 1000
+#: Serialises CREATE EXTENSION and the creation of a dimension's table across servers ("awb_pgv").
+PGVECTOR_LOCK = 0x6177625F706776
+TABLE_PREFIX = "tool_vectors_hnsw_"
+#: Rows the backfill writes per statement.
+BACKFILL_BATCH = 500
+IN_MEMORY_PATH = f"{SEARCH_PATH}, kept in step by LISTEN/NOTIFY"
+
+
+def table_name(dim: int) -> str:
+    return f"{TABLE_PREFIX}{int(dim)}"
+
+
+def vector_text(values: Sequence[float]) -> str:
+    """pgvector's text form. repr of a float32 widened to float64 is exact, and pgvector's strtof
+    reads the same float32 back."""
+    return "[" + ",".join(repr(float(v)) for v in values) + "]"
+
+
+@dataclass(frozen=True)
+class PgVectorState:
+    """Whether this store searches through pgvector, and, when it does not, why."""
+
+    active: bool
+    version: str | None
+    reason: str
+
+    @property
+    def path(self) -> str:
+        """The vector search path as `awb doctor` and `awb db status` say it."""
+        if self.active:
+            return f"pgvector HNSW (extension {self.version}), cosine distance in the database"
+        return f"{IN_MEMORY_PATH} (pgvector not used: {self.reason})"
+
+
+def probe(conn: Any, setting: PgVectorSetting) -> PgVectorState:
+    """What the path is on this database, read-only (`awb db status`: nothing is created)."""
+    if setting == "off":
+        return PgVectorState(False, None, "search.pgvector is 'off'")
+    installed = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+    if installed is not None:
+        return PgVectorState(True, str(installed[0]), "")
+    available = conn.execute("SELECT default_version FROM pg_available_extensions WHERE name = 'vector'").fetchone()
+    if available is None:
+        return PgVectorState(False, None, "the server has no pgvector extension")
+    return PgVectorState(
+        False,
+        str(available[0]),
+        f"pgvector {available[0]} is available; a server creates it when it opens the inventory",
+    )
+
+
+def enable(conn: Any, setting: PgVectorSetting) -> PgVectorState:
+    """Create the extension when the server has it (under a lock: servers may start together); a
+    failure (no privilege) leaves the in-memory path, with why."""
+    import psycopg
+
+    state = probe(conn, setting)
+    if state.active or state.version is None:
+        return state
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (PGVECTOR_LOCK,))
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    except psycopg.Error as exc:
+        reason = f"CREATE EXTENSION vector failed: {str(exc).strip().splitlines()[0]}"
+        log.warning("vector search stays in memory: %s", reason)
+        return PgVectorState(False, state.version, reason)
+    return probe(conn, setting)
+
+
+def known_tables(conn: Any) -> set[int]:
+    rows = conn.execute(
+        "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename LIKE %s",
+        (TABLE_PREFIX + "%",),
+    ).fetchall()
+    return {int(r[0][len(TABLE_PREFIX) :]) for r in rows if r[0][len(TABLE_PREFIX) :].isdigit()}
+
+
+def ensure_table(conn: Any, dim: int) -> None:
+    """The table and HNSW index for vectors of `dim` dimensions, in the caller's transaction.
+
+    A purge deletes the row with the tool (the foreign key cascades)."""
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (PGVECTOR_LOCK,))
+    table = table_name(dim)
+    conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {table} (tool_id TEXT PRIMARY KEY REFERENCES tools(tool_id) ON DELETE CASCADE, "
+        f"model_id TEXT NOT NULL, embedding vector({int(dim)}) NOT NULL)"
+    )
+    conn.execute(f"CREATE INDEX IF NOT EXISTS {table}_hnsw ON {table} USING hnsw (embedding vector_cosine_ops)")
+
+
+class PgVectorMirror:
+    """Keeps the pgvector tables in step with `tool_vectors` for one store (only when active)."""
+
+    def __init__(self, state: PgVectorState) -> None:
+        self.state = state
+        self.dims: set[int] = set()
+
+    @classmethod
+    def open(cls, pool: Any, setting: PgVectorSetting) -> PgVectorMirror:
+        with pool.connection() as conn:
+            mirror = cls(enable(conn, setting))
+            if mirror.state.active:
+                mirror.dims = known_tables(conn)
+        if mirror.state.active:
+            mirror.backfill(pool)
+        return mirror
+
+    @property
+    def active(self) -> bool:
+        return self.state.active
+
+    def put(self, conn: Any, tool_id: str, model_id: str, values: Sequence[float]) -> None:
+        """Mirror one vector, in the caller's transaction (the one writing `tool_vectors`)."""
+        dim = len(values)
+        if not self.active or dim > HNSW_MAX_DIM:
+            return
+        if dim not in self.dims:
+            ensure_table(conn, dim)
+        # A vector of another dimension (a new model) leaves its old table.
+        for other in self.dims - {dim}:
+            conn.execute(f"DELETE FROM {table_name(other)} WHERE tool_id = %s", (tool_id,))
+        conn.execute(
+            f"INSERT INTO {table_name(dim)} (tool_id, model_id, embedding) VALUES (%s, %s, %s::vector) "
+            "ON CONFLICT (tool_id) DO UPDATE SET model_id = excluded.model_id, embedding = excluded.embedding",
+            (tool_id, model_id, vector_text(values)),
+        )
+        self.dims.add(dim)
+
+    def backfill(self, pool: Any) -> int:
+        """Mirror every vector of `tool_vectors` missing from its table (or there under another model):
+        the path's first start, an import, or a server with `search.pgvector` off wrote them."""
+        import numpy as np
+
+        done = 0
+        with pool.connection() as conn:
+            dims = [int(r[0]) for r in conn.execute("SELECT DISTINCT dim FROM tool_vectors").fetchall()]
+        for dim in dims:
+            if dim > HNSW_MAX_DIM:
+                continue
+            with pool.connection() as conn, conn.transaction():
+                if dim not in self.dims:
+                    ensure_table(conn, dim)
+                    self.dims.add(dim)
+                rows = conn.execute(
+                    f"SELECT v.tool_id, v.model_id, v.vector FROM tool_vectors v LEFT JOIN {table_name(dim)} p "
+                    "ON p.tool_id = v.tool_id WHERE v.dim = %s AND (p.tool_id IS NULL OR p.model_id <> v.model_id)",
+                    (dim,),
+                ).fetchall()
+                for start in range(0, len(rows), BACKFILL_BATCH):
+                    batch = rows[start : start + BACKFILL_BATCH]
+                    with conn.cursor() as cursor:
+                        cursor.executemany(
+                            f"INSERT INTO {table_name(dim)} (tool_id, model_id, embedding) VALUES (%s, %s, %s::vector) "
+                            "ON CONFLICT (tool_id) DO UPDATE SET model_id = excluded.model_id, "
+                            "embedding = excluded.embedding",
+                            [
+                                (r[0], r[1], vector_text(np.frombuffer(bytes(r[2]), dtype="<f4").tolist()))
+                                for r in batch
+                            ],
+                        )
+                done += len(rows)
+        if done:
+            log.info("pgvector: mirrored %d stored vectors", done)
+        return done
+
+    def index(self, pool: Any, model_id: str, dim: int) -> PgVectorIndex | None:
+        """What search asks for the nearest tools, or None (search then loads the in-memory index)."""
+        if not self.active or dim > HNSW_MAX_DIM:
+            return None
+        return PgVectorIndex(pool, model_id, dim)
+
+
+class PgVectorIndex:
+    """`VectorIndex.nearest` answered by the database: the HNSW index ranks, nothing is held here.
+
+    put and remove do nothing: the store writes the mirror with `tool_vectors`, and a deleted tool is
+    left out by the query (a purge deletes its row)."""
+
+    def __init__(self, pool: Any, model_id: str, dim: int) -> None:
+        self._pool = pool
+        self.model_id = model_id
+        self.dim = dim
+        self.table = table_name(dim)
+        #: Once a vector has been seen the answer stays yes; an empty inventory asks again each search.
+        self._seen = False
+
+    def has_vectors(self) -> bool:
+        if not self._seen:
+            with self._pool.connection() as conn:
+                exists = conn.execute("SELECT to_regclass(%s)", (self.table,)).fetchone()[0]
+                if exists is not None:
+                    row = conn.execute(f"SELECT 1 FROM {self.table} WHERE model_id = %s LIMIT 1", (self.model_id,))
+                    self._seen = row.fetchone() is not None
+        return self._seen
+
+    def put(self, tool_id: str, vector: Any) -> None:
+        self._seen = True
+
+    def remove(self, tool_id: str) -> None:
+        return None
+
+    def nearest(
+        self, query: npt.NDArray[np.float32], k: int, also: Sequence[str] = ()
+    ) -> tuple[dict[str, float], tuple[float, float]]:
+        """Cosines of the k nearest live tools (HNSW: approximate) and of the tools in `also` (exact), and
+        a (min, max) range, in one round trip.
+
+        Unlike the exact path, whose range is over every tool, the range here is over the cosines read:
+        the candidates, `also`, and the tool nearest to -query, which HNSW finds as it finds any
+        nearest, and which is the farthest from the query (cosine(-q, x) = -cosine(q, x)). So the
+        minimum is close to the true one rather than the farthest candidate's, and fusion scales
+        cosines about as the exact path does; every cosine returned lies within the range."""
+        # Deleted tools stay in the table until purged and are dropped after the index scan: fetch
+        # twice k so a few of them among the nearest do not shorten the answer.
+        fetch = 2 * k
+        ef_search = min(MAX_EF_SEARCH, max(fetch, 100))
+        near = vector_text(query.tolist())
+        far = vector_text((-query).tolist())
+        sql = (
+            f"WITH near AS (SELECT tool_id, embedding <=> %(q)s::vector AS d FROM {self.table} "
+            f"  WHERE model_id = %(m)s ORDER BY embedding <=> %(q)s::vector LIMIT %(fetch)s), "
+            f"far AS (SELECT tool_id, embedding <=> %(q)s::vector AS d FROM {self.table} "
+            f"  WHERE model_id = %(m)s ORDER BY embedding <=> %(f)s::vector LIMIT 1) "
+            "SELECT n.tool_id, 1 - n.d, 0 FROM near n JOIN tools t ON t.tool_id = n.tool_id WHERE t.status <> 'deleted' "
+            "UNION ALL SELECT p.tool_id, 1 - (p.embedding <=> %(q)s::vector), 1 "
+            f"  FROM {self.table} p JOIN tools t ON t.tool_id = p.tool_id "
+            "  WHERE p.tool_id = ANY(%(also)s) AND p.model_id = %(m)s AND t.status <> 'deleted' "
+            "UNION ALL SELECT tool_id, 1 - d, 2 FROM far"
+        )
+        args = {"q": near, "f": far, "m": self.model_id, "fetch": fetch, "also": list(also)}
+        with self._pool.connection() as conn, conn.pipeline():
+            # The setting and the query go out together: one round trip. It stays on this pooled
+            # connection, where only these queries (each setting its own) read it.
+            conn.execute(f"SET hnsw.ef_search = {int(ef_search)}")
+            rows = conn.execute(sql, args).fetchall()
+        ranked = sorted(((float(r[1]), str(r[0])) for r in rows if r[2] == 0), reverse=True)[:k]
+        cosines = {tool_id: cosine for cosine, tool_id in ranked}
+        cosines.update({str(r[0]): float(r[1]) for r in rows if r[2] == 1})
+        if cosines:
+            self._seen = True
+        read = [float(r[1]) for r in rows]
+        if not read:
+            return {}, (0.0, 0.0)
+        return cosines, (min(read), max(read))
+
+
+__all__ = [
+    "IN_MEMORY_PATH",
+    "PgVectorIndex",
+    "PgVectorMirror",
+    "PgVectorSetting",
+    "PgVectorState",
+    "enable",
+    "probe",
+]
