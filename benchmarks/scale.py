@@ -6,6 +6,11 @@ local embedding model, so hybrid search has a full matrix to scan), then times c
 (text and hybrid; every query embedded, no query cache) and inspect in-process, side by side. Last,
 `awb start --transport http` processes on one PostgreSQL database serve a trivial tool to 8 concurrent
 SDK clients on the same machine for a few seconds: calls/s with one server, then with two.
+
+`--pgvector URL` instead compares, on one PostgreSQL server that has the pgvector extension (`pgserver`
+starts PostgreSQL 16 with pgvector from the pgserver wheel in a temporary folder), hybrid search with
+vectors in memory (`search.pgvector: off`) against pgvector's HNSW index (`auto`), each in a fresh
+database, and the HNSW top 10's overlap with the exact one for random unit queries.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from awb.inventory.rows import tool_values
 from awb.inventory.vectors import encode_vector
 from awb.workbench import Workbench
 from ops import TRIVIAL, Words, percentile, postgres_database
+from pgvector_bench import compare_pgvector
 
 BAR_SEARCH_P95_MS = 20.0
 CLIENTS = 8
@@ -94,6 +100,10 @@ def bulk_pad(workbench: Workbench, tools: list[Tool], model_id: str | None, dim:
         store.announce("resync", [])
         store._text.mark_all()
         store._cache.clear()
+        if store._vectors.active:  # the pgvector path mirrors what was written behind its back
+            started = time.perf_counter()
+            store._vectors.backfill(store._pool)
+            print(f"pgvector: {len(tools):,} vectors mirrored and indexed in {time.perf_counter() - started:.1f} s")
     else:
         marks = ", ".join("?" for _ in columns)
         db = store._db
@@ -268,9 +278,15 @@ def main() -> None:
     parser.add_argument("--tools", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=5.0, help="length of each calls/s run")
+    parser.add_argument(
+        "--pgvector", metavar="URL", help="compare in-memory and pgvector search on this server ('pgserver': start one)"
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    anyio.run(run, args.tools, args.repeat, args.seconds)
+    if args.pgvector:
+        anyio.run(compare_pgvector, args.pgvector, synthetic_tools(args.tools, random.Random(1)), args.repeat, measure)
+    else:
+        anyio.run(run, args.tools, args.repeat, args.seconds)
 
 
 if __name__ == "__main__":

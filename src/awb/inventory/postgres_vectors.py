@@ -25,8 +25,14 @@ log = logging.getLogger("awb.inventory")
 PgVectorSetting = Literal["auto", "off"]
 #: pgvector's HNSW indexes `vector` columns of at most this many dimensions.
 HNSW_MAX_DIM = 2000
+#: hnsw.ef_search of a search, at least. Top-10 overlap with exact cosine at 10,000 random 384-dimension
+#: vectors: 0.57 at 100, 0.78 at 200, 0.93 at 400 (0.80, 0.88, 0.95 for queries near a stored vector),
+#: for 12-19 ms a query here (noisy): see benchmarks/scale.py --pgvector.
+MIN_EF_SEARCH = 400
 #: pgvector refuses a larger hnsw.ef_search.
 MAX_EF_SEARCH = 1000
+#: hnsw.ef_search of the query for the tool farthest from the query (the low end of the range).
+FAR_EF_SEARCH = 16
 #: Serialises CREATE EXTENSION and the creation of a dimension's table across servers ("awb_pgv").
 PGVECTOR_LOCK = 0x6177625F706776
 TABLE_PREFIX = "tool_vectors_hnsw_"
@@ -105,7 +111,7 @@ def known_tables(conn: Any) -> set[int]:
     return {int(r[0][len(TABLE_PREFIX) :]) for r in rows if r[0][len(TABLE_PREFIX) :].isdigit()}
 
 
-def ensure_table(conn: Any, dim: int) -> None:
+def ensure_table(conn: Any, dim: int, *, index: bool = True) -> None:
     """The table and HNSW index for vectors of `dim` dimensions, in the caller's transaction.
 
     A purge deletes the row with the tool (the foreign key cascades)."""
@@ -115,7 +121,8 @@ def ensure_table(conn: Any, dim: int) -> None:
         f"CREATE TABLE IF NOT EXISTS {table} (tool_id TEXT PRIMARY KEY REFERENCES tools(tool_id) ON DELETE CASCADE, "
         f"model_id TEXT NOT NULL, embedding vector({int(dim)}) NOT NULL)"
     )
-    conn.execute(f"CREATE INDEX IF NOT EXISTS {table}_hnsw ON {table} USING hnsw (embedding vector_cosine_ops)")
+    if index:
+        conn.execute(f"CREATE INDEX IF NOT EXISTS {table}_hnsw ON {table} USING hnsw (embedding vector_cosine_ops)")
 
 
 class PgVectorMirror:
@@ -168,9 +175,11 @@ class PgVectorMirror:
             if dim > HNSW_MAX_DIM:
                 continue
             with pool.connection() as conn, conn.transaction():
-                if dim not in self.dims:
-                    ensure_table(conn, dim)
-                    self.dims.add(dim)
+                # A new table is filled first and indexed after: building HNSW over 3,000 rows at once
+                # took 1 s here, inserting them one by one into the index 9 s.
+                fresh = dim not in self.dims
+                if fresh:
+                    ensure_table(conn, dim, index=False)
                 rows = conn.execute(
                     f"SELECT v.tool_id, v.model_id, v.vector FROM tool_vectors v LEFT JOIN {table_name(dim)} p "
                     "ON p.tool_id = v.tool_id WHERE v.dim = %s AND (p.tool_id IS NULL OR p.model_id <> v.model_id)",
@@ -188,6 +197,11 @@ class PgVectorMirror:
                                 for r in batch
                             ],
                         )
+                if fresh:
+                    ensure_table(conn, dim)
+                    self.dims.add(dim)
+                if rows:
+                    conn.execute(f"ANALYZE {table_name(dim)}")
                 done += len(rows)
         if done:
             log.info("pgvector: mirrored %d stored vectors", done)
@@ -240,29 +254,38 @@ class PgVectorIndex:
         nearest, and which is the farthest from the query (cosine(-q, x) = -cosine(q, x)). So the
         minimum is close to the true one rather than the farthest candidate's, and fusion scales
         cosines about as the exact path does; every cosine returned lies within the range."""
-        # Deleted tools stay in the table until purged and are dropped after the index scan: fetch
-        # twice k so a few of them among the nearest do not shorten the answer.
+        # Deleted tools stay in the table until purged, and a tool whose vector is of another model
+        # (a model change before `awb reindex`) too: both are dropped after the index scan, which has
+        # no WHERE clause (with one the planner may scan the table instead). Twice k are fetched, so
+        # a few of them among the nearest do not shorten the answer.
         fetch = 2 * k
-        ef_search = min(MAX_EF_SEARCH, max(fetch, 100))
+        ef_search = min(MAX_EF_SEARCH, max(fetch, MIN_EF_SEARCH))
         near = vector_text(query.tolist())
         far = vector_text((-query).tolist())
+        # A deleted tool is looked up by its key for each row read (a subquery per row: a join may be
+        # planned as a scan of every tool).
+        live = "(SELECT t.status FROM tools t WHERE t.tool_id = {0}.tool_id) <> 'deleted'"
         sql = (
-            f"WITH near AS (SELECT tool_id, embedding <=> %(q)s::vector AS d FROM {self.table} "
-            f"  WHERE model_id = %(m)s ORDER BY embedding <=> %(q)s::vector LIMIT %(fetch)s), "
-            f"far AS (SELECT tool_id, embedding <=> %(q)s::vector AS d FROM {self.table} "
-            f"  WHERE model_id = %(m)s ORDER BY embedding <=> %(f)s::vector LIMIT 1) "
-            "SELECT n.tool_id, 1 - n.d, 0 FROM near n JOIN tools t ON t.tool_id = n.tool_id WHERE t.status <> 'deleted' "
+            f"WITH near AS (SELECT tool_id, model_id, embedding <=> %(q)s::vector AS d FROM {self.table} "
+            f"  ORDER BY embedding <=> %(q)s::vector LIMIT %(fetch)s) "
+            f"SELECT n.tool_id, 1 - n.d, 0 FROM near n WHERE n.model_id = %(m)s AND {live.format('n')} "
             "UNION ALL SELECT p.tool_id, 1 - (p.embedding <=> %(q)s::vector), 1 "
-            f"  FROM {self.table} p JOIN tools t ON t.tool_id = p.tool_id "
-            "  WHERE p.tool_id = ANY(%(also)s) AND p.model_id = %(m)s AND t.status <> 'deleted' "
-            "UNION ALL SELECT tool_id, 1 - d, 2 FROM far"
+            f"  FROM {self.table} p WHERE p.tool_id = ANY(%(also)s) AND p.model_id = %(m)s AND {live.format('p')}"
+        )
+        far_sql = (
+            f"SELECT '', 1 - (embedding <=> %(q)s::vector), 2 FROM {self.table} WHERE model_id = %(m)s "
+            f"AND tool_id = (SELECT tool_id FROM {self.table} ORDER BY embedding <=> %(f)s::vector LIMIT 1)"
         )
         args = {"q": near, "f": far, "m": self.model_id, "fetch": fetch, "also": list(also)}
         with self._pool.connection() as conn, conn.pipeline():
-            # The setting and the query go out together: one round trip. It stays on this pooled
-            # connection, where only these queries (each setting its own) read it.
+            # Four statements, one round trip. The farthest tool only bounds the range: a small
+            # ef_search finds one far enough. The settings stay on this pooled connection, where only
+            # these queries (each setting its own) read them.
+            conn.execute(f"SET hnsw.ef_search = {FAR_EF_SEARCH}")
+            far_rows = conn.execute(far_sql, args)
             conn.execute(f"SET hnsw.ef_search = {int(ef_search)}")
-            rows = conn.execute(sql, args).fetchall()
+            near_rows = conn.execute(sql, args)
+            rows = [*near_rows.fetchall(), *far_rows.fetchall()]
         ranked = sorted(((float(r[1]), str(r[0])) for r in rows if r[2] == 0), reverse=True)[:k]
         cosines = {tool_id: cosine for cosine, tool_id in ranked}
         cosines.update({str(r[0]): float(r[1]) for r in rows if r[2] == 1})
