@@ -57,7 +57,7 @@ def test_doctor_names_the_postgres_store_its_schema_and_vector_path(tmp_path: Pa
     result = runner.invoke(app, ["doctor", "--config", str(config), "--json"])
     checks = {c["check"]: c for c in json.loads(result.output)["checks"]}
     assert checks["store"]["ok"] and "postgresql" in checks["store"]["detail"]
-    assert "exact in memory" in checks["store"]["detail"]
+    assert "exact cosine up to 20,000 tools" in checks["store"]["detail"]
     assert checks["inventory"]["ok"], checks["inventory"]
 
 

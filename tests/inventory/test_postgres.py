@@ -134,7 +134,7 @@ def test_doctor_facts_name_the_server_the_schema_and_the_vector_path(clean_pg_ur
         store.close()
     assert info["server_version"].split(".")[0].isdigit()
     assert info["schema"] == info["schema_expected"] == SCHEMA_VERSION
-    assert "exact in memory" in info["vector_search"]
+    assert "in memory per server: exact cosine up to 20,000 tools" in info["vector_search"]
 
 
 def test_inventory_url_comes_from_the_environment() -> None:

@@ -255,3 +255,31 @@ def test_blueprint_sessions_and_run_logs_live_in_the_inventorys_database(store: 
         beside.close()
         elsewhere.close()
     assert store.count_active() == 0  # the store still serves after the session store closed
+
+
+def test_get_many_reads_the_existing_tools_of_any_status_at_once(store: Store) -> None:
+    store.add_tool(make_tool("many_a"))
+    store.add_tool(make_tool("many_b", status="deleted"))
+    store.add_tool(make_tool("many_c"))
+    assert store.get("tool_many_c") is not None  # cached by a shared store: both paths must agree
+    found = store.get_many(["tool_many_c", "tool_missing", "tool_many_a", "tool_many_b", "tool_many_a"])
+    assert sorted(found) == ["tool_many_a", "tool_many_b", "tool_many_c"]
+    assert found["tool_many_b"].status == "deleted"
+    assert found["tool_many_a"] == store.get("tool_many_a")
+    assert store.get_many([]) == {}
+
+
+def test_text_scores_name_the_live_matches_and_follow_a_delete(store: Store) -> None:
+    ranked: Any = store
+    store.add_tool(make_tool("csv_reader", "reads csv files"))
+    store.add_tool(make_tool("csv_writer", "writes csv files"))
+    store.add_tool(make_tool("weather", "tells the weather"))
+    before = dict(ranked.text_scores(["csv"], 10))
+    assert set(before) == {"tool_csv_reader", "tool_csv_writer"}
+    assert all(score > 0 for score in before.values())
+    store.update("tool_csv_writer", status="deleted")
+    after = dict(ranked.text_scores(["csv"], 10))
+    # Gone from the matches; still counted in the statistics, as a deleted row stays in the index.
+    assert after == {"tool_csv_reader": before["tool_csv_reader"]}
+    store.update("tool_csv_writer", status="active")
+    assert dict(ranked.text_scores(["csv"], 10)) == before

@@ -305,3 +305,15 @@ def test_an_inventory_without_vectors_is_searched_without_embedding_the_query(st
     engine = HybridSearch(store, embedder, SearchConfig(mode="hybrid"))
     mode, hits = engine.search("count words", 5)
     assert (mode, hits, embedder.calls) == ("text", [], 0)
+
+
+def test_prepare_builds_the_vector_matrix_before_any_search(store: SQLiteStore) -> None:
+    tools = [make_tool(n, d) for n, d in TOOLS]
+    for tool in tools:
+        store.add_tool(tool)
+    embedder = ConceptEmbedder()
+    HybridSearch(store, embedder, SearchConfig(mode="hybrid")).index_tools(tools)
+    engine = HybridSearch(store, embedder, SearchConfig(mode="hybrid"))  # a server that just started
+    assert engine._index is None
+    engine.prepare()
+    assert engine._index is not None and sorted(engine._index.ids) == sorted(t.tool_id for t in tools)

@@ -144,3 +144,43 @@ async def test_logs_and_errors_from_a_runtime_that_caps_nothing_are_capped_by_th
         assert reply.structured_content["error"]["code"] == "runtime_error"
         [failed, succeeded] = workbench.inspect("loud").recent_calls
         assert (failed.ok, succeeded.ok) == (False, True)
+
+
+async def test_a_slow_search_does_not_hold_up_other_requests(
+    workbench: Workbench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A first search at 100k tools builds its indexes for seconds, and a query waits for its
+    # embedding: that runs in a worker thread, so the event loop answers other requests meanwhile.
+    import threading
+
+    entered, release = threading.Event(), threading.Event()
+    searched = workbench.search
+
+    def slow_search(*args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        assert release.wait(30), "the search was never released"
+        return searched(*args, **kwargs)
+
+    with anyio.fail_after(60):
+        async with Client(McpFace(workbench).server) as client:
+            crafted = await call(
+                client, "awb_craft", {"name": "adder", "description": "adds", "code": "def run(p):\n    return 1\n"}
+            )
+            assert crafted["status"] == "created"
+            monkeypatch.setattr(workbench, "search", slow_search)
+            async with anyio.create_task_group() as tasks:
+                replies: dict[str, Any] = {}
+
+                async def search() -> None:
+                    replies["search"] = await call(client, "awb_search", {"query": "adds"})
+
+                tasks.start_soon(search)
+                await anyio.to_thread.run_sync(entered.wait, 30)
+                # The search is stuck in its thread: a call and a listing are still answered.
+                replies["call"] = await call(client, "awb_call", {"name": "adder", "params": {}})
+                replies["list"] = await call(client, "awb_list", {})
+                assert "search" not in replies
+                release.set()
+    assert replies["call"]["result"] == 1
+    assert [t["name"] for t in replies["list"]["tools"]] == ["adder"]
+    assert [r["name"] for r in replies["search"]["results"]] == ["adder"]

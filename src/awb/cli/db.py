@@ -35,6 +35,7 @@ def _load(config_path: Path | None, as_json: bool) -> Config:
 def store_status(config: Config) -> dict[str, Any]:
     """Engine, location, schema (applied and expected), pending migrations and the vector search path."""
     from awb.inventory.open import describe
+    from awb.search.vector_index import SEARCH_PATH
 
     if config.inventory_url:
         import psycopg
@@ -56,7 +57,7 @@ def store_status(config: Config) -> dict[str, Any]:
             "schema": max(applied, default=0),
             "schema_expected": SCHEMA_VERSION,
             "pending": waiting,
-            "vector_search": "exact in memory per server, kept in step by LISTEN/NOTIFY"
+            "vector_search": f"{SEARCH_PATH}, kept in step by LISTEN/NOTIFY"
             + (" (pgvector is installed on the server but not used)" if pgvector else " (pgvector not installed)"),
         }
     import sqlite3
@@ -74,7 +75,7 @@ def store_status(config: Config) -> dict[str, Any]:
         "schema": version,
         "schema_expected": SQLITE_SCHEMA,
         "pending": list(range(version + 1, SQLITE_SCHEMA + 1)),
-        "vector_search": "exact in memory (float32)",
+        "vector_search": SEARCH_PATH,
     }
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Literal, cast
@@ -44,6 +44,7 @@ from awb.inventory.rows import (
     tool_values,
     version_values,
 )
+from awb.search.vector_index import SEARCH_PATH
 
 #: Advisory lock key serialising inserts while `max_tools` is checked ("awb_add" in ASCII).
 ADD_LOCK = 0x6177625F616464
@@ -220,7 +221,7 @@ class PostgresStore(PostgresListing, PostgresRecords):
             "schema_expected": SCHEMA_VERSION,
             "migrations": applied,
             "pgvector_available": has_pgvector is not None,
-            "vector_search": "exact in memory per server (float32), kept in step by LISTEN/NOTIFY",
+            "vector_search": f"{SEARCH_PATH}, kept in step by LISTEN/NOTIFY",
         }
 
     # --- tools --------------------------------------------------------------------------------
@@ -287,6 +288,27 @@ class PostgresStore(PostgresListing, PostgresRecords):
         tool = None if row is None else row_to_tool(row)
         self._cache.put_tool(generation, tool_id, MISSING if tool is None else tool)
         return tool
+
+    def get_many(self, tool_ids: Sequence[str]) -> dict[str, Tool]:
+        """Cached records as they are; the others in one round trip (a search's window of results)."""
+        self._follow()
+        found: dict[str, Tool] = {}
+        wanted: list[str] = []
+        for tool_id in dict.fromkeys(tool_ids):
+            cached = self._cache.tools.get(tool_id)
+            if cached is None:
+                wanted.append(tool_id)
+            elif cached is not MISSING:
+                found[tool_id] = cached
+        if wanted:
+            generation = self._cache.generation()
+            with self._pool.connection() as conn:
+                rows = conn.execute(f"{SELECT_TOOLS} WHERE t.tool_id = ANY(%s)", (wanted,)).fetchall()
+            read = {tool.tool_id: tool for tool in map(row_to_tool, rows)}
+            for tool_id in wanted:
+                self._cache.put_tool(generation, tool_id, read.get(tool_id, MISSING))
+            found.update(read)
+        return found
 
     def reread(self, tool_id: str) -> Tool | None:
         """The tool with counters as fresh as the database's: a record this server's own calls kept warm

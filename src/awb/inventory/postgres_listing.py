@@ -157,7 +157,15 @@ class PostgresListing:
         return [(row_to_tool(r[1:-1]), float(r[-1])) for r in self._search(words, limit, TOOL_FIELDS)]
 
     def text_scores(self, words: Sequence[str], limit: int) -> list[tuple[str, float]]:
-        return [(str(r[1]), float(r[-1])) for r in self._search(words, limit, "t.tool_id")]
+        if self.text_search == "fts":
+            return [(str(r[1]), float(r[-1])) for r in self._search(words, limit, "t.tool_id")]
+        # Ranked in memory, named and filtered in memory too: hybrid search reads the records it keeps
+        # in one query afterwards, so a liveness round trip here would be a second one.
+        if not words:
+            return []
+        self._follow()
+        with self._text_lock:
+            return self._text.live_ids(self._text.top(words, limit) or [])
 
     # --- vectors --------------------------------------------------------------------------------
 

@@ -21,7 +21,10 @@ from awb.inventory.text_index import TextIndex
 LABEL_WEIGHTS = {"A": 4.0, "B": 2.0, "C": 1.0, "D": 1.0}
 TOKEN_CACHE_SIZE = 20_000
 
-_INSTANCES = "SELECT t.seq, t.tool_id, u.lexeme, u.weights FROM tools t LEFT JOIN LATERAL unnest(t.document) u ON true"
+_INSTANCES = (
+    "SELECT t.seq, t.tool_id, t.status = 'deleted', u.lexeme, u.weights "
+    "FROM tools t LEFT JOIN LATERAL unnest(t.document) u ON true"
+)
 
 
 class PostgresTextIndex(TextIndex):
@@ -36,6 +39,10 @@ class PostgresTextIndex(TextIndex):
         self._bm25 = Bm25Index()
         self._token_cache: dict[str, tuple[str, ...]] = {}
         self._seq_of: dict[str, int] = {}
+        #: Each row's tool and whether it is deleted, as of its last read: hybrid search names its text
+        #: matches from here, without a round trip (the index follows every change like the postings).
+        self._tool_of: dict[int, str] = {}
+        self._deleted: set[int] = set()
         self._pending: set[str] = set()
         self._rebuild_needed = True
         self._pending_lock = threading.Lock()
@@ -57,7 +64,7 @@ class PostgresTextIndex(TextIndex):
             pending, self._pending = self._pending, set()
         if rebuild:
             self._bm25.clear()
-            self._seq_of = {}
+            self._seq_of, self._tool_of, self._deleted = {}, {}, set()
             with self._pool.connection() as conn:
                 self._load(conn.execute(_INSTANCES))
         elif pending:
@@ -65,18 +72,29 @@ class PostgresTextIndex(TextIndex):
                 seq = self._seq_of.pop(tool_id, None)
                 if seq is not None:
                     self._bm25.remove(seq)
+                    self._tool_of.pop(seq, None)
+                    self._deleted.discard(seq)
             with self._pool.connection() as conn:
                 self._load(conn.execute(_INSTANCES + " WHERE t.tool_id = ANY(%s)", (list(pending),)))
 
-    def _load(self, rows: Iterable[tuple[int, str, str | None, Sequence[str] | None]]) -> None:
+    def _load(self, rows: Iterable[tuple[int, str, bool, str | None, Sequence[str] | None]]) -> None:
         instances: list[tuple[str, int, str]] = []
-        for seq, tool_id, lexeme, labels in rows:
+        for seq, tool_id, deleted, lexeme, labels in rows:
             if tool_id not in self._seq_of:
                 self._seq_of[tool_id] = seq
+                self._tool_of[seq] = tool_id
+                if deleted:
+                    self._deleted.add(seq)
                 self._bm25.add_row(seq)  # a row without a token still counts in every IDF
             if lexeme is not None and labels:
                 instances.extend((lexeme, seq, label) for label in labels)
         self._bm25.add(instances, self._weights)
+
+    def live_ids(self, ranked: Sequence[tuple[int, float]]) -> list[tuple[str, float]]:
+        """(tool_id, score) of ranked rows (from `top`, under the same lock) that are not deleted."""
+        return [
+            (self._tool_of[seq], score) for seq, score in ranked if seq in self._tool_of and seq not in self._deleted
+        ]
 
     # --- query words ----------------------------------------------------------------------------
 

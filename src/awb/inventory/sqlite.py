@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -152,6 +152,15 @@ class SQLiteStore(SQLiteListing, SQLiteRecords):
         with self._lock:
             row = self._db.execute(f"{SELECT_TOOLS} WHERE t.tool_id = ?", (tool_id,)).fetchone()
         return None if row is None else row_to_tool(row)
+
+    def get_many(self, tool_ids: Sequence[str]) -> dict[str, Tool]:
+        found: dict[str, Tool] = {}
+        for batch in chunks(dict.fromkeys(tool_ids), 500):
+            marks = ", ".join("?" * len(batch))
+            with self._lock:
+                rows = self._db.execute(f"{SELECT_TOOLS} WHERE t.tool_id IN ({marks})", batch).fetchall()
+            found.update((tool.tool_id, tool) for tool in map(row_to_tool, rows))
+        return found
 
     def get_by_name(self, name: str, *, include_deleted: bool = False) -> Tool | None:
         live = "" if include_deleted else " AND t.status != 'deleted'"

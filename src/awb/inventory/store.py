@@ -23,6 +23,10 @@ class Store(Protocol):
 
     def get(self, tool_id: str) -> Tool | None: ...
 
+    def get_many(self, tool_ids: Sequence[str]) -> dict[str, Tool]:
+        """The tools of these ids that exist (any status), read at once: one query, not one per id."""
+        ...
+
     def get_by_name(self, name: str, *, include_deleted: bool = False) -> Tool | None:
         """The live tool with this name (or, if asked, the latest deleted one)."""
         ...

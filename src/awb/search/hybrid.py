@@ -183,6 +183,14 @@ class HybridSearch:
         if callable(start):
             start()
 
+    def prepare(self) -> None:
+        """Build what the first search would (the text index copy a shared store keeps, the vector
+        matrix once the model is there): a server calls it in a thread after it serves, so the first
+        agent to search does not pay seconds for it at 100k tools."""
+        self.store.search_text(["prepare"], 1)
+        if self.embedder is not None and isinstance(self.store, VectorStore):
+            self._vector_index()
+
     def _disable(self, exc: Exception) -> None:
         log.warning("search falls back to text only: %s", exc)
         self.reason = str(exc)
@@ -345,9 +353,12 @@ class HybridSearch:
         scores = cosines if wanted == "dense" else fuse(text_scores, cosines, cosine_range)
         # Materialise a window past `limit` so tier order can still move near ties and archived tools.
         window = sorted(scores, key=scores.__getitem__, reverse=True)[: limit + TIER_WINDOW]
+        # One read for the window: on a shared store, a round trip per result would cost more than
+        # the whole ranking.
+        tools = self.store.get_many(window)
         hits: list[tuple[Tool, float]] = []
         for tool_id in window:
-            tool = self.store.get(tool_id)
+            tool = tools.get(tool_id)
             if tool is not None and tool.status != "deleted":
                 hits.append((tool, scores[tool_id]))
         return wanted, tier_order(hits)[:limit]

@@ -29,6 +29,13 @@ SKETCH_MIN_CANDIDATES = 2_000
 SKETCH_FAR = 256
 
 
+#: How vectors are searched, as `awb doctor` and `awb db status` say it.
+SEARCH_PATH = (
+    f"in memory per server: exact cosine up to {EXACT_LIMIT:,} tools, "
+    "a 1-bit sketch then exact rescoring above (float32)"
+)
+
+
 class VectorIndex:
     """One float32 row per tool in a buffer that doubles when full; removal moves the last row into
     the hole, so put and remove cost O(dim) amortised, never a copy of the matrix."""

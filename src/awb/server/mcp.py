@@ -11,8 +11,10 @@ import time
 import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
+import anyio.to_thread
 import mcp_types as types
 import pydantic_core
 from mcp.server.lowlevel import Server
@@ -236,7 +238,9 @@ class McpFace:
 
     async def _craft(self, arguments: dict[str, Any]) -> dict[str, Any]:
         tool = await self.workbench.craft(arguments)
-        similar = self.workbench.similar(tool.name, tool.description, exclude=tool.tool_id)
+        similar = await anyio.to_thread.run_sync(
+            partial(self.workbench.similar, tool.name, tool.description, exclude=tool.tool_id)
+        )
         return {
             "tool_id": tool.tool_id,
             "status": "created",
@@ -270,19 +274,26 @@ class McpFace:
         return result.model_dump(mode="json")
 
     async def _list(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        page = self.workbench.list_page(
+        listing = partial(
+            self.workbench.list_page,
             memory_level=arguments.get("memory_level"),
             tag=arguments.get("tag"),
             query=arguments.get("query"),
             limit=int(arguments.get("limit", 20)),
             offset=int(arguments.get("offset", 0)),
         )
+        # A query ranks with search, which may embed it or build an index: off the event loop.
+        page = await anyio.to_thread.run_sync(listing) if arguments.get("query") else listing()
         return {**page.model_dump(mode="json"), "count": len(page.tools)}
 
     async def _search(self, arguments: dict[str, Any]) -> dict[str, Any]:
         # The spec types limit and top_k as `number`: 5.0 is accepted (the schema's integer) and used as 5.
         limit, top_k = (None if arguments.get(k) is None else int(arguments[k]) for k in ("limit", "top_k"))
-        found = self.workbench.search(arguments["query"], limit=limit, top_k=top_k)
+        # Off the event loop: embedding the query, or a first search building its indexes (seconds at
+        # 100k tools), must not hold up every other request.
+        found = await anyio.to_thread.run_sync(
+            partial(self.workbench.search, arguments["query"], limit=limit, top_k=top_k)
+        )
         return found.model_dump(mode="json")
 
     async def _delete(self, arguments: dict[str, Any]) -> dict[str, Any]:

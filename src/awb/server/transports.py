@@ -147,6 +147,17 @@ async def _when_ready(
     _settle()  # after the faces, so what they loaded is frozen with the rest of the start-up heap
     workbench.search_engine.warm_up()
     await _warm_other_runtimes(workbench)
+    await _prepare_search(workbench)
+
+
+async def _prepare_search(workbench: Workbench) -> None:
+    started = time.perf_counter()
+    try:
+        await anyio.to_thread.run_sync(workbench.search_engine.prepare)
+    except Exception as error:  # a search builds them on demand instead
+        log.warning("search indexes not prepared: %s", error)
+    else:
+        log.debug("search indexes ready in %.2f s", time.perf_counter() - started)
 
 
 async def _warm_other_runtimes(workbench: Workbench) -> None:
