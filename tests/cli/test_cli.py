@@ -323,3 +323,5 @@ async def test_search_ranks_as_the_server_does_and_text_never_loads_the_model(tm
     assert hybrid["mode"] == "hybrid" and hybrid["results"][0]["name"] == "add_numbers" and model_loaded == "True"
     text, model_loaded = search("--text")
     assert text["mode"] == "text" and text["results"][0]["name"] == "add_numbers" and model_loaded == "False"
+    # The only tool of the inventory, a perfect match: scored against the best match, not raw BM25 (0.0).
+    assert text["results"][0]["score"] == 1.0
