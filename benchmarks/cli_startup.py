@@ -11,6 +11,11 @@ as an installed package has it.
 `awb start --transport http --port 0` is timed twice per round: to its "ready" line (CPU: its process
 tree's when the line comes, sandbox workers included), and to the answer to a first `tools/call`
 (`awb_list`) from an SDK client that connects once the line is out.
+
+`--before DIR` also runs every `awb` command on another copy of the code (DIR is its `src` folder,
+e.g. `git archive main src | tar -x -C /tmp/before`, then `--before /tmp/before/src`), interleaved
+with this one's in the same rounds, and adds its columns: on a shared machine a comparison is only
+fair within one run.
 """
 
 from __future__ import annotations
@@ -52,6 +57,11 @@ COMMANDS: list[tuple[str, list[str]]] = [
 ]
 START_READY = "awb start: ready line"
 START_ANSWERED = "awb start: first call answered"
+
+
+def with_source(env: dict[str, str], source: Path | None) -> dict[str, str]:
+    """`env` running the code under `source` (ahead of the installed package), or as it is."""
+    return env if source is None else {**env, "PYTHONPATH": str(source)}
 
 
 def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
@@ -122,38 +132,59 @@ def workspace(root: Path, env: dict[str, str]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=15, help="runs of each command (interleaved)")
+    parser.add_argument("--before", type=Path, help="the `src` folder of code to compare with, in the same rounds")
     args = parser.parse_args()
     compileall.compile_dir(ROOT / "src" / "awb", quiet=1)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWB_")}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    variants: dict[str, Path | None] = {"now": None}
+    if args.before is not None:
+        compileall.compile_dir(args.before / "awb", quiet=1)
+        variants["before"] = args.before.resolve()
+    names = [name for name, _ in COMMANDS] + [START_READY, START_ANSWERED]
+    samples: dict[tuple[str, str], list[tuple[float, float]]] = {(n, v): [] for n in names for v in variants}
     with tempfile.TemporaryDirectory(prefix="awb-cli-bench-") as tmp:
         root = Path(tmp)
         workspace(root, env)
-        samples: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in COMMANDS}
-        samples[START_READY], samples[START_ANSWERED] = [], []
-        for _name, argv in COMMANDS:  # one warm-up round: the page cache, not the command, on first run
-            timed(argv, root, env)
-        timed_start(root, env)
+        for source in variants.values():  # one warm-up round: the page cache, not the command, on first run
+            for _name, argv in COMMANDS:
+                timed(argv, root, with_source(env, source))
+            timed_start(root, with_source(env, source))
         for _ in range(args.repeat):
             for name, argv in COMMANDS:
-                samples[name].append(timed(argv, root, env))
-            ready, cpu, answered = timed_start(root, env)
-            samples[START_READY].append((ready, cpu))
-            samples[START_ANSWERED].append((answered, float("nan")))
-    base_wall = statistics.median(w for w, _ in samples["python -c pass"])
-    base_cpu = statistics.median(c for _, c in samples["python -c pass"])
-    table = Table(title=f"awb start-up, {args.repeat} runs each (median)", title_justify="left")
-    for column in ("command", "wall s", "cpu s", "wall - python", "cpu / python"):
+                for variant, source in variants.items():
+                    if name == "python -c pass" and variant != "now":
+                        continue
+                    samples[name, variant].append(timed(argv, root, with_source(env, source)))
+            for variant, source in variants.items():
+                ready, cpu, answered = timed_start(root, with_source(env, source))
+                samples[START_READY, variant].append((ready, cpu))
+                samples[START_ANSWERED, variant].append((answered, float("nan")))
+    base_wall = statistics.median(w for w, _ in samples["python -c pass", "now"])
+    base_cpu = statistics.median(c for _, c in samples["python -c pass", "now"])
+    title = f"awb start-up, {args.repeat} runs each (median)" + (f"; before: {args.before}" if args.before else "")
+    table = Table(title=title, title_justify="left")
+    columns = ["command", "wall s", "cpu s", "wall - python", "cpu / python"]
+    if args.before is not None:
+        columns += ["before: wall s", "before: cpu s"]
+    for column in columns:
         table.add_column(column, justify="left" if column == "command" else "right")
-    for name in samples:
-        wall = statistics.median(w for w, _ in samples[name])
-        if name == START_ANSWERED:  # the client's CPU is not the server's: wall time only
-            table.add_row(name, f"{wall:.3f}", "", f"{wall - base_wall:+.3f}", "")
-            continue
-        cpu = statistics.median(c for _, c in samples[name])
-        table.add_row(
-            name, f"{wall:.3f}", f"{cpu:.3f}", f"{wall - base_wall:+.3f}", f"{cpu / max(base_cpu, 1e-3):.1f}x"
-        )
+    for name in names:
+        row = [name]
+        for variant in variants:
+            runs = samples[name, variant]
+            if not runs:
+                row += ["", ""]
+                continue
+            wall = statistics.median(w for w, _ in runs)
+            # The client's CPU is not the server's: wall time only for the first call.
+            cpu = statistics.median(c for _, c in runs) if name != START_ANSWERED else None
+            cells = [f"{wall:.3f}", "" if cpu is None else f"{cpu:.3f}"]
+            if variant == "now":
+                ratio = "" if cpu is None else f"{cpu / max(base_cpu, 1e-3):.1f}x"
+                cells += [f"{wall - base_wall:+.3f}", ratio]
+            row += cells
+        table.add_row(*row)
     Console().print(table)
     print(f"load average: {', '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -110,3 +112,19 @@ def test_knowledge_base_directories_follow_the_file_and_names_are_checked(tmp_pa
     path.write_text(json.dumps({"blueprints": {"knowledge": {"no spaces": "docs"}}}))
     with pytest.raises(ConfigError, match=r"blueprints\.knowledge"):
         load_config(path, environ={})
+
+
+@pytest.mark.parametrize(("variable", "imported"), [("AWB_PROMPT", False), ("AWB_MEMORY__ARCHIVE_DAYS_SHORT", True)])
+def test_pydantic_settings_loads_only_when_a_field_is_set_from_the_environment(
+    tmp_path: Path, variable: str, imported: bool
+) -> None:
+    # Its import costs a command ~0.05-0.1 s: without an `AWB_*` field variable nothing needs it.
+    probe = (
+        "import sys\n"
+        "from awb.config import load_config\n"
+        f"config = load_config(None, environ={{{variable!r}: '7'}})\n"
+        "print(config.memory.archive_days_short, 'pydantic_settings' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["7.0" if imported else "60", str(imported)]

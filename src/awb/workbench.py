@@ -51,7 +51,7 @@ from awb.inventory.store import Store
 from awb.maintenance import Upkeep
 from awb.sandbox.base import Execution, ExecutionSlots, Limits, Runtime
 from awb.sandbox.host import HostBridge
-from awb.sandbox.registry import build_runtimes, choose_python_runtime
+from awb.sandbox.registry import build_runtimes, choose_python_runtime, limits_for
 from awb.sandbox.staging import protected_paths
 from awb.search.duplicates import rank_similar
 from awb.search.fts import search_words
@@ -177,12 +177,7 @@ class Workbench:
 
     @property
     def limits(self) -> Limits:
-        return Limits(
-            timeout_ms=self.config.tool_execution_timeout_ms,
-            memory_mb=self.config.tool_memory_mb,
-            max_output_bytes=self.config.max_output_bytes,
-            max_log_bytes=self.config.sandbox.max_log_bytes,
-        )
+        return limits_for(self.config)
 
     # --- lookup -------------------------------------------------------------------------------
 

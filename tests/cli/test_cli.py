@@ -273,7 +273,8 @@ def test_awb_runs_numpy_with_one_blas_thread_unless_told_otherwise(given: str | 
 
 async def test_listing_and_text_search_load_neither_the_sandbox_nor_schema_validation(tmp_path: Path) -> None:
     # `awb inventory list` and `search` read the store: no runtime, JSON Schema or MCP SDK is imported,
-    # and a text-mode search no embedding model (benchmarks/cli_startup.py). (BM25 itself ranks with numpy.)
+    # and a text-mode search no embedding model, nor numpy: a small inventory's BM25 postings are dicts
+    # (benchmarks/cli_startup.py).
     env = env_for(tmp_path, AWB_SEARCH__MODE="text")
     async with Workbench(load_config(None, environ=env)) as workbench:
         await workbench.craft(add_tool())
@@ -285,7 +286,8 @@ async def test_listing_and_text_search_load_neither_the_sandbox_nor_schema_valid
         "        main(args)\n"
         "    except SystemExit as end:\n"
         "        assert end.code == 0, end.code\n"
-        "heavy = ('awb.workbench', 'awb.sandbox.monty', 'pydantic_monty', 'jsonschema', 'mcp', 'mcp_types', 'onnxruntime')\n"
+        "heavy = ('awb.workbench', 'awb.sandbox.monty', 'pydantic_monty', 'jsonschema', 'mcp', 'mcp_types', 'onnxruntime',"
+        " 'numpy')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m in heavy), file=sys.stderr)\n"
     )
     done = subprocess.run(
@@ -321,3 +323,5 @@ async def test_search_ranks_as_the_server_does_and_text_never_loads_the_model(tm
     assert hybrid["mode"] == "hybrid" and hybrid["results"][0]["name"] == "add_numbers" and model_loaded == "True"
     text, model_loaded = search("--text")
     assert text["mode"] == "text" and text["results"][0]["name"] == "add_numbers" and model_loaded == "False"
+    # The only tool of the inventory, a perfect match: scored against the best match, not raw BM25 (0.0).
+    assert text["results"][0]["score"] == 1.0

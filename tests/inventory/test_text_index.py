@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from awb.inventory import bm25_small
 from awb.inventory.models import Tool, ToolMetadata
 from awb.inventory.sqlite import SQLiteStore
 from awb.search.fts import or_expression, search_words
@@ -58,8 +59,11 @@ def assert_same_ranking(store: SQLiteStore, words: list[str], k: int = 30) -> No
         assert rowid in by_score[round(score, 9)] or score == theirs[-1][1]
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> SQLiteStore:
+@pytest.fixture(params=["dicts", "numpy"])
+def store(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SQLiteStore:
+    # 400 tools rank in dicts; the numpy postings of a large inventory are made to rank them as well.
+    if request.param == "numpy":
+        monkeypatch.setattr(bm25_small, "SMALL_ROWS", 0)
     store = SQLiteStore(tmp_path / "inventory.db")
     rng = random.Random(7)
     for i in range(400):

@@ -1,6 +1,9 @@
 """`awb doctor`: check config, environment, inventory, FTS5, every sandbox runtime, search and port.
 
 A check never writes: without an inventory it says so and probes the sandboxes on an in-memory one.
+The checks use the parts they check (the runtimes, the search engine, the store), not a whole
+`Workbench`: importing that (validation, crafting, maintenance, anyio) would cost more than `--quick`
+does altogether.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from awb.errors import AwbError, ConfigError
 
 if TYPE_CHECKING:
     from awb.config import Config
-    from awb.workbench import Workbench
+    from awb.inventory.models import Tool
+    from awb.inventory.store import Store
+    from awb.sandbox.base import Limits, Runtime
 
 PROBES = {
     "python": "def run(params):\n    return params['x'] + 1\n",
@@ -41,30 +46,32 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
-async def _sandbox_checks(workbench: Workbench, quick: bool = False) -> list[dict[str, Any]]:
+async def _sandbox_checks(runtimes: dict[str, Runtime], limits: Limits, quick: bool = False) -> list[dict[str, Any]]:
     """Probe every runtime that can run, all at once; only Monty, the default, is required to pass.
     `quick`: no worker is started, so there are no protection rows (workers report those)."""
     import asyncio
 
     from awb.sandbox.registry import describe_protections
 
-    described = describe_protections(workbench.runtimes)
+    described = describe_protections(runtimes)
     # Each probe mostly waits for worker processes to start: side by side they cost the slowest one.
-    rows = await asyncio.gather(*(_probe(workbench, name, entry, quick) for name, entry in described.items()))
+    rows = await asyncio.gather(*(_probe(runtimes, limits, name, entry, quick) for name, entry in described.items()))
     from awb.sandbox.report import protection_checks
 
     if quick:
         # The protection rows come from the layers workers report applying: none ran.
         detail = "not checked: --quick started no worker (plain `awb doctor` runs a probe in each runtime)"
         return [*rows, _check("sandbox protections", True, detail, warn=True)]
-    return list(rows) + [{"warning": False, **check} for check in protection_checks(workbench.runtimes)]
+    return list(rows) + [{"warning": False, **check} for check in protection_checks(runtimes)]
 
 
-async def _probe(workbench: Workbench, name: str, entry: dict[str, Any], quick: bool) -> dict[str, Any]:
+async def _probe(
+    runtimes: dict[str, Runtime], limits: Limits, name: str, entry: dict[str, Any], quick: bool
+) -> dict[str, Any]:
     from awb.sandbox.host import HostBridge
 
     required = name == "monty"
-    runtime = workbench.runtimes.get(name)
+    runtime = runtimes.get(name)
     if runtime is None or not entry["available"]:
         detail = f"not available: {entry.get('reason', 'not installed')}"
         return _check(f"sandbox:{name}", not required, detail, warn=not required)
@@ -76,16 +83,30 @@ async def _probe(workbench: Workbench, name: str, entry: dict[str, Any], quick: 
         return _check(f"sandbox:{name}", True, f"available, not probed (--quick); {active}")
     try:
         host = HostBridge(read_dirs=[], stage=None, max_log_bytes=1024)
-        result = await runtime.execute(probe, {"x": 41}, workbench.limits, host)
+        result = await runtime.execute(probe, {"x": 41}, limits, host)
         return _check(f"sandbox:{name}", result.value == 42, f"probe ran; {active}")
     except AwbError as error:
         return _check(f"sandbox:{name}", not required, f"probe failed: {error.message}", warn=not required)
 
 
-def _listing_checks(workbench: Workbench) -> list[dict[str, Any]]:
-    from awb.server.listing import listing_checks  # the MCP SDK loads only when doctor runs
+class _Equipped:
+    """The equipped tools of a store, as `Workbench.equipped_tools` gives them (`Armory.equipped`)."""
 
-    return [{"warning": False, **check} for check in listing_checks(workbench)]
+    def __init__(self, store: Store, config: Config) -> None:
+        from awb.equip import Armory
+        from awb.events import EventBus
+
+        self.config = config
+        self._armory = Armory(store, config, EventBus())
+
+    def equipped_tools(self) -> list[Tool]:
+        return self._armory.equipped()
+
+
+def _listing_checks(store: Store, config: Config) -> list[dict[str, Any]]:
+    from awb.server.listing import listing_checks  # the MCP SDK loads only when a tool is equipped
+
+    return [{"warning": False, **check} for check in listing_checks(_Equipped(store, config))]
 
 
 def _inventory_check(config: Config) -> tuple[dict[str, Any], Any]:
@@ -127,7 +148,6 @@ async def _doctor_checks(config: Config, config_path: Path | None, quick: bool =
     import sqlite3
 
     from awb.config import find_config_file, unknown_env_names
-    from awb.workbench import Workbench
 
     file = find_config_file(config_path)
     source = f"{file}: valid" if file is not None else f"no {CONFIG_FILENAME} here: defaults (`awb init` writes one)"
@@ -149,16 +169,23 @@ async def _doctor_checks(config: Config, config_path: Path | None, quick: bool =
         checks.append(_check("fts5", False, str(error)))
     if store is None:
         return checks
-    # Not `Workbench.start()`: that would load the embedding model, which no check needs, and warm
-    # worker pools; a probe starts its runtime, with one worker each (the checks are the same).
+    # The runtimes and the search engine a workbench would have, not started: no embedding model (no
+    # check needs it) and no warm pools; a probe starts its runtime, with one worker each.
     probing = config.model_copy(update={"sandbox": config.sandbox.model_copy(update={"pool_size": 1})})
-    workbench = Workbench(probing, store=store)
+    from awb.sandbox.registry import build_runtimes, limits_for
+    from awb.search.hybrid import search_engine
+
     try:
-        checks.extend(await _sandbox_checks(workbench, quick))
-        checks.extend(_listing_checks(workbench))
-        status = workbench.search_engine.status().to_dict()
+        runtimes = build_runtimes(probing)
+        try:
+            checks.extend(await _sandbox_checks(runtimes, limits_for(probing), quick))
+        finally:
+            for runtime in runtimes.values():
+                await runtime.close()
+        checks.extend(_listing_checks(store, probing))
+        status = search_engine(store, probing.search).status().to_dict()
     finally:
-        await workbench.close()
+        store.close()
     detail = f"mode {status['mode']} (search.mode is '{config.search.mode}'): {status.get('reason', '')}"
     if status["mode"] == "hybrid":
         detail += f"; vectors: {status['vector_path']}"
@@ -183,7 +210,7 @@ def doctor(
 ) -> None:
     """Check config, environment, inventory, FTS5, sandboxes (a probe in each), search and port; exit 0 only
     when all pass."""
-    import anyio
+    import asyncio
 
     from awb.config import load_config
 
@@ -192,7 +219,8 @@ def doctor(
     except ConfigError as error:
         checks = [_check("config", False, error.message)]
     else:
-        checks = anyio.run(_doctor_checks, config, config_path, quick)
+        # asyncio's own loop: the runtimes are asyncio code, and anyio's import costs ~0.03 s.
+        checks = asyncio.run(_doctor_checks(config, config_path, quick))
     ok = all(check["ok"] for check in checks)
     if as_json:
         print_json({"ok": ok, "checks": checks})

@@ -23,6 +23,7 @@ from awb.cli.common import (
     with_workbench,
 )
 from awb.cli.output import fail, note, print_code, print_json, say, table
+from awb.cli.transfer import register as register_transfer
 from awb.errors import ToolNotFound, UsageError
 
 if TYPE_CHECKING:
@@ -307,3 +308,6 @@ def inventory_purge(
         print_json({"purged": [t.model_dump(mode="json") for t in removed], "count": len(removed)})
     else:
         say(f"removed {len(removed)} tools for good")
+
+
+register_transfer(inventory_app)  # `export` and `import` (awb.cli.transfer), listed after the others

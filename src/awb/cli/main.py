@@ -1,9 +1,11 @@
 """`awb`: initialise, start and stop the workbench, check its health, and look into the inventory.
 
 Each command lives in its own module; this one only assembles them: a command group or a command is
-one line below. Modules import what is heavy (the workbench, the MCP SDK, the agent runtime) inside
-the commands that need it, so `awb --help` or a listing starts in a fraction of a second
-(`benchmarks/cli_startup.py`).
+one line of `ENTRIES`. A run imports and builds only the command it names (`awb inventory list`
+builds neither `awb agents` nor `awb inventory search`: typer builds every parameter of what it is
+given, and each module imports what it needs), and modules import what is heavy (the workbench, the
+MCP SDK, the agent runtime) inside the commands that need it, so `awb --help` or a listing starts in
+a fraction of a second (`benchmarks/cli_startup.py`).
 
 Every error, ours or the command line's, is one line on stderr, `error (<code>): <message>` (JSON on
 stderr with `--json`), with a non-zero exit code; `--debug` adds details and tracebacks.
@@ -11,49 +13,39 @@ stderr with `--json`), with a non-zero exit code; `--debug` adds details and tra
 
 from __future__ import annotations
 
+import copy
+import gc
 import os
 import sys
-from typing import Annotated, Any
+from importlib import import_module
+from typing import Annotated, Any, Literal
 
 import typer
 
 from awb import __version__
-from awb.agents.cli import agents_app
-from awb.cli import doctor, lifecycle, output, upkeep
-from awb.cli.blueprints import blueprints_app
-from awb.cli.db import db_app
-from awb.cli.inventory import inventory_app
-from awb.cli.staged import staged_app
-from awb.cli.transfer import register as register_transfer
+from awb.cli import output
 from awb.errors import AwbError, UsageError
-from awb.planner.cli import plan_command
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
-
-app = typer.Typer(
-    name="awb",
-    help="Agent Workbench: a crafting table for AI agents, served over MCP. Commands: init, start, stop, "
-    "doctor, maintain, reindex, inventory, agents, staged, plan, blueprints, db.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    # Plain help: no `<bool>` metavars, and rich is not imported to print it.
-    rich_markup_mode=None,
-    context_settings=CONTEXT,
+HELP = (
+    "Agent Workbench: a crafting table for AI agents, served over MCP. Commands: init, start, stop, "
+    "doctor, maintain, reindex, inventory, agents, staged, plan, blueprints, db."
 )
-app.command()(lifecycle.init)
-app.command()(lifecycle.start)
-app.command()(lifecycle.stop)
-app.command()(doctor.doctor)
-app.command()(upkeep.maintain)
-app.command()(upkeep.reindex)
-app.add_typer(inventory_app, name="inventory")
-app.add_typer(agents_app, name="agents")
-app.add_typer(staged_app, name="staged")
-app.add_typer(db_app, name="db")
-register_transfer(inventory_app)
-app.command("plan")(plan_command)
-app.add_typer(blueprints_app, name="blueprints")
+#: `awb`'s commands and command groups in the order help lists them: name -> kind, module, attribute.
+ENTRIES: dict[str, tuple[Literal["command", "group"], str, str]] = {
+    "init": ("command", "awb.cli.lifecycle", "init"),
+    "start": ("command", "awb.cli.lifecycle", "start"),
+    "stop": ("command", "awb.cli.lifecycle", "stop"),
+    "doctor": ("command", "awb.cli.doctor", "doctor"),
+    "maintain": ("command", "awb.cli.upkeep", "maintain"),
+    "reindex": ("command", "awb.cli.upkeep", "reindex"),
+    "inventory": ("group", "awb.cli.inventory", "inventory_app"),
+    "agents": ("group", "awb.agents.cli", "agents_app"),
+    "staged": ("group", "awb.cli.staged", "staged_app"),
+    "db": ("group", "awb.cli.db", "db_app"),
+    "plan": ("command", "awb.planner.cli", "plan_command"),
+    "blueprints": ("group", "awb.cli.blueprints", "blueprints_app"),
+}
 
 
 def _show_version(value: bool) -> None:
@@ -62,7 +54,6 @@ def _show_version(value: bool) -> None:
         raise typer.Exit(0)
 
 
-@app.callback()
 def _root(
     version: Annotated[
         bool, typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version and exit.")
@@ -73,6 +64,55 @@ def _root(
     output.DEBUG = output.DEBUG or debug
 
 
+def build_app(args: list[str] | None = None) -> typer.Typer:
+    """The `awb` app: every command, or with `args`, only the command they run (and its group's one
+    subcommand) when they name one. Anything else (help, an unknown name) gets the whole app, so
+    listings and typer's own errors are the same."""
+    app = typer.Typer(
+        name="awb",
+        help=HELP,
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        # Plain help: no `<bool>` metavars, and rich is not imported to print it.
+        rich_markup_mode=None,
+        context_settings=CONTEXT,
+    )
+    app.callback()(_root)
+    named, sub = (args[0], args[1:2]) if args and args[0] in ENTRIES else (None, [])
+    for name, (kind, module, attribute) in ENTRIES.items():
+        if named is not None and name != named:
+            continue
+        entry = getattr(import_module(module), attribute)
+        if kind == "command":
+            app.command(name)(entry)
+        else:
+            app.add_typer(_only(entry, sub[0]) if sub else entry, name=name)
+    return app
+
+
+def _only(group: typer.Typer, name: str) -> typer.Typer:
+    """`group` with only its command `name`; `group` itself when it has no such command or has groups
+    of its own."""
+    found = [
+        info
+        for info in group.registered_commands
+        if info.callback is not None and (info.name or typer.main.get_command_name(info.callback.__name__)) == name
+    ]
+    if len(found) != 1 or group.registered_groups:
+        return group
+    narrowed = copy.copy(group)
+    narrowed.registered_commands = found
+    return narrowed
+
+
+def __getattr__(name: str) -> Any:
+    # `app`, the whole of it, for tests and tools that walk the command tree; `awb` builds its own.
+    if name == "app":
+        return build_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _usage_error(error: typer.TyperException) -> UsageError:
     ctx: Any = getattr(error, "ctx", None)
     command = ctx.command_path if ctx is not None else "awb"
@@ -80,7 +120,9 @@ def _usage_error(error: typer.TyperException) -> UsageError:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """The `awb` console script: runs `app` and turns every error into one line (or JSON) on stderr."""
+    """The `awb` console script: runs `app` and turns every error into one line (or JSON) on stderr.
+
+    `argv` None: the process's own command line, and the process ends with the command."""
     # One BLAS thread, as the search already asks once the model loads (awb.search.embeddings): numpy,
     # imported by any search, otherwise starts a thread per core that spins on import, ~65 ms of CPU
     # a command pays for and another process's core loses. An explicit setting wins.
@@ -91,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
         output.DEBUG = True
         args = ["--debug", *[a for a in args if a != "--debug"]]
     as_json = "--json" in args
-    command = typer.main.get_command(app)
+    command = typer.main.get_command(build_app([a for a in args if a != "--debug"]))
     try:
         code = command.main(args, prog_name="awb", standalone_mode=False)
     except typer.TyperException as error:
@@ -114,6 +156,12 @@ def main(argv: list[str] | None = None) -> None:
         message = f"{type(error).__name__}: {error} (run with --debug for the traceback)"
         output.report_error(AwbError(message), as_json)
         code = 1
+    if argv is None:
+        # The `awb` process itself ends here. Its last garbage collection would walk every object typer,
+        # pydantic and rich made (~0.04 s, a tenth of a listing) to free memory the system takes back
+        # anyway; frozen, they are left out of it. Not when called with arguments (a test, a program
+        # that goes on running).
+        gc.freeze()
     sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -321,10 +321,13 @@ class Bm25Postings:
             matched = np.flatnonzero(hit & self._live)
             scores = dense[matched]
         if len(matched) > k:
-            best = np.argpartition(-scores, k - 1)[:k]
+            # Every row scoring at least the k-th best: rows tied with it are then cut by rowid, as
+            # the pure-Python postings (awb.inventory.bm25_small) cut them, not as the partition fell.
+            kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+            best = np.flatnonzero(scores >= kth)
             matched, scores = matched[best], scores[best]
         rowids = self._rowid_at[matched]
-        order = np.lexsort((rowids, -scores))
+        order = np.lexsort((rowids, -scores))[:k]
         return list(zip(rowids[order].tolist(), scores[order].tolist(), strict=True))
 
 

@@ -3,7 +3,7 @@
 PostgreSQL ranks with `ts_rank` on every matching row: natural-language queries OR their words, match
 a large share of the inventory and take 100+ ms at 100,000 tools. So PostgreSQL stays the index of
 record (the weighted `document` tsvector, its stemming and stop words) and each server keeps a copy
-of the postings and ranks with the same BM25 as the SQLite store (awb.inventory.bm25). The copy
+of the postings and ranks with the same BM25 as the SQLite store (awb.inventory.bm25_small). The copy
 follows the table: this server's writes and every change another server announces on the change feed
 mark rows to re-read before the next search; a `resync` (reconnect, bulk import) rebuilds it.
 """
@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from awb.inventory.bm25 import Bm25Postings
+from awb.inventory.bm25_small import Bm25Index
 from awb.inventory.text_index import TextIndex
 
 #: Column weights by tsvector label: name A, tags B, description C, problem D (as SQLite's 4:2:1:1).
@@ -36,7 +36,7 @@ class PostgresTextIndex(TextIndex):
     def __init__(self, pool: Any) -> None:  # the SQLite index's set-up reads FTS5 tables: not called
         self._pool = pool
         self._weights = dict(LABEL_WEIGHTS)
-        self._bm25 = Bm25Postings()
+        self._bm25 = Bm25Index()
         self._token_cache: dict[str, tuple[str, ...]] = {}
         self._seq_of: dict[str, int] = {}
         #: Each row's tool and whether it is deleted, as of its last read: hybrid search names its text

@@ -105,6 +105,13 @@ def row_to_tool(row: Sequence[Any]) -> Tool:
     return Tool.model_validate(data)
 
 
+def relative_score(score: float, top: float) -> float:
+    """A text match's BM25 over the best one's: scores in [0, 1] as hybrid's are. Raw BM25 is no score
+    to show: on a small inventory a word every tool has gets the floor idf (1e-6), so the only tool of
+    a one-tool inventory scored 0.0 for a perfect match."""
+    return score / top if top > 0 else score
+
+
 def row_to_summary(row: Sequence[Any], score: float | None) -> ToolSummary:
     # The hot path of list and search. pydantic-core validates these few fields in about half the time
     # that `model_construct`'s Python loop takes to skip validating them.

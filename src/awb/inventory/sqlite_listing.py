@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from awb.inventory.models import MemoryLevel, Tool, ToolSummary
-from awb.inventory.rows import SELECT_TOOLS, SUMMARY_COLUMNS, TOOL_FIELDS, row_to_summary, row_to_tool
+from awb.inventory.rows import SELECT_TOOLS, SUMMARY_COLUMNS, TOOL_FIELDS, relative_score, row_to_summary, row_to_tool
 from awb.inventory.sqlite_schema import TIER_ORDER
 from awb.inventory.text_index import TextIndex
 from awb.search.fts import or_expression
@@ -134,7 +134,9 @@ class SQLiteListing:
                 if len(live) >= limit:
                     break
         scores = dict(ranked)
-        return [row_to_summary(row[1:], scores[row[0]]) for row in (live + archived)[:limit]]
+        chosen = (live + archived)[:limit]
+        top = max((scores[row[0]] for row in chosen), default=0.0)
+        return [row_to_summary(row[1:], relative_score(scores[row[0]], top)) for row in chosen]
 
     def search_text(self, words: Sequence[str], limit: int) -> list[tuple[Tool, float]]:
         with self._lock:

@@ -5,7 +5,8 @@ read back from it (`fts5vocab`) or cut by its own tokenizer, so stemming and Uni
 What moves out of SQLite is the ranking. FTS5 computes `bm25()` through its auxiliary-function API for
 every matching row, about a microsecond each, and a natural-language query ORs words that match a
 large share of the inventory. Here the postings are numpy arrays (`awb.inventory.bm25`) and the same
-formula runs over all matching rows at once. Scores equal FTS5's `bm25()` with the same weights (a
+formula runs over all matching rows at once; a small inventory's stay in dicts, so that a one-shot
+command does not import numpy for one query (`awb.inventory.bm25_small`). Scores equal FTS5's `bm25()` with the same weights (a
 test holds them to it), so ranking does not change, only its price.
 
 The copy follows the table: the store marks rows it writes (`mark`), and a search first re-reads
@@ -19,7 +20,7 @@ import re
 import sqlite3
 from collections.abc import Iterable, Sequence
 
-from awb.inventory.bm25 import Bm25Postings
+from awb.inventory.bm25_small import Bm25Index
 
 #: Query words whose FTS5 tokens are remembered; queries repeat the same few thousand words.
 TOKEN_CACHE_SIZE = 20_000
@@ -49,7 +50,7 @@ class TextIndex:
         self._scratch = scratch
         self._columns = columns
         self._content = _content_table_of(db, table)
-        self._bm25 = Bm25Postings()
+        self._bm25 = Bm25Index()
         #: None until the first build; then the `data_version` the copy was last checked at.
         self._data_version: int | None = None
         self._structure: bytes | None = None

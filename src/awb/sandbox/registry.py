@@ -15,6 +15,16 @@ from awb.sandbox.monty import MontyRuntime
 log = logging.getLogger("awb.sandbox")
 
 
+def limits_for(config: Config) -> Limits:
+    """The limits every execution runs under, from the config."""
+    return Limits(
+        timeout_ms=config.tool_execution_timeout_ms,
+        memory_mb=config.tool_memory_mb,
+        max_output_bytes=config.max_output_bytes,
+        max_log_bytes=config.sandbox.max_log_bytes,
+    )
+
+
 def build_runtimes(config: Config) -> dict[str, Runtime]:
     """Monty always; cpython on Linux; javascript and wasm when their packages are installed.
 
@@ -113,4 +123,4 @@ def _optional_missing(runtimes: dict[str, Runtime]) -> dict[str, str]:
     return out
 
 
-__all__ = ["Unavailable", "build_runtimes", "choose_python_runtime", "describe_protections"]
+__all__ = ["Unavailable", "build_runtimes", "choose_python_runtime", "describe_protections", "limits_for"]

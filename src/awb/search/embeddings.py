@@ -202,7 +202,7 @@ def create_embedder(provider: str) -> tuple[Embedder | None, str]:
         # One model per process: every Workbench in it (tests, the server's) shares the loaded session.
         if _shared is None:
             _shared = LocalEmbedder()
-    return _shared, f"local model {LOCAL_MODEL_ID} (loaded in the background)"
+    return _shared, f"local model {LOCAL_MODEL_ID} (installed; loaded in a background thread when first needed)"
 
 
 __all__ = ["LOCAL_MODEL_ID", "Embedder", "EmbedderUnavailable", "LocalEmbedder", "create_embedder", "local_model_files"]

@@ -10,7 +10,7 @@ rules for first-class tools; one that fails is left out, logged once with its id
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 
@@ -18,7 +18,6 @@ from awb.config import Config
 from awb.errors import InvalidParams
 from awb.inventory.models import Tool
 from awb.schema_rules import equip_problems, normalise_input_schema, served_output_schema
-from awb.workbench import Workbench
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -26,6 +25,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("awb.mcp.listing")
 
 HOSTS_REFUSING_DOTS = "Claude Desktop, the Anthropic API (so Claude Code) and the OpenAI API"
+
+
+class Equipped(Protocol):
+    """Where the equipped tools come from: a `Workbench`, or `awb doctor`'s view of a store (which
+    then need not import the workbench)."""
+
+    @property
+    def config(self) -> Config: ...
+
+    def equipped_tools(self) -> list[Tool]: ...
 
 
 def served_tool(tool: Tool) -> types.Tool:
@@ -70,7 +79,7 @@ def served_tool(tool: Tool) -> types.Tool:
 class EquippedListing:
     """Equipped tools as MCP tools, each checked once per version of its record."""
 
-    def __init__(self, workbench: Workbench) -> None:
+    def __init__(self, workbench: Equipped) -> None:
         self.workbench = workbench
         self._served: dict[tuple[str, int, str, str], types.Tool | None] = {}
         #: tool_id -> why it is left out of the listing.
@@ -98,7 +107,7 @@ class EquippedListing:
         return entry
 
 
-def listing_checks(workbench: Workbench) -> list[dict[str, Any]]:
+def listing_checks(workbench: Equipped) -> list[dict[str, Any]]:
     """`awb doctor`'s checks of what MCP clients are shown: equipped tools that cannot be listed, and
     tool names some hosts refuse."""
     listing = EquippedListing(workbench)
