@@ -118,6 +118,29 @@ def test_the_path_is_off_without_the_extension_or_when_configured_off(clean_pg_u
         off.close()
 
 
+def test_a_role_that_may_not_create_the_extension_keeps_vectors_in_memory_and_says_why(pgvector_server: Any) -> None:
+    import psycopg
+
+    admin = pgvector_server.get_uri()
+    name = "awb_pgv_" + uuid.uuid4().hex[:12]
+    role = "awb_plain_" + uuid.uuid4().hex[:8]
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{role}" LOGIN')
+        conn.execute(f'CREATE DATABASE "{name}" OWNER "{role}"')
+    store = PostgresStore(admin.replace("postgres:@", f"{role}@", 1).replace("/postgres?", f"/{name}?", 1))
+    try:
+        assert store.server_info()["pgvector_active"] is False
+        assert 'CREATE EXTENSION vector failed: permission denied to create extension "vector"' in (
+            store.vector_search_path
+        )
+        assert store.nearest_index("m", 8) is None
+    finally:
+        store.close()
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            conn.execute(f'DROP ROLE IF EXISTS "{role}"')
+
+
 def test_pgvector_nearest_matches_exact_cosine_ranking(vector_url: str) -> None:
     dim, count = 32, 200
     vectors = unit_vectors(count, dim)
