@@ -194,6 +194,26 @@ def test_existing_vectors_are_backfilled_when_the_path_is_first_enabled(vector_u
         store.close()
 
 
+def test_a_server_with_the_path_off_still_keeps_an_existing_mirror_in_step(vector_url: str) -> None:
+    first, second = unit_vectors(2, 8)
+    active = PostgresStore(vector_url)
+    tool = make_tool("shared", "written by both servers")
+    active.add_tool(tool)
+    active.put_vector(tool.tool_id, "m", first.tolist())
+    off = PostgresStore(vector_url, pgvector="off")  # starts after the table exists: it writes there too
+    try:
+        assert "search.pgvector is 'off'" in off.vector_search_path
+        off.put_vector(tool.tool_id, "m", second.tolist())
+        assert mirror_agrees_with_the_record(vector_url, 8)
+        index = active.nearest_index("m", 8)
+        assert index is not None
+        cosines, _ = index.nearest(second, 1)
+        assert cosines[tool.tool_id] == pytest.approx(1.0, abs=1e-5)
+    finally:
+        active.close()
+        off.close()
+
+
 @pytest.mark.anyio
 async def test_craft_update_and_delete_through_a_workbench_keep_the_pgvector_table_in_step(
     vector_url: str, tmp_path: Path

@@ -126,7 +126,11 @@ def ensure_table(conn: Any, dim: int, *, index: bool = True) -> None:
 
 
 class PgVectorMirror:
-    """Keeps the pgvector tables in step with `tool_vectors` for one store (only when active)."""
+    """Keeps the pgvector tables in step with `tool_vectors` for one store.
+
+    A server with `search.pgvector` off searches in memory but still writes into the tables it finds at
+    start, so servers configured differently on one database leave no stale mirror behind; it creates
+    none. Vectors that reach `tool_vectors` by another way are mirrored by the next active start."""
 
     def __init__(self, state: PgVectorState) -> None:
         self.state = state
@@ -136,7 +140,7 @@ class PgVectorMirror:
     def open(cls, pool: Any, setting: PgVectorSetting) -> PgVectorMirror:
         with pool.connection() as conn:
             mirror = cls(enable(conn, setting))
-            if mirror.state.active:
+            if mirror.state.active or probe(conn, "auto").active:
                 mirror.dims = known_tables(conn)
         if mirror.state.active:
             mirror.backfill(pool)
@@ -149,7 +153,7 @@ class PgVectorMirror:
     def put(self, conn: Any, tool_id: str, model_id: str, values: Sequence[float]) -> None:
         """Mirror one vector, in the caller's transaction (the one writing `tool_vectors`)."""
         dim = len(values)
-        if not self.active or dim > HNSW_MAX_DIM:
+        if dim > HNSW_MAX_DIM or (not self.active and dim not in self.dims):
             return
         if dim not in self.dims:
             ensure_table(conn, dim)
