@@ -46,6 +46,8 @@ AWB = str(BIN / "awb")
 
 COMMANDS: list[tuple[str, list[str]]] = [
     ("python -c pass", [sys.executable, "-c", "pass"]),
+    # The floor under `awb start`: the MCP SDK's server and protocol types, imported and nothing else.
+    ("python: import MCP SDK server", [sys.executable, "-c", "import mcp.server.lowlevel, mcp_types"]),
     ("awb --help", [AWB, "--help"]),
     ("awb --version", [AWB, "--version"]),
     ("awb inventory list", [AWB, "inventory", "list"]),
@@ -153,7 +155,7 @@ def main() -> None:
         for _ in range(args.repeat):
             for name, argv in COMMANDS:
                 for variant, source in variants.items():
-                    if name == "python -c pass" and variant != "now":
+                    if name.startswith("python") and variant != "now":
                         continue
                     samples[name, variant].append(timed(argv, root, with_source(env, source)))
             for variant, source in variants.items():
