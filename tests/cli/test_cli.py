@@ -6,6 +6,8 @@ import json
 import re
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ from awb.cli.main import app
 from awb.clock import ManualClock
 from awb.config import load_config
 from awb.workbench import Workbench
-from clitools import assert_one_error_line, clean_env, run_awb
+from clitools import assert_one_error_line, clean_env, http_server, run_awb
 from support import REPO, add_tool
 
 pytestmark = pytest.mark.anyio
@@ -297,27 +299,35 @@ async def test_listing_and_text_search_load_neither_the_sandbox_nor_schema_valid
     assert done.stderr.strip().splitlines()[-1] == "[]"
 
 
+#: Runs a command in a fresh interpreter, then says on stderr whether it loaded the embedding model.
+SEARCH_PROBE = (
+    "import json, sys\n"
+    "from awb.cli.main import main\n"
+    "try:\n"
+    "    main(sys.argv[1:])\n"
+    "except SystemExit as end:\n"
+    "    assert end.code == 0, end.code\n"
+    "print('onnxruntime' in sys.modules, file=sys.stderr)\n"
+)
+
+
+def probe_search(cwd: Path, env: dict[str, str], *extra: str) -> tuple[dict[str, Any], str]:
+    """`awb inventory search ... --json` in a fresh process: its result, and whether it loaded the model."""
+    args = ["inventory", "search", "sum of two numbers", "--json", *extra]
+    done = subprocess.run(
+        [sys.executable, "-c", SEARCH_PROBE, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout), done.stderr.strip().splitlines()[-1]
+
+
 async def test_search_ranks_as_the_server_does_and_text_never_loads_the_model(tmp_path: Path) -> None:
     env = env_for(tmp_path, AWB_SEARCH__MODE="hybrid")
     async with Workbench(load_config(None, environ=env)) as workbench:
         await workbench.craft(add_tool())  # embedded: the inventory has a vector
-    probe = (
-        "import json, sys\n"
-        "from awb.cli.main import main\n"
-        "try:\n"
-        "    main(sys.argv[1:])\n"
-        "except SystemExit as end:\n"
-        "    assert end.code == 0, end.code\n"
-        "print('onnxruntime' in sys.modules, file=sys.stderr)\n"
-    )
 
     def search(*extra: str) -> tuple[dict[str, Any], str]:
-        args = ["inventory", "search", "sum of two numbers", "--json", *extra]
-        done = subprocess.run(
-            [sys.executable, "-c", probe, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
-        )
-        assert done.returncode == 0, done.stderr
-        return json.loads(done.stdout), done.stderr.strip().splitlines()[-1]
+        return probe_search(tmp_path, env, *extra)
 
     hybrid, model_loaded = search()
     assert hybrid["mode"] == "hybrid" and hybrid["results"][0]["name"] == "add_numbers" and model_loaded == "True"
@@ -325,3 +335,28 @@ async def test_search_ranks_as_the_server_does_and_text_never_loads_the_model(tm
     assert text["mode"] == "text" and text["results"][0]["name"] == "add_numbers" and model_loaded == "False"
     # The only tool of the inventory, a perfect match: scored against the best match, not raw BM25 (0.0).
     assert text["results"][0]["score"] == 1.0
+
+
+async def test_search_asks_the_workspaces_running_server_and_searches_the_store_when_there_is_none(
+    tmp_path: Path,
+) -> None:
+    env = env_for(tmp_path, AWB_SEARCH__MODE="hybrid")
+    async with Workbench(load_config(None, environ=env)) as workbench:
+        await workbench.craft(add_tool())
+    with http_server(tmp_path, env=env) as server:
+        served, model_loaded = probe_search(tmp_path, env)
+        # The route it asks: awb_search's result; a bad query is a structured error, not a crash.
+        base = f"http://127.0.0.1:{server.port}/api/tools/search"
+        with urllib.request.urlopen(f"{base}?q=add&limit=1", timeout=30) as reply:
+            assert [r["name"] for r in json.load(reply)["results"]] == ["add_numbers"]
+        for bad in ("q=%20", "q=add&limit=0", "limit=3"):
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(f"{base}?{bad}", timeout=30)
+            assert 400 <= refused.value.code < 500
+            assert json.load(refused.value)["error"]["code"] in ("invalid_params", "bad_request")
+    # The server ranked it (its model is loaded); this process never loaded one.
+    assert served["mode"] == "hybrid" and served["results"][0]["name"] == "add_numbers"
+    assert model_loaded == "False"
+    local, model_loaded = probe_search(tmp_path, env)  # the server is gone: the store, here
+    assert model_loaded == "True"
+    assert local == served

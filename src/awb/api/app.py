@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from awb import __version__
 from awb.agents.mcp_client import ServerTarget
 from awb.api.errors import BodyLimit, http_error, request_invalid
-from awb.api.routes import agents, blueprints, builder
+from awb.api.routes import agents, blueprints, builder, tools
 from awb.blueprints.compile import RuntimeOptions
 from awb.blueprints.schema import Blueprint
 from awb.blueprints.service import BlueprintService
@@ -32,7 +32,7 @@ API_PREFIX = "/api"
 MCP_PREFIX = "/mcp"
 
 
-def create_api(service: BlueprintService) -> FastAPI:
+def create_api(service: BlueprintService, workbench: Workbench | None = None) -> FastAPI:
     app = FastAPI(
         title="Agent Workbench API",
         version=__version__,
@@ -42,10 +42,12 @@ def create_api(service: BlueprintService) -> FastAPI:
         redoc_url=None,
     )
     app.state.blueprints = service
+    app.state.workbench = workbench
     app.add_exception_handler(RequestValidationError, request_invalid)
     app.add_exception_handler(HTTPException, http_error)
     app.add_middleware(BodyLimit)
-    for module in (blueprints, agents, builder):
+    routers = (blueprints, agents, builder) if workbench is None else (blueprints, agents, builder, tools)
+    for module in routers:
         app.include_router(module.router)
 
     def openapi() -> dict[str, Any]:
@@ -107,4 +109,4 @@ def http_app(
         allow_mcp_commands=config.blueprints.allow_mcp_commands,
     )
     service = BlueprintService(config, open_session_store(config, inventory=workbench.store), options=options)
-    return HttpApp(mcp_app, create_api(service), panel), service
+    return HttpApp(mcp_app, create_api(service, workbench), panel), service

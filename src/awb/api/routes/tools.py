@@ -1,0 +1,29 @@
+"""The inventory over REST: search, ranked exactly as `awb_search` ranks (the CLI asks a running server
+here, whose embedding model is already loaded, rather than load it in a fresh process)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, cast
+
+from fastapi import APIRouter, Depends, Query, Request
+
+from awb.api.errors import ERRORS, GuardedRoute
+from awb.workbench import Workbench
+
+router = APIRouter(prefix="/api", tags=["tools"], route_class=GuardedRoute)
+
+
+def _workbench(request: Request) -> Workbench:
+    return cast(Workbench, request.app.state.workbench)
+
+
+@router.get("/tools/search", responses=ERRORS)
+def search_tools(
+    workbench: Annotated[Workbench, Depends(_workbench)],
+    q: Annotated[str, Query(description="Words describing the tool.", max_length=2000)],
+    limit: Annotated[int, Query(ge=1, le=1000)] = 10,
+) -> dict[str, Any]:
+    """The best `limit` tools for `q`: the result of `awb_search` (`query`, `mode`, `results`).
+
+    A plain function: FastAPI runs it in a worker thread, so embedding the query never holds up the loop."""
+    return workbench.search(q, limit=limit).model_dump(mode="json")
