@@ -57,6 +57,7 @@ COMMANDS: list[tuple[str, list[str]]] = [
     ("awb doctor", [AWB, "doctor"]),
     ("awb doctor --quick", [AWB, "doctor", "--quick"]),
 ]
+SERVED_SEARCH = "awb inventory search (hybrid, the workspace's server running)"
 START_READY = "awb start: ready line"
 START_ANSWERED = "awb start: first call answered"
 
@@ -108,6 +109,31 @@ def timed_start(cwd: Path, env: dict[str, str]) -> tuple[float, float, float]:
     return ready, cpu, answered
 
 
+def served_searches(cwd: Path, env: dict[str, str], repeat: int) -> list[tuple[float, float]]:
+    """`awb inventory search` timed `repeat` times while `awb start` serves the same workspace."""
+    process = subprocess.Popen(
+        [AWB, "start", "--transport", "http", "--port", "0"],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stderr is not None
+    try:
+        for raw in iter(process.stderr.readline, b""):
+            if b"awb: ready on" in raw:
+                break
+        else:
+            raise RuntimeError("awb start exited before it was ready")
+        threading.Thread(target=process.stderr.read, daemon=True).start()
+        argv = [AWB, "inventory", "search", "add two numbers"]
+        timed(argv, cwd, env)  # the server's first search waits for its model and indexes
+        return [timed(argv, cwd, env) for _ in range(repeat)]
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
 async def _first_call(url: str) -> None:
     async with Client(url) as session:
         result = await session.call_tool("awb_list", {})
@@ -143,7 +169,7 @@ def main() -> None:
     if args.before is not None:
         compileall.compile_dir(args.before / "awb", quiet=1)
         variants["before"] = args.before.resolve()
-    names = [name for name, _ in COMMANDS] + [START_READY, START_ANSWERED]
+    names = [name for name, _ in COMMANDS] + [SERVED_SEARCH, START_READY, START_ANSWERED]
     samples: dict[tuple[str, str], list[tuple[float, float]]] = {(n, v): [] for n in names for v in variants}
     with tempfile.TemporaryDirectory(prefix="awb-cli-bench-") as tmp:
         root = Path(tmp)
@@ -162,6 +188,9 @@ def main() -> None:
                 ready, cpu, answered = timed_start(root, with_source(env, source))
                 samples[START_READY, variant].append((ready, cpu))
                 samples[START_ANSWERED, variant].append((answered, float("nan")))
+        # Last, with a server of the workspace running: the CLI asks it (its model is loaded).
+        for variant, source in variants.items():
+            samples[SERVED_SEARCH, variant] = served_searches(root, with_source(env, source), args.repeat)
     base_wall = statistics.median(w for w, _ in samples["python -c pass", "now"])
     base_cpu = statistics.median(c for _, c in samples["python -c pass", "now"])
     title = f"awb start-up, {args.repeat} runs each (median)" + (f"; before: {args.before}" if args.before else "")
