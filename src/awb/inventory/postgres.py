@@ -280,16 +280,7 @@ class PostgresStore(PostgresListing, PostgresRecords):
         self._written([tool.tool_id])
 
     def get(self, tool_id: str) -> Tool | None:
-        self._follow()
-        cached = self._cache.tools.get(tool_id)
-        if cached is not None:
-            return None if cached is MISSING else cached
-        generation = self._cache.generation()
-        with self._pool.connection() as conn:
-            row = conn.execute(f"{SELECT_TOOLS} WHERE t.tool_id = %s", (tool_id,)).fetchone()
-        tool = None if row is None else row_to_tool(row)
-        self._cache.put_tool(generation, tool_id, MISSING if tool is None else tool)
-        return tool
+        return self.get_many([tool_id]).get(tool_id)
 
     def get_many(self, tool_ids: Sequence[str]) -> dict[str, Tool]:
         """Cached records as they are; the others in one round trip (a search's window of results)."""

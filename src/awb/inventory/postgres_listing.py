@@ -16,7 +16,7 @@ from awb.inventory.postgres_cache import ReadCache
 from awb.inventory.postgres_notify import send
 from awb.inventory.postgres_text import PostgresTextIndex
 from awb.inventory.postgres_vectors import PgVectorIndex, PgVectorMirror
-from awb.inventory.rows import SELECT_TOOLS, SUMMARY_COLUMNS, TOOL_FIELDS, relative_score, row_to_summary, row_to_tool
+from awb.inventory.rows import SELECT_TOOLS, SUMMARY_COLUMNS, TOOL_FIELDS, relative_to_best, row_to_summary, row_to_tool
 
 #: ts_rank weights for {D, C, B, A} = {problem, description, tags, name}: SQLite's BM25 column weights.
 RANK_WEIGHTS = "{0.25, 0.25, 0.5, 1.0}"
@@ -154,8 +154,8 @@ class PostgresListing:
         live = [r for r in rows if r[4] != "archived"]
         archived = [r for r in rows if r[4] == "archived"]
         chosen = (live + archived)[:limit]
-        top = max((float(r[-1]) for r in chosen), default=0.0)
-        return [row_to_summary(r[1:-1], relative_score(float(r[-1]), top)) for r in chosen]
+        relative = relative_to_best([float(r[-1]) for r in chosen])
+        return [row_to_summary(r[1:-1], score) for r, score in zip(chosen, relative, strict=True)]
 
     def search_text(self, words: Sequence[str], limit: int) -> list[tuple[Tool, float]]:
         return [(row_to_tool(r[1:-1]), float(r[-1])) for r in self._search(words, limit, TOOL_FIELDS)]

@@ -105,11 +105,12 @@ def row_to_tool(row: Sequence[Any]) -> Tool:
     return Tool.model_validate(data)
 
 
-def relative_score(score: float, top: float) -> float:
-    """A text match's BM25 over the best one's: scores in [0, 1] as hybrid's are. Raw BM25 is no score
-    to show: on a small inventory a word every tool has gets the floor idf (1e-6), so the only tool of
-    a one-tool inventory scored 0.0 for a perfect match."""
-    return score / top if top > 0 else score
+def relative_to_best(scores: Sequence[float]) -> list[float]:
+    """Text matches' BM25 over the best one's: scores in [0, 1] as hybrid's are (unchanged when none is
+    positive). Raw BM25 is no score to show: on a small inventory a word every tool has gets the floor
+    idf (1e-6), so the only tool of a one-tool inventory scored 0.0 for a perfect match."""
+    top = max(scores, default=0.0)
+    return list(scores) if top <= 0 else [score / top for score in scores]
 
 
 def row_to_summary(row: Sequence[Any], score: float | None) -> ToolSummary:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from awb.inventory.models import MemoryLevel, Tool, ToolSummary
-from awb.inventory.rows import SELECT_TOOLS, SUMMARY_COLUMNS, TOOL_FIELDS, relative_score, row_to_summary, row_to_tool
+from awb.inventory.rows import SELECT_TOOLS, SUMMARY_COLUMNS, TOOL_FIELDS, relative_to_best, row_to_summary, row_to_tool
 from awb.inventory.sqlite_schema import TIER_ORDER
 from awb.inventory.text_index import TextIndex
 from awb.search.fts import or_expression
@@ -135,8 +135,8 @@ class SQLiteListing:
                     break
         scores = dict(ranked)
         chosen = (live + archived)[:limit]
-        top = max((scores[row[0]] for row in chosen), default=0.0)
-        return [row_to_summary(row[1:], relative_score(scores[row[0]], top)) for row in chosen]
+        relative = relative_to_best([scores[row[0]] for row in chosen])
+        return [row_to_summary(row[1:], score) for row, score in zip(chosen, relative, strict=True)]
 
     def search_text(self, words: Sequence[str], limit: int) -> list[tuple[Tool, float]]:
         with self._lock:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from awb.config import SearchConfig
 from awb.inventory.models import MemoryLevel, Tool
+from awb.inventory.rows import relative_to_best
 from awb.inventory.store import Store
 from awb.search.embeddings import Embedder, EmbedderUnavailable, create_embedder
 from awb.search.fts import search_words, split_identifier
@@ -134,14 +135,9 @@ def fuse(
 
 
 def relative_text_scores(hits: list[tuple[Tool, float]]) -> list[tuple[Tool, float]]:
-    """BM25 divided by the best BM25 of the query: text-mode scores in [0, 1], like hybrid's.
-
-    Raw BM25 is no score to show: on a small inventory a word every tool has gets FTS5's floor idf
-    (1e-6), so the only tool of a one-tool inventory scored 0.0 for a perfect match."""
-    top = max((score for _, score in hits), default=0.0)
-    if top <= 0:
-        return hits
-    return [(tool, score / top) for tool, score in hits]
+    """BM25 divided by the best BM25 of the query (`relative_to_best`, as the stores' text summaries)."""
+    relative = relative_to_best([score for _, score in hits])
+    return [(tool, score) for (tool, _), score in zip(hits, relative, strict=True)]
 
 
 def tier_order(hits: Sequence[tuple[Tool, float]]) -> list[tuple[Tool, float]]:
