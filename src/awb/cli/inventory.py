@@ -176,7 +176,7 @@ def _search(store: Store, config: Config, query: str, limit: int) -> SearchResul
     from awb import browse
     from awb.search.hybrid import search_engine
 
-    return browse.search(store, search_engine(store, config.search), query, limit=limit)
+    return browse.search(store, search_engine(store, config.search, few_queries=True), query, limit=limit)
 
 
 @inventory_app.command("inspect")

@@ -1,25 +1,33 @@
 """One Monty run driven by the server: every time the sandbox reaches out, the run pauses at a snapshot
-and the server answers it here, on the event loop.
+and the server answers it here, on the run's own thread (`MontyRuntime` runs each turn on a thread
+of its own, never on the event loop).
 
 - `log` and `write_file` (which stages; nothing touches the disk) are answered at once; `read_file`
-  reads in a thread, so its file I/O never holds the event loop or one of the pool's own threads
-  (which is where pydantic-monty would call a plain host function from, stalling the pool's other
-  sessions meanwhile). The read is capped (`awb.sandbox.host.MAX_READ_BYTES`) and bounded in time by
-  the call's deadline, which `MontyRuntime` holds over the whole run.
+  reads on the run's thread, so a slow read holds up neither the event loop nor another call. The
+  read is capped (`awb.sandbox.host.MAX_READ_BYTES`); a read that never returns is abandoned at the
+  call's deadline, which `MontyRuntime` holds over the whole run.
 - `time.sleep` and `asyncio.sleep` wait here, within the call's deadline: Monty's own time limit
-  counts only time spent executing, so a tool that slept in the pool could outlive its limit.
+  counts only time spent executing, so a tool that slept in the pool could outlive its limit. A run
+  the server abandons is woken at once.
 - Every other OS call (files, environment, entropy, imports) gets Monty's own answer
   (`resume_auto`: no mounts and no OS handler, so files and environment are refused), and is noted.
 
 What was refused is kept, so a run that a refusal ended is reported with the host's error
 (`sandbox_violation`, `output_exceeded`) rather than as the tool's `runtime_error`, and a tool that
 raises `PermissionError` on its own is not taken for a sandbox refusal.
+
+The run is also where the server and the run's thread meet: `begin` and `finish` bracket the time a
+worker runs this call, and `abandon` (the event loop's, at the deadline or on cancellation) ends
+the worker only inside that bracket, so it never ends a worker that has gone on to another call.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
+import os
+import signal
+import threading
+import time
 from typing import Any
 
 import pydantic_monty as pm
@@ -44,10 +52,15 @@ _UNSUPPORTED_SUFFIX = "' is not supported in this environment"
 class MontyRun:
     """The host's side of one run: answers its snapshots and remembers what it refused."""
 
-    def __init__(self, host: HostFunctions | None, deadline: float, timeout_ms: int) -> None:
+    def __init__(self, host: HostFunctions | None, timeout_ms: int) -> None:
         self._host = host
-        self._deadline = deadline
         self._timeout_ms = timeout_ms
+        #: `time.monotonic()` by which the run must end; set by `begin`.
+        self.deadline = float("inf")
+        self._lock = threading.Lock()
+        self._pid: int | None = None
+        self._running = False
+        self._stop = threading.Event()
         #: (the exception type the sandbox saw, its message, the host's error), in order.
         self.refusals: list[tuple[str, str, ExecutionError]] = []
         #: Names of the OS calls the run made that Monty answers (and may refuse), in order.
@@ -60,29 +73,58 @@ class MontyRun:
             return {}
         return {"log": host.log, "read_file": host.read_file, "write_file": host.write_file}
 
-    async def drive(
-        self, session: pm.AsyncMontySession, source: str, params: dict[str, Any], prints: pm.CollectString
-    ) -> Any:
+    # --- the bracket the server may end the worker in --------------------------------------------
+
+    def begin(self, pid: int | None, timeout_s: float) -> bool:
+        """The run starts on the worker `pid` now; False if the server has already given up on it."""
+        with self._lock:
+            if self._stop.is_set():
+                return False
+            self._pid, self._running = pid, True
+            self.deadline = time.monotonic() + timeout_s
+            return True
+
+    def finish(self) -> None:
+        """The worker has answered (or died): from here on it is not this run's to end."""
+        with self._lock:
+            self._running = False
+
+    def abandon(self) -> None:
+        """The server stopped waiting (deadline, cancellation): end the run's worker if it still runs
+        this call (the pool replaces it), and wake a sleep."""
+        with self._lock:
+            self._stop.set()
+            if self._running and self._pid is not None:
+                log.debug("ending monty worker %s: its call was abandoned", self._pid)
+                try:
+                    os.kill(self._pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+    # --- driving the run --------------------------------------------------------------------------
+
+    def drive(self, session: pm.MontySession, source: str, params: dict[str, Any], prints: pm.CollectString) -> Any:
         """Run `source` to its end and return its value; Monty's errors propagate."""
         lookup = self.lookup()
-        snapshot = await session.feed_start(
-            source, inputs={"params": params}, external_lookup=lookup, print_callback=prints
-        )
+        snapshot = session.feed_start(source, inputs={"params": params}, external_lookup=lookup, print_callback=prints)
         while not isinstance(snapshot, pm.MontyComplete):
-            if isinstance(snapshot, pm.AsyncFunctionSnapshot):
+            if isinstance(snapshot, pm.FutureSnapshot):
+                # Only a coroutine answer leaves futures pending, and the host answers none with one.
+                raise ToolRuntimeError("the tool awaited something the sandbox cannot resolve")
+            if isinstance(snapshot, pm.FunctionSnapshot):
                 name = str(snapshot.function_name)
                 if snapshot.is_os_function:
                     if name in SLEEPS:
-                        snapshot = await snapshot.resume(await self._sleep(snapshot.args))
+                        snapshot = snapshot.resume(self._sleep(snapshot.args))
                         continue
                     self.os_calls.append(name)
                 elif name in lookup and snapshot.object_id is None:
-                    snapshot = await snapshot.resume(await self._answer(name, snapshot.args, snapshot.kwargs))
+                    snapshot = snapshot.resume(self._answer(name, snapshot.args, snapshot.kwargs))
                     continue
-            snapshot = await snapshot.resume_auto()
+            snapshot = snapshot.resume_auto()
         return snapshot.output
 
-    async def _answer(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> pm.ExternalResult:
+    def _answer(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> pm.ExternalResult:
         host = self._host
         assert host is not None
         try:
@@ -91,7 +133,7 @@ class MontyRun:
             return {"exception": exc}
         try:
             if name == "read_file":
-                value: Any = await asyncio.to_thread(host.read_file, *bound)
+                value: Any = host.read_file(*bound)
             elif name == "write_file":
                 value = host.write_file(*bound)
             else:
@@ -114,16 +156,17 @@ class MontyRun:
         self.refusals.append((type(seen).__name__, error.message, error))
         return seen
 
-    async def _sleep(self, args: tuple[Any, ...]) -> pm.ExternalResult:
+    def _sleep(self, args: tuple[Any, ...]) -> pm.ExternalResult:
         seconds = args[0] if args else None
         if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
             return {"exception": ValueError("sleep length must be a non-negative number")}
-        if seconds > self._deadline - asyncio.get_running_loop().time():
+        if seconds > self.deadline - time.monotonic():
             # Sleeping would take the call past its limit: the outcome is known now.
             raise ToolTimeout(
                 f"the tool ran past {self._timeout_ms} ms (it slept past its time limit)", limit_ms=self._timeout_ms
             )
-        await asyncio.sleep(seconds)
+        if self._stop.wait(seconds):
+            raise ToolTimeout(f"the tool ran past {self._timeout_ms} ms", limit_ms=self._timeout_ms)
         return {"return_value": None}
 
     def refusal(self, kind: str, message: str) -> ExecutionError | None:

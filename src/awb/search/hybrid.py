@@ -376,12 +376,12 @@ class HybridSearch:
         return wanted, tier_order(hits)[:limit]
 
 
-def search_engine(store: Store, config: SearchConfig) -> HybridSearch:
+def search_engine(store: Store, config: SearchConfig, *, few_queries: bool = False) -> HybridSearch:
     """Hybrid search when configured (or `auto`) and the `embed` extra is installed; text-only otherwise,
-    with why."""
+    with why. `few_queries`: a process that searches once and exits (see `create_embedder`)."""
     if config.mode == "text":
         return HybridSearch(store, None, config, reason="search.mode is 'text'")
-    embedder, reason = create_embedder(config.embedding_provider)
+    embedder, reason = create_embedder(config.embedding_provider, few_queries=few_queries)
     if embedder is None and config.mode == "auto":
         reason = f"search.mode is 'auto' and {reason}"
     return HybridSearch(store, embedder, config, reason=reason)
