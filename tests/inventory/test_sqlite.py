@@ -12,6 +12,7 @@ import pytest
 from awb.config import Config
 from awb.errors import ConfigError
 from awb.inventory.sqlite import MIGRATIONS, SCHEMA_VERSION, SQLiteStore
+from awb.inventory.sqlite_schema import statements
 from awb.workbench import Workbench
 from support import add_tool, awb_env
 
@@ -105,3 +106,31 @@ async def test_name_is_unique_only_among_live_tools(workbench: Workbench) -> Non
     second = await workbench.craft(add_tool("reused"))
     assert second.tool_id != first.tool_id
     assert workbench.resolve("reused").tool_id == second.tool_id
+
+
+@pytest.mark.parametrize("from_schema", [None, SCHEMA_VERSION - 1])
+def test_a_call_finds_its_tool_by_name_through_an_index_deleted_tools_included(
+    tmp_path: Path, from_schema: int | None
+) -> None:
+    """`awb_call` by name looks deleted tools up too (to say the tool was deleted): that lookup must
+    not read the whole table, on a new inventory or one migrated from the schema before the index."""
+    path = tmp_path / "inv.db"
+    if from_schema is not None:
+        db = sqlite3.connect(path)
+        for script in MIGRATIONS[:from_schema]:
+            for statement in statements(script):
+                db.execute(statement)
+        db.execute(f"PRAGMA user_version = {from_schema}")
+        db.commit()
+        db.close()
+    store = SQLiteStore(path)
+    executed: list[str] = []
+    try:
+        store._db.set_trace_callback(executed.append)
+        assert store.get_by_name("missing_tool", include_deleted=True) is None
+        store._db.set_trace_callback(None)
+        [lookup] = [sql for sql in executed if "missing_tool" in sql]
+        plan = " ".join(str(step[3]) for step in store._db.execute(f"EXPLAIN QUERY PLAN {lookup}"))
+    finally:
+        store.close()
+    assert "USING INDEX tools_name" in plan and "SCAN t" not in plan, plan

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 import wat
 
-from awb.inventory.sqlite import SCHEMA_VERSION, SQLiteStore
+from awb.inventory.feed_sql import FEED_SQL
+from awb.inventory.sqlite import MIGRATIONS, SCHEMA_VERSION, SQLiteStore
 from awb.sandbox.base import Execution, HostFunctions, Limits, Runtime
 from awb.workbench import Workbench
 from sandbox_support import LIMITS
@@ -68,7 +69,7 @@ def test_an_older_inventory_gains_the_column_and_keeps_its_calls(tmp_path: Path)
     db.execute(
         "INSERT INTO calls (tool_id, version, at, duration_ms, ok) VALUES ('tool_a', 1, '2026-01-01T00:00:00', 1.0, 1)"
     )
-    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")
+    db.execute(f"PRAGMA user_version = {MIGRATIONS.index(FEED_SQL)}")  # before the column came
     db.commit()
     db.close()
     store = SQLiteStore(path)

@@ -113,8 +113,14 @@ ALTER TABLE calls ADD COLUMN call_id TEXT;
 CREATE UNIQUE INDEX calls_call_id ON calls(call_id) WHERE call_id IS NOT NULL;
 """
 
+# A call names its tool, and a name may be a deleted tool's too (`awb_call` says so rather than "not
+# found"): tools_live_name leaves deleted tools out, so that lookup read the whole table on every call.
+_V7 = """
+CREATE INDEX IF NOT EXISTS tools_name ON tools(name);
+"""
+
 #: Forward migrations: MIGRATIONS[n] is the SQL that takes a database from schema n to n + 1.
-MIGRATIONS: list[str] = [_V1, _V2, VECTORS_SQL, _V4, SESSIONS_SQL, FEED_SQL]
+MIGRATIONS: list[str] = [_V1, _V2, VECTORS_SQL, _V4, SESSIONS_SQL, FEED_SQL, _V7]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # BM25 column weights (name, description, problem, tags): a word in the name says more than one

@@ -14,8 +14,8 @@ That last part would let figures drift low on a reused worker, so `WorkerFloors`
 that holds more than `RETIRE_GROWTH_BYTES` over the smallest size it started a run with: the
 memory a run can reuse unseen stays under that bound.
 
-Both are reads and writes of procfs files (no disk), done on the event loop while the worker is idle,
-as it is before a job is sent and after its result came back: tens of microseconds a call (about 70
+Both are reads and writes of procfs files (no disk), done while the worker is idle (on the event loop,
+or on the thread that runs a Monty call), as it is before a job is sent and after its result came back: tens of microseconds a call (about 70
 in all, most of it generating `/proc/<pid>/status`).
 """
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 
 log = logging.getLogger("awb.sandbox.resident")
 
@@ -78,6 +79,8 @@ class WorkerFloors:
     def __init__(self, remembered: int = 64) -> None:
         self._floors: dict[int, int] = {}
         self._remembered = remembered
+        # Monty's runs end on threads of their own, side by side.
+        self._lock = threading.Lock()
 
     def seen(self, pid: int) -> bool:
         return pid in self._floors
@@ -85,13 +88,14 @@ class WorkerFloors:
     def bloated(self, resident: ResidentPeak) -> bool:
         """Whether the worker now holds more than `RETIRE_GROWTH_BYTES` over its floor: memory its
         allocator kept that the next run could reuse unseen. The caller retires such a worker."""
-        floor = min(self._floors.pop(resident.pid, resident.baseline), resident.baseline)
-        if resident.resident_after is not None and resident.resident_after - floor > RETIRE_GROWTH_BYTES:
-            return True
-        self._floors[resident.pid] = floor
-        while len(self._floors) > self._remembered:  # workers that went away (crashed, timed out)
-            del self._floors[next(iter(self._floors))]
-        return False
+        with self._lock:
+            floor = min(self._floors.pop(resident.pid, resident.baseline), resident.baseline)
+            if resident.resident_after is not None and resident.resident_after - floor > RETIRE_GROWTH_BYTES:
+                return True
+            self._floors[resident.pid] = floor
+            while len(self._floors) > self._remembered:  # workers that went away (crashed, timed out)
+                del self._floors[next(iter(self._floors))]
+            return False
 
 
 def _resident(pid: int) -> int:
