@@ -197,7 +197,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "event journal, blueprint sessions and run logs, peak memory of calls", _V2),
     # A call names its tool, and a name may be a deleted tool's: tools_live_name leaves those out, so a
     # lookup the cache could not answer read the whole table.
-    Migration(3, "an index on every tool's name, deleted ones too", "CREATE INDEX IF NOT EXISTS tools_name ON tools(name)"),
+    Migration(
+        3, "an index on every tool's name, deleted ones too", "CREATE INDEX IF NOT EXISTS tools_name ON tools(name)"
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
