@@ -124,6 +124,7 @@ async def in_process(workbench: Workbench, repeat: int, rng: random.Random) -> d
     results: dict[str, list[float]] = {}
     words = Words(rng)
     crafted: list[str] = []
+    named: list[str] = []
 
     async def craft(i: int) -> None:
         tool = await workbench.craft(
@@ -134,6 +135,7 @@ async def in_process(workbench: Workbench, repeat: int, rng: random.Random) -> d
             }
         )
         crafted.append(tool.tool_id)
+        named.append(tool.name)
 
     async def list_(i: int) -> None:
         workbench.list_tools(limit=20)
@@ -149,6 +151,9 @@ async def in_process(workbench: Workbench, repeat: int, rng: random.Random) -> d
     async def call(i: int) -> None:
         await workbench.call(crafted[0], {"x": i})
 
+    async def call_by_name(i: int) -> None:  # as agents call: by name, which deleted tools may have too
+        await workbench.call(named[0], {"x": i})
+
     async def delete(i: int) -> None:
         workbench.delete(crafted[i])
 
@@ -158,6 +163,7 @@ async def in_process(workbench: Workbench, repeat: int, rng: random.Random) -> d
         ("search", search),
         ("inspect", inspect),
         ("call (trivial)", call),
+        ("call by name", call_by_name),
         ("delete", delete),
     ]:
         results[name] = await timed(repeat, operation)
