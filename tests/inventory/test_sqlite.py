@@ -134,3 +134,34 @@ def test_a_call_finds_its_tool_by_name_through_an_index_deleted_tools_included(
     finally:
         store.close()
     assert "USING INDEX tools_name" in plan and "SCAN t" not in plan, plan
+
+
+def test_a_tag_filter_reads_its_own_tools_and_older_inventories_gain_the_tag_rows(tmp_path: Path) -> None:
+    """Listing by tag read every tool's JSON tags (0.1-0.36 s at 100,000 tools); it reads tool_tags,
+    which the migration fills from the tools an older inventory already holds."""
+    from test_store_contract import make_tool
+
+    path = tmp_path / "inv.db"
+    store = SQLiteStore(path)
+    store.add_tool(make_tool("alpha", tags=["math", "demo"]))
+    store.add_tool(make_tool("beta", tags=["math"]))
+    store.close()
+    db = sqlite3.connect(path)  # as schema 7 left it: no tag rows, no triggers
+    db.executescript(
+        "DROP TRIGGER tool_tags_insert; DROP TRIGGER tool_tags_update; DROP TRIGGER tool_tags_delete;"
+        "DROP TABLE tool_tags; PRAGMA user_version = 7;"
+    )
+    db.close()
+    store = SQLiteStore(path)
+    executed: list[str] = []
+    try:
+        assert store.schema_version() == SCHEMA_VERSION
+        store._db.set_trace_callback(executed.append)
+        page, total = store.page_summaries(tag="math")
+        store._db.set_trace_callback(None)
+        assert (sorted(s.name for s in page), total) == (["alpha", "beta"], 2)
+        [listing] = [sql for sql in executed if "'math'" in sql]
+        plan = " ".join(str(step[3]) for step in store._db.execute(f"EXPLAIN QUERY PLAN {listing}"))
+    finally:
+        store.close()
+    assert "tool_tags" in plan and "SCAN tools" not in plan, plan

@@ -283,3 +283,28 @@ def test_text_scores_name_the_live_matches_and_follow_a_delete(store: Store) -> 
     assert after == {"tool_csv_reader": before["tool_csv_reader"]}
     store.update("tool_csv_writer", status="active")
     assert dict(ranked.text_scores(["csv"], 10)) == before
+
+
+def test_a_tag_filter_follows_tags_through_changes_deletes_and_purges(store: Store) -> None:
+    store.add_tool(make_tool("alpha", tags=["math", "demo"]))
+    store.add_tool(make_tool("beta", tags=["math"]))
+    store.add_tool(make_tool("gamma", tags=["text", "math/extra", "Math"]))
+
+    def tagged(tag: str) -> tuple[list[str], int]:
+        page, total = store.page_summaries(tag=tag, limit=10)
+        names = sorted(s.name for s in page)
+        assert names == sorted(t.name for t in store.list_tools(tag=tag, limit=10))
+        return names, total
+
+    assert tagged("math") == (["alpha", "beta"], 2)  # exact tags: not "math/extra", not "Math"
+    assert tagged("Math") == (["gamma"], 1)
+    store.update("tool_beta", metadata=ToolMetadata(tags=["text"]))
+    assert tagged("math") == (["alpha"], 1) and tagged("text") == (["beta", "gamma"], 2)
+    store.update("tool_alpha", status="deleted")
+    assert tagged("math") == ([], 0) and tagged("demo") == ([], 0)
+    store.update("tool_alpha", status="active")
+    assert tagged("demo") == (["alpha"], 1)
+    assert store.delete_forever(["tool_alpha"]) == 1
+    assert tagged("demo") == ([], 0) and tagged("math") == ([], 0)
+    store.add_tool(make_tool("alpha", tags=["demo"]).model_copy(update={"tool_id": "tool_alpha2"}))
+    assert tagged("demo") == (["alpha"], 1)

@@ -184,3 +184,41 @@ async def test_a_slow_search_does_not_hold_up_other_requests(
     assert replies["call"]["result"] == 1
     assert [t["name"] for t in replies["list"]["tools"]] == ["adder"]
     assert [r["name"] for r in replies["search"]["results"]] == ["adder"]
+
+
+async def test_a_slow_listing_does_not_hold_up_other_requests(
+    workbench: Workbench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A listing counts every match: milliseconds at 100k tools, more for a tag most tools carry. It runs
+    # in a worker thread, with or without a query.
+    import threading
+
+    entered, release = threading.Event(), threading.Event()
+    listed = workbench.list_page
+
+    def slow_listing(*args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        assert release.wait(30), "the listing was never released"
+        return listed(*args, **kwargs)
+
+    with anyio.fail_after(60):
+        async with Client(McpFace(workbench).server) as client:
+            await call(
+                client,
+                "awb_craft",
+                {"name": "adder", "description": "adds", "code": "def run(p):\n    return 1\n", "tags": ["math"]},
+            )
+            monkeypatch.setattr(workbench, "list_page", slow_listing)
+            async with anyio.create_task_group() as tasks:
+                replies: dict[str, Any] = {}
+
+                async def listing() -> None:
+                    replies["list"] = await call(client, "awb_list", {"tag": "math"})
+
+                tasks.start_soon(listing)
+                await anyio.to_thread.run_sync(entered.wait, 30)
+                replies["call"] = await call(client, "awb_call", {"name": "adder", "params": {}})
+                assert "list" not in replies
+                release.set()
+    assert replies["call"]["result"] == 1
+    assert [t["name"] for t in replies["list"]["tools"]] == ["adder"]

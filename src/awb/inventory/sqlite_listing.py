@@ -43,7 +43,7 @@ class SQLiteListing:
         elif not include_archived:
             where.append("t.memory_level != 'archived'")
         if tag is not None:
-            where.append("EXISTS (SELECT 1 FROM json_each(t.tags) WHERE json_each.value = ?)")
+            where.append("t.rowid IN (SELECT tool_rowid FROM tool_tags WHERE tag = ?)")
             args.append(tag)
         if equipped is not None:
             where.append("t.equipped = ?")
@@ -82,7 +82,7 @@ class SQLiteListing:
                 # The hot-tier index serves the page without reading the table.
                 sql = f"SELECT {SUMMARY_COLUMNS}, NULL FROM tools WHERE {where} {order}"
             else:
-                # A tag filter reads every row anyway: the count comes with the page, in the same pass.
+                # The tag's own tools (tool_tags), then the page; the count comes with it, in the same pass.
                 sql = f"SELECT {SUMMARY_COLUMNS}, count(*) OVER () FROM tools WHERE {where} {order}"
             rows = self._db.execute(sql, [*args, limit, offset]).fetchall()
             if rows and rows[0][-1] is not None:
@@ -184,7 +184,7 @@ def _summary_filter(memory_level: MemoryLevel | None, tag: str | None) -> tuple[
         where.append("memory_level = ?")
         args.append(memory_level)
     if tag is not None:
-        where.append("EXISTS (SELECT 1 FROM json_each(tags) WHERE json_each.value = ?)")
+        where.append("rowid IN (SELECT tool_rowid FROM tool_tags WHERE tag = ?)")
         args.append(tag)
     return " AND ".join(where), args
 

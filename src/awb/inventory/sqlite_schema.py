@@ -119,8 +119,33 @@ _V7 = """
 CREATE INDEX IF NOT EXISTS tools_name ON tools(name);
 """
 
+# Listing by tag read every tool's JSON tags (0.1-0.36 s at 100,000 tools): each tag of each tool is
+# a row here too, kept by triggers, so a tag filter reads only its own tools.
+_TAGS_OF_NEW = "SELECT value, new.rowid FROM json_each(CASE WHEN json_valid(new.tags) THEN new.tags ELSE '[]' END)"
+_V8 = f"""
+CREATE TABLE tool_tags (
+    tag TEXT NOT NULL,
+    tool_rowid INTEGER NOT NULL,
+    PRIMARY KEY (tag, tool_rowid)
+) WITHOUT ROWID;
+CREATE INDEX tool_tags_tool ON tool_tags(tool_rowid);
+INSERT OR IGNORE INTO tool_tags (tag, tool_rowid)
+    SELECT each.value, t.rowid FROM tools t, json_each(CASE WHEN json_valid(t.tags) THEN t.tags ELSE '[]' END) each
+    WHERE each.type = 'text';
+CREATE TRIGGER tool_tags_insert AFTER INSERT ON tools BEGIN
+    INSERT OR IGNORE INTO tool_tags (tag, tool_rowid) {_TAGS_OF_NEW} WHERE type = 'text';
+END;
+CREATE TRIGGER tool_tags_update AFTER UPDATE OF tags ON tools BEGIN
+    DELETE FROM tool_tags WHERE tool_rowid = old.rowid;
+    INSERT OR IGNORE INTO tool_tags (tag, tool_rowid) {_TAGS_OF_NEW} WHERE type = 'text';
+END;
+CREATE TRIGGER tool_tags_delete AFTER DELETE ON tools BEGIN
+    DELETE FROM tool_tags WHERE tool_rowid = old.rowid;
+END;
+"""
+
 #: Forward migrations: MIGRATIONS[n] is the SQL that takes a database from schema n to n + 1.
-MIGRATIONS: list[str] = [_V1, _V2, VECTORS_SQL, _V4, SESSIONS_SQL, FEED_SQL, _V7]
+MIGRATIONS: list[str] = [_V1, _V2, VECTORS_SQL, _V4, SESSIONS_SQL, FEED_SQL, _V7, _V8]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # BM25 column weights (name, description, problem, tags): a word in the name says more than one
