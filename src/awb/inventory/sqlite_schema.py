@@ -123,23 +123,23 @@ CREATE INDEX IF NOT EXISTS tools_name ON tools(name);
 # a row here too, kept by triggers, so a tag filter reads only its own tools.
 _TAGS_OF_NEW = "SELECT value, new.rowid FROM json_each(CASE WHEN json_valid(new.tags) THEN new.tags ELSE '[]' END)"
 _V8 = f"""
-CREATE TABLE tool_tags (
+CREATE TABLE IF NOT EXISTS tool_tags (
     tag TEXT NOT NULL,
     tool_rowid INTEGER NOT NULL,
     PRIMARY KEY (tag, tool_rowid)
 ) WITHOUT ROWID;
-CREATE INDEX tool_tags_tool ON tool_tags(tool_rowid);
+CREATE INDEX IF NOT EXISTS tool_tags_tool ON tool_tags(tool_rowid);
 INSERT OR IGNORE INTO tool_tags (tag, tool_rowid)
     SELECT each.value, t.rowid FROM tools t, json_each(CASE WHEN json_valid(t.tags) THEN t.tags ELSE '[]' END) each
     WHERE each.type = 'text';
-CREATE TRIGGER tool_tags_insert AFTER INSERT ON tools BEGIN
+CREATE TRIGGER IF NOT EXISTS tool_tags_insert AFTER INSERT ON tools BEGIN
     INSERT OR IGNORE INTO tool_tags (tag, tool_rowid) {_TAGS_OF_NEW} WHERE type = 'text';
 END;
-CREATE TRIGGER tool_tags_update AFTER UPDATE OF tags ON tools BEGIN
+CREATE TRIGGER IF NOT EXISTS tool_tags_update AFTER UPDATE OF tags ON tools BEGIN
     DELETE FROM tool_tags WHERE tool_rowid = old.rowid;
     INSERT OR IGNORE INTO tool_tags (tag, tool_rowid) {_TAGS_OF_NEW} WHERE type = 'text';
 END;
-CREATE TRIGGER tool_tags_delete AFTER DELETE ON tools BEGIN
+CREATE TRIGGER IF NOT EXISTS tool_tags_delete AFTER DELETE ON tools BEGIN
     DELETE FROM tool_tags WHERE tool_rowid = old.rowid;
 END;
 """
