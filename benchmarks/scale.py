@@ -35,7 +35,7 @@ from rich.console import Console
 from rich.table import Table
 
 from awb.config import Config
-from awb.inventory.models import Tool
+from awb.inventory.models import Tool, ToolMetadata
 from awb.inventory.rows import tool_values
 from awb.inventory.vectors import encode_vector
 from awb.workbench import Workbench
@@ -44,6 +44,11 @@ from pgvector_bench import compare_pgvector
 
 BAR_SEARCH_P95_MS = 20.0
 CLIENTS = 8
+
+
+#: Every padded tool carries one of these tags (1 in 50 tools each) and the common one.
+TAGS = [f"topic{n}" for n in range(50)]
+COMMON_TAG = "general"
 
 
 def synthetic_tools(count: int, rng: random.Random) -> list[Tool]:
@@ -65,6 +70,7 @@ def synthetic_tools(count: int, rng: random.Random) -> list[Tool]:
                 updated_at=now,
                 usage_count=rng.randint(0, 80),
                 memory_level=rng.choice(["short_term", "medium_term", "long_term", "archived"]),
+                metadata=ToolMetadata(tags=[TAGS[i % len(TAGS)], COMMON_TAG]),
             )
         )
     return tools
@@ -155,6 +161,11 @@ async def measure(config: Config, tools: list[Tool], repeat: int, rng: random.Ra
 
         await timed("craft", max(repeat // 4, 10), craft)
         await timed("list", repeat, lambda i: workbench.list_tools(limit=20))
+        await timed("list by tag (1 in 50)", repeat, lambda i: workbench.list_page(tag=TAGS[i % len(TAGS)], limit=20))
+        await timed("list by tag (every tool)", max(repeat // 10, 5), lambda i: workbench.list_page(tag=COMMON_TAG))
+        names = [t.name for t in rng.sample(tools, repeat)]
+        # What a call by name looks up (deleted tools too, to say so), without running the tool.
+        await timed("resolve by name (a call's lookup)", repeat, lambda i: workbench.resolve(names[i]))
         await timed("search text", repeat, lambda i: engine.search(queries[i], 10, mode="text"))
         await timed("search hybrid", repeat, lambda i: workbench.search(queries[i], limit=10))
         # The same queries again with their vectors already embedded (agents repeat queries; the
