@@ -116,6 +116,11 @@ class ToolTimeout(ExecutionError):
     code = "timeout"
     http_status = 504
 
+    @classmethod
+    def past(cls, limit_ms: int) -> ToolTimeout:
+        """The plain timeout every runtime reports: the tool ran past its limit."""
+        return cls(f"the tool ran past {limit_ms} ms", limit_ms=limit_ms)
+
 
 class MemoryExceeded(ExecutionError):
     code = "memory_exceeded"

@@ -226,7 +226,7 @@ class JavaScriptRuntime:
                 except ExecutionError as exc:  # a whole frame came back: the worker itself is fine
                     raise _WorkerReported(exc) from None
         except TimeoutError:
-            raise ToolTimeout(f"the tool ran past {limits.timeout_ms} ms", limit_ms=limits.timeout_ms) from None
+            raise ToolTimeout.past(limits.timeout_ms) from None
         except FrameTooLarge as exc:
             raise OutputExceeded(
                 f"the tool sent {exc.size} bytes, over the output cap", size=exc.size, limit=limits.max_output_bytes

@@ -200,7 +200,7 @@ class MontyRuntime:
                 return await answer
         except TimeoutError:
             run.abandon()
-            raise ToolTimeout(f"the tool ran past {limits.timeout_ms} ms", limit_ms=limits.timeout_ms) from None
+            raise ToolTimeout.past(limits.timeout_ms) from None
         except BaseException:
             run.abandon()
             raise
@@ -258,7 +258,7 @@ class _Turn:
         run = self._run
         pid = session.worker_pid
         if not run.begin(pid, limits.timeout_ms / 1000):
-            raise ToolTimeout(f"the tool ran past {limits.timeout_ms} ms", limit_ms=limits.timeout_ms)
+            raise ToolTimeout.past(limits.timeout_ms)
         prints = pm.CollectString(max_bytes=limits.max_log_bytes)
         resident = ResidentPeak.start(pid) if measure else None
         try:
@@ -301,7 +301,7 @@ def _translated(exc: BaseException, limits: Limits, run: MontyRun) -> BaseExcept
         return ToolRuntimeError(f"the tool's code does not parse: {exc}", traceback=exc.display("traceback"))
     if isinstance(exc, pm.MontyCrashedError):
         if exc.timed_out:
-            return ToolTimeout(f"the tool ran past {limits.timeout_ms} ms", limit_ms=limits.timeout_ms)
+            return ToolTimeout.past(limits.timeout_ms)
         return ToolRuntimeError(f"the sandbox worker died: {exc}")
     if isinstance(exc, pm.MontyError):
         return ToolRuntimeError(f"the sandbox refused the tool: {exc}")
@@ -349,7 +349,7 @@ def _runtime_error_of(exc: pm.MontyRuntimeError, limits: Limits, run: MontyRun |
     message = str(inner)
     traceback = _tool_traceback(exc)
     if kind == "TimeoutError" and "time limit" in message:
-        return ToolTimeout(f"the tool ran past {limits.timeout_ms} ms", limit_ms=limits.timeout_ms)
+        return ToolTimeout.past(limits.timeout_ms)
     if kind == "MemoryError":
         return MemoryExceeded(f"the tool went over its {limits.memory_mb} MB memory limit", limit_mb=limits.memory_mb)
     refusal = run.refusal(kind, message) if run is not None else None

@@ -166,7 +166,7 @@ class MontyRun:
                 f"the tool ran past {self._timeout_ms} ms (it slept past its time limit)", limit_ms=self._timeout_ms
             )
         if self._stop.wait(seconds):
-            raise ToolTimeout(f"the tool ran past {self._timeout_ms} ms", limit_ms=self._timeout_ms)
+            raise ToolTimeout.past(self._timeout_ms)
         return {"return_value": None}
 
     def refusal(self, kind: str, message: str) -> ExecutionError | None:

@@ -201,7 +201,7 @@ class WasmRuntime:
                     limits.timeout_ms / 1000 + 1,
                 )
             except TimeoutError:
-                raise ToolTimeout(f"the tool ran past {limits.timeout_ms} ms", limit_ms=limits.timeout_ms) from None
+                raise ToolTimeout.past(limits.timeout_ms) from None
             finally:
                 _current.reset(token)
 
@@ -369,7 +369,7 @@ def _trap_error(exc: Any, limits: Limits) -> ExecutionError:
     code = getattr(exc, "trap_code", None)
     message = _first_line(exc)
     if code == wasmtime.TrapCode.INTERRUPT:
-        return ToolTimeout(f"the tool ran past {limits.timeout_ms} ms", limit_ms=limits.timeout_ms)
+        return ToolTimeout.past(limits.timeout_ms)
     if code == wasmtime.TrapCode.STACK_OVERFLOW:
         return ToolRuntimeError("stack overflow in the module", trap="stack_overflow")
     name = code.name.lower() if code is not None else "trap"

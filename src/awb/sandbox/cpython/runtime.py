@@ -512,7 +512,7 @@ class CPythonRuntime:
             )
         except TimeoutError:
             worker.kill()
-            raise ToolTimeout(f"the tool ran past {limits.timeout_ms} ms", limit_ms=limits.timeout_ms) from None
+            raise ToolTimeout.past(limits.timeout_ms) from None
         except FrameTooLarge as exc:
             worker.kill()
             raise OutputExceeded(
