@@ -3,6 +3,7 @@ back as small structured errors, and a call that failed that way is recorded as 
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import anyio
@@ -146,28 +147,32 @@ async def test_logs_and_errors_from_a_runtime_that_caps_nothing_are_capped_by_th
         assert (failed.ok, succeeded.ok) == (False, True)
 
 
+class Held:
+    """A workbench method whose calls wait in their worker thread until the test releases them."""
+
+    def __init__(self, method: Any) -> None:
+        self.method = method
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.entered.set()
+        assert self.release.wait(30), "the held call was never released"
+        return self.method(*args, **kwargs)
+
+
 async def test_a_slow_search_does_not_hold_up_other_requests(
     workbench: Workbench, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A first search at 100k tools builds its indexes for seconds, and a query waits for its
     # embedding: that runs in a worker thread, so the event loop answers other requests meanwhile.
-    import threading
-
-    entered, release = threading.Event(), threading.Event()
-    searched = workbench.search
-
-    def slow_search(*args: Any, **kwargs: Any) -> Any:
-        entered.set()
-        assert release.wait(30), "the search was never released"
-        return searched(*args, **kwargs)
-
+    held = Held(workbench.search)
     with anyio.fail_after(60):
         async with Client(McpFace(workbench).server) as client:
             crafted = await call(
                 client, "awb_craft", {"name": "adder", "description": "adds", "code": "def run(p):\n    return 1\n"}
             )
             assert crafted["status"] == "created"
-            monkeypatch.setattr(workbench, "search", slow_search)
+            monkeypatch.setattr(workbench, "search", held)
             async with anyio.create_task_group() as tasks:
                 replies: dict[str, Any] = {}
 
@@ -175,12 +180,12 @@ async def test_a_slow_search_does_not_hold_up_other_requests(
                     replies["search"] = await call(client, "awb_search", {"query": "adds"})
 
                 tasks.start_soon(search)
-                await anyio.to_thread.run_sync(entered.wait, 30)
+                await anyio.to_thread.run_sync(held.entered.wait, 30)
                 # The search is stuck in its thread: a call and a listing are still answered.
                 replies["call"] = await call(client, "awb_call", {"name": "adder", "params": {}})
                 replies["list"] = await call(client, "awb_list", {})
                 assert "search" not in replies
-                release.set()
+                held.release.set()
     assert replies["call"]["result"] == 1
     assert [t["name"] for t in replies["list"]["tools"]] == ["adder"]
     assert [r["name"] for r in replies["search"]["results"]] == ["adder"]
@@ -191,16 +196,7 @@ async def test_a_slow_listing_does_not_hold_up_other_requests(
 ) -> None:
     # A listing counts every match: milliseconds at 100k tools, more for a tag most tools carry. It runs
     # in a worker thread, with or without a query.
-    import threading
-
-    entered, release = threading.Event(), threading.Event()
-    listed = workbench.list_page
-
-    def slow_listing(*args: Any, **kwargs: Any) -> Any:
-        entered.set()
-        assert release.wait(30), "the listing was never released"
-        return listed(*args, **kwargs)
-
+    held = Held(workbench.list_page)
     with anyio.fail_after(60):
         async with Client(McpFace(workbench).server) as client:
             await call(
@@ -208,7 +204,7 @@ async def test_a_slow_listing_does_not_hold_up_other_requests(
                 "awb_craft",
                 {"name": "adder", "description": "adds", "code": "def run(p):\n    return 1\n", "tags": ["math"]},
             )
-            monkeypatch.setattr(workbench, "list_page", slow_listing)
+            monkeypatch.setattr(workbench, "list_page", held)
             async with anyio.create_task_group() as tasks:
                 replies: dict[str, Any] = {}
 
@@ -216,9 +212,9 @@ async def test_a_slow_listing_does_not_hold_up_other_requests(
                     replies["list"] = await call(client, "awb_list", {"tag": "math"})
 
                 tasks.start_soon(listing)
-                await anyio.to_thread.run_sync(entered.wait, 30)
+                await anyio.to_thread.run_sync(held.entered.wait, 30)
                 replies["call"] = await call(client, "awb_call", {"name": "adder", "params": {}})
                 assert "list" not in replies
-                release.set()
+                held.release.set()
     assert replies["call"]["result"] == 1
     assert [t["name"] for t in replies["list"]["tools"]] == ["adder"]
