@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import contextlib
 import os
 import re
 import resource
@@ -31,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -78,9 +80,10 @@ def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float
     return wall, cpu
 
 
-def timed_start(cwd: Path, env: dict[str, str]) -> tuple[float, float, float]:
-    """Seconds from spawning `awb start --transport http --port 0` to its ready line, the CPU seconds
-    its process tree had used by then, and seconds to the answer to a first tool call."""
+@contextlib.contextmanager
+def serving(cwd: Path, env: dict[str, str]) -> Iterator[tuple[subprocess.Popen[bytes], str, float]]:
+    """`awb start --transport http --port 0` for the length of the block: the process, its URL from the
+    ready line, and seconds from spawning it to that line."""
     started = time.perf_counter()
     process = subprocess.Popen(
         [AWB, "start", "--transport", "http", "--port", "0"],
@@ -98,40 +101,31 @@ def timed_start(cwd: Path, env: dict[str, str]) -> tuple[float, float, float]:
         else:
             raise RuntimeError("awb start exited before it was ready")
         ready = time.perf_counter() - started
-        cpu = tree_cpu_seconds(process.pid)
         # Keep reading: a server whose stderr pipe fills up blocks on its next log line.
         threading.Thread(target=process.stderr.read, daemon=True).start()
-        anyio.run(_first_call, found.group(1).decode())
-        answered = time.perf_counter() - started
+        yield process, found.group(1).decode(), ready
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def timed_start(cwd: Path, env: dict[str, str]) -> tuple[float, float, float]:
+    """Seconds from spawning `awb start --transport http --port 0` to its ready line, the CPU seconds
+    its process tree had used by then, and seconds to the answer to a first tool call."""
+    started = time.perf_counter()
+    with serving(cwd, env) as (process, url, ready):
+        cpu = tree_cpu_seconds(process.pid)
+        anyio.run(_first_call, url)
+        answered = time.perf_counter() - started
     return ready, cpu, answered
 
 
 def served_searches(cwd: Path, env: dict[str, str], repeat: int) -> list[tuple[float, float]]:
     """`awb inventory search` timed `repeat` times while `awb start` serves the same workspace."""
-    process = subprocess.Popen(
-        [AWB, "start", "--transport", "http", "--port", "0"],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    assert process.stderr is not None
-    try:
-        for raw in iter(process.stderr.readline, b""):
-            if b"awb: ready on" in raw:
-                break
-        else:
-            raise RuntimeError("awb start exited before it was ready")
-        threading.Thread(target=process.stderr.read, daemon=True).start()
+    with serving(cwd, env):
         argv = [AWB, "inventory", "search", "add two numbers"]
         timed(argv, cwd, env)  # the server's first search waits for its model and indexes
         return [timed(argv, cwd, env) for _ in range(repeat)]
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 async def _first_call(url: str) -> None:
