@@ -22,17 +22,13 @@ from __future__ import annotations
 
 import argparse
 import compileall
-import contextlib
 import os
-import re
 import resource
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -40,7 +36,7 @@ from mcp import Client
 from rich.console import Console
 from rich.table import Table
 
-from http_load import tree_cpu_seconds
+from http_load import serving, tree_cpu_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -78,35 +74,6 @@ def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu
-
-
-@contextlib.contextmanager
-def serving(cwd: Path, env: dict[str, str]) -> Iterator[tuple[subprocess.Popen[bytes], str, float]]:
-    """`awb start --transport http --port 0` for the length of the block: the process, its URL from the
-    ready line, and seconds from spawning it to that line."""
-    started = time.perf_counter()
-    process = subprocess.Popen(
-        [AWB, "start", "--transport", "http", "--port", "0"],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    assert process.stderr is not None
-    try:
-        for raw in iter(process.stderr.readline, b""):
-            found = re.search(rb"awb: ready on (\S+)", raw)
-            if found:
-                break
-        else:
-            raise RuntimeError("awb start exited before it was ready")
-        ready = time.perf_counter() - started
-        # Keep reading: a server whose stderr pipe fills up blocks on its next log line.
-        threading.Thread(target=process.stderr.read, daemon=True).start()
-        yield process, found.group(1).decode(), ready
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 def timed_start(cwd: Path, env: dict[str, str]) -> tuple[float, float, float]:

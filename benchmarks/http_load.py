@@ -16,6 +16,7 @@ machine disturbs far less than throughput. It also times `awb start` from spawn 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import socket
@@ -25,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -88,25 +90,33 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def start_awb(workspace: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str, float]:
-    """`awb start --transport http --port 0`; its URL (from the ready line) and seconds to ready."""
+@contextlib.contextmanager
+def serving(cwd: Path, env: dict[str, str]) -> Iterator[tuple[subprocess.Popen[bytes], str, float]]:
+    """`awb start --transport http --port 0` for the length of the block: the process, its URL from the
+    ready line, and seconds from spawning it to that line."""
     started = time.perf_counter()
     process = subprocess.Popen(
         [str(BIN / "awb"), "start", "--transport", "http", "--port", "0"],
-        cwd=workspace,
+        cwd=cwd,
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
     assert process.stderr is not None
-    for raw in iter(process.stderr.readline, b""):
-        line = raw.decode()
-        found = re.search(r"awb: ready on (\S+)", line)
-        if found:
-            # Keep reading: a server whose stderr pipe fills up blocks on its next log line.
-            threading.Thread(target=lambda: process.stderr and process.stderr.read(), daemon=True).start()
-            return process, found.group(1), time.perf_counter() - started
-    raise RuntimeError("awb exited before it was ready")
+    try:
+        for raw in iter(process.stderr.readline, b""):
+            found = re.search(rb"awb: ready on (\S+)", raw)
+            if found:
+                break
+        else:
+            raise RuntimeError("awb start exited before it was ready")
+        ready = time.perf_counter() - started
+        # Keep reading: a server whose stderr pipe fills up blocks on its next log line.
+        threading.Thread(target=process.stderr.read, daemon=True).start()
+        yield process, found.group(1).decode(), ready
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
 
 
 def start_echo(env: dict[str, str], json_response: bool = False) -> tuple[subprocess.Popen[bytes], str]:
@@ -185,20 +195,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="awb-http-bench-") as tmp:
         workspace = Path(tmp)
         subprocess.run([str(BIN / "awb"), "init", str(workspace)], env=env, check=True, stdout=subprocess.DEVNULL)
-        awb, awb_url, ready_seconds = start_awb(workspace, env)
-        echo, echo_url = start_echo(env, args.echo_json_response)
-        try:
-            anyio.run(craft, awb_url)
-            call = {"name": TRIVIAL["name"], "params": {"x": 1}}
-            rows = []
-            for round_no in range(1, args.rounds + 1):
-                awb_rate, awb_cpu = anyio.run(load, awb_url, "awb_call", call, args.clients, args.seconds, awb.pid)
-                echo_rate, echo_cpu = anyio.run(load, echo_url, "echo", {"x": 1}, args.clients, args.seconds, echo.pid)
-                rows.append((round_no, awb_rate, echo_rate, awb_cpu, echo_cpu))
-        finally:
-            for process in (awb, echo):
-                process.terminate()
-                process.wait(timeout=15)
+        with serving(workspace, env) as (awb, awb_url, ready_seconds):
+            echo, echo_url = start_echo(env, args.echo_json_response)
+            try:
+                anyio.run(craft, awb_url)
+                call = {"name": TRIVIAL["name"], "params": {"x": 1}}
+                rows = []
+                for round_no in range(1, args.rounds + 1):
+                    awb_rate, awb_cpu = anyio.run(load, awb_url, "awb_call", call, args.clients, args.seconds, awb.pid)
+                    echo_rate, echo_cpu = anyio.run(
+                        load, echo_url, "echo", {"x": 1}, args.clients, args.seconds, echo.pid
+                    )
+                    rows.append((round_no, awb_rate, echo_rate, awb_cpu, echo_cpu))
+            finally:
+                echo.terminate()
+                echo.wait(timeout=15)
     echo_answers = "JSON" if args.echo_json_response else "SSE"
     title = f"streamable HTTP, {args.clients} clients, {args.seconds:g} s per round (echo answers with {echo_answers})"
     table = Table(title=title, title_justify="left")
