@@ -7,18 +7,37 @@ Usage counters stay on the tool across versions; per-version usage and failures 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from awb.clock import Clock
 from awb.crafting import CraftRequest
 from awb.errors import InvalidParams, NotEquippable
-from awb.events import Event
-from awb.inventory.models import Example, Tool, ToolVersion
+from awb.events import Event, EventBus
+from awb.inventory.models import Example, Language, RuntimeName, Tool, ToolVersion
+from awb.inventory.store import Store
+from awb.sandbox.base import Runtime
 from awb.schema_rules import equip_problems
 
-if TYPE_CHECKING:
-    from awb.workbench import Workbench
+
+class Bench(Protocol):
+    """What evolving a tool needs of the workbench (`awb.workbench.Workbench` is one): a version is
+    checked and admitted exactly as a craft is."""
+
+    store: Store
+    clock: Clock
+    events: EventBus
+
+    def resolve(self, ref: str, *, allow_deleted: bool = False) -> Tool: ...
+
+    async def validate_craft(self, request: CraftRequest) -> None: ...
+
+    def runtime_for(self, language: Language, requested: RuntimeName | None) -> Runtime: ...
+
+    async def admit_version(
+        self, runtime: Runtime, code: str, examples: list[Example], output_schema: dict[str, Any] | None
+    ) -> None: ...
 
 
 def _examples(raw: Any) -> list[Example]:
@@ -31,7 +50,7 @@ def _examples(raw: Any) -> list[Example]:
 
 
 async def update(
-    workbench: Workbench,
+    workbench: Bench,
     ref: str,
     *,
     code: str | None = None,
@@ -61,7 +80,7 @@ async def update(
         raise InvalidParams(
             "invalid update", errors=[{"path": str(e["loc"]), "message": e["msg"]} for e in exc.errors()[:20]]
         ) from None
-    await workbench._validate_craft(request)
+    await workbench.validate_craft(request)
     problems = equip_problems(request.input_schema)
     if tool.equipped and problems:
         # An equipped tool with such a schema would silently drop out of every client's tool list.
@@ -71,8 +90,8 @@ async def update(
             tool_id=tool.tool_id,
             rule="input_schema_root",
         )
-    runtime = workbench._runtime_for(request.language, request.runtime)
-    await workbench._admit(runtime, request.code, request.examples, request.output_schema)
+    runtime = workbench.runtime_for(request.language, request.runtime)
+    await workbench.admit_version(runtime, request.code, request.examples, request.output_schema)
     now = workbench.clock.now()
     history = workbench.store.versions(tool.tool_id)
     number = max((v.version for v in history), default=tool.version) + 1
@@ -107,7 +126,7 @@ async def update(
     return tool.model_copy(update=fields)
 
 
-def rollback(workbench: Workbench, ref: str, to_version: int) -> Tool:
+def rollback(workbench: Bench, ref: str, to_version: int) -> Tool:
     """Make an earlier (or any other admitted) version current again. Nothing is deleted."""
     tool = workbench.resolve(ref)
     if not isinstance(to_version, int) or isinstance(to_version, bool) or to_version < 1:

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
+from awb.clock import Clock
 from awb.errors import InvalidParams
-from awb.events import Event
+from awb.events import Event, EventBus
 from awb.inventory.models import ToolSummary
-
-if TYPE_CHECKING:
-    from awb.workbench import Workbench
+from awb.inventory.store import Store
 
 
 def purge(
-    workbench: Workbench,
+    store: Store,
+    clock: Clock,
+    events: EventBus,
     *,
     archived_before_days: float | None = None,
     deleted: bool = False,
@@ -29,13 +29,13 @@ def purge(
         raise InvalidParams("say what to purge: archived_before_days, deleted, or both")
     if archived_before_days is not None and archived_before_days < 0:
         raise InvalidParams("archived_before_days must be 0 or more", archived_before_days=archived_before_days)
-    cutoff = None if archived_before_days is None else workbench.clock.now() - timedelta(days=archived_before_days)
-    doomed = workbench.store.purge_candidates(archived_before=cutoff, deleted=deleted)
+    cutoff = None if archived_before_days is None else clock.now() - timedelta(days=archived_before_days)
+    doomed = store.purge_candidates(archived_before=cutoff, deleted=deleted)
     if only is not None:
         doomed = [t for t in doomed if t.tool_id in only]
     if dry_run or not doomed:
         return [t.summary() for t in doomed]
-    workbench.store.delete_forever([t.tool_id for t in doomed])
+    store.delete_forever([t.tool_id for t in doomed])
     for tool in doomed:
-        workbench.events.publish(Event("deleted", tool.tool_id, {"purged": True, "equipped": tool.equipped}))
+        events.publish(Event("deleted", tool.tool_id, {"purged": True, "equipped": tool.equipped}))
     return [t.summary() for t in doomed]

@@ -7,14 +7,14 @@ It knows nothing of MCP, HTTP or terminals. Faces turn their protocol into these
 from __future__ import annotations
 
 import logging
-import time
 import uuid
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from awb import browse, crafting, evolve, forget
 from awb.browse import SearchResult, ToolPage
+from awb.calling import Caller, CallResult
 from awb.clock import Clock, SystemClock
 from awb.config import Config
 from awb.crafting import CraftRequest as CraftRequest
@@ -23,11 +23,8 @@ from awb.errors import (
     AdmissionFailed,
     AwbError,
     DuplicateTool,
-    ExecutionError,
-    InvalidOutput,
     InvalidParams,
     NameConflict,
-    OutputExceeded,
     ToolDeleted,
     ToolNotFound,
     Unavailable,
@@ -49,31 +46,14 @@ from awb.inventory.models import (
 from awb.inventory.open import open_store
 from awb.inventory.store import Store
 from awb.maintenance import Upkeep
-from awb.sandbox.base import Execution, ExecutionSlots, Limits, Runtime
-from awb.sandbox.host import HostBridge
+from awb.sandbox.base import ExecutionSlots, Limits, Runtime
 from awb.sandbox.registry import build_runtimes, choose_python_runtime, limits_for
-from awb.sandbox.staging import protected_paths
 from awb.search.duplicates import rank_similar
 from awb.search.fts import search_words
 from awb.search.hybrid import search_engine
-from awb.text import MAX_RESULT_DEPTH, cap_text, nesting_depth
-from awb.validation import SchemaTooExpensive, ToolSchema
 from awb.validation import schema_errors as schema_errors
 
 log = logging.getLogger("awb.workbench")
-
-
-class CallResult(BaseModel):
-    #: The id on the call's record (awb_inspect's recent_calls) and on any write it staged.
-    call_id: str
-    tool_id: str
-    name: str
-    version: int
-    result: Any
-    logs: list[str] = Field(default_factory=list)
-    duration_ms: float
-    memory_level: MemoryLevel
-    usage_count: int
 
 
 class Inspection(BaseModel):
@@ -105,11 +85,20 @@ class Workbench:
         # Other processes (the web panel of a server) read the inventory's journal of these events.
         self.events.subscribe(self._journal)
         self.runtimes: dict[str, Runtime] = runtimes or build_runtimes(self.config)
-        self._validators: dict[tuple[str, int, str], ToolSchema] = {}
         self._slots = ExecutionSlots(self.config.sandbox.max_concurrent, "tool")
-        self._protected = protected_paths(self.config)
         self.upkeep = Upkeep(
             self.store, self.policy, self.clock, self.events, self.config.memory.maintenance_every_calls
+        )
+        self.caller = Caller(
+            self.config,
+            self.store,
+            self.clock,
+            self.runtimes,
+            slots=self._slots,
+            policy=self.policy,
+            events=self.events,
+            armory=self.armory,
+            upkeep=self.upkeep,
         )
 
     # --- life cycle ---------------------------------------------------------------------------
@@ -199,7 +188,7 @@ class Workbench:
 
     # --- craft --------------------------------------------------------------------------------
 
-    def _runtime_for(self, language: Language, requested: RuntimeName | None) -> Runtime:
+    def runtime_for(self, language: Language, requested: RuntimeName | None) -> Runtime:
         name: str = requested or {"python": "monty", "javascript": "javascript", "wasm": "wasm"}[language]
         if language == "python" and requested is None and self.config.sandbox.python_runtime == "cpython":
             name = "cpython"
@@ -213,7 +202,7 @@ class Workbench:
             raise InvalidParams(f"runtime {name!r} runs {runtime.language}, not {language}", runtime=name)
         return runtime
 
-    async def _validate_craft(self, request: CraftRequest) -> None:
+    async def validate_craft(self, request: CraftRequest) -> None:
         crafting.validate_request(request, self.config.max_code_bytes)
         await crafting.check_examples(request)
 
@@ -224,7 +213,7 @@ class Workbench:
                 request = CraftRequest.model_validate(request)
             except ValidationError as exc:
                 raise InvalidParams("invalid craft request", errors=_pydantic_errors(exc)) from None
-        await self._validate_craft(request)
+        await self.validate_craft(request)
         if self.store.get_by_name(request.name) is not None:
             raise NameConflict(f"a tool named {request.name!r} already exists", name=request.name)
         self.store.check_room(self.config.max_tools)
@@ -235,7 +224,7 @@ class Workbench:
             if request.language == "python" and requested is None and self.config.sandbox.python_runtime == "auto":
                 share = budget.limits(share=len(request.examples) + 1)
                 requested = await choose_python_runtime(self.runtimes, request.code, request.examples, share)  # type: ignore[assignment]
-            runtime = self._runtime_for(request.language, requested)
+            runtime = self.runtime_for(request.language, requested)
             self._refuse_duplicate(request)
             # The creation moment, for every face and process that watches (the web panel's toasts).
             self.events.publish(Event("craft_started", None, {"name": request.name, "runtime": runtime.name}))
@@ -295,7 +284,7 @@ class Workbench:
     def admission_budget(self) -> crafting.AdmissionBudget:
         return crafting.AdmissionBudget(self.limits, self.config.sandbox.admission_timeout_ms)
 
-    async def _admit(
+    async def admit_version(
         self, runtime: Runtime, code: str, examples: list[Example], output_schema: dict[str, Any] | None
     ) -> None:
         """The admission test of a new version (update): in an execution slot, in one time budget."""
@@ -304,139 +293,9 @@ class Workbench:
 
     # --- call ---------------------------------------------------------------------------------
 
-    def _schema(self, tool: Tool, which: Literal["input", "output"] = "input") -> ToolSchema:
-        """The compiled schema of a tool version; versions are immutable, so compile once per version."""
-        key = (tool.tool_id, tool.version, which)
-        schema = self._validators.get(key)
-        if schema is None:
-            raw = tool.input_schema if which == "input" else tool.output_schema
-            schema = self._validators[key] = ToolSchema.compile(raw or {})
-        return schema
-
     async def call(self, ref: str, params: dict[str, Any] | None = None) -> CallResult:
         """Run a tool in its sandbox. Failures are recorded and raised as `ExecutionError`s."""
-        call_id = "call_" + uuid.uuid4().hex[:16]
-        tool = self.resolve(ref)
-        params = {} if params is None else params
-        if not isinstance(params, dict):
-            raise InvalidParams("params must be a JSON object", got=type(params).__name__)
-        try:
-            problems = await self._schema(tool).problems_off_loop(params)
-        except SchemaTooExpensive as exc:
-            raise InvalidParams(
-                f"params of {tool.name!r} cannot be checked: {exc}", tool_id=tool.tool_id, reason="validation_limit"
-            ) from None
-        if problems:
-            raise InvalidParams(
-                f"params do not match the input_schema of {tool.name!r}", tool_id=tool.tool_id, errors=problems
-            )
-        runtime = self.runtimes.get(tool.runtime)
-        if runtime is None:
-            raise Unavailable(f"runtime {tool.runtime!r} of {tool.name!r} is not available here")
-        host = HostBridge(
-            read_dirs=tool.capabilities.read_dirs,
-            stage=lambda path, data: self.store.stage_write(
-                tool.tool_id,
-                path,
-                data,
-                self.clock.now(),
-                call_id=call_id,
-                max_tool_bytes=self.config.sandbox.max_staged_bytes_per_tool,
-                max_total_bytes=self.config.sandbox.max_staged_bytes_total,
-            ),
-            max_log_bytes=self.limits.max_log_bytes,
-            protected=self._protected,
-        )
-        started = time.perf_counter()
-        error: AwbError | None = None
-        execution: Execution | None = None
-        with self._slots.take():
-            try:
-                execution = await runtime.execute(tool.code, params, self.limits, host)
-                self._check_result(tool, execution)
-                if tool.output_schema is not None:
-                    out_problems = await self._output_problems(tool, execution.value)
-                    if out_problems:
-                        raise InvalidOutput("the tool's result does not match its output_schema", errors=out_problems)
-            except ExecutionError as exc:
-                error = exc
-            except RecursionError:
-                # A result nested past the interpreter's recursion limit, met while encoding or decoding it.
-                error = _too_deep(tool)
-        duration_ms = (time.perf_counter() - started) * 1000
-        if execution is not None:
-            peak = execution.peak_memory_bytes
-        else:  # a failed run may still have been measured (a tool that hit its memory limit, say)
-            peak = error.peak_memory_bytes if isinstance(error, ExecutionError) else None
-        tool = self._record(tool, call_id, duration_ms, error, peak)
-        if error is not None:
-            log.info("call %s failed: %s", tool.name, error.code)
-            raise error
-        assert execution is not None
-        return CallResult(
-            call_id=call_id,
-            tool_id=tool.tool_id,
-            name=tool.name,
-            version=tool.version,
-            result=execution.value,
-            logs=_capped_logs(host.logs + execution.logs, self.limits.max_log_bytes),
-            duration_ms=round(duration_ms, 3),
-            memory_level=tool.memory_level,
-            usage_count=tool.usage_count,
-        )
-
-    def _check_result(self, tool: Tool, execution: Execution) -> None:
-        """Results nested past MAX_RESULT_DEPTH cannot be encoded on the wire: a failed call, not a
-        success that the face then cannot send."""
-        if nesting_depth(execution.value, MAX_RESULT_DEPTH) > MAX_RESULT_DEPTH:
-            raise _too_deep(tool)
-
-    async def _output_problems(self, tool: Tool, value: Any) -> list[dict[str, str]]:
-        try:
-            return await self._schema(tool, "output").problems_off_loop(value)
-        except SchemaTooExpensive as exc:
-            raise InvalidOutput(f"the tool's result cannot be checked against its output_schema: {exc}") from None
-
-    def _record(
-        self,
-        tool: Tool,
-        call_id: str,
-        duration_ms: float,
-        error: AwbError | None,
-        peak_memory_bytes: int | None = None,
-    ) -> Tool:
-        now = self.clock.now()
-        call = CallRecord(
-            call_id=call_id,
-            tool_id=tool.tool_id,
-            version=tool.version,
-            at=now,
-            duration_ms=duration_ms,
-            ok=error is None,
-            error_code=None if error is None else error.code,
-            peak_memory_bytes=peak_memory_bytes,
-        )
-        # Counters move in SQL inside one write transaction, so concurrent calls (from any process)
-        # never lose an update; the tier is recomputed there from the counted usage.
-        counters = self.store.record_call(call, level_after=self.policy.level_after_success)
-        updated = tool.model_copy(
-            update={
-                "usage_count": counters.usage_count,
-                "success_count": counters.success_count,
-                "failure_count": counters.failure_count,
-                "memory_level": counters.memory_level,
-                "status": counters.status,
-                "last_used_at": now if error is None else tool.last_used_at,
-            }
-        )
-        if counters.memory_level != counters.previous_level:
-            self.events.publish(
-                Event("tier_changed", tool.tool_id, {"before": counters.previous_level, "after": counters.memory_level})
-            )
-            if counters.memory_level == "long_term":
-                updated = self.armory.auto_equip(updated, now)
-        self.upkeep.counted()
-        return updated
+        return await self.caller.call(self.resolve(ref), params)
 
     # --- list, search, inspect, delete ----------------------------------------------------------
 
@@ -552,7 +411,13 @@ class Workbench:
         `only` limits the purge to these tool_ids (what a person was shown and confirmed).
         """
         return forget.purge(
-            self, archived_before_days=archived_before_days, deleted=deleted, dry_run=dry_run, only=only
+            self.store,
+            self.clock,
+            self.events,
+            archived_before_days=archived_before_days,
+            deleted=deleted,
+            dry_run=dry_run,
+            only=only,
         )
 
     # --- memory maintenance ---------------------------------------------------------------------
@@ -560,24 +425,6 @@ class Workbench:
     def maintain(self) -> list[TierChange]:
         """Demote idle medium-term tools, archive idle short-term ones (see awb.maintenance)."""
         return self.upkeep.run()
-
-
-def _too_deep(tool: Tool) -> OutputExceeded:
-    return crafting.too_deep(tool.name)
-
-
-def _capped_logs(logs: list[str], max_bytes: int) -> list[str]:
-    """The call's log lines up to `max_bytes` in all, whichever runtime produced them."""
-    kept: list[str] = []
-    used = 0
-    for line in logs:
-        size = len(line.encode("utf-8", errors="surrogatepass"))
-        if used + size > max_bytes:
-            kept.append(cap_text(line, max(0, max_bytes - used)) if used < max_bytes else "[log cut at the cap]")
-            break
-        kept.append(line)
-        used += size
-    return kept
 
 
 def _pydantic_errors(exc: ValidationError) -> list[dict[str, str]]:

@@ -12,7 +12,8 @@ from mcp import Client
 
 from awb.config import Config
 from awb.server.mcp import McpFace
-from awb.workbench import MAX_RESULT_DEPTH, Workbench
+from awb.text import MAX_RESULT_DEPTH
+from awb.workbench import Workbench
 from journey import call
 
 pytestmark = pytest.mark.anyio

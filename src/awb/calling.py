@@ -1,0 +1,226 @@
+"""Calling a tool: check its params, run it in its sandbox within the call limits, check what it
+returned, and record the call (counters, memory tier, auto-equip on reaching long term).
+
+`Workbench.call` resolves the tool and hands it here; nothing here knows the workbench itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from awb import crafting
+from awb.clock import Clock
+from awb.config import Config
+from awb.equip import Armory
+from awb.errors import AwbError, ExecutionError, InvalidOutput, InvalidParams, OutputExceeded, Unavailable
+from awb.events import Event, EventBus
+from awb.inventory.memory import MemoryPolicy
+from awb.inventory.models import CallRecord, MemoryLevel, Tool
+from awb.inventory.store import Store
+from awb.maintenance import Upkeep
+from awb.sandbox.base import Execution, ExecutionSlots, Runtime
+from awb.sandbox.host import HostBridge
+from awb.sandbox.registry import limits_for
+from awb.sandbox.staging import protected_paths
+from awb.text import MAX_RESULT_DEPTH, cap_text, nesting_depth
+from awb.validation import SchemaTooExpensive, ToolSchema
+
+log = logging.getLogger("awb.workbench")
+
+#: Compiled tool schemas kept per workbench (a version's input and output schema count one each).
+COMPILED_SCHEMAS = 4096
+
+
+class CallResult(BaseModel):
+    #: The id on the call's record (awb_inspect's recent_calls) and on any write it staged.
+    call_id: str
+    tool_id: str
+    name: str
+    version: int
+    result: Any
+    logs: list[str] = Field(default_factory=list)
+    duration_ms: float
+    memory_level: MemoryLevel
+    usage_count: int
+
+
+class Caller:
+    """The call path of one workbench, over the workbench's own store, runtimes and policy."""
+
+    def __init__(
+        self,
+        config: Config,
+        store: Store,
+        clock: Clock,
+        runtimes: dict[str, Runtime],
+        *,
+        slots: ExecutionSlots,
+        policy: MemoryPolicy,
+        events: EventBus,
+        armory: Armory,
+        upkeep: Upkeep,
+    ) -> None:
+        self._config, self._store, self._clock, self._runtimes = config, store, clock, runtimes
+        self._slots, self._policy, self._events, self._armory, self._upkeep = slots, policy, events, armory, upkeep
+        self._compiled: dict[tuple[str, int, str], ToolSchema] = {}
+        self._protected = protected_paths(config)
+
+    def schema(self, tool: Tool, which: Literal["input", "output"] = "input") -> ToolSchema:
+        """The compiled schema of a tool version; versions are immutable, so compile once per version
+        (the oldest compiled go first past `COMPILED_SCHEMAS`: a big inventory's calls cannot grow it)."""
+        key = (tool.tool_id, tool.version, which)
+        schema = self._compiled.get(key)
+        if schema is None:
+            raw = tool.input_schema if which == "input" else tool.output_schema
+            schema = self._compiled[key] = ToolSchema.compile(raw or {})
+            if len(self._compiled) > COMPILED_SCHEMAS:
+                del self._compiled[next(iter(self._compiled))]
+        return schema
+
+    async def call(self, tool: Tool, params: dict[str, Any] | None = None) -> CallResult:
+        """Run `tool` in its sandbox. Failures are recorded and raised as `ExecutionError`s."""
+        call_id = "call_" + uuid.uuid4().hex[:16]
+        params = {} if params is None else params
+        if not isinstance(params, dict):
+            raise InvalidParams("params must be a JSON object", got=type(params).__name__)
+        try:
+            problems = await self.schema(tool).problems_off_loop(params)
+        except SchemaTooExpensive as exc:
+            raise InvalidParams(
+                f"params of {tool.name!r} cannot be checked: {exc}", tool_id=tool.tool_id, reason="validation_limit"
+            ) from None
+        if problems:
+            raise InvalidParams(
+                f"params do not match the input_schema of {tool.name!r}", tool_id=tool.tool_id, errors=problems
+            )
+        runtime = self._runtimes.get(tool.runtime)
+        if runtime is None:
+            raise Unavailable(f"runtime {tool.runtime!r} of {tool.name!r} is not available here")
+        limits = limits_for(self._config)
+        host = HostBridge(
+            read_dirs=tool.capabilities.read_dirs,
+            stage=lambda path, data: self._store.stage_write(
+                tool.tool_id,
+                path,
+                data,
+                self._clock.now(),
+                call_id=call_id,
+                max_tool_bytes=self._config.sandbox.max_staged_bytes_per_tool,
+                max_total_bytes=self._config.sandbox.max_staged_bytes_total,
+            ),
+            max_log_bytes=limits.max_log_bytes,
+            protected=self._protected,
+        )
+        started = time.perf_counter()
+        error: AwbError | None = None
+        execution: Execution | None = None
+        with self._slots.take():
+            try:
+                execution = await runtime.execute(tool.code, params, limits, host)
+                self._check_result(tool, execution)
+                if tool.output_schema is not None:
+                    out_problems = await self._output_problems(tool, execution.value)
+                    if out_problems:
+                        raise InvalidOutput("the tool's result does not match its output_schema", errors=out_problems)
+            except ExecutionError as exc:
+                error = exc
+            except RecursionError:
+                # A result nested past the interpreter's recursion limit, met while encoding or decoding it.
+                error = _too_deep(tool)
+        duration_ms = (time.perf_counter() - started) * 1000
+        if execution is not None:
+            peak = execution.peak_memory_bytes
+        else:  # a failed run may still have been measured (a tool that hit its memory limit, say)
+            peak = error.peak_memory_bytes if isinstance(error, ExecutionError) else None
+        tool = self._record(tool, call_id, duration_ms, error, peak)
+        if error is not None:
+            log.info("call %s failed: %s", tool.name, error.code)
+            raise error
+        assert execution is not None
+        return CallResult(
+            call_id=call_id,
+            tool_id=tool.tool_id,
+            name=tool.name,
+            version=tool.version,
+            result=execution.value,
+            logs=_capped_logs(host.logs + execution.logs, limits.max_log_bytes),
+            duration_ms=round(duration_ms, 3),
+            memory_level=tool.memory_level,
+            usage_count=tool.usage_count,
+        )
+
+    def _check_result(self, tool: Tool, execution: Execution) -> None:
+        """Results nested past MAX_RESULT_DEPTH cannot be encoded on the wire: a failed call, not a
+        success that the face then cannot send."""
+        if nesting_depth(execution.value, MAX_RESULT_DEPTH) > MAX_RESULT_DEPTH:
+            raise _too_deep(tool)
+
+    async def _output_problems(self, tool: Tool, value: Any) -> list[dict[str, str]]:
+        try:
+            return await self.schema(tool, "output").problems_off_loop(value)
+        except SchemaTooExpensive as exc:
+            raise InvalidOutput(f"the tool's result cannot be checked against its output_schema: {exc}") from None
+
+    def _record(
+        self,
+        tool: Tool,
+        call_id: str,
+        duration_ms: float,
+        error: AwbError | None,
+        peak_memory_bytes: int | None = None,
+    ) -> Tool:
+        now = self._clock.now()
+        call = CallRecord(
+            call_id=call_id,
+            tool_id=tool.tool_id,
+            version=tool.version,
+            at=now,
+            duration_ms=duration_ms,
+            ok=error is None,
+            error_code=None if error is None else error.code,
+            peak_memory_bytes=peak_memory_bytes,
+        )
+        # Counters move in SQL inside one write transaction, so concurrent calls (from any process)
+        # never lose an update; the tier is recomputed there from the counted usage.
+        counters = self._store.record_call(call, level_after=self._policy.level_after_success)
+        updated = tool.model_copy(
+            update={
+                "usage_count": counters.usage_count,
+                "success_count": counters.success_count,
+                "failure_count": counters.failure_count,
+                "memory_level": counters.memory_level,
+                "status": counters.status,
+                "last_used_at": now if error is None else tool.last_used_at,
+            }
+        )
+        if counters.memory_level != counters.previous_level:
+            self._events.publish(
+                Event("tier_changed", tool.tool_id, {"before": counters.previous_level, "after": counters.memory_level})
+            )
+            if counters.memory_level == "long_term":
+                updated = self._armory.auto_equip(updated, now)
+        self._upkeep.counted()
+        return updated
+
+
+def _too_deep(tool: Tool) -> OutputExceeded:
+    return crafting.too_deep(tool.name)
+
+
+def _capped_logs(logs: list[str], max_bytes: int) -> list[str]:
+    """The call's log lines up to `max_bytes` in all, whichever runtime produced them."""
+    kept: list[str] = []
+    used = 0
+    for line in logs:
+        size = len(line.encode("utf-8", errors="surrogatepass"))
+        if used + size > max_bytes:
+            kept.append(cap_text(line, max(0, max_bytes - used)) if used < max_bytes else "[log cut at the cap]")
+            break
+        kept.append(line)
+        used += size
+    return kept
