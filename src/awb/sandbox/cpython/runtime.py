@@ -9,17 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
-import signal
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 from collections import deque
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +30,7 @@ from awb.sandbox.base import Execution, ExecutionSlots, HostFunctions, Limits
 from awb.sandbox.cpython import lockdown
 from awb.sandbox.cpython.cgroups import oom_killed_at
 from awb.sandbox.cpython.endings import error_for_status, own_claims_only
+from awb.sandbox.cpython.handles import SPAWN_TIMEOUT_S, Worker, Zygote, start_zygote
 from awb.sandbox.cpython.watch import is_child_of, peak_above, set_cgroup_limit, watch_rss
 from awb.sandbox.wire import (
     BadFrame,
@@ -50,142 +45,10 @@ from awb.sandbox.wire import (
 
 log = logging.getLogger("awb.sandbox.cpython")
 
-ZYGOTE_PATH = Path(__file__).with_name("zygote.py")
 #: Every layer a worker must show before it gets code, unless degraded mode is allowed.
 REQUIRED_LAYERS = (*lockdown.LAYERS, "pid_namespace")
-START_TIMEOUT_S = 15.0
-SPAWN_TIMEOUT_S = 5.0
 #: After a worker's socket closes, how long to wait for the zygote to report how it died.
 EXIT_STATUS_WAIT_S = 1.0
-
-
-@dataclass
-class _Worker:
-    #: The supervisor's pid (the zygote's child, which holds the socket).
-    pid: int
-    pidfd: int
-    sock: socket.socket
-    scratch: str
-    #: (raw wait status, whether the kernel's OOM killer ended it in its memory cgroup)
-    exited: asyncio.Future[tuple[int, bool]]
-    #: The worker's memory cgroup file the call's limit goes to ("" without cgroups).
-    limit_path: str = ""
-    killed: bool = False
-    reader: asyncio.StreamReader | None = None
-    writer: asyncio.StreamWriter | None = None
-    #: The worker's "ready" frame: the layers it applied and its resident size before any code.
-    ready: dict[str, Any] = field(default_factory=dict)
-    #: The process that runs the tool's code (the supervisor's child; it dies with it).
-    tool_pid: int = 0
-
-    def kill(self) -> None:
-        if not self.killed:
-            self.killed = True
-            with contextlib.suppress(OSError):
-                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
-
-    def close(self) -> None:
-        self.kill()
-        with contextlib.suppress(OSError):
-            os.close(self.pidfd)
-        if self.writer is not None:
-            self.writer.close()
-        else:
-            self.sock.close()
-
-
-@dataclass
-class _Zygote:
-    process: subprocess.Popen[bytes]
-    control: socket.socket
-    loop: asyncio.AbstractEventLoop
-    available: dict[str, bool] = field(default_factory=dict)
-    landlock_abi: int = 0
-    spawns: dict[int, asyncio.Future[_Worker]] = field(default_factory=dict)
-    exits: dict[int, asyncio.Future[tuple[int, bool]]] = field(default_factory=dict)
-    ready: asyncio.Future[dict[str, Any]] | None = None
-    next_id: int = 0
-    dead: bool = False
-
-    def on_readable(self) -> None:
-        while True:
-            try:
-                data, fds, _flags, _addr = socket.recv_fds(self.control, 1 << 16, 4)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:
-                data, fds = b"", []
-            if not data:
-                for fd in fds:
-                    os.close(fd)
-                self._died()
-                return
-            try:
-                self._dispatch(json.loads(data), fds)
-            except Exception:  # a malformed message must not kill the reader
-                log.exception("bad message from the cpython zygote")
-                for fd in fds:
-                    with contextlib.suppress(OSError):
-                        os.close(fd)
-
-    def _dispatch(self, message: dict[str, Any], fds: list[int]) -> None:
-        op = message.get("op")
-        if op == "ready" and self.ready is not None and not self.ready.done():
-            self.ready.set_result(message)
-        elif op == "spawned":
-            worker_fd, pidfd = fds
-            pid = int(message["pid"])
-            exited = self.exits.setdefault(pid, self.loop.create_future())
-            sock = socket.socket(fileno=worker_fd)
-            sock.setblocking(False)
-            worker = _Worker(pid=pid, pidfd=pidfd, sock=sock, scratch=str(message["scratch"]), exited=exited)
-            if message.get("cgroup") and message.get("limit_file"):
-                worker.limit_path = os.path.join(str(message["cgroup"]), str(message["limit_file"]))
-            future = self.spawns.pop(int(message["id"]), None)
-            if future is None or future.done():
-                worker.close()
-            else:
-                future.set_result(worker)
-        elif op == "exited":
-            exit_future = self.exits.pop(int(message["pid"]), None)
-            if exit_future is not None and not exit_future.done():
-                exit_future.set_result((int(message["status"]), bool(message.get("oom_killed"))))
-        elif op == "error":
-            pending = self.spawns.pop(int(message.get("id") or 0), None)
-            if pending is not None and not pending.done():
-                pending.set_exception(Unavailable(f"the cpython zygote could not fork: {message.get('message')}"))
-
-    def _died(self) -> None:
-        if self.dead:
-            return
-        self.dead = True
-        with contextlib.suppress(ValueError, OSError):
-            self.loop.remove_reader(self.control.fileno())
-        error = Unavailable("the cpython zygote exited")
-        if self.ready is not None and not self.ready.done():
-            self.ready.set_exception(error)
-        for future in self.spawns.values():
-            if not future.done():
-                future.set_exception(error)
-        self.spawns.clear()
-
-    async def spawn(self) -> _Worker:
-        if self.dead:
-            raise Unavailable("the cpython zygote is not running")
-        self.next_id += 1
-        future: asyncio.Future[_Worker] = self.loop.create_future()
-        self.spawns[self.next_id] = future
-        self.control.send(json.dumps({"op": "spawn", "id": self.next_id}).encode())
-        return await asyncio.wait_for(future, SPAWN_TIMEOUT_S)
-
-    def close(self) -> None:
-        self._died()
-        self.control.close()
-        try:
-            self.process.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=2)
 
 
 class CPythonRuntime:
@@ -209,8 +72,8 @@ class CPythonRuntime:
         self._grants = sorted({str(Path(g).resolve()) for g in grants or []})
         self._allow_degraded = allow_degraded
         self._python = python or sys.executable
-        self._zygote: _Zygote | None = None
-        self._ready: deque[_Worker] = deque()
+        self._zygote: Zygote | None = None
+        self._ready: deque[Worker] = deque()
         self._filling = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._slots = ExecutionSlots(max_concurrent, "cpython")
@@ -231,7 +94,7 @@ class CPythonRuntime:
                 return
             if not sys.platform.startswith("linux"):
                 raise Unavailable("the cpython runtime needs Linux (seccomp, Landlock, namespaces)")
-            self._zygote = await self._start_zygote()
+            self._zygote = await start_zygote(self._python, self._grants, self._network_namespace)
             missing = [layer for layer in REQUIRED_LAYERS if not self._zygote.available.get(layer)]
             self._refusal = None
             if missing and not self._allow_degraded:
@@ -242,52 +105,6 @@ class CPythonRuntime:
                 log.warning(self._refusal)
                 return
             self._fill()
-
-    async def _start_zygote(self) -> _Zygote:
-        loop = asyncio.get_running_loop()
-        server_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        try:
-            process = subprocess.Popen(
-                [self._python, "-I", "-B", str(ZYGOTE_PATH), str(zygote_end.fileno())],
-                env={},
-                pass_fds=(zygote_end.fileno(),),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                cwd="/",
-                start_new_session=True,
-            )
-        except OSError as exc:
-            server_end.close()
-            raise Unavailable(f"cannot start the cpython zygote: {exc}") from None
-        finally:
-            zygote_end.close()
-        server_end.setblocking(False)
-        zygote = _Zygote(process=process, control=server_end, loop=loop, ready=loop.create_future())
-        loop.add_reader(server_end.fileno(), zygote.on_readable)
-        server_end.send(
-            json.dumps({"op": "config", "grants": self._grants, "network_namespace": self._network_namespace}).encode()
-        )
-        try:
-            assert zygote.ready is not None
-            ready = await asyncio.wait_for(zygote.ready, START_TIMEOUT_S)
-        except (Unavailable, TimeoutError):
-            zygote.close()
-            detail = _drain(process)
-            raise Unavailable(f"the cpython zygote did not start: {detail or 'no output'}") from None
-        finally:
-            if process.stderr is not None:
-                process.stderr.close()
-        zygote.available = {k: bool(v) for k, v in dict(ready.get("available") or {}).items()}
-        zygote.landlock_abi = int(ready.get("landlock_abi") or 0)
-        mountpoint = str(ready.get("mountpoint") or "")
-        if mountpoint.startswith(tempfile.gettempdir() + "/awb-root-"):
-            # The zygote has pivoted onto the tmpfs mounted there: the host's empty directory is no
-            # longer anyone's mount point and goes now, whatever happens to the zygote later.
-            with contextlib.suppress(OSError):
-                os.rmdir(mountpoint)
-        log.info("cpython zygote %s up; protections %s", ready.get("pid"), zygote.available)
-        return zygote
 
     async def close(self) -> None:
         for task in list(self._tasks):
@@ -338,7 +155,7 @@ class CPythonRuntime:
         finally:
             self._filling -= 1
 
-    async def _new_worker(self) -> _Worker:
+    async def _new_worker(self) -> Worker:
         """Fork a worker and wait until it reports itself locked down."""
         assert self._zygote is not None
         try:
@@ -369,7 +186,7 @@ class CPythonRuntime:
         self._worker_layers = {layer: bool(layers.get(layer)) for layer in REQUIRED_LAYERS}
         return worker
 
-    async def _checkout(self) -> _Worker:
+    async def _checkout(self) -> Worker:
         await self.start()
         if self._refusal is not None:
             raise Unavailable(self._refusal, runtime=self.name)
@@ -407,7 +224,7 @@ class CPythonRuntime:
 
     async def _drive(
         self,
-        worker: _Worker,
+        worker: Worker,
         mode: str,
         code: str,
         params: dict[str, Any],
@@ -489,7 +306,7 @@ class CPythonRuntime:
                 watchdog.cancel()
             worker.kill()
 
-    def _scratch_view(self, worker: _Worker) -> str | None:
+    def _scratch_view(self, worker: Worker) -> str | None:
         """The worker's scratch tmpfs as the server sees it (through the zygote's root), or None when
         scratch is a plain directory on the host's disk."""
         zygote = self._zygote
@@ -499,7 +316,7 @@ class CPythonRuntime:
 
     async def _next_frame(
         self,
-        worker: _Worker,
+        worker: Worker,
         reader: asyncio.StreamReader,
         limits: Limits,
         deadline: float,
@@ -524,7 +341,7 @@ class CPythonRuntime:
         except (asyncio.IncompleteReadError, ConnectionError):
             raise await self._death(worker, limits, memory_hit) from None
 
-    async def _death(self, worker: _Worker, limits: Limits, memory_hit: asyncio.Event) -> ExecutionError:
+    async def _death(self, worker: Worker, limits: Limits, memory_hit: asyncio.Event) -> ExecutionError:
         """The error for a worker that went away without a result."""
         if memory_hit.is_set():
             return _over_memory(limits)
@@ -537,16 +354,6 @@ class CPythonRuntime:
 
 def _over_memory(limits: Limits) -> MemoryExceeded:
     return MemoryExceeded(f"the tool went over its {limits.memory_mb} MB memory limit", limit_mb=limits.memory_mb)
-
-
-def _drain(process: subprocess.Popen[bytes]) -> str:
-    if process.stderr is None:
-        return ""
-    with contextlib.suppress(OSError, ValueError):
-        os.set_blocking(process.stderr.fileno(), False)
-        data = process.stderr.read(8192) or b""
-        return data.decode("utf-8", "replace").strip().splitlines()[-1] if data.strip() else ""
-    return ""
 
 
 def _user_namespaces_allowed() -> bool:
