@@ -230,3 +230,19 @@ async def test_top_k_is_the_spec_name_of_the_search_limit(workbench: Workbench) 
     assert len(workbench.search("add numbers", limit=1).results) == 1
     with pytest.raises(InvalidParams, match="same setting"):
         workbench.search("add numbers", limit=1, top_k=2)
+
+
+async def test_compiled_schemas_are_capped_and_an_evicted_one_compiles_again(
+    workbench: Workbench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A server calling many tools keeps a bounded number of compiled schemas, and a call to a tool
+    # whose schema was dropped still validates against it.
+    monkeypatch.setattr("awb.calling.COMPILED_SCHEMAS", 3)
+    tools = [await workbench.craft(add_tool(f"capped-{n}")) for n in range(5)]
+    for tool in tools:
+        await workbench.call(tool.tool_id, {"a": 1, "b": 2})
+    assert len(workbench.caller._compiled) == 3
+    assert (tools[0].tool_id, tools[0].version, "input") not in workbench.caller._compiled
+    with pytest.raises(InvalidParams, match="input_schema"):
+        await workbench.call(tools[0].tool_id, {"a": "one", "b": 2})
+    assert (await workbench.call(tools[0].tool_id, {"a": 2, "b": 2})).result == 4
