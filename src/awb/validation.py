@@ -241,6 +241,12 @@ def _engine() -> _Engine:
     return _Engine(validator_class, registry, formats)
 
 
+def warm_up() -> None:
+    """Import and extend jsonschema now (a server does it in a worker thread once it serves), so the
+    first check does not pay for it on the event loop."""
+    _engine()
+
+
 def _is_regex(instance: object) -> bool:
     return not isinstance(instance, str) or compile_pattern(instance) is not None
 

@@ -9,7 +9,7 @@ session manager must run. Middleware that guards the whole server (auth, Host ch
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
@@ -19,7 +19,6 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from awb import __version__
-from awb.agents.mcp_client import ServerTarget
 from awb.api.errors import BodyLimit, http_error, request_invalid
 from awb.api.routes import agents, blueprints, builder, tools
 from awb.blueprints.compile import RuntimeOptions
@@ -27,6 +26,9 @@ from awb.blueprints.schema import Blueprint
 from awb.blueprints.service import BlueprintService
 from awb.blueprints.session_tables import open_session_store
 from awb.workbench import Workbench
+
+if TYPE_CHECKING:
+    from awb.agents.mcp_client import ServerTarget
 
 API_PREFIX = "/api"
 MCP_PREFIX = "/mcp"

@@ -10,13 +10,12 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import BaseModel, Field
 
 from awb.agents.agent import Agent
 from awb.agents.budget import Budget
-from awb.agents.mcp_client import ServerTarget, connect_servers
 from awb.agents.models.base import Model
 from awb.agents.models.settings import ModelSettings
 from awb.agents.models.spec import resolve_model
@@ -26,6 +25,9 @@ from awb.blueprints.journal import RunJournal
 from awb.blueprints.knowledge import TOOL_NAMESPACE, KnowledgeLibrary, knowledge_handler, knowledge_spec
 from awb.blueprints.schema import Blueprint, McpArm, TavilySearchArm, WorkbenchArm, knowledge_base_error
 from awb.blueprints.tavily import DEFAULT_BASE_URL, tavily_handler, tavily_spec
+
+if TYPE_CHECKING:
+    from awb.agents.mcp_client import ServerTarget
 
 WORKBENCH_NAMESPACE = "workbench"
 
@@ -95,6 +97,9 @@ class CompiledBlueprint:
             elif isinstance(arm, WorkbenchArm) and self.options.workbench_target is not None:
                 targets[WORKBENCH_NAMESPACE] = self.options.workbench_target
                 allow[WORKBENCH_NAMESPACE] = {f"awb{sep}{t}" for t in arm.tools for sep in "_."} if arm.tools else None
+        # The SDK's client is imported by the first run that connects, not by a server that never runs one.
+        from awb.agents.mcp_client import connect_servers
+
         box = Toolbox()
         async with connect_servers(targets) as connected:
             for spec in connected.specs("tool"):

@@ -106,6 +106,9 @@ def _terminated(signum: int, frame: object) -> None:
 def _serve_stdio(config: Config) -> None:
     import anyio
 
+    from awb.server import sdk_modules
+
+    sdk_modules.serve_first()
     from awb.server.transports import serve_stdio
     from awb.workbench import Workbench
 
@@ -115,6 +118,9 @@ def _serve_stdio(config: Config) -> None:
 def _serve_http(config: Config, started: float) -> None:
     import anyio
 
+    from awb.server import sdk_modules
+
+    sdk_modules.serve_first()  # the SDK's client and the rest come when something asks for them
     from awb.server.transports import bind, serve_http
     from awb.workbench import Workbench
 

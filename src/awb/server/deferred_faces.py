@@ -18,6 +18,8 @@ import anyio
 import anyio.to_thread
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from awb import validation
+
 if TYPE_CHECKING:
     from awb.server.mcp import McpFace
     from awb.workbench import Workbench
@@ -28,7 +30,9 @@ MCP_PREFIX = "/mcp"
 
 
 def _import_faces() -> None:
-    # Only the imports run in the thread; the faces are built on the event loop.
+    # Only the imports run in the thread; the faces are built on the event loop. jsonschema too (the
+    # first call's argument check would import it on the loop).
+    validation.warm_up()
     import awb.api.app
     import awb.web  # noqa: F401
 

@@ -108,6 +108,9 @@ def uvicorn_config(app: Any, config: Config, **overrides: Any) -> uvicorn.Config
         "limit_concurrency": limits.max_connections + 1,
         "h11_max_incomplete_event_size": 16 * 1024,
         "server_header": False,
+        # No WebSocket endpoint anywhere (the guard closes such scopes): uvicorn need not load a
+        # WebSocket implementation, ~25 ms of start-up.
+        "ws": "none",
         **overrides,
     }
     return uvicorn.Config(app, **settings)

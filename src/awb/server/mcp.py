@@ -95,7 +95,8 @@ class McpFace:
     def __init__(self, workbench: Workbench) -> None:
         self.workbench = workbench
         self.separator = "_" if workbench.config.tool_names == "underscore" else "."
-        self._validators = {name: ToolSchema.compile(schema, trusted=True) for name, schema in INPUT.items()}
+        # Compiled on first use: jsonschema is not imported before the server serves (see `_validator`).
+        self._validators: dict[str, ToolSchema] = {}
         self._handlers: dict[str, Handler] = {
             "craft": self._craft,
             "call": self._call,
@@ -124,6 +125,12 @@ class McpFace:
             on_subscriptions_listen=self.notifier.listen_handler,
         )
         self.server.middleware.append(self.notifier.middleware)
+
+    def _validator(self, verb: str) -> ToolSchema:
+        validator = self._validators.get(verb)
+        if validator is None:
+            validator = self._validators[verb] = ToolSchema.compile(INPUT[verb], trusted=True)
+        return validator
 
     def meta_name(self, verb: str) -> str:
         return f"awb{self.separator}{verb}"
@@ -188,7 +195,7 @@ class McpFace:
             if handler is None:
                 return await self._call_equipped(name, arguments, started)
             try:
-                problems = await self._validators[verb].problems_off_loop(arguments)
+                problems = await self._validator(verb).problems_off_loop(arguments)
             except SchemaTooExpensive as exc:
                 raise InvalidParams(f"arguments for {name} cannot be checked: {exc}") from None
             if problems:
