@@ -15,6 +15,7 @@ import anyio
 import uvicorn
 from starlette.types import ASGIApp
 
+from awb import validation
 from awb.config import Config
 from awb.errors import AwbError, StartupFailed
 from awb.server.deferred_faces import DeferredFaces
@@ -40,6 +41,7 @@ async def serve_stdio(workbench: Workbench) -> None:
     """Serve one client on stdin/stdout until it disconnects. Nothing else may write to stdout."""
     face = McpFace(workbench)
     await workbench.start(warm_all=True)
+    validation.warm_up()  # everything a call needs is loaded before the host's first request
     _settle()
     _say_search_mode(workbench)
     sdk_transport = workbench.config.stdio_transport == "sdk"
