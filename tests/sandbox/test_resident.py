@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from awb.sandbox import resident as resident_module
 from awb.sandbox.resident import RETIRE_GROWTH_BYTES, ResidentPeak, WorkerFloors
 
 MiB = 1024 * 1024
@@ -74,6 +76,56 @@ def test_no_figure_once_the_worker_is_gone(child: subprocess.Popen[str]) -> None
     child.kill()
     child.wait(timeout=10)
     assert resident.peak() is None
+
+
+def test_runs_on_one_worker_read_its_files_afresh_each_time(child: subprocess.Popen[str]) -> None:
+    # The worker's procfs files stay open between runs; every run still reads what is true now.
+    peaks = []
+    for mb in (40, 1, 24):
+        resident = ResidentPeak.start(child.pid)
+        assert resident is not None
+        allocate(child, mb)
+        peaks.append(resident.peak())
+    assert peaks[0] is not None and 36 * MiB <= peaks[0] < 56 * MiB, peaks
+    assert peaks[1] is not None and peaks[1] < 8 * MiB, peaks
+    assert peaks[2] is not None and 20 * MiB <= peaks[2] < 40 * MiB, peaks
+
+
+def test_the_files_of_a_worker_that_is_gone_are_closed_and_dropped(child: subprocess.Popen[str]) -> None:
+    assert ResidentPeak.start(child.pid) is not None
+    files = resident_module._FILES.of(child.pid)
+    child.kill()
+    child.wait(timeout=10)
+    assert ResidentPeak.start(child.pid) is None  # its files name the dead process, not a newcomer
+    assert not _opens(files.status, f"/proc/{child.pid}/status")
+
+
+def test_only_the_latest_workers_keep_their_files_open() -> None:
+    cache = resident_module._OpenFiles(remembered=2)
+    children = [subprocess.Popen([sys.executable, "-c", CHILD], stdin=subprocess.PIPE, env={}) for _ in range(3)]
+    try:
+        first = cache.of(children[0].pid)
+        second = cache.of(children[1].pid)
+        assert cache.of(children[0].pid) is first  # used again: now the most recent
+        cache.of(children[2].pid)
+        assert _opens(first.status, f"/proc/{children[0].pid}/status")
+        assert not _opens(second.status, f"/proc/{children[1].pid}/status")
+        cache.forget(children[0].pid)
+        assert not _opens(first.clear_refs, f"/proc/{children[0].pid}/clear_refs")
+    finally:
+        for process in children:
+            process.kill()
+            process.wait(timeout=10)
+            assert process.stdin is not None
+            process.stdin.close()
+
+
+def _opens(fd: int, path: str) -> bool:
+    """Whether descriptor `fd` is open on `path` (a closed number may since name another file)."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}") == path
+    except OSError:
+        return False
 
 
 def measured(pid: int, baseline_mb: int, after_mb: int) -> ResidentPeak:
