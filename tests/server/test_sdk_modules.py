@@ -70,6 +70,20 @@ def test_the_completion_runs_once_and_a_missing_name_is_still_an_attribute_error
     assert out.startswith("AttributeError module 'mcp' has no attribute 'no_such_name'")
 
 
+def test_a_star_import_gets_every_name_the_package_exports() -> None:
+    out = _run(
+        """
+        assert sdk_modules.serve_first()
+        import awb.server.transports
+        namespace = {}
+        exec("from mcp.server import *", namespace)
+        import mcp.server
+        print(sorted(set(mcp.server.__all__) - set(namespace)))
+        """
+    )
+    assert out.strip() == "[]"
+
+
 def test_nothing_is_done_when_the_sdk_is_already_imported() -> None:
     out = _run(
         """

@@ -69,7 +69,8 @@ def _forget() -> None:
 
 def _completing(module: ModuleType) -> Any:
     def __getattr__(attribute: str) -> Any:
-        if not attribute.startswith("__"):
+        # Any name but the mark, dunders too: `from mcp import *` reads `__all__`.
+        if attribute != _ATTRIBUTE:
             _complete(module)
             # Completed now, or by another thread while this one waited for the lock.
             if attribute in module.__dict__:
