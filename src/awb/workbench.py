@@ -30,6 +30,7 @@ from awb.errors import (
     Unavailable,
 )
 from awb.events import Event, EventBus
+from awb.followers import journal_writer, search_follower
 from awb.inventory.memory import MemoryPolicy, TierChange
 from awb.inventory.models import (
     CallRecord,
@@ -80,10 +81,8 @@ class Workbench:
         self.events = EventBus()
         self.armory = Armory(self.store, self.config, self.events)
         self.search_engine = search_engine(self.store, self.config.search)
-        # Vectors follow every craft, new version, rollback and delete, whichever path made them.
-        self.events.subscribe(self._keep_search_in_step)
-        # Other processes (the web panel of a server) read the inventory's journal of these events.
-        self.events.subscribe(self._journal)
+        self.events.subscribe(search_follower(lambda: self.search_engine, self.store))
+        self.events.subscribe(journal_writer(self.store, self.clock))
         self.runtimes: dict[str, Runtime] = runtimes or build_runtimes(self.config)
         self._slots = ExecutionSlots(self.config.sandbox.max_concurrent, "tool")
         self.upkeep = Upkeep(
@@ -119,30 +118,6 @@ class Workbench:
         for name, runtime in self.runtimes.items():
             if warm_all or name == "monty":
                 await runtime.start()
-
-    def _keep_search_in_step(self, event: Event) -> None:
-        if self.search_engine.mode != "hybrid" or event.tool_id is None:
-            return
-        if event.kind == "deleted":
-            self.search_engine.remove_tool(event.tool_id)
-        elif event.kind in ("crafted", "updated"):
-            tool = self.store.get(event.tool_id)
-            if tool is not None:
-                self.search_engine.index_tool(tool)
-
-    def _journal(self, event: Event) -> None:
-        append = getattr(self.store, "append_event", None)
-        # Tier moves are not toasts; "external" events were journaled by the server that made them.
-        if append is None or event.kind in ("tier_changed", "external"):
-            return
-        data = dict(event.data)
-        tool = self.store.get(event.tool_id) if event.tool_id else None
-        if tool is not None:
-            data.update(name=tool.name, version=tool.version, runtime=tool.runtime)
-        try:
-            append(event.kind, event.tool_id, data, self.clock.now())
-        except Exception as exc:  # the journal is for watchers; a craft or call never fails for it
-            log.warning("could not journal the %s event: %s", event.kind, exc)
 
     def _follow_other_servers(self, change: Any) -> None:
         """Another server committed `change` (an `awb.inventory.postgres_notify.Change`); runs on the
