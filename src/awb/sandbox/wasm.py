@@ -41,19 +41,27 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 from awb.errors import (
     ExecutionError,
-    MemoryExceeded,
     OutputExceeded,
-    SandboxViolation,
     ToolRuntimeError,
     ToolTimeout,
     Unavailable,
 )
 from awb.sandbox.base import Execution, ExecutionSlots, HostFunctions, Limits, encode_output
+from awb.sandbox.wasm_host import (
+    WasmCall,
+    current_call,
+    first_line,
+    make_linker,
+    out_of_memory,
+    read_memory,
+    trap_error,
+    wasmtime_error,
+    write_memory,
+)
 
 TICK_S = 0.005
 MODULE_CACHE_SIZE = 64
@@ -62,8 +70,6 @@ MAX_MODULE_CHARS = 8 * 1024 * 1024
 COMPILE_THREADS = 2
 #: Modules whose compilation ran past the time limit, refused without compiling again.
 SLOW_MODULES_REMEMBERED = 256
-MAX_MESSAGE_BYTES = 4 * 1024 * 1024
-PAGE_BYTES = 64 * 1024
 #: Table entries cost host memory that the store's memory limit does not count; modules use a few thousand.
 MAX_TABLE_ELEMENTS = 100_000
 
@@ -74,16 +80,6 @@ def wasmtime_missing() -> str | None:
     return None
 
 
-@dataclass
-class _Call:
-    """What host functions of one running instance can reach."""
-
-    host: HostFunctions | None
-    logs: list[str] = field(default_factory=list)
-    error: ExecutionError | None = None
-
-
-_current: contextvars.ContextVar[_Call] = contextvars.ContextVar("awb_wasm_call")
 #: Where `execute` collects the run's peak memory; the worker thread sees it through the copied context.
 #: Linear memory never shrinks, so its size when the run ends is the run's peak.
 _peak_memory: contextvars.ContextVar[list[int]] = contextvars.ContextVar("awb_wasm_peak_memory")
@@ -118,7 +114,7 @@ class WasmRuntime:
         config.epoch_interruption = True
         config.max_wasm_stack = 512 * 1024
         self._engine = wasmtime.Engine(config)
-        self._linker = _make_linker(self._engine)
+        self._linker = make_linker(self._engine)
         self._stop.clear()
         self._compiler = ThreadPoolExecutor(COMPILE_THREADS, thread_name_prefix="awb-wasm-compile")
         self._ticker = threading.Thread(target=self._tick, name="awb-wasm-epoch", daemon=True)
@@ -192,8 +188,8 @@ class WasmRuntime:
         with self._slots.take():
             await self.start()
             module = await self._module(code, limits)
-            call = _Call(host)
-            token = _current.set(call)
+            call = WasmCall(host)
+            token = current_call.set(call)
             try:
                 # The epoch deadline stops the module; the extra second only bounds a stuck host call.
                 return await asyncio.wait_for(
@@ -203,7 +199,7 @@ class WasmRuntime:
             except TimeoutError:
                 raise ToolTimeout.past(limits.timeout_ms) from None
             finally:
-                _current.reset(token)
+                current_call.reset(token)
 
     async def _module(self, code: str, limits: Limits) -> Any:
         """The compiled module, from the cache or compiled off the loop within the call's time limit."""
@@ -257,12 +253,12 @@ class WasmRuntime:
         try:
             return wasmtime.Module(self._engine, source)
         except wasmtime.WasmtimeError as exc:
-            raise ToolRuntimeError(f"the module does not compile: {_first_line(exc)}") from None
+            raise ToolRuntimeError(f"the module does not compile: {first_line(exc)}") from None
         except UnicodeEncodeError:
             raise ToolRuntimeError("the module's text is not valid Unicode (a lone surrogate)") from None
 
     def _run_ticking(
-        self, module: Any, params: dict[str, Any], limits: Limits, call: _Call, check: bool
+        self, module: Any, params: dict[str, Any], limits: Limits, call: WasmCall, check: bool
     ) -> tuple[Any, list[str]]:
         # Counted in the thread that runs the module, so the clock keeps ticking for as long as it
         # runs, even past an abandoned wait_for.
@@ -270,7 +266,7 @@ class WasmRuntime:
             return self._instantiate_and_run(module, params, limits, call, check)
 
     def _instantiate_and_run(
-        self, module: Any, params: dict[str, Any], limits: Limits, call: _Call, check: bool
+        self, module: Any, params: dict[str, Any], limits: Limits, call: WasmCall, check: bool
     ) -> tuple[Any, list[str]]:
         import wasmtime
 
@@ -301,7 +297,7 @@ class WasmRuntime:
                 return None, []
             data = json.dumps(params, ensure_ascii=False).encode("utf-8")
             ptr = int(alloc(store, len(data)))
-            _write(memory, store, ptr, data)
+            write_memory(memory, store, ptr, data)
             packed = int(run(store, ptr, len(data))) & 0xFFFFFFFFFFFFFFFF
             _peak_memory.get([]).append(int(memory.data_len(store)))
             out_ptr, out_len = packed >> 32, packed & 0xFFFFFFFF
@@ -311,139 +307,19 @@ class WasmRuntime:
                     size=out_len,
                     limit=limits.max_output_bytes,
                 )
-            text = _read(memory, store, out_ptr, out_len).decode("utf-8", "replace")
+            text = read_memory(memory, store, out_ptr, out_len).decode("utf-8", "replace")
             try:
                 value = json.loads(text) if text.strip() else None
             except json.JSONDecodeError as exc:
                 raise ToolRuntimeError(f"the module's result is not JSON: {exc}") from None
             return value, call.logs
         except wasmtime.Trap as exc:
-            error = call.error or _trap_error(exc, limits)
+            error = call.error or trap_error(exc, limits)
         except wasmtime.WasmtimeError as exc:
-            error = call.error or _wasmtime_error(exc, limits)
+            error = call.error or wasmtime_error(exc, limits)
         except ExecutionError as exc:
             error = exc
         except Exception as exc:
-            error = call.error or ToolRuntimeError(f"the module failed: {_first_line(exc)}")
+            error = call.error or ToolRuntimeError(f"the module failed: {first_line(exc)}")
         memory = memory if isinstance(memory, wasmtime.Memory) else None
-        raise _out_of_memory(error, memory, store, limits) from None
-
-
-def _wasmtime_error(exc: Any, limits: Limits) -> ExecutionError:
-    message = _first_line(exc)
-    # The store limiter refuses a module at instantiation with an error (too large a minimum memory
-    # or table, too many memories or tables).
-    if "limit" in message and any(word in message for word in ("memory", "table", "resource")):
-        return MemoryExceeded(
-            f"the module needs more than its {limits.memory_mb} MB memory limit allows: {message}",
-            limit_mb=limits.memory_mb,
-        )
-    if "unknown import" in message:
-        return SandboxViolation(f"the module imports something the sandbox does not provide: {message}")
-    return ToolRuntimeError(f"the module failed: {message}")
-
-
-def _out_of_memory(error: ExecutionError, memory: Any, store: Any, limits: Limits) -> ExecutionError:
-    """`error`, or `memory_exceeded` when the module failed with its memory at the limit.
-
-    A refused `memory.grow` only returns -1 and the module decides what follows (usually a trap), so the
-    refusal itself is invisible; a memory within a sixteenth (at least a page) of the limit is the sign."""
-    if not isinstance(error, ToolRuntimeError) or error.details.get("trap") == "stack_overflow" or memory is None:
-        return error
-    limit = limits.memory_mb * 1024 * 1024
-    used = int(memory.data_len(store))
-    if used + max(PAGE_BYTES, limit // 16) <= limit:
-        return error
-    return MemoryExceeded(
-        f"the module ran out of memory: it failed with {used / 2**20:.1f} MB of its {limits.memory_mb} MB limit "
-        "in use (memory.grow past the limit returns -1)",
-        limit_mb=limits.memory_mb,
-        used_mb=round(used / 2**20, 1),
-        failure=error.message,
-    )
-
-
-def _trap_error(exc: Any, limits: Limits) -> ExecutionError:
-    import wasmtime
-
-    code = getattr(exc, "trap_code", None)
-    message = _first_line(exc)
-    if code == wasmtime.TrapCode.INTERRUPT:
-        return ToolTimeout.past(limits.timeout_ms)
-    if code == wasmtime.TrapCode.STACK_OVERFLOW:
-        return ToolRuntimeError("stack overflow in the module", trap="stack_overflow")
-    name = code.name.lower() if code is not None else "trap"
-    return ToolRuntimeError(f"the module trapped ({name})", trap=name, detail=message[:500])
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-
-
-def _read(memory: Any, store: Any, ptr: int, length: int) -> bytes:
-    if length > MAX_MESSAGE_BYTES * 2 or ptr < 0 or ptr + length > memory.data_len(store):
-        raise ToolRuntimeError("the module pointed outside its memory")
-    return bytes(memory.read(store, ptr, ptr + length))
-
-
-def _write(memory: Any, store: Any, ptr: int, data: bytes) -> None:
-    if ptr < 0 or ptr + len(data) > memory.data_len(store):
-        raise ToolRuntimeError("alloc returned a pointer outside the module's memory")
-    memory.write(store, data, ptr)
-
-
-def _make_linker(engine: Any) -> Any:
-    """One linker per engine; host functions find their call through a context variable."""
-    import wasmtime
-
-    i32, i64 = wasmtime.ValType.i32(), wasmtime.ValType.i64()
-    linker = wasmtime.Linker(engine)
-
-    def guarded(fn: Any) -> Any:
-        def wrapper(caller: Any, *args: int) -> Any:
-            call = _current.get()
-            if call.host is None:
-                call.error = SandboxViolation("host functions are not available while checking a module")
-                raise call.error
-            try:
-                return fn(call, caller, *args)
-            except ExecutionError as exc:
-                call.error = exc
-                raise
-            except Exception as exc:
-                call.error = ToolRuntimeError(f"host function failed: {exc}")
-                raise call.error from None
-
-        return wrapper
-
-    def text(caller: Any, ptr: int, length: int) -> str:
-        memory = caller.get("memory")
-        if length > MAX_MESSAGE_BYTES:
-            raise OutputExceeded(f"a host call argument of {length} bytes is over the cap")
-        return _read(memory, caller, ptr, length).decode("utf-8", "replace")
-
-    def give(caller: Any, payload: str) -> int:
-        data = payload.encode("utf-8")
-        ptr = int(caller.get("alloc")(caller, len(data)))
-        _write(caller.get("memory"), caller, ptr, data)
-        return (ptr << 32) | len(data)
-
-    def log(call: _Call, caller: Any, ptr: int, length: int) -> None:
-        assert call.host is not None
-        call.host.log(text(caller, ptr, length))
-
-    def read_file(call: _Call, caller: Any, ptr: int, length: int) -> int:
-        assert call.host is not None
-        return give(caller, call.host.read_file(text(caller, ptr, length)))
-
-    def write_file(call: _Call, caller: Any, pp: int, pl: int, dp: int, dl: int) -> int:
-        assert call.host is not None
-        receipt = call.host.write_file(text(caller, pp, pl), text(caller, dp, dl))
-        return give(caller, json.dumps(receipt))
-
-    linker.define_func("awb", "log", wasmtime.FuncType([i32, i32], []), guarded(log), access_caller=True)
-    linker.define_func("awb", "read_file", wasmtime.FuncType([i32, i32], [i64]), guarded(read_file), access_caller=True)
-    linker.define_func(
-        "awb", "write_file", wasmtime.FuncType([i32, i32, i32, i32], [i64]), guarded(write_file), access_caller=True
-    )
-    return linker
+        raise out_of_memory(error, memory, store, limits) from None
