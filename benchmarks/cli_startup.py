@@ -12,18 +12,24 @@ as an installed package has it.
 tree's when the line comes, sandbox workers included), and to the answer to a first `tools/call`
 (`awb_list`) from an SDK client that connects once the line is out.
 
+`awb inventory search` is timed once more while the workspace's `awb start` serves (the CLI asks the
+server, which has its model loaded).
+
 `--before DIR` also runs every `awb` command on another copy of the code (DIR is its `src` folder,
 e.g. `git archive main src | tar -x -C /tmp/before`, then `--before /tmp/before/src`), interleaved
 with this one's in the same rounds, and adds its columns: on a shared machine a comparison is only
-fair within one run.
+fair within one run. For the served search each copy's server serves a copy of the workspace of its
+own, both at once, and the two copies' searches alternate.
 """
 
 from __future__ import annotations
 
 import argparse
 import compileall
+import contextlib
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -87,12 +93,22 @@ def timed_start(cwd: Path, env: dict[str, str]) -> tuple[float, float, float]:
     return ready, cpu, answered
 
 
-def served_searches(cwd: Path, env: dict[str, str], repeat: int) -> list[tuple[float, float]]:
-    """`awb inventory search` timed `repeat` times while `awb start` serves the same workspace."""
-    with serving(cwd, env):
-        argv = [AWB, "inventory", "search", "add two numbers"]
-        timed(argv, cwd, env)  # the server's first search waits for its model and indexes
-        return [timed(argv, cwd, env) for _ in range(repeat)]
+def served_searches(
+    workspaces: dict[str, tuple[Path, dict[str, str]]], repeat: int
+) -> dict[str, list[tuple[float, float]]]:
+    """`awb inventory search` timed `repeat` times per variant, each variant's `awb start` serving its own
+    copy of the workspace the whole time, the variants' searches alternated (so a machine that slows
+    down part-way slows both alike)."""
+    argv = [AWB, "inventory", "search", "add two numbers"]
+    samples: dict[str, list[tuple[float, float]]] = {variant: [] for variant in workspaces}
+    with contextlib.ExitStack() as servers:
+        for cwd, env in workspaces.values():
+            servers.enter_context(serving(cwd, env))
+            timed(argv, cwd, env)  # the server's first search waits for its model and indexes
+        for round_ in range(repeat):
+            for variant, (cwd, env) in list(workspaces.items())[:: 1 if round_ % 2 == 0 else -1]:
+                samples[variant].append(timed(argv, cwd, env))
+    return samples
 
 
 async def _first_call(url: str) -> None:
@@ -133,25 +149,35 @@ def main() -> None:
     names = [name for name, _ in COMMANDS] + [SERVED_SEARCH, START_READY, START_ANSWERED]
     samples: dict[tuple[str, str], list[tuple[float, float]]] = {(n, v): [] for n in names for v in variants}
     with tempfile.TemporaryDirectory(prefix="awb-cli-bench-") as tmp:
-        root = Path(tmp)
+        root = Path(tmp) / "now"
+        root.mkdir()
         workspace(root, env)
         for source in variants.values():  # one warm-up round: the page cache, not the command, on first run
             for _name, argv in COMMANDS:
                 timed(argv, root, with_source(env, source))
             timed_start(root, with_source(env, source))
-        for _ in range(args.repeat):
+        for round_ in range(args.repeat):
+            # The two copies take turns going first: the second of a pair runs measurably faster here.
+            order = list(variants.items())[:: 1 if round_ % 2 == 0 else -1]
             for name, argv in COMMANDS:
-                for variant, source in variants.items():
+                for variant, source in order:
                     if name.startswith("python") and variant != "now":
                         continue
                     samples[name, variant].append(timed(argv, root, with_source(env, source)))
-            for variant, source in variants.items():
+            for variant, source in order:
                 ready, cpu, answered = timed_start(root, with_source(env, source))
                 samples[START_READY, variant].append((ready, cpu))
                 samples[START_ANSWERED, variant].append((answered, float("nan")))
-        # Last, with a server of the workspace running: the CLI asks it (its model is loaded).
+        # Last, with a server of the workspace running: the CLI asks it (its model is loaded). Each
+        # variant's server gets its own copy of the workspace (one server a workspace), both running.
+        served: dict[str, tuple[Path, dict[str, str]]] = {}
         for variant, source in variants.items():
-            samples[SERVED_SEARCH, variant] = served_searches(root, with_source(env, source), args.repeat)
+            copy = root if variant == "now" else Path(tmp) / variant
+            if copy != root:
+                shutil.copytree(root, copy)
+            served[variant] = (copy, with_source(env, source))
+        for variant, runs in served_searches(served, args.repeat).items():
+            samples[SERVED_SEARCH, variant] = runs
     base_wall = statistics.median(w for w, _ in samples["python -c pass", "now"])
     base_cpu = statistics.median(c for _, c in samples["python -c pass", "now"])
     title = f"awb start-up, {args.repeat} runs each (median)" + (f"; before: {args.before}" if args.before else "")
