@@ -160,6 +160,25 @@ class Held:
         assert self.release.wait(30), "the held call was never released"
         return self.method(*args, **kwargs)
 
+    async def answered_beside(
+        self, client: Client, held: tuple[str, dict[str, Any]], others: list[tuple[str, dict[str, Any]]]
+    ) -> dict[str, Any]:
+        """Send the `held` request; once it is stuck in its worker thread, send `others` one by one and
+        check each is answered meanwhile; then release it. Every reply, by tool name."""
+        replies: dict[str, Any] = {}
+        async with anyio.create_task_group() as tasks:
+
+            async def held_request() -> None:
+                replies[held[0]] = await call(client, *held)
+
+            tasks.start_soon(held_request)
+            await anyio.to_thread.run_sync(self.entered.wait, 30)
+            for name, arguments in others:
+                replies[name] = await call(client, name, arguments)
+            assert held[0] not in replies
+            self.release.set()
+        return replies
+
 
 async def test_a_slow_search_does_not_hold_up_other_requests(
     workbench: Workbench, monkeypatch: pytest.MonkeyPatch
@@ -174,22 +193,15 @@ async def test_a_slow_search_does_not_hold_up_other_requests(
             )
             assert crafted["status"] == "created"
             monkeypatch.setattr(workbench, "search", held)
-            async with anyio.create_task_group() as tasks:
-                replies: dict[str, Any] = {}
-
-                async def search() -> None:
-                    replies["search"] = await call(client, "awb_search", {"query": "adds"})
-
-                tasks.start_soon(search)
-                await anyio.to_thread.run_sync(held.entered.wait, 30)
-                # The search is stuck in its thread: a call and a listing are still answered.
-                replies["call"] = await call(client, "awb_call", {"name": "adder", "params": {}})
-                replies["list"] = await call(client, "awb_list", {})
-                assert "search" not in replies
-                held.release.set()
-    assert replies["call"]["result"] == 1
-    assert [t["name"] for t in replies["list"]["tools"]] == ["adder"]
-    assert [r["name"] for r in replies["search"]["results"]] == ["adder"]
+            # The search is stuck in its thread: a call and a listing are still answered.
+            replies = await held.answered_beside(
+                client,
+                ("awb_search", {"query": "adds"}),
+                [("awb_call", {"name": "adder", "params": {}}), ("awb_list", {})],
+            )
+    assert replies["awb_call"]["result"] == 1
+    assert [t["name"] for t in replies["awb_list"]["tools"]] == ["adder"]
+    assert [r["name"] for r in replies["awb_search"]["results"]] == ["adder"]
 
 
 async def test_a_slow_listing_does_not_hold_up_other_requests(
@@ -206,16 +218,8 @@ async def test_a_slow_listing_does_not_hold_up_other_requests(
                 {"name": "adder", "description": "adds", "code": "def run(p):\n    return 1\n", "tags": ["math"]},
             )
             monkeypatch.setattr(workbench, "list_page", held)
-            async with anyio.create_task_group() as tasks:
-                replies: dict[str, Any] = {}
-
-                async def listing() -> None:
-                    replies["list"] = await call(client, "awb_list", {"tag": "math"})
-
-                tasks.start_soon(listing)
-                await anyio.to_thread.run_sync(held.entered.wait, 30)
-                replies["call"] = await call(client, "awb_call", {"name": "adder", "params": {}})
-                assert "list" not in replies
-                held.release.set()
-    assert replies["call"]["result"] == 1
-    assert [t["name"] for t in replies["list"]["tools"]] == ["adder"]
+            replies = await held.answered_beside(
+                client, ("awb_list", {"tag": "math"}), [("awb_call", {"name": "adder", "params": {}})]
+            )
+    assert replies["awb_call"]["result"] == 1
+    assert [t["name"] for t in replies["awb_list"]["tools"]] == ["adder"]
