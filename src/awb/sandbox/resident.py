@@ -105,11 +105,13 @@ class _OpenFiles:
             if files is not None:
                 self._files.move_to_end(pid)
                 return files
-        files = _open_files(pid)
+        opened = _open_files(pid)
         with self._lock:
-            self._files[pid] = files
+            files = self._files.setdefault(pid, opened)
             while len(self._files) > self._remembered:
                 self._files.popitem(last=False)[1].close()
+        if files is not opened:  # another thread opened them meanwhile: keep one set, not both
+            opened.close()
         return files
 
     def forget(self, pid: int) -> None:
