@@ -34,6 +34,7 @@ from awb.inventory.rows import (
     tool_values,
     version_values,
 )
+from awb.inventory.sqlite_cache import ToolCache
 from awb.inventory.sqlite_listing import SQLiteListing
 from awb.inventory.sqlite_records import EVENTS_KEPT, SQLiteRecords
 from awb.inventory.sqlite_schema import BM25_WEIGHTS, MIGRATIONS, SCHEMA_VERSION, statements
@@ -64,6 +65,7 @@ class SQLiteStore(SQLiteListing, SQLiteRecords):
         self._db.execute("PRAGMA foreign_keys = ON")
         self._migrate()
         self._text = TextIndex(self._db, "tools_fts", BM25_WEIGHTS)
+        self._tools = ToolCache(self._db)
 
     @contextmanager
     def _writing(self) -> Iterator[sqlite3.Connection]:
@@ -150,8 +152,13 @@ class SQLiteStore(SQLiteListing, SQLiteRecords):
 
     def get(self, tool_id: str) -> Tool | None:
         with self._lock:
-            row = self._db.execute(f"{SELECT_TOOLS} WHERE t.tool_id = ?", (tool_id,)).fetchone()
-        return None if row is None else row_to_tool(row)
+            self._tools.check()
+            cached, tool = self._tools.by_id(tool_id)
+            if not cached:
+                row = self._db.execute(f"{SELECT_TOOLS} WHERE t.tool_id = ?", (tool_id,)).fetchone()
+                tool = None if row is None else row_to_tool(row)
+                self._tools.put(tool_id, tool)
+        return tool
 
     def get_many(self, tool_ids: Sequence[str]) -> dict[str, Tool]:
         found: dict[str, Tool] = {}
@@ -165,10 +172,19 @@ class SQLiteStore(SQLiteListing, SQLiteRecords):
     def get_by_name(self, name: str, *, include_deleted: bool = False) -> Tool | None:
         live = "" if include_deleted else " AND t.status != 'deleted'"
         with self._lock:
+            self._tools.check()
+            cached, tool = self._tools.by_name(name, include_deleted)
+            if cached:
+                return tool
             row = self._db.execute(
                 f"{SELECT_TOOLS} WHERE t.name = ?{live} ORDER BY t.status = 'deleted', t.rowid DESC LIMIT 1", (name,)
             ).fetchone()
-        return None if row is None else row_to_tool(row)
+            if row is None:
+                self._tools.put_missing_name(name, include_deleted)
+                return None
+            tool = row_to_tool(row)
+            self._tools.put(tool.tool_id, tool, name=(name, include_deleted))
+        return tool
 
     def update(self, tool_id: str, **fields: Any) -> None:
         self.update_if(tool_id, {}, **fields)

@@ -13,6 +13,7 @@ from typing import Any
 from awb.errors import OutputExceeded
 from awb.inventory.models import CallRecord, MemoryLevel, ToolCounters
 from awb.inventory.rows import CALL_COLUMNS, STAGED_COLUMNS, call_values, iso, row_to_call, staged_row
+from awb.inventory.sqlite_cache import ToolCache
 
 #: Journal rows kept (`append_event`): enough for any reader that was away a minute or two.
 EVENTS_KEPT = 5000
@@ -20,6 +21,12 @@ EVENTS_KEPT = 5000
 _INSERT_CALL = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 #: An imported call whose id is already here (an earlier import of the same history) is kept as it is.
 _IMPORT_CALL = _INSERT_CALL.replace("INSERT INTO", "INSERT OR IGNORE INTO", 1)
+_COUNTERS = "RETURNING usage_count, success_count, failure_count, memory_level, status"
+_COUNT_SUCCESS = (
+    "UPDATE tools SET usage_count = usage_count + 1, success_count = success_count + 1, last_used_at = ?, "
+    f"status = CASE status WHEN 'archived' THEN 'active' ELSE status END WHERE tool_id = ? {_COUNTERS}"
+)
+_COUNT_FAILURE = f"UPDATE tools SET failure_count = failure_count + 1 WHERE tool_id = ? {_COUNTERS}"
 _SELECT_STAGED = f"SELECT {', '.join(STAGED_COLUMNS)} FROM staged_writes"
 
 
@@ -28,6 +35,7 @@ class SQLiteRecords:
 
     _db: sqlite3.Connection
     _lock: threading.RLock
+    _tools: ToolCache
 
     # --- calls --------------------------------------------------------------------------------
 
@@ -38,6 +46,7 @@ class SQLiteRecords:
         transaction: concurrent calls from any process never lose an update. A success also brings an
         archived tool back and, with `level_after`, sets the tier its counted usage earns."""
         with self._lock:
+            changes_before = self._db.total_changes
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 self._db.execute(_INSERT_CALL, call_values(call, sqlite=True))
@@ -46,30 +55,17 @@ class SQLiteRecords:
                     "WHERE tool_id = ? AND version = ?",
                     (0 if call.ok else 1, call.tool_id, call.version),
                 )
-                before = self._db.execute(
-                    "SELECT memory_level FROM tools WHERE tool_id = ?", (call.tool_id,)
-                ).fetchone()
-                if call.ok:
-                    self._db.execute(
-                        "UPDATE tools SET usage_count = usage_count + 1, success_count = success_count + 1, "
-                        "last_used_at = ?, status = CASE status WHEN 'archived' THEN 'active' ELSE status END "
-                        "WHERE tool_id = ?",
-                        (iso(call.at), call.tool_id),
-                    )
-                else:
-                    self._db.execute(
-                        "UPDATE tools SET failure_count = failure_count + 1 WHERE tool_id = ?", (call.tool_id,)
-                    )
-                row = self._db.execute(
-                    "SELECT usage_count, success_count, failure_count, memory_level, status FROM tools "
-                    "WHERE tool_id = ?",
-                    (call.tool_id,),
-                ).fetchone()
+                # The update leaves memory_level alone, so what it returns is also the tier before the call.
+                rows = self._db.execute(
+                    _COUNT_SUCCESS if call.ok else _COUNT_FAILURE,
+                    (iso(call.at), call.tool_id) if call.ok else (call.tool_id,),
+                ).fetchall()  # all of it: a RETURNING statement left unfinished would block the COMMIT
+                row = rows[0] if rows else None
                 counters = ToolCounters(
                     usage_count=row[0] if row else 0,
                     success_count=row[1] if row else 0,
                     failure_count=row[2] if row else 0,
-                    previous_level=before[0] if before else "short_term",
+                    previous_level=row[3] if row else "short_term",
                     memory_level=row[3] if row else "short_term",
                     status=row[4] if row else "active",
                 )
@@ -82,6 +78,10 @@ class SQLiteRecords:
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
+            moved = counters.model_dump(exclude={"previous_level"})
+            if call.ok:
+                moved["last_used_at"] = call.at
+            self._tools.counted(changes_before, call.tool_id, moved)
         return counters
 
     def calls(self, tool_id: str, limit: int = 20) -> list[CallRecord]:
