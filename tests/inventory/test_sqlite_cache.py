@@ -11,12 +11,12 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from test_store_contract import NOW, make_tool
 
 from awb.inventory.models import CallRecord
 from awb.inventory.sqlite import SQLiteStore
 from awb.inventory.sqlite_cache import ToolCache
 from support import REPO
-from test_store_contract import NOW, make_tool
 
 
 @pytest.fixture
@@ -121,10 +121,9 @@ def test_a_change_made_by_another_process_is_seen(store: SQLiteStore, path: Path
 def test_a_rolled_back_write_empties_the_cache(store: SQLiteStore) -> None:
     store.add_tool(make_tool("steady"))
     store.get("tool_steady")
-    with pytest.raises(RuntimeError):
-        with store._writing() as db:
-            db.execute("UPDATE tools SET description = 'half done' WHERE tool_id = 'tool_steady'")
-            raise RuntimeError("the transaction fails")
+    with pytest.raises(RuntimeError), store._writing() as db:
+        db.execute("UPDATE tools SET description = 'half done' WHERE tool_id = 'tool_steady'")
+        raise RuntimeError("the transaction fails")
     assert tool_reads(store, lambda: store.get("tool_steady")) == 1
     found = store.get("tool_steady")
     assert found is not None and found.description == "does a thing"
