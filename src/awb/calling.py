@@ -6,6 +6,7 @@ returned, and record the call (counters, memory tier, auto-equip on reaching lon
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -20,7 +21,7 @@ from awb.equip import Armory
 from awb.errors import AwbError, ExecutionError, InvalidOutput, InvalidParams, OutputExceeded, Unavailable
 from awb.events import Event, EventBus
 from awb.inventory.memory import MemoryPolicy
-from awb.inventory.models import CallRecord, MemoryLevel, Tool
+from awb.inventory.models import CallRecord, MemoryLevel, Tool, ToolCounters
 from awb.inventory.store import Store
 from awb.maintenance import Upkeep
 from awb.sandbox.base import Execution, ExecutionSlots, Runtime
@@ -49,6 +50,47 @@ class CallResult(BaseModel):
     usage_count: int
 
 
+class CallRecorder:
+    """Records calls in groups: the calls whose runs end in one turn of an event loop are recorded
+    together at the end of that turn, in one write transaction (`Store.record_calls`).
+
+    Under concurrent calls a turn often ends several runs, and one transaction for them writes the
+    pages they share once (measured: ~5% of a trivial call's CPU at 8 concurrent clients). A call alone
+    waits for nothing: its record is written as soon as the callbacks already due have run. Each call
+    still gets its own counters, or the error that kept its own record from being written. A call
+    cancelled while it waits still has its record written.
+    """
+
+    def __init__(self, store: Store, policy: MemoryPolicy) -> None:
+        self._store, self._policy = store, policy
+        #: Per event loop (a workbench may serve more than one, each on its own thread).
+        self._due: dict[asyncio.AbstractEventLoop, list[tuple[CallRecord, asyncio.Future[ToolCounters]]]] = {}
+
+    async def record(self, call: CallRecord) -> ToolCounters:
+        loop = asyncio.get_running_loop()
+        recorded: asyncio.Future[ToolCounters] = loop.create_future()
+        due = self._due.get(loop)
+        if due is None:
+            due = self._due[loop] = []
+            loop.call_soon(self._write, loop)
+        due.append((call, recorded))
+        return await recorded
+
+    def _write(self, loop: asyncio.AbstractEventLoop) -> None:
+        due = self._due.pop(loop)
+        try:
+            results = self._store.record_calls([call for call, _ in due], level_after=self._policy.level_after_success)
+        except Exception as exc:  # a store that broke its contract: every waiting call hears why
+            results = [exc] * len(due)
+        for (_, recorded), result in zip(due, results, strict=True):
+            if recorded.done():  # its call was cancelled: the record stands, nobody waits for it
+                continue
+            if isinstance(result, Exception):
+                recorded.set_exception(result)
+            else:
+                recorded.set_result(result)
+
+
 class Caller:
     """The call path of one workbench, over the workbench's own store, runtimes and policy."""
 
@@ -69,6 +111,7 @@ class Caller:
         self._slots, self._policy, self._events, self._armory, self._upkeep = slots, policy, events, armory, upkeep
         self._compiled: dict[tuple[str, int, str], ToolSchema] = {}
         self._protected = protected_paths(config)
+        self._recorder = CallRecorder(store, policy)
 
     def schema(self, tool: Tool, which: Literal["input", "output"] = "input") -> ToolSchema:
         """The compiled schema of a tool version; versions are immutable, so compile once per version
@@ -137,7 +180,7 @@ class Caller:
             peak = execution.peak_memory_bytes
         else:  # a failed run may still have been measured (a tool that hit its memory limit, say)
             peak = error.peak_memory_bytes if isinstance(error, ExecutionError) else None
-        tool = self._record(tool, call_id, duration_ms, error, peak)
+        tool = await self._record(tool, call_id, duration_ms, error, peak)
         if error is not None:
             log.info("call %s failed: %s", tool.name, error.code)
             raise error
@@ -166,7 +209,7 @@ class Caller:
         except SchemaTooExpensive as exc:
             raise InvalidOutput(f"the tool's result cannot be checked against its output_schema: {exc}") from None
 
-    def _record(
+    async def _record(
         self,
         tool: Tool,
         call_id: str,
@@ -187,7 +230,7 @@ class Caller:
         )
         # Counters move in SQL inside one write transaction, so concurrent calls (from any process)
         # never lose an update; the tier is recomputed there from the counted usage.
-        counters = self._store.record_call(call, level_after=self._policy.level_after_success)
+        counters = await self._recorder.record(call)
         updated = tool.model_copy(
             update={
                 "usage_count": counters.usage_count,

@@ -10,7 +10,7 @@ import pytest
 from awb.clock import ManualClock
 from awb.config import Config
 from awb.errors import LimitExceeded, NameConflict
-from awb.inventory.models import CallRecord, Tool, ToolMetadata, ToolVersion
+from awb.inventory.models import CallRecord, Tool, ToolCounters, ToolMetadata, ToolVersion
 from awb.inventory.store import Store
 from awb.workbench import Workbench
 from support import add_tool
@@ -116,6 +116,25 @@ def test_a_call_is_recorded_with_its_counters_in_one_step(store: Store) -> None:
     assert store.calls("tool_counted") == [failed, call]
     [version] = store.versions("tool_counted")
     assert (version.usage_count, version.failure_count) == (2, 1)
+
+
+def test_calls_recorded_together_each_get_their_counters_and_a_bad_one_only_fails_itself(store: Store) -> None:
+    store.add_tool(make_tool("grouped"))
+    first = CallRecord(call_id="call_g1", tool_id="tool_grouped", version=1, at=NOW, duration_ms=1.0, ok=True)
+    again = first.model_copy(update={"duration_ms": 2.0})  # the same call id: cannot be recorded twice
+    failed = first.model_copy(update={"call_id": "call_g2", "ok": False, "error_code": "timeout"})
+    results = store.record_calls(
+        [first, again, failed], level_after=lambda level, uses: "medium_term" if uses >= 1 else level
+    )
+    assert isinstance(results[1], Exception)
+    one, three = results[0], results[2]
+    assert isinstance(one, ToolCounters) and isinstance(three, ToolCounters)
+    assert (one.usage_count, one.previous_level, one.memory_level) == (1, "short_term", "medium_term")
+    assert (three.usage_count, three.failure_count, three.memory_level) == (1, 1, "medium_term")
+    tool = store.get("tool_grouped")
+    assert tool is not None
+    assert (tool.usage_count, tool.failure_count, tool.memory_level) == (1, 1, "medium_term")
+    assert [c.call_id for c in store.calls("tool_grouped")] == ["call_g2", "call_g1"]
 
 
 def test_versions_accumulate_and_purge_removes_everything_about_a_tool(store: Store) -> None:

@@ -4,7 +4,7 @@ the write side `PostgresStore` mixes in."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -43,6 +43,18 @@ class PostgresRecords:
         raise NotImplementedError
 
     # --- calls --------------------------------------------------------------------------------
+
+    def record_calls(
+        self, calls: Sequence[CallRecord], *, level_after: Callable[[MemoryLevel, int], MemoryLevel] | None = None
+    ) -> list[ToolCounters | Exception]:
+        """Each call in its own statement: one round trip each, as a single record."""
+        recorded: list[ToolCounters | Exception] = []
+        for call in calls:
+            try:
+                recorded.append(self.record_call(call, level_after=level_after))
+            except Exception as exc:
+                recorded.append(exc)
+        return recorded
 
     def record_call(
         self, call: CallRecord, *, level_after: Callable[[MemoryLevel, int], MemoryLevel] | None = None

@@ -76,13 +76,14 @@ class ToolCache:
     def put_missing_name(self, name: str, include_deleted: bool) -> None:
         self._names[(name, include_deleted)] = None
 
-    def counted(self, changes_before: int, tool_id: str, counters: dict[str, Any]) -> None:
-        """A call's record moved these fields of one tool, in a transaction that began when the
+    def counted(self, changes_before: int, moves: list[tuple[str, dict[str, Any]]]) -> None:
+        """Calls' records moved these fields of their tools, in one transaction that began when the
         connection had made `changes_before` changes. If the cache was current then, it stays current:
-        the record takes the new values and the stamp moves past the transaction."""
+        the records take the new values (in call order) and the stamp moves past the transaction."""
         if self._stamp is None or self._stamp[1] != changes_before:
             return  # something else was written too: the next `check` empties the cache
         self._stamp = (self._stamp[0], self._db.total_changes)
-        tool = self._tools.get(tool_id)
-        if tool is not None:
-            self._tools[tool_id] = tool.model_copy(update=counters)
+        for tool_id, fields in moves:
+            tool = self._tools.get(tool_id)
+            if tool is not None:
+                self._tools[tool_id] = tool.model_copy(update=fields)

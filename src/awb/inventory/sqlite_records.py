@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -45,43 +45,85 @@ class SQLiteRecords:
         """Append a call record and move the tool's counters in SQL (`x = x + 1`), in one write
         transaction: concurrent calls from any process never lose an update. A success also brings an
         archived tool back and, with `level_after`, sets the tier its counted usage earns."""
+        [counters] = self._record_together([call], level_after)
+        return counters
+
+    def record_calls(
+        self, calls: Sequence[CallRecord], *, level_after: Callable[[MemoryLevel, int], MemoryLevel] | None = None
+    ) -> list[ToolCounters | Exception]:
+        """Several calls in one write transaction: the pages they share (the calls table's last page and
+        indexes, the tool's row) are written once, not once a call. If the transaction fails, each call
+        is recorded on its own, so one bad record costs only itself."""
+        try:
+            return list(self._record_together(calls, level_after))
+        except Exception as exc:
+            if len(calls) == 1:
+                return [exc]
+        recorded: list[ToolCounters | Exception] = []
+        for call in calls:
+            try:
+                recorded.append(self.record_call(call, level_after=level_after))
+            except Exception as exc:
+                recorded.append(exc)
+        return recorded
+
+    def _record_together(
+        self, calls: Sequence[CallRecord], level_after: Callable[[MemoryLevel, int], MemoryLevel] | None
+    ) -> list[ToolCounters]:
         with self._lock:
             changes_before = self._db.total_changes
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                self._db.execute(_INSERT_CALL, call_values(call, sqlite=True))
-                self._db.execute(
-                    "UPDATE tool_versions SET usage_count = usage_count + 1, failure_count = failure_count + ? "
-                    "WHERE tool_id = ? AND version = ?",
-                    (0 if call.ok else 1, call.tool_id, call.version),
-                )
-                # The update leaves memory_level alone, so what it returns is also the tier before the call.
-                rows = self._db.execute(
-                    _COUNT_SUCCESS if call.ok else _COUNT_FAILURE,
-                    (iso(call.at), call.tool_id) if call.ok else (call.tool_id,),
-                ).fetchall()  # all of it: a RETURNING statement left unfinished would block the COMMIT
-                row = rows[0] if rows else None
-                counters = ToolCounters(
-                    usage_count=row[0] if row else 0,
-                    success_count=row[1] if row else 0,
-                    failure_count=row[2] if row else 0,
-                    previous_level=row[3] if row else "short_term",
-                    memory_level=row[3] if row else "short_term",
-                    status=row[4] if row else "active",
-                )
-                if row and call.ok and level_after is not None:
-                    level = level_after(counters.memory_level, counters.usage_count)
-                    if level != counters.memory_level:
-                        self._db.execute("UPDATE tools SET memory_level = ? WHERE tool_id = ?", (level, call.tool_id))
-                        counters = counters.model_copy(update={"memory_level": level})
+                recorded = [self._count(call, level_after) for call in calls]
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
-            moved = counters.model_dump(exclude={"previous_level"})
-            if call.ok:
-                moved["last_used_at"] = call.at
-            self._tools.counted(changes_before, call.tool_id, moved)
+            moves = []
+            for call, counters in zip(calls, recorded, strict=True):
+                moved = counters.model_dump(exclude={"previous_level"})
+                if call.ok:
+                    moved["last_used_at"] = call.at
+                moves.append((call.tool_id, moved))
+            self._tools.counted(changes_before, moves)
+        return recorded
+
+    def _count(self, call: CallRecord, level_after: Callable[[MemoryLevel, int], MemoryLevel] | None) -> ToolCounters:
+        """One call's record and counters, inside the caller's transaction."""
+        self._db.execute(_INSERT_CALL, call_values(call, sqlite=True))
+        self._db.execute(
+            "UPDATE tool_versions SET usage_count = usage_count + 1, failure_count = failure_count + ? "
+            "WHERE tool_id = ? AND version = ?",
+            (0 if call.ok else 1, call.tool_id, call.version),
+        )
+        # The update leaves memory_level alone, so what it returns is also the tier before the call.
+        rows = self._db.execute(
+            _COUNT_SUCCESS if call.ok else _COUNT_FAILURE,
+            (iso(call.at), call.tool_id) if call.ok else (call.tool_id,),
+        ).fetchall()  # all of it: a RETURNING statement left unfinished would block the COMMIT
+        if not rows:
+            return ToolCounters(
+                usage_count=0,
+                success_count=0,
+                failure_count=0,
+                previous_level="short_term",
+                memory_level="short_term",
+                status="active",
+            )
+        usage, successes, failures, level, status = rows[0]
+        counters = ToolCounters(
+            usage_count=usage,
+            success_count=successes,
+            failure_count=failures,
+            previous_level=level,
+            memory_level=level,
+            status=status,
+        )
+        if call.ok and level_after is not None:
+            promoted = level_after(level, usage)
+            if promoted != level:
+                self._db.execute("UPDATE tools SET memory_level = ? WHERE tool_id = ?", (promoted, call.tool_id))
+                counters = counters.model_copy(update={"memory_level": promoted})
         return counters
 
     def calls(self, tool_id: str, limit: int = 20) -> list[CallRecord]:

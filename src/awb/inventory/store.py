@@ -85,6 +85,14 @@ class Store(Protocol):
         outside it), in one transaction; on success set the tier `level_after` gives the new usage."""
         ...
 
+    def record_calls(
+        self, calls: Sequence[CallRecord], *, level_after: Callable[[MemoryLevel, int], MemoryLevel] | None = None
+    ) -> list[ToolCounters | Exception]:
+        """`record_call` for several calls at once (a store may share one transaction between them); each
+        call's counters, or the error that kept that one call from being recorded. Never raises for one
+        call's failure."""
+        ...
+
     def calls(self, tool_id: str, limit: int = 20) -> list[CallRecord]: ...
 
     def stage_write(

@@ -1,0 +1,135 @@
+"""Calls are recorded in groups: the runs that end in one turn of the event loop share one write
+transaction, each call still gets its own counters, and one bad record costs only itself."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from pathlib import Path
+
+import anyio
+import pytest
+from test_store_contract import NOW, make_tool
+
+from awb.calling import CallRecorder
+from awb.config import Config
+from awb.inventory.memory import MemoryPolicy
+from awb.inventory.models import CallRecord, MemoryLevel, ToolCounters
+from awb.inventory.sqlite import SQLiteStore
+from awb.workbench import Workbench
+from support import add_tool
+
+pytestmark = pytest.mark.anyio
+
+
+def call(n: int, *, tool_id: str = "tool_rec", call_id: str | None = None) -> CallRecord:
+    return CallRecord(
+        call_id=call_id or f"call_{n}",
+        tool_id=tool_id,
+        version=1,
+        at=NOW + timedelta(seconds=n),
+        duration_ms=1.0,
+        ok=True,
+    )
+
+
+async def test_concurrent_calls_share_write_transactions_and_each_gets_its_own_count(tmp_path: Path) -> None:
+    config = Config(inventory_path=tmp_path / "inv.db")
+    config.sandbox.max_concurrent = 16
+    async with Workbench(config) as workbench:
+        await workbench.craft(add_tool("grouped"))
+        assert isinstance(workbench.store, SQLiteStore)
+        executed: list[str] = []
+        workbench.store._db.set_trace_callback(executed.append)
+        results = []
+
+        async def one() -> None:
+            results.append(await workbench.call("grouped", {"a": 1, "b": 2}))
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as group:
+                for _ in range(16):
+                    group.start_soon(one)
+        workbench.store._db.set_trace_callback(None)
+        inserts = sum(1 for sql in executed if sql.startswith("INSERT INTO calls"))
+        transactions = sum(1 for sql in executed if sql == "BEGIN IMMEDIATE")
+        assert inserts == 16
+        assert transactions < inserts  # some runs ended in the same turn and were written together
+        assert sorted(r.usage_count for r in results) == list(range(1, 17))
+        tool = workbench.resolve("grouped")
+        assert (tool.usage_count, tool.success_count) == (16, 16)
+        assert len(workbench.store.calls(tool.tool_id, limit=100)) == 16
+
+
+def test_a_bad_record_in_a_group_costs_only_itself(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "inv.db")
+    try:
+        store.add_tool(make_tool("rec"))
+        duplicate = call(2, call_id="call_1")  # call ids are unique: this record cannot be written
+        results = store.record_calls([call(1), duplicate, call(3)])
+        assert isinstance(results[1], sqlite3.IntegrityError)
+        assert [r.usage_count for r in results if isinstance(r, ToolCounters)] == [1, 2]
+        tool = store.get("tool_rec")
+        assert tool is not None and tool.usage_count == 2
+        assert sorted(c.call_id for c in store.calls("tool_rec")) == ["call_1", "call_3"]
+        # Alone, a bad record is its own error too, never an exception out of record_calls.
+        [alone] = store.record_calls([call(4, call_id="call_3")])
+        assert isinstance(alone, sqlite3.IntegrityError)
+    finally:
+        store.close()
+
+
+class _Store:
+    """Only what the recorder uses of a store: what it was asked to record, in which groups."""
+
+    def __init__(self) -> None:
+        self.groups: list[list[str]] = []
+
+    def record_calls(
+        self, calls: Sequence[CallRecord], *, level_after: Callable[[MemoryLevel, int], MemoryLevel] | None = None
+    ) -> list[ToolCounters | Exception]:
+        self.groups.append([c.call_id for c in calls])
+        return [
+            RuntimeError("the disk is full")
+            if c.call_id == "call_bad"
+            else ToolCounters(
+                usage_count=i + 1,
+                success_count=i + 1,
+                failure_count=0,
+                previous_level="short_term",
+                memory_level="short_term",
+                status="active",
+            )
+            for i, c in enumerate(calls)
+        ]
+
+
+async def test_the_recorder_groups_a_turn_and_reports_each_calls_own_outcome() -> None:
+    store = _Store()
+    recorder = CallRecorder(store, MemoryPolicy(Config().memory))  # type: ignore[arg-type]
+    first, bad, third = (
+        asyncio.ensure_future(recorder.record(call(0, call_id=i))) for i in ("call_a", "call_bad", "call_c")
+    )
+    results = await asyncio.gather(first, bad, third, return_exceptions=True)
+    assert store.groups == [["call_a", "call_bad", "call_c"]]
+    assert isinstance(results[1], RuntimeError) and str(results[1]) == "the disk is full"
+    assert [r.usage_count for r in (results[0], results[2])] == [1, 3]  # type: ignore[union-attr]
+    # A later call alone is written in its own group, at the end of its own turn.
+    alone = await recorder.record(call(0, call_id="call_d"))
+    assert store.groups[-1] == ["call_d"] and alone.usage_count == 1
+
+
+async def test_a_call_cancelled_while_its_record_waits_is_still_recorded() -> None:
+    store = _Store()
+    recorder = CallRecorder(store, MemoryPolicy(Config().memory))  # type: ignore[arg-type]
+    waiting = asyncio.ensure_future(recorder.record(call(0, call_id="call_left")))
+    await asyncio.sleep(0)  # the task starts and waits for its record
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    with anyio.fail_after(5):
+        while not store.groups:
+            await asyncio.sleep(0)
+    assert store.groups == [["call_left"]]
