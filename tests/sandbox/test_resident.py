@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from awb.sandbox import resident as resident_module
-from awb.sandbox.resident import RETIRE_GROWTH_BYTES, ResidentPeak, WorkerFloors
+from awb.sandbox.resident import RETIRE_GROWTH_BYTES, ResidentPeak, WorkerFloors, _marks
 
 MiB = 1024 * 1024
 
@@ -151,3 +151,12 @@ def test_floors_of_workers_that_went_away_are_dropped() -> None:
     for pid in range(10):
         floors.bloated(measured(pid, 10, 10))
     assert [pid for pid in range(10) if floors.seen(pid)] == [7, 8, 9]
+
+
+def test_the_status_marks_are_read_whatever_surrounds_them() -> None:
+    text = Path(f"/proc/{os.getpid()}/status").read_bytes()
+    high_water, resident = _marks(text)  # type: ignore[misc]
+    assert 0 < resident <= high_water
+    assert _marks(b"Name:\tx\nVmHWM:\t  100 kB\nVmRSS:\t 50 kB") == (100 * 1024, 50 * 1024)  # no final newline
+    assert _marks(b"Name:\tx\nVmHWM:\t  100 kB\n") is None  # a kernel thread, say: no VmRSS
+    assert _marks(b"Name:\tx\nVmHWM:\t kB\nVmRSS:\t 50 kB\n") is None
