@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test install install-full install-dev install-test lint typecheck bench bench-cli bench-http clean chromium screenshot
+.PHONY: run test install install-full install-dev install-test lint typecheck bench bench-cli bench-http bench-call clean chromium screenshot
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -63,6 +63,9 @@ bench-cli: install-dev
 
 bench-http: install-dev
 	$(BIN)/python benchmarks/http_load.py
+
+bench-call: install-dev
+	$(BIN)/python benchmarks/call_path.py
 
 clean:
 	rm -rf $(VENV) .venv-clients build dist .pytest_cache .mypy_cache .ruff_cache

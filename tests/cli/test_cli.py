@@ -337,6 +337,33 @@ async def test_search_ranks_as_the_server_does_and_text_never_loads_the_model(tm
     assert text["results"][0]["score"] == 1.0
 
 
+async def test_a_hybrid_search_by_the_awb_executable_ends_with_its_output_whole(tmp_path: Path) -> None:
+    """The `awb` process skips the interpreter's teardown after a search that loaded the model: what it
+    printed still arrives whole, to a pipe, and a reader that leaves early gets no traceback."""
+    env = env_for(tmp_path, AWB_SEARCH__MODE="hybrid")
+    env.pop("PYTHONUNBUFFERED", None)  # as a user's shell has it: stdout to a pipe is block-buffered
+    async with Workbench(load_config(None, environ=env)) as workbench:
+        for n in range(30):
+            await workbench.craft(add_tool(f"adder_{n}", description=f"Add two numbers, variant {n}"))
+    found = run_awb(tmp_path, "inventory", "search", "add numbers", "--limit", "30", "--json", env=env)
+    assert found.returncode == 0, found.stderr
+    result = json.loads(found.stdout)
+    assert result["mode"] == "hybrid" and len(result["results"]) == 30
+    table = run_awb(tmp_path, "inventory", "search", "add numbers", "--limit", "30", env=env)
+    assert table.returncode == 0 and table.stdout.count("adder_") == 30 and table.stderr == ""
+    awb = str(Path(sys.executable).parent / "awb")
+    piped = subprocess.run(
+        f"'{awb}' inventory search 'add numbers' --limit 30 | head -c 1",
+        shell=True,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert piped.returncode == 0 and "Traceback" not in piped.stderr, piped.stderr
+
+
 async def test_search_asks_the_workspaces_running_server_and_searches_the_store_when_there_is_none(
     tmp_path: Path,
 ) -> None:

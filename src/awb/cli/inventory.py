@@ -174,9 +174,14 @@ def _served_search(config: Config, query: str, limit: int) -> SearchResult | Non
 def _search(store: Store, config: Config, query: str, limit: int) -> SearchResult:
     """The workbench's search on the store alone; hybrid loads the model only for an inventory with vectors."""
     from awb import browse
+    from awb.cli import output
     from awb.search.hybrid import search_engine
 
-    return browse.search(store, search_engine(store, config.search, few_queries=True), query, limit=limit)
+    engine = search_engine(store, config.search, few_queries=True)
+    found = browse.search(store, engine, query, limit=limit)
+    # The model loaded here: nothing else of this process needs taking apart at its end (awb.cli.main).
+    output.NOTHING_TO_TEAR_DOWN = bool(getattr(engine.embedder, "ready", False))
+    return found
 
 
 @inventory_app.command("inspect")

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 
 #: Set by `awb --debug`: errors keep their details and unexpected ones their traceback.
 DEBUG = False
+#: Set by a command that only read and whose process holds something slow to take apart (the embedding
+#: model): the `awb` process then ends without the interpreter's teardown, its output flushed.
+NOTHING_TO_TEAR_DOWN = False
 #: Columns whose values are identifiers: never wrapped or cut, whatever the terminal's width.
 ID_COLUMNS = frozenset({"tool_id", "id", "call_id", "call"})
 #: Width of tables written to a pipe or a file: wide enough that no row is wrapped or cut.

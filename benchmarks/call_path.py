@@ -1,0 +1,142 @@
+"""The workbench's own share of an `awb_call`: CPU per call by thread, in process, with no HTTP in between.
+
+Run: `python benchmarks/call_path.py [--calls 8000] [--concurrency 8] [--rounds 3] [--before SRC]`.
+Each round runs a fresh process that opens the workbench on a temporary inventory with one trivial Monty
+tool, calls it through the MCP face (`McpFace.call("awb_call", ...)`: argument checks, resolving, the
+sandbox run, the call record, the MCP result) `--calls` times from `--concurrency` tasks at once, and
+reads each thread's CPU time from /proc: the event loop's thread, the other Python threads (the Monty
+turn threads, to-thread workers), the sandbox pool's runtime thread (tokio) and the worker processes.
+What `benchmarks/http_load.py` measures adds the HTTP server and the clients on top of this; this is
+the part the workbench's own code decides, and it moves far less from run to run.
+
+`--before SRC` runs another copy of the code (its `src` folder, e.g. `git archive <commit> src | tar -x
+-C /tmp/before`) in the same rounds, the two taking turns, and prints both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+ROUND = r"""
+import json, os, sys, time
+from pathlib import Path
+import anyio
+from awb.config import Config
+from awb.server.mcp import build_server
+from awb.workbench import Workbench
+
+def threads():
+    found = {}
+    for task in Path("/proc/self/task").iterdir():
+        raw = (task / "stat").read_text()
+        name = raw.split("(", 1)[1].rsplit(")", 1)[0]
+        fields = raw.rsplit(")", 1)[1].split()
+        found[(task.name, name)] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return found
+
+def children():
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == os.getpid():
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+async def main(inventory, calls, concurrency):
+    config = Config(inventory_path=inventory)
+    config.sandbox.max_concurrent = max(concurrency, config.sandbox.max_concurrent)
+    async with Workbench(config) as workbench:
+        await workbench.craft({"name": "identity", "description": "Return the number it is given.",
+            "code": "def run(params):\n    return {'x': params.get('x', 0)}\n",
+            "input_schema": {"type": "object", "properties": {"x": {"type": "integer"}}}})
+        face = build_server(workbench)
+        arguments = {"name": "identity", "params": {"x": 1}}
+        async def caller(n):
+            for _ in range(n):
+                result = await face.call("awb_call", arguments)
+                assert not result.is_error, result
+        await caller(300)  # warm: workers, caches, compiled schemas
+        before, workers_before, started = threads(), children(), time.perf_counter()
+        async with anyio.create_task_group() as group:
+            for _ in range(concurrency):
+                group.start_soon(caller, calls // concurrency)
+        elapsed, after, workers_after = time.perf_counter() - started, threads(), children()
+    done = calls // concurrency * concurrency
+    split = {"event loop": 0.0, "other Python threads": 0.0, "tokio": 0.0}
+    for key, cpu in after.items():
+        spent = cpu - before.get(key, 0.0)
+        if key[0] == str(os.getpid()):
+            split["event loop"] += spent
+        elif key[1].startswith("tokio"):
+            split["tokio"] += spent
+        else:
+            split["other Python threads"] += spent
+    split["sandbox workers"] = workers_after - workers_before
+    print(json.dumps({"wall": elapsed / done * 1e6, **{k: v / done * 1e6 for k, v in split.items()}}))
+
+anyio.run(main, sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+"""
+
+COLUMNS = ("wall", "event loop", "other Python threads", "tokio", "sandbox workers")
+
+
+def one_round(source: Path | None, calls: int, concurrency: int) -> dict[str, float]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWB_")}
+    if source is not None:
+        env["PYTHONPATH"] = str(source)
+    with tempfile.TemporaryDirectory(prefix="awb-call-path-") as tmp:
+        out = subprocess.run(
+            [sys.executable, "-c", ROUND, str(Path(tmp) / "inventory.db"), str(calls), str(concurrency)],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        ).stdout
+    return dict(json.loads(out.strip().splitlines()[-1]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=8000)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--before", type=Path, help="the `src` folder of code to compare with, in the same rounds")
+    args = parser.parse_args()
+    variants: dict[str, Path | None] = {"now": None}
+    if args.before is not None:
+        variants["before"] = args.before.resolve()
+    samples: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
+    for round_ in range(args.rounds):
+        for name, source in list(variants.items())[:: 1 if round_ % 2 == 0 else -1]:
+            samples[name].append(one_round(source, args.calls, args.concurrency))
+    title = f"awb_call in process: {args.calls} calls, {args.concurrency} at once, median of {args.rounds} rounds"
+    table = Table(title=title, title_justify="left")
+    table.add_column("code")
+    for column in COLUMNS:
+        table.add_column(f"{column} us/call" if column == "wall" else f"{column} cpu us/call", justify="right")
+    table.add_column("cpu us/call", justify="right")
+    for name, rounds in samples.items():
+        medians = {c: statistics.median(r[c] for r in rounds) for c in COLUMNS}
+        total = statistics.median(sum(r[c] for c in COLUMNS if c != "wall") for r in rounds)
+        table.add_row(name, *(f"{medians[c]:.0f}" for c in COLUMNS), f"{total:.0f}")
+    Console().print(table)
+    print(f"load average: {', '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
+
+
+if __name__ == "__main__":
+    main()
