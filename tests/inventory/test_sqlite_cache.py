@@ -13,10 +13,13 @@ from pathlib import Path
 import pytest
 from test_store_contract import NOW, make_tool
 
+from awb.config import Config
+from awb.errors import ToolDeleted
 from awb.inventory.models import CallRecord
 from awb.inventory.sqlite import SQLiteStore
 from awb.inventory.sqlite_cache import ToolCache
-from support import REPO
+from awb.workbench import Workbench
+from support import REPO, add_tool
 
 
 @pytest.fixture
@@ -138,3 +141,23 @@ def test_the_cache_keeps_at_most_its_size_and_forgets_names_with_their_tools(sto
     assert cache.by_name("a", False) == (False, None)
     assert cache.by_name("c", False)[1] == make_tool("c")
     assert len(cache._tools) == 2 and set(cache._names) == {("b", False), ("c", False)}
+
+
+@pytest.mark.anyio
+async def test_a_server_calls_the_version_another_workbench_made_a_moment_ago(tmp_path: Path) -> None:
+    """Two workbenches on one inventory file (as `awb start` and the CLI beside it): the one that keeps
+    calling a tool runs the new version, and sees the deletion, as soon as the other has committed."""
+    config = Config(inventory_path=tmp_path / "inv.db")
+    async with Workbench(config) as server, Workbench(config) as cli:
+        await server.craft(add_tool("shared_adder"))
+        assert (await server.call("shared_adder", {"a": 1, "b": 2})).result == 3
+        await cli.update(
+            "shared_adder",
+            code="def run(params):\n    return params['a'] + params['b'] + 100\n",
+            examples=[{"params": {"a": 1, "b": 2}, "expected": 103}],
+        )
+        called = await server.call("shared_adder", {"a": 1, "b": 2})
+        assert (called.result, called.version, called.usage_count) == (103, 2, 2)
+        cli.delete("shared_adder")
+        with pytest.raises(ToolDeleted):
+            await server.call("shared_adder", {"a": 1, "b": 2})
