@@ -13,6 +13,7 @@ from awb.inventory.models import CallRecord, MemoryLevel, ToolCounters
 from awb.inventory.postgres_cache import ReadCache
 from awb.inventory.postgres_notify import CHANNEL, ChangeListenerThread, payload, send
 from awb.inventory.rows import CALL_COLUMNS, STAGED_COLUMNS, call_values, iso, row_to_call, staged_row
+from awb.inventory.store import record_one_at_a_time
 
 #: Advisory lock key serialising staged writes while their byte caps are checked ("awb_stg").
 STAGE_LOCK = 0x6177625F737467
@@ -48,13 +49,7 @@ class PostgresRecords:
         self, calls: Sequence[CallRecord], *, level_after: Callable[[MemoryLevel, int], MemoryLevel] | None = None
     ) -> list[ToolCounters | Exception]:
         """Each call in its own statement: one round trip each, as a single record."""
-        recorded: list[ToolCounters | Exception] = []
-        for call in calls:
-            try:
-                recorded.append(self.record_call(call, level_after=level_after))
-            except Exception as exc:
-                recorded.append(exc)
-        return recorded
+        return record_one_at_a_time(self.record_call, calls, level_after)
 
     def record_call(
         self, call: CallRecord, *, level_after: Callable[[MemoryLevel, int], MemoryLevel] | None = None

@@ -14,6 +14,7 @@ from awb.errors import OutputExceeded
 from awb.inventory.models import CallRecord, MemoryLevel, ToolCounters
 from awb.inventory.rows import CALL_COLUMNS, STAGED_COLUMNS, call_values, iso, row_to_call, staged_row
 from awb.inventory.sqlite_cache import ToolCache
+from awb.inventory.store import record_one_at_a_time
 
 #: Journal rows kept (`append_event`): enough for any reader that was away a minute or two.
 EVENTS_KEPT = 5000
@@ -59,13 +60,7 @@ class SQLiteRecords:
         except Exception as exc:
             if len(calls) == 1:
                 return [exc]
-        recorded: list[ToolCounters | Exception] = []
-        for call in calls:
-            try:
-                recorded.append(self.record_call(call, level_after=level_after))
-            except Exception as exc:
-                recorded.append(exc)
-        return recorded
+        return record_one_at_a_time(self.record_call, calls, level_after)
 
     def _record_together(
         self, calls: Sequence[CallRecord], level_after: Callable[[MemoryLevel, int], MemoryLevel] | None

@@ -120,3 +120,18 @@ class Store(Protocol):
         ...
 
     def schema_version(self) -> int: ...
+
+
+def record_one_at_a_time(
+    record_call: Callable[..., ToolCounters],
+    calls: Sequence[CallRecord],
+    level_after: Callable[[MemoryLevel, int], MemoryLevel] | None,
+) -> list[ToolCounters | Exception]:
+    """`Store.record_calls` by `record_call`, call after call: each call's counters, or its own error."""
+    recorded: list[ToolCounters | Exception] = []
+    for call in calls:
+        try:
+            recorded.append(record_call(call, level_after=level_after))
+        except Exception as exc:
+            recorded.append(exc)
+    return recorded
