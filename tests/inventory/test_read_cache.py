@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from awb.inventory.models import Tool
-from awb.inventory.postgres_cache import ReadCache
+from awb.inventory.read_cache import ReadCache
 
 
 def tool(usage: int = 0, failures: int = 0) -> Tool:

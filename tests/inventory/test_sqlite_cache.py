@@ -78,9 +78,11 @@ def test_a_promotion_made_by_a_call_is_in_the_cached_record(store: SQLiteStore) 
 
 
 def test_every_write_of_this_store_is_seen(store: SQLiteStore) -> None:
-    assert store.get_by_name("later") is None  # a miss is cached too...
+    assert store.get_by_name("later") is None
+    assert store.get("tool_later") is None  # a miss by id is cached too...
     store.add_tool(make_tool("later"))
-    found = store.get_by_name("later")  # ...until anything is written
+    assert store.get("tool_later") is not None  # ...until anything is written
+    found = store.get_by_name("later")
     assert found is not None and found.description == "does a thing"
     store.update("tool_later", description="now does another thing")
     found = store.get_by_name("later")
@@ -136,11 +138,11 @@ def test_the_cache_keeps_at_most_its_size_and_forgets_names_with_their_tools(sto
     cache = ToolCache(store._db, max_tools=2)
     cache.check()
     for name in ("a", "b", "c"):
-        cache.put(f"tool_{name}", make_tool(name), name=(name, False))
-    assert cache.by_id("tool_a") == (False, None)
-    assert cache.by_name("a", False) == (False, None)
-    assert cache.by_name("c", False)[1] == make_tool("c")
-    assert len(cache._tools) == 2 and set(cache._names) == {("b", False), ("c", False)}
+        cache.put_tool(cache.generation(), f"tool_{name}", make_tool(name))
+    assert "tool_a" not in cache.tools
+    assert cache.tool_named("a") is None
+    assert cache.tool_named("c") == make_tool("c")
+    assert len(cache.tools) == 2 and set(cache.names) == {"b", "c"}
 
 
 @pytest.mark.anyio

@@ -136,3 +136,23 @@ class ToolCounters(BaseModel):
     previous_level: MemoryLevel
     memory_level: MemoryLevel
     status: Status
+
+    @classmethod
+    def of_missing_tool(cls) -> ToolCounters:
+        """What a call of a tool that is no longer stored counts: nothing."""
+        return cls(
+            usage_count=0,
+            success_count=0,
+            failure_count=0,
+            previous_level="short_term",
+            memory_level="short_term",
+            status="active",
+        )
+
+    def moved_fields(self, call: CallRecord) -> dict[str, Any]:
+        """The tool record's fields that recording `call` left at these values (what a cached copy of the
+        record takes instead of being read again)."""
+        fields: dict[str, Any] = self.model_dump(exclude={"previous_level"})
+        if call.ok:
+            fields["last_used_at"] = call.at
+        return fields

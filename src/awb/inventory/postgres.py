@@ -24,13 +24,13 @@ from typing import Any, Literal, cast
 
 from awb.errors import ConfigError
 from awb.inventory.models import CallRecord, Tool, ToolVersion
-from awb.inventory.postgres_cache import MISSING, ReadCache
 from awb.inventory.postgres_listing import PostgresListing
 from awb.inventory.postgres_migrations import SCHEMA_VERSION, applied_versions, migrate
 from awb.inventory.postgres_notify import CHANNEL, Change, ChangeListenerThread, payload, send
 from awb.inventory.postgres_records import CALLS_CACHED, PostgresRecords
 from awb.inventory.postgres_text import PostgresTextIndex
 from awb.inventory.postgres_vectors import PgVectorMirror, PgVectorSetting
+from awb.inventory.read_cache import MISSING, ReadCache
 from awb.inventory.rows import (
     SELECT_TOOLS,
     VERSION_COLUMNS,

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from awb.inventory.models import MemoryLevel, Tool, ToolSummary
-from awb.inventory.postgres_cache import ReadCache
 from awb.inventory.postgres_notify import send
 from awb.inventory.postgres_text import PostgresTextIndex
 from awb.inventory.postgres_vectors import PgVectorIndex, PgVectorMirror
+from awb.inventory.read_cache import ReadCache
 from awb.inventory.rows import SELECT_TOOLS, SUMMARY_COLUMNS, TOOL_FIELDS, relative_to_best, row_to_summary, row_to_tool
 
 #: ts_rank weights for {D, C, B, A} = {problem, description, tags, name}: SQLite's BM25 column weights.

@@ -10,8 +10,8 @@ from typing import Any
 
 from awb.errors import OutputExceeded
 from awb.inventory.models import CallRecord, MemoryLevel, ToolCounters
-from awb.inventory.postgres_cache import ReadCache
 from awb.inventory.postgres_notify import CHANNEL, ChangeListenerThread, payload, send
+from awb.inventory.read_cache import ReadCache
 from awb.inventory.rows import CALL_COLUMNS, STAGED_COLUMNS, call_values, iso, row_to_call, staged_row
 from awb.inventory.store import record_one_at_a_time
 
@@ -91,14 +91,7 @@ class PostgresRecords:
             row = conn.execute(sql, args).fetchone()
             if row is None:
                 self._cache.invalidate([call.tool_id], counts=False)
-                return ToolCounters(
-                    usage_count=0,
-                    success_count=0,
-                    failure_count=0,
-                    previous_level="short_term",
-                    memory_level="short_term",
-                    status="active",
-                )
+                return ToolCounters.of_missing_tool()
             counters = ToolCounters(
                 usage_count=row[0],
                 success_count=row[1],
@@ -107,16 +100,7 @@ class PostgresRecords:
                 memory_level=row[4],
                 status=row[5],
             )
-            moved_counters: dict[str, Any] = {
-                "usage_count": row[0],
-                "success_count": row[1],
-                "failure_count": row[2],
-                "memory_level": row[4],
-                "status": row[5],
-            }
-            if call.ok:
-                moved_counters["last_used_at"] = call.at
-            self._cache.counted(call.tool_id, moved_counters)
+            self._cache.counted(call.tool_id, counters.moved_fields(call))
             if not call.ok or level_after is None:
                 return counters
             level = level_after(counters.memory_level, counters.usage_count)

@@ -19,6 +19,7 @@ from typing import Any
 
 from awb.errors import ConfigError
 from awb.inventory.models import CallRecord, Tool, ToolVersion
+from awb.inventory.read_cache import MISSING
 from awb.inventory.rows import (
     SELECT_TOOLS,
     VERSION_COLUMNS,
@@ -153,12 +154,12 @@ class SQLiteStore(SQLiteListing, SQLiteRecords):
     def get(self, tool_id: str) -> Tool | None:
         with self._lock:
             self._tools.check()
-            cached, tool = self._tools.by_id(tool_id)
-            if not cached:
+            cached = self._tools.tools.get(tool_id)
+            if cached is None:
                 row = self._db.execute(f"{SELECT_TOOLS} WHERE t.tool_id = ?", (tool_id,)).fetchone()
-                tool = None if row is None else row_to_tool(row)
-                self._tools.put(tool_id, tool)
-        return tool
+                cached = MISSING if row is None else row_to_tool(row)
+                self._tools.put_tool(self._tools.generation(), tool_id, cached)
+        return None if cached is MISSING else cached
 
     def get_many(self, tool_ids: Sequence[str]) -> dict[str, Tool]:
         found: dict[str, Tool] = {}
@@ -173,17 +174,15 @@ class SQLiteStore(SQLiteListing, SQLiteRecords):
         live = "" if include_deleted else " AND t.status != 'deleted'"
         with self._lock:
             self._tools.check()
-            cached, tool = self._tools.by_name(name, include_deleted)
-            if cached:
-                return tool
+            cached = self._tools.tool_named(name)
+            if cached is not None and cached is not MISSING and cached.status != "deleted":
+                return cached  # type: ignore[no-any-return]
             row = self._db.execute(
                 f"{SELECT_TOOLS} WHERE t.name = ?{live} ORDER BY t.status = 'deleted', t.rowid DESC LIMIT 1", (name,)
             ).fetchone()
-            if row is None:
-                self._tools.put_missing_name(name, include_deleted)
-                return None
-            tool = row_to_tool(row)
-            self._tools.put(tool.tool_id, tool, name=(name, include_deleted))
+            tool = None if row is None else row_to_tool(row)
+            if tool is not None:
+                self._tools.put_tool(self._tools.generation(), tool.tool_id, tool)
         return tool
 
     def update(self, tool_id: str, **fields: Any) -> None:

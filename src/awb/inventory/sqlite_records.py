@@ -74,13 +74,10 @@ class SQLiteRecords:
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
-            moves = []
-            for call, counters in zip(calls, recorded, strict=True):
-                moved = counters.model_dump(exclude={"previous_level"})
-                if call.ok:
-                    moved["last_used_at"] = call.at
-                moves.append((call.tool_id, moved))
-            self._tools.counted(changes_before, moves)
+            moves = [
+                (call.tool_id, counters.moved_fields(call)) for call, counters in zip(calls, recorded, strict=True)
+            ]
+            self._tools.counted_in(changes_before, moves)
         return recorded
 
     def _count(self, call: CallRecord, level_after: Callable[[MemoryLevel, int], MemoryLevel] | None) -> ToolCounters:
@@ -97,14 +94,7 @@ class SQLiteRecords:
             (iso(call.at), call.tool_id) if call.ok else (call.tool_id,),
         ).fetchall()  # all of it: a RETURNING statement left unfinished would block the COMMIT
         if not rows:
-            return ToolCounters(
-                usage_count=0,
-                success_count=0,
-                failure_count=0,
-                previous_level="short_term",
-                memory_level="short_term",
-                status="active",
-            )
+            return ToolCounters.of_missing_tool()
         usage, successes, failures, level, status = rows[0]
         counters = ToolCounters(
             usage_count=usage,

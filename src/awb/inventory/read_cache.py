@@ -1,10 +1,10 @@
-"""Each server's cache of what it reads most from the shared inventory: tools, versions, recent calls,
-counts.
+"""A store's cache of what it reads most: tools, versions, recent calls, counts.
 
-Every write to a tool (here, or on another server, announced on the change feed, calls included)
-invalidates that tool's entries; counts go with any write that can change them. A read only fills the
-cache if no invalidation happened while it ran (a generation number), so a read racing a write never
-leaves the older value behind.
+On PostgreSQL, every write to a tool (here, or on another server, announced on the change feed, calls
+included) invalidates that tool's entries; counts go with any write that can change them. A read only
+fills the cache if no invalidation happened while it ran (a generation number), so a read racing a
+write never leaves the older value behind. The SQLite store keeps only tool records here, and empties
+the cache whenever its file may have changed (awb.inventory.sqlite_cache).
 """
 
 from __future__ import annotations
