@@ -9,7 +9,7 @@ JSON responses too, for a like-for-like comparison), log level WARNING for both,
 access-log line per request. The same client code drives both: `--clients` concurrent SDK clients,
 each with its own session, calling in a loop for `--seconds`. Rounds alternate between the servers so
 a busy machine slows both alike; the table gives calls/s per round, the workbench's ratio to the echo
-server, and each server's CPU per call (its process tree, sandbox workers included), which a busy
+server, and each server's CPU per call (its process tree, sandbox workers included), and the clients' (one process drives them all: on a small machine they share its cores with the server), which a busy
 machine disturbs far less than throughput. It also times `awb start` from spawn to its "ready" line.
 """
 
@@ -138,9 +138,9 @@ def start_echo(env: dict[str, str], json_response: bool = False) -> tuple[subpro
 
 async def load(
     url: str, tool: str, arguments: dict[str, Any], clients: int, seconds: float, server_pid: int
-) -> tuple[float, float]:
-    """Calls per second that `clients` concurrent sessions get through in `seconds`, and the server's
-    CPU milliseconds per call (its process tree)."""
+) -> tuple[float, float, float]:
+    """Calls per second that `clients` concurrent sessions get through in `seconds`, the server's CPU
+    milliseconds per call (its process tree) and the clients' (this process)."""
     done = 0
     failures = 0
 
@@ -162,15 +162,18 @@ async def load(
             tasks.start_soon(client)
         await anyio.sleep(1.0)  # let every client connect and make its first call
         cpu_before = tree_cpu_seconds(server_pid)
+        client_before = time.process_time()
         begun = time.perf_counter()
         stop = begun + seconds
         done = 0
         ready.set()
     elapsed = time.perf_counter() - begun
+    client_cpu = time.process_time() - client_before
     cpu = tree_cpu_seconds(server_pid) - cpu_before
     if failures:
         raise RuntimeError(f"{failures} calls failed against {url}")
-    return done / elapsed, cpu * 1000 / max(done, 1)
+    calls = max(done, 1)
+    return done / elapsed, cpu * 1000 / calls, client_cpu * 1000 / calls
 
 
 async def craft(url: str) -> None:
@@ -202,21 +205,31 @@ def main() -> None:
                 call = {"name": TRIVIAL["name"], "params": {"x": 1}}
                 rows = []
                 for round_no in range(1, args.rounds + 1):
-                    awb_rate, awb_cpu = anyio.run(load, awb_url, "awb_call", call, args.clients, args.seconds, awb.pid)
-                    echo_rate, echo_cpu = anyio.run(
+                    awb_rate, awb_cpu, awb_client = anyio.run(
+                        load, awb_url, "awb_call", call, args.clients, args.seconds, awb.pid
+                    )
+                    echo_rate, echo_cpu, echo_client = anyio.run(
                         load, echo_url, "echo", {"x": 1}, args.clients, args.seconds, echo.pid
                     )
-                    rows.append((round_no, awb_rate, echo_rate, awb_cpu, echo_cpu))
+                    rows.append((round_no, awb_rate, echo_rate, awb_cpu, echo_cpu, awb_client, echo_client))
             finally:
                 echo.terminate()
                 echo.wait(timeout=15)
     echo_answers = "JSON" if args.echo_json_response else "SSE"
     title = f"streamable HTTP, {args.clients} clients, {args.seconds:g} s per round (echo answers with {echo_answers})"
     table = Table(title=title, title_justify="left")
-    columns = ("round", "awb_call calls/s", "SDK echo calls/s", "ratio", "awb cpu ms/call", "echo cpu ms/call")
+    columns = (
+        "round",
+        "awb_call calls/s",
+        "SDK echo calls/s",
+        "ratio",
+        "awb cpu ms/call",
+        "echo cpu ms/call",
+        "client cpu ms/call (awb, echo)",
+    )
     for column in columns:
         table.add_column(column, justify="right")
-    for round_no, awb_rate, echo_rate, awb_cpu, echo_cpu in rows:
+    for round_no, awb_rate, echo_rate, awb_cpu, echo_cpu, awb_client, echo_client in rows:
         table.add_row(
             str(round_no),
             f"{awb_rate:.0f}",
@@ -224,9 +237,10 @@ def main() -> None:
             f"{awb_rate / echo_rate:.2f}x",
             f"{awb_cpu:.2f}",
             f"{echo_cpu:.2f}",
+            f"{awb_client:.2f}, {echo_client:.2f}",
         )
     ratios = [row[1] / row[2] for row in rows]
-    table.add_row("median", "", "", f"{statistics.median(ratios):.2f}x", "", "")
+    table.add_row("median", "", "", f"{statistics.median(ratios):.2f}x", "", "", "")
     Console().print(table)
     print(f"awb start to ready: {ready_seconds:.2f} s (spawn to the ready line)")
     print(f"load average: {', '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")

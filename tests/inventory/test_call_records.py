@@ -133,3 +133,60 @@ async def test_a_call_cancelled_while_its_record_waits_is_still_recorded() -> No
         while not store.groups:
             await asyncio.sleep(0)
     assert store.groups == [["call_left"]]
+
+
+def test_a_group_counts_each_tool_once_and_each_call_reads_what_it_would_alone(tmp_path: Path) -> None:
+    """Calls of two tools, successes and failures, an archived tool and a promotion mid-group: recorded
+    together, every call gets the counters that recording them one at a time gives, and so do the tools."""
+
+    def promote(level: MemoryLevel, uses: int) -> MemoryLevel:
+        return "medium_term" if uses >= 2 else level
+
+    def calls() -> list[CallRecord]:
+        made = []
+        for n, (tool, ok) in enumerate(
+            [("a", False), ("b", True), ("a", True), ("a", False), ("a", True), ("b", False), ("a", True)]
+        ):
+            made.append(
+                call(n, tool_id=f"tool_{tool}").model_copy(update={"ok": ok, "error_code": None if ok else "timeout"})
+            )
+        return made
+
+    stores = []
+    for name in ("together", "alone"):
+        store = SQLiteStore(tmp_path / f"{name}.db")
+        store.add_tool(make_tool("a", status="archived"))
+        store.add_tool(make_tool("b", usage_count=5, success_count=5))
+        stores.append(store)
+    together, alone = stores
+    try:
+        executed: list[str] = []
+        together._db.set_trace_callback(executed.append)
+        grouped = together.record_calls(calls(), level_after=promote)
+        together._db.set_trace_callback(None)
+        one_by_one = [alone.record_call(c, level_after=promote) for c in calls()]
+        # (The one difference: a failure before a success that brought an archived tool back reports the
+        # status after the group.)
+        assert [c.model_dump(exclude={"status"}) for c in grouped] == [  # type: ignore[union-attr]
+            c.model_dump(exclude={"status"}) for c in one_by_one
+        ]
+        levels = ["short_term", "medium_term", "short_term", "short_term", "medium_term", "medium_term", "medium_term"]
+        assert [c.memory_level for c in grouped] == levels  # type: ignore[union-attr]
+        assert sum(1 for sql in executed if sql.startswith("UPDATE tools SET usage_count")) == 2  # once a tool
+        for tool_id in ("tool_a", "tool_b"):
+            mine, theirs = together.get(tool_id), alone.get(tool_id)
+            assert mine is not None and theirs is not None
+            assert mine.model_dump() == theirs.model_dump()
+            assert together.versions(tool_id) == alone.versions(tool_id)
+            assert together.calls(tool_id) == alone.calls(tool_id)
+        tool_a = together.get("tool_a")
+        assert tool_a is not None and (tool_a.status, tool_a.last_used_at) == ("active", NOW + timedelta(seconds=6))
+        # A second store on the same file reads what the first one's cache holds.
+        fresh = SQLiteStore(tmp_path / "together.db")
+        try:
+            assert fresh.get("tool_a") == together.get("tool_a")
+        finally:
+            fresh.close()
+    finally:
+        together.close()
+        alone.close()

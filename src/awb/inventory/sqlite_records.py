@@ -22,12 +22,18 @@ EVENTS_KEPT = 5000
 _INSERT_CALL = f"INSERT INTO calls ({CALL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 #: An imported call whose id is already here (an earlier import of the same history) is kept as it is.
 _IMPORT_CALL = _INSERT_CALL.replace("INSERT INTO", "INSERT OR IGNORE INTO", 1)
-_COUNTERS = "RETURNING usage_count, success_count, failure_count, memory_level, status"
-_COUNT_SUCCESS = (
-    "UPDATE tools SET usage_count = usage_count + 1, success_count = success_count + 1, last_used_at = ?, "
-    f"status = CASE status WHEN 'archived' THEN 'active' ELSE status END WHERE tool_id = ? {_COUNTERS}"
+#: Several calls of one tool counted at once: successes and failures, the last success's time; a success
+#: brings an archived tool back. What it returns is the counters after all of them.
+_COUNT_CALLS = (
+    "UPDATE tools SET usage_count = usage_count + ?, success_count = success_count + ?, "
+    "failure_count = failure_count + ?, last_used_at = coalesce(?, last_used_at), "
+    "status = CASE WHEN ? > 0 AND status = 'archived' THEN 'active' ELSE status END WHERE tool_id = ? "
+    "RETURNING usage_count, success_count, failure_count, memory_level, status"
 )
-_COUNT_FAILURE = f"UPDATE tools SET failure_count = failure_count + 1 WHERE tool_id = ? {_COUNTERS}"
+_COUNT_VERSION = (
+    "UPDATE tool_versions SET usage_count = usage_count + ?, failure_count = failure_count + ? "
+    "WHERE tool_id = ? AND version = ?"
+)
 _SELECT_STAGED = f"SELECT {', '.join(STAGED_COLUMNS)} FROM staged_writes"
 
 
@@ -52,9 +58,12 @@ class SQLiteRecords:
     def record_calls(
         self, calls: Sequence[CallRecord], *, level_after: Callable[[MemoryLevel, int], MemoryLevel] | None = None
     ) -> list[ToolCounters | Exception]:
-        """Several calls in one write transaction: the pages they share (the calls table's last page and
-        indexes, the tool's row) are written once, not once a call. If the transaction fails, each call
-        is recorded on its own, so one bad record costs only itself."""
+        """Several calls in one write transaction: their records go in with one statement and each tool's
+        counters move once for all its calls, so the pages they share (the calls table's last page and
+        indexes, the tool's row) are written once, not once a call. Each call still gets the counters
+        and tier it would have read back alone (the status a call reports is the tool's after the
+        group). If the transaction fails, each call is recorded on its own, so one bad record costs only
+        itself."""
         try:
             return list(self._record_together(calls, level_after))
         except Exception as exc:
@@ -69,47 +78,70 @@ class SQLiteRecords:
             changes_before = self._db.total_changes
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                recorded = [self._count(call, level_after) for call in calls]
+                self._db.executemany(_INSERT_CALL, [call_values(call, sqlite=True) for call in calls])
+                recorded: list[ToolCounters] = [ToolCounters.of_missing_tool()] * len(calls)
+                moves = [self._count(calls, group, recorded, level_after) for group in _by_tool(calls)]
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
-            moves = [
-                (call.tool_id, counters.moved_fields(call)) for call, counters in zip(calls, recorded, strict=True)
-            ]
-            self._tools.counted_in(changes_before, moves)
+            self._tools.counted_in(changes_before, [move for move in moves if move is not None])
         return recorded
 
-    def _count(self, call: CallRecord, level_after: Callable[[MemoryLevel, int], MemoryLevel] | None) -> ToolCounters:
-        """One call's record and counters, inside the caller's transaction."""
-        self._db.execute(_INSERT_CALL, call_values(call, sqlite=True))
-        self._db.execute(
-            "UPDATE tool_versions SET usage_count = usage_count + 1, failure_count = failure_count + ? "
-            "WHERE tool_id = ? AND version = ?",
-            (0 if call.ok else 1, call.tool_id, call.version),
+    def _count(
+        self,
+        calls: Sequence[CallRecord],
+        group: list[int],
+        recorded: list[ToolCounters],
+        level_after: Callable[[MemoryLevel, int], MemoryLevel] | None,
+    ) -> tuple[str, dict[str, Any]] | None:
+        """Move the counters of the tool that the calls at `group` (indexes into `calls`, in call order)
+        ran, once for all of them, inside the caller's transaction; fill in each call's own counters
+        (what one call at a time would have read back) and return the fields the tool's record moved."""
+        tool_id = calls[group[0]].tool_id
+        ok = [calls[i] for i in group if calls[i].ok]
+        failures = len(group) - len(ok)
+        per_version: dict[int, list[int]] = {}
+        for i in group:
+            counts = per_version.setdefault(calls[i].version, [0, 0])
+            counts[0] += 1
+            counts[1] += 0 if calls[i].ok else 1
+        self._db.executemany(
+            _COUNT_VERSION, [(uses, failed, tool_id, version) for version, (uses, failed) in per_version.items()]
         )
-        # The update leaves memory_level alone, so what it returns is also the tier before the call.
+        last_used = iso(ok[-1].at) if ok else None
         rows = self._db.execute(
-            _COUNT_SUCCESS if call.ok else _COUNT_FAILURE,
-            (iso(call.at), call.tool_id) if call.ok else (call.tool_id,),
+            _COUNT_CALLS, (len(ok), len(ok), failures, last_used, len(ok), tool_id)
         ).fetchall()  # all of it: a RETURNING statement left unfinished would block the COMMIT
         if not rows:
-            return ToolCounters.of_missing_tool()
-        usage, successes, failures, level, status = rows[0]
-        counters = ToolCounters(
-            usage_count=usage,
-            success_count=successes,
-            failure_count=failures,
-            previous_level=level,
-            memory_level=level,
-            status=status,
-        )
-        if call.ok and level_after is not None:
-            promoted = level_after(level, usage)
-            if promoted != level:
-                self._db.execute("UPDATE tools SET memory_level = ? WHERE tool_id = ?", (promoted, call.tool_id))
-                counters = counters.model_copy(update={"memory_level": promoted})
-        return counters
+            return None  # no such tool (purged meanwhile): its calls count nothing
+        usage, successes, failed, level, status = rows[0]
+        # Back to the counters before these calls, then forward one call at a time. The update leaves
+        # memory_level alone, so what it returned is also the tier before the first call.
+        usage, successes, failed = usage - len(ok), successes - len(ok), failed - failures
+        before_all = level
+        for i in group:
+            previous = level
+            if calls[i].ok:
+                usage, successes = usage + 1, successes + 1
+                if level_after is not None:
+                    level = level_after(level, usage)
+            else:
+                failed += 1
+            recorded[i] = ToolCounters(
+                usage_count=usage,
+                success_count=successes,
+                failure_count=failed,
+                previous_level=previous,
+                memory_level=level,
+                status=status,
+            )
+        if level != before_all:
+            self._db.execute("UPDATE tools SET memory_level = ? WHERE tool_id = ?", (level, tool_id))
+        fields = recorded[group[-1]].model_dump(exclude={"previous_level"})
+        if ok:
+            fields["last_used_at"] = ok[-1].at
+        return tool_id, fields
 
     def calls(self, tool_id: str, limit: int = 20) -> list[CallRecord]:
         with self._lock:
@@ -231,3 +263,11 @@ class SQLiteRecords:
 
 
 __all__ = ["EVENTS_KEPT", "SQLiteRecords"]
+
+
+def _by_tool(calls: Sequence[CallRecord]) -> list[list[int]]:
+    """The indexes of `calls`, grouped by tool (each group in call order)."""
+    groups: dict[str, list[int]] = {}
+    for i, call in enumerate(calls):
+        groups.setdefault(call.tool_id, []).append(i)
+    return list(groups.values())
