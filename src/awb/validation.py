@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
 from awb.errors import InvalidParams
+from awb.quick_check import Check, quick_check
 from awb.text import cap_text
 
 MAX_SCHEMA_BYTES = 64 * 1024
@@ -256,10 +257,12 @@ def _is_regex(instance: object) -> bool:
 
 @dataclass(frozen=True)
 class ToolSchema:
-    """A compiled tool schema; `cheap` ones validate small instances on the event loop."""
+    """A compiled tool schema; `cheap` ones validate small instances on the event loop, and `quick`
+    (when the schema has one: `awb.quick_check`) passes most valid instances without jsonschema."""
 
     validator: Validator
     cheap: bool
+    quick: Check | None = None
 
     @classmethod
     def compile(cls, schema: dict[str, Any], *, trusted: bool = False) -> ToolSchema:
@@ -269,18 +272,30 @@ class ToolSchema:
         keywords: set[str] = set()
         for node, _ in _schema_nodes(schema):
             keywords.update(node)
-        return cls(validator, trusted or keywords <= _CHEAP_KEYWORDS)
+        return cls(validator, trusted or keywords <= _CHEAP_KEYWORDS, quick_check(schema))
 
     def problems(self, instance: Any, deadline: float | None = None) -> list[dict[str, str]]:
         """Up to MAX_REPORTED_ERRORS errors, in this thread; raises `SchemaTooExpensive` past
         `deadline` (a `time.monotonic()` value; default: VALIDATION_SECONDS from now)."""
+        if self._surely_valid(instance):
+            return []
         return schema_errors(self.validator, instance, deadline)
 
     async def problems_off_loop(self, instance: Any, deadline: float | None = None) -> list[dict[str, str]]:
-        """`problems`, in a worker thread unless the schema is cheap and the instance small."""
-        if self.cheap and _small(instance):
-            return self.problems(instance, deadline)
+        """`problems`, in a worker thread unless the instance is small and either the quick check
+        passes it or the schema is cheap."""
+        if _small(instance):
+            if self._surely_valid(instance):
+                return []
+            if self.cheap:
+                return schema_errors(self.validator, instance, deadline)
         return await anyio.to_thread.run_sync(self.problems, instance, deadline)
+
+    def _surely_valid(self, instance: Any) -> bool:
+        try:
+            return self.quick is not None and self.quick(instance)
+        except RecursionError:  # the full validator reports what nests too deeply
+            return False
 
     async def first_problems_off_loop(self, instances: list[Any]) -> tuple[int, list[dict[str, str]]] | None:
         """The index and errors of the first instance that fails, all checked in one worker thread
