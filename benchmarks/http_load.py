@@ -1,6 +1,6 @@
 """Streamable HTTP throughput: the workbench's `awb_call` against the MCP SDK's own server's echo tool.
 
-Run: `python benchmarks/http_load.py [--clients 8] [--seconds 5] [--rounds 5] [--echo-json-response]`.
+Run: `python benchmarks/http_load.py [--clients 8] [--seconds 5] [--rounds 5] [--echo-json-response] [--before SRC]`.
 The benchmark starts both servers on loopback: `awb start --transport http --port 0` in a temporary
 workspace (one trivial tool crafted in it, run in the sandbox on every call; requests answered as
 configured, one JSON body each by default), and the SDK's `MCPServer` with one `echo` tool, served by the
@@ -11,6 +11,10 @@ each with its own session, calling in a loop for `--seconds`. Rounds alternate b
 a busy machine slows both alike; the table gives calls/s per round, the workbench's ratio to the echo
 server, and each server's CPU per call (its process tree, sandbox workers included), and the clients' (one process drives them all: on a small machine they share its cores with the server), which a busy
 machine disturbs far less than throughput. It also times `awb start` from spawn to its "ready" line.
+
+`--before SRC` serves another copy of the workbench's code too (its `src` folder, e.g. `git archive
+<commit> src | tar -x -C /tmp/before`), measured in the same rounds, so a change is judged against
+the code it changes under the same load.
 """
 
 from __future__ import annotations
@@ -193,32 +197,44 @@ def main() -> None:
         action="store_true",
         help="the echo server answers with JSON bodies too (SDK default: SSE)",
     )
+    parser.add_argument(
+        "--before", type=Path, help="the `src` folder of code to compare with: a second workbench, in the same rounds"
+    )
     args = parser.parse_args()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWB_")}
-    with tempfile.TemporaryDirectory(prefix="awb-http-bench-") as tmp:
-        workspace = Path(tmp)
-        subprocess.run([str(BIN / "awb"), "init", str(workspace)], env=env, check=True, stdout=subprocess.DEVNULL)
-        with serving(workspace, env) as (awb, awb_url, ready_seconds):
-            echo, echo_url = start_echo(env, args.echo_json_response)
-            try:
-                anyio.run(craft, awb_url)
-                call = {"name": TRIVIAL["name"], "params": {"x": 1}}
-                rows = []
-                for round_no in range(1, args.rounds + 1):
-                    awb_rate, awb_cpu, awb_client = anyio.run(
-                        load, awb_url, "awb_call", call, args.clients, args.seconds, awb.pid
-                    )
-                    echo_rate, echo_cpu, echo_client = anyio.run(
-                        load, echo_url, "echo", {"x": 1}, args.clients, args.seconds, echo.pid
-                    )
-                    rows.append((round_no, awb_rate, echo_rate, awb_cpu, echo_cpu, awb_client, echo_client))
-            finally:
-                echo.terminate()
-                echo.wait(timeout=15)
+    servers = [("awb", env)]
+    if args.before is not None:
+        servers.append(("before", {**env, "PYTHONPATH": str(args.before.resolve())}))
+    call = {"name": TRIVIAL["name"], "params": {"x": 1}}
+    rows: list[tuple[str, int, float, float, float, float, float, float]] = []
+    with contextlib.ExitStack() as stack:
+        workbenches = []
+        for label, server_env in servers:
+            workspace = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="awb-http-bench-")))
+            subprocess.run(
+                [str(BIN / "awb"), "init", str(workspace)], env=server_env, check=True, stdout=subprocess.DEVNULL
+            )
+            process, url, ready_seconds = stack.enter_context(serving(workspace, server_env))
+            anyio.run(craft, url)
+            workbenches.append((label, process, url, ready_seconds))
+        echo, echo_url = start_echo(env, args.echo_json_response)
+        stack.callback(echo.wait, 15)
+        stack.callback(echo.terminate)
+        for round_no in range(1, args.rounds + 1):
+            measured = [
+                (label, *anyio.run(load, url, "awb_call", call, args.clients, args.seconds, process.pid))
+                for label, process, url, _ in workbenches
+            ]
+            echo_rate, echo_cpu, echo_client = anyio.run(
+                load, echo_url, "echo", {"x": 1}, args.clients, args.seconds, echo.pid
+            )
+            for label, rate, cpu, client in measured:
+                rows.append((label, round_no, rate, echo_rate, cpu, echo_cpu, client, echo_client))
     echo_answers = "JSON" if args.echo_json_response else "SSE"
     title = f"streamable HTTP, {args.clients} clients, {args.seconds:g} s per round (echo answers with {echo_answers})"
     table = Table(title=title, title_justify="left")
     columns = (
+        "code",
         "round",
         "awb_call calls/s",
         "SDK echo calls/s",
@@ -229,20 +245,25 @@ def main() -> None:
     )
     for column in columns:
         table.add_column(column, justify="right")
-    for round_no, awb_rate, echo_rate, awb_cpu, echo_cpu, awb_client, echo_client in rows:
+    for label, round_no, rate, echo_rate, cpu, echo_cpu, client, echo_client in rows:
         table.add_row(
+            label,
             str(round_no),
-            f"{awb_rate:.0f}",
+            f"{rate:.0f}",
             f"{echo_rate:.0f}",
-            f"{awb_rate / echo_rate:.2f}x",
-            f"{awb_cpu:.2f}",
+            f"{rate / echo_rate:.2f}x",
+            f"{cpu:.2f}",
             f"{echo_cpu:.2f}",
-            f"{awb_client:.2f}, {echo_client:.2f}",
+            f"{client:.2f}, {echo_client:.2f}",
         )
-    ratios = [row[1] / row[2] for row in rows]
-    table.add_row("median", "", "", f"{statistics.median(ratios):.2f}x", "", "", "")
-    Console().print(table)
-    print(f"awb start to ready: {ready_seconds:.2f} s (spawn to the ready line)")
+    for label, *_ in servers:
+        mine = [row for row in rows if row[0] == label]
+        ratio = statistics.median(row[2] / row[3] for row in mine)
+        cpu = statistics.median(row[4] for row in mine)
+        table.add_row(label, "median", "", "", f"{ratio:.2f}x", f"{cpu:.2f}", "", "")
+    Console(width=132).print(table)
+    for label, _, _, ready_seconds in workbenches:
+        print(f"awb start to ready ({label}): {ready_seconds:.2f} s (spawn to the ready line)")
     print(f"load average: {', '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
 
 
