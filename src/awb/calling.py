@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
-import uuid
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -127,7 +127,7 @@ class Caller:
 
     async def call(self, tool: Tool, params: dict[str, Any] | None = None) -> CallResult:
         """Run `tool` in its sandbox. Failures are recorded and raised as `ExecutionError`s."""
-        call_id = "call_" + uuid.uuid4().hex[:16]
+        call_id = "call_" + os.urandom(8).hex()  # 16 random hex digits
         params = {} if params is None else params
         if not isinstance(params, dict):
             raise InvalidParams("params must be a JSON object", got=type(params).__name__)
