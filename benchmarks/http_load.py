@@ -1,6 +1,7 @@
 """Streamable HTTP throughput: the workbench's `awb_call` against the MCP SDK's own server's echo tool.
 
-Run: `python benchmarks/http_load.py [--clients 8] [--seconds 5] [--rounds 5] [--echo-json-response] [--before SRC]`.
+Run: `python benchmarks/http_load.py [--clients 8] [--seconds 5] [--rounds 5] [--echo-json-response]
+[--before SRC]`.
 The benchmark starts both servers on loopback: `awb start --transport http --port 0` in a temporary
 workspace (one trivial tool crafted in it, run in the sandbox on every call; requests answered as
 configured, one JSON body each by default), and the SDK's `MCPServer` with one `echo` tool, served by the
@@ -9,8 +10,10 @@ JSON responses too, for a like-for-like comparison), log level WARNING for both,
 access-log line per request. The same client code drives both: `--clients` concurrent SDK clients,
 each with its own session, calling in a loop for `--seconds`. Rounds alternate between the servers so
 a busy machine slows both alike; the table gives calls/s per round, the workbench's ratio to the echo
-server, and each server's CPU per call (its process tree, sandbox workers included), and the clients' (one process drives them all: on a small machine they share its cores with the server), which a busy
-machine disturbs far less than throughput. It also times `awb start` from spawn to its "ready" line.
+server, each server's CPU per call (its process tree, sandbox workers included), which a busy machine
+disturbs far less than throughput, and the clients' CPU per call (one process drives them all: on a
+small machine they share its cores with the server). It also times `awb start` from spawn to its
+"ready" line.
 
 `--before SRC` serves another copy of the workbench's code too (its `src` folder, e.g. `git archive
 <commit> src | tar -x -C /tmp/before`), measured in the same rounds, so a change is judged against

@@ -262,7 +262,7 @@ class ToolSchema:
 
     validator: Validator
     cheap: bool
-    quick: Check | None = None
+    quick: Check | None
 
     @classmethod
     def compile(cls, schema: dict[str, Any], *, trusted: bool = False) -> ToolSchema:
@@ -284,12 +284,14 @@ class ToolSchema:
     async def problems_off_loop(self, instance: Any, deadline: float | None = None) -> list[dict[str, str]]:
         """`problems`, in a worker thread unless the instance is small and either the quick check
         passes it or the schema is cheap."""
-        if _small(instance):
-            if self._surely_valid(instance):
-                return []
-            if self.cheap:
-                return schema_errors(self.validator, instance, deadline)
-        return await anyio.to_thread.run_sync(self.problems, instance, deadline)
+        if not _small(instance):
+            return await anyio.to_thread.run_sync(self.problems, instance, deadline)
+        if self._surely_valid(instance):
+            return []
+        if self.cheap:
+            return schema_errors(self.validator, instance, deadline)
+        # The quick check has had its say: the thread runs only the full validator.
+        return await anyio.to_thread.run_sync(schema_errors, self.validator, instance, deadline)
 
     def _surely_valid(self, instance: Any) -> bool:
         try:

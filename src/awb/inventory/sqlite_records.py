@@ -262,12 +262,12 @@ class SQLiteRecords:
         return event_id
 
 
-__all__ = ["EVENTS_KEPT", "SQLiteRecords"]
-
-
 def _by_tool(calls: Sequence[CallRecord]) -> list[list[int]]:
     """The indexes of `calls`, grouped by tool (each group in call order)."""
     groups: dict[str, list[int]] = {}
     for i, call in enumerate(calls):
         groups.setdefault(call.tool_id, []).append(i)
     return list(groups.values())
+
+
+__all__ = ["EVENTS_KEPT", "SQLiteRecords"]
