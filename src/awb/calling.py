@@ -247,7 +247,7 @@ class Caller:
             )
             if counters.memory_level == "long_term":
                 updated = self._armory.auto_equip(updated, now)
-        self._upkeep.counted()
+        self._upkeep.counted(tool.tool_id)
         return updated
 
 

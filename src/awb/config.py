@@ -48,6 +48,9 @@ class MemoryConfig(_Section):
     archive_days_short: float = Field(60, gt=0)
     #: Maintenance runs by itself after this many calls (0 turns that off; `awb maintain` still works).
     maintenance_every_calls: int = Field(100, ge=0)
+    #: Each tool's most recent call records kept (inspect's recent calls, exports); maintenance prunes
+    #: older ones so the history cannot grow without end. Counters and tiers are not affected. 0 keeps all.
+    calls_kept_per_tool: int = Field(1000, ge=0)
 
 
 class SearchConfig(_Section):

@@ -50,6 +50,15 @@ class InvalidParams(AwbError):
     http_status = 422
     exit_code = 2
 
+    @classmethod
+    def of_model(cls, message: str, exc: Any) -> InvalidParams:
+        """`invalid_params` for a pydantic `ValidationError`: each problem's JSON-pointer-like path and
+        message (the first 20)."""
+        return cls(
+            message,
+            errors=[{"path": "/" + "/".join(str(p) for p in e["loc"]), "message": e["msg"]} for e in exc.errors()[:20]],
+        )
+
 
 class NameConflict(AwbError):
     code = "name_conflict"

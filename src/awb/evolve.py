@@ -77,9 +77,7 @@ async def update(
             runtime=tool.runtime,
         )
     except ValidationError as exc:
-        raise InvalidParams(
-            "invalid update", errors=[{"path": str(e["loc"]), "message": e["msg"]} for e in exc.errors()[:20]]
-        ) from None
+        raise InvalidParams.of_model("invalid update", exc) from None
     await workbench.validate_craft(request)
     problems = equip_problems(request.input_schema)
     if tool.equipped and problems:

@@ -1,7 +1,9 @@
-"""Tier maintenance: demote idle medium-term tools, archive idle short-term ones.
+"""Tier maintenance: demote idle medium-term tools, archive idle short-term ones; and keep each
+tool's call history to its `memory.calls_kept_per_tool` most recent records.
 
-It runs when asked (`awb maintain`, `Workbench.maintain`) and by itself every
-`memory.maintenance_every_calls` calls. The automatic run happens in a worker thread, one at a time:
+It runs when asked (`awb maintain`, `Workbench.maintain`, which prunes every tool's history) and by
+itself every `memory.maintenance_every_calls` calls (which prunes the histories of the tools called
+since the last run: a tool nobody calls gains no records). The automatic run happens in a worker thread, one at a time:
 it reads and writes the store, and a call that happens to be the hundredth must not stall the event
 loop (or every other request) for it.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from typing import Any
 
 from awb.clock import Clock
@@ -22,31 +25,55 @@ log = logging.getLogger("awb.maintenance")
 
 
 class Upkeep:
-    def __init__(self, store: Store, policy: MemoryPolicy, clock: Clock, events: EventBus, every: int) -> None:
+    def __init__(
+        self, store: Store, policy: MemoryPolicy, clock: Clock, events: EventBus, every: int, calls_kept: int = 0
+    ) -> None:
         self.store, self.policy, self.clock, self.events = store, policy, clock, events
-        self.every = every
+        self.every, self.calls_kept = every, calls_kept
         self._calls = 0
+        #: Tools called since their histories were last pruned (calls may come from more than one thread).
+        self._called: set[str] = set()
+        self._called_lock = threading.Lock()
         self._running: asyncio.Future[Any] | None = None
 
-    def counted(self) -> None:
-        """One more call; every `every` calls, maintenance starts (off the event loop when there is one)."""
+    def counted(self, tool_id: str) -> None:
+        """One more call of `tool_id`; every `every` calls, maintenance starts (off the event loop when
+        there is one)."""
         self._calls += 1
+        if self.calls_kept:
+            with self._called_lock:
+                self._called.add(tool_id)
         if not self.every or self._calls < self.every:
             return
         self._calls = 0
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            self.run()
-            return
-        if self._running is None or self._running.done():
-            self._running = loop.run_in_executor(None, self._run_logged)
+            loop = None
+        if loop is not None and self._running is not None and not self._running.done():
+            return  # a run is still going: these tools wait for the next one
+        with self._called_lock:  # the run owns its tools alone
+            called, self._called = sorted(self._called), set()
+        if loop is None:
+            self._run_logged(called)
+        else:
+            self._running = loop.run_in_executor(None, self._run_logged, called)
 
-    def _run_logged(self) -> None:
+    def _run_logged(self, called: list[str]) -> None:
         try:
             self.run()
+            self.prune_calls(called)
         except Exception:  # the next round tries again; a call never fails because of it
             log.exception("automatic maintenance failed")
+
+    def prune_calls(self, tool_ids: list[str] | None = None) -> int:
+        """Drop call records past each tool's `calls_kept` most recent (None: every tool's); how many."""
+        if not self.calls_kept or tool_ids == []:
+            return 0
+        pruned = self.store.prune_calls(self.calls_kept, tool_ids)
+        if pruned:
+            log.info("maintenance pruned %d old call records", pruned)
+        return pruned
 
     async def settled(self) -> None:
         """Wait for an automatic maintenance run in flight, if any."""

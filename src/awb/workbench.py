@@ -85,8 +85,9 @@ class Workbench:
         self.events.subscribe(journal_writer(self.store, self.clock))
         self.runtimes: dict[str, Runtime] = runtimes or build_runtimes(self.config)
         self._slots = ExecutionSlots(self.config.sandbox.max_concurrent, "tool")
+        memory = self.config.memory
         self.upkeep = Upkeep(
-            self.store, self.policy, self.clock, self.events, self.config.memory.maintenance_every_calls
+            self.store, self.policy, self.clock, self.events, memory.maintenance_every_calls, memory.calls_kept_per_tool
         )
         self.caller = Caller(
             self.config,
@@ -187,7 +188,7 @@ class Workbench:
             try:
                 request = CraftRequest.model_validate(request)
             except ValidationError as exc:
-                raise InvalidParams("invalid craft request", errors=_pydantic_errors(exc)) from None
+                raise InvalidParams.of_model("invalid craft request", exc) from None
         await self.validate_craft(request)
         if self.store.get_by_name(request.name) is not None:
             raise NameConflict(f"a tool named {request.name!r} already exists", name=request.name)
@@ -401,9 +402,9 @@ class Workbench:
         """Demote idle medium-term tools, archive idle short-term ones (see awb.maintenance)."""
         return self.upkeep.run()
 
-
-def _pydantic_errors(exc: ValidationError) -> list[dict[str, str]]:
-    return [{"path": "/" + "/".join(str(p) for p in e["loc"]), "message": e["msg"]} for e in exc.errors()[:20]]
+    def prune_calls(self) -> int:
+        """Drop every tool's call records past `memory.calls_kept_per_tool` most recent; how many went."""
+        return self.upkeep.prune_calls()
 
 
 __all__ = ["CallResult", "CraftRequest", "Inspection", "SearchResult", "ToolPage", "Workbench"]

@@ -228,7 +228,23 @@ async def test_inventory_commands_show_what_the_workbench_holds_with_whole_ids_i
 def test_maintain_reports_what_it_moved(tmp_path: Path) -> None:
     result = run_awb(tmp_path, "maintain", "--json", env=env_for(tmp_path))
     assert result.returncode == 0
-    assert json.loads(result.stdout) == {"changes": []}
+    assert json.loads(result.stdout) == {"changes": [], "calls_pruned": 0}
+
+
+async def test_maintain_prunes_every_tools_call_history_to_what_the_config_keeps(tmp_path: Path) -> None:
+    env = env_for(tmp_path, AWB_MEMORY__CALLS_KEPT_PER_TOOL="2", AWB_MEMORY__MAINTENANCE_EVERY_CALLS="0")
+    async with Workbench(load_config(None, environ=env)) as workbench:
+        for name in ("first", "second"):
+            tool = await workbench.craft(add_tool(name))
+            last = [(await workbench.call(tool.tool_id, {"a": n, "b": 1})).call_id for n in range(5)][-1]
+    result = run_awb(tmp_path, "maintain", "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"changes": [], "calls_pruned": 6}
+    shown = run_awb(tmp_path, "maintain", env=env)
+    assert shown.returncode == 0 and "pruned" not in shown.stdout  # nothing left to prune
+    inspected = json.loads(run_awb(tmp_path, "inventory", "inspect", "second", "--json", env=env).stdout)
+    assert inspected["recent_calls"][0]["call_id"] == last
+    assert len(inspected["recent_calls"]) == 2 and inspected["tool"]["usage_count"] == 5
 
 
 def test_python_dash_m_awb_is_awb(tmp_path: Path) -> None:

@@ -143,3 +143,30 @@ async def test_maintenance_never_overwrites_a_call_or_equip_another_process_made
             (busy.tool_id, "short_term"),
             (kept.tool_id, "archived"),
         }
+
+
+async def test_maintenance_keeps_each_called_tools_most_recent_call_records(
+    tmp_path: object, clock: ManualClock
+) -> None:
+    memory = MemoryConfig(maintenance_every_calls=4, calls_kept_per_tool=3)
+    config = Config(inventory_path=f"{tmp_path}/inv.db", memory=memory)
+    async with Workbench(config, clock=clock) as workbench:
+        busy = await workbench.craft(add_tool("busy"))
+        ids = [(await workbench.call(busy.tool_id, {"a": 1, "b": n})).call_id for n in range(8)]
+        await workbench.upkeep.settled()  # the 8th call started a run in a worker thread
+        assert [c.call_id for c in workbench.store.calls(busy.tool_id, limit=100)] == ids[:-4:-1]
+        assert workbench.resolve(busy.tool_id).usage_count == 8  # counters never shrink
+        await workbench.call(busy.tool_id, {"a": 1, "b": 9})
+        assert len(workbench.store.calls(busy.tool_id, limit=100)) == 4  # until the next run
+        assert workbench.prune_calls() == 1
+
+
+async def test_calls_kept_zero_keeps_every_call_record(tmp_path: object, clock: ManualClock) -> None:
+    memory = MemoryConfig(maintenance_every_calls=2, calls_kept_per_tool=0)
+    async with Workbench(Config(inventory_path=f"{tmp_path}/inv.db", memory=memory), clock=clock) as workbench:
+        tool = await workbench.craft(add_tool("kept_all"))
+        for n in range(5):
+            await workbench.call(tool.tool_id, {"a": 1, "b": n})
+        await workbench.upkeep.settled()
+        assert workbench.prune_calls() == 0
+        assert len(workbench.store.calls(tool.tool_id, limit=100)) == 5

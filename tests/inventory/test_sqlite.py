@@ -8,9 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_store_contract import NOW, make_tool
 
 from awb.config import Config
 from awb.errors import ConfigError
+from awb.inventory.models import CallRecord
 from awb.inventory.sqlite import MIGRATIONS, SCHEMA_VERSION, SQLiteStore
 from awb.inventory.sqlite_schema import statements
 from awb.workbench import Workbench
@@ -165,3 +167,24 @@ def test_a_tag_filter_reads_its_own_tools_and_older_inventories_gain_the_tag_row
     finally:
         store.close()
     assert "tool_tags" in plan and "SCAN tools" not in plan, plan
+
+
+def test_a_long_history_is_pruned_in_chunks_each_its_own_transaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from awb.inventory import sqlite_records
+
+    store = SQLiteStore(tmp_path / "inv.db")
+    store.add_tool(make_tool("long_history"))
+    for n in range(9):
+        store.record_call(
+            CallRecord(call_id=f"call_{n}", tool_id="tool_long_history", version=1, at=NOW, duration_ms=1.0, ok=True)
+        )
+    monkeypatch.setattr(sqlite_records, "PRUNE_CHUNK", 2)
+    executed: list[str] = []
+    store._db.set_trace_callback(executed.append)
+    assert store.prune_calls(2) == 7
+    store._db.set_trace_callback(None)
+    assert sum(sql.startswith("DELETE FROM calls") for sql in executed) == 4  # 2 + 2 + 2 + 1
+    assert [c.call_id for c in store.calls("tool_long_history")] == ["call_8", "call_7"]
+    store.close()

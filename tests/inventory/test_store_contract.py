@@ -327,3 +327,28 @@ def test_a_tag_filter_follows_tags_through_changes_deletes_and_purges(store: Sto
     assert tagged("demo") == ([], 0) and tagged("math") == ([], 0)
     store.add_tool(make_tool("alpha", tags=["demo"]).model_copy(update={"tool_id": "tool_alpha2"}))
     assert tagged("demo") == (["alpha"], 1)
+
+
+def test_pruning_keeps_each_tools_most_recent_calls_and_moves_no_counter(store: Store) -> None:
+    for name in ("chatty", "quiet"):
+        store.add_tool(make_tool(name))
+    for n in range(12):
+        store.record_call(
+            CallRecord(call_id=f"call_c{n}", tool_id="tool_chatty", version=1, at=NOW, duration_ms=1.0, ok=n % 3 > 0)
+        )
+    for n in range(3):
+        store.record_call(
+            CallRecord(call_id=f"call_q{n}", tool_id="tool_quiet", version=1, at=NOW, duration_ms=1.0, ok=True)
+        )
+    assert len(store.calls("tool_chatty", limit=50)) == 12  # read (and cached) before the prune
+    assert store.prune_calls(5, ["tool_chatty", "tool_quiet", "tool_unknown"]) == 7
+    assert [c.call_id for c in store.calls("tool_chatty", limit=50)] == [f"call_c{n}" for n in range(11, 6, -1)]
+    assert len(store.calls("tool_quiet", limit=50)) == 3
+    assert store.prune_calls(5, ["tool_chatty"]) == 0  # nothing past the kept ones any more
+    assert store.prune_calls(1) == 6  # every tool's history
+    assert [c.call_id for c in store.calls("tool_quiet", limit=50)] == ["call_q2"]
+    chatty = store.get("tool_chatty")
+    assert chatty is not None
+    assert (chatty.usage_count, chatty.success_count, chatty.failure_count) == (8, 8, 4)
+    [version] = store.versions("tool_chatty")
+    assert (version.usage_count, version.failure_count) == (12, 4)

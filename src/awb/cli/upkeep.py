@@ -12,19 +12,22 @@ if TYPE_CHECKING:
 
 
 def maintain(config_path: ConfigOption = None, as_json: JsonOption = False) -> None:
-    """Run memory maintenance now: demote idle medium-term tools, archive idle short-term ones."""
+    """Run memory maintenance now: demote idle medium-term tools, archive idle short-term ones, and
+    prune each tool's call history to its memory.calls_kept_per_tool most recent records."""
     config = config_for(config_path, as_json)
 
-    def run(workbench: Workbench) -> list[dict[str, str]]:
-        return [
+    def run(workbench: Workbench) -> tuple[list[dict[str, str]], int]:
+        changes = [
             {"tool_id": c.tool_id, "name": c.name, "before": c.before, "after": c.after, "reason": c.reason}
             for c in workbench.maintain()
         ]
+        return changes, workbench.prune_calls()
 
-    rows = with_workbench(config, as_json, run)
+    rows, pruned = with_workbench(config, as_json, run)
     if as_json:
-        print_json({"changes": rows})
-    elif not rows:
+        print_json({"changes": rows, "calls_pruned": pruned})
+        return
+    if not rows:
         say("nothing to do: every tool is where it belongs")
     else:
         table(
@@ -32,6 +35,8 @@ def maintain(config_path: ConfigOption = None, as_json: JsonOption = False) -> N
             ["tool", "from", "to", "why"],
             [(r["name"], r["before"], r["after"], r["reason"]) for r in rows],
         )
+    if pruned:
+        say(f"pruned {pruned} call records past the {config.memory.calls_kept_per_tool} kept per tool")
 
 
 def reindex(config_path: ConfigOption = None, as_json: JsonOption = False) -> None:

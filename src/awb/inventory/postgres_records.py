@@ -26,6 +26,13 @@ _CALL_MARKS = ", ".join(["%s"] * len(CALL_COLUMNS.split(", ")))
 _INSERT_STAGED = (
     "INSERT INTO staged_writes (tool_id, call_id, path, content, created_at, status) VALUES (%s, %s, %s, %s, %s, %s)"
 )
+#: Every listed tool's calls older than its `keep` most recent, in one statement.
+_PRUNE_CALLS = (
+    "WITH gone AS (DELETE FROM calls c USING (SELECT t.tool_id, (SELECT id FROM calls WHERE tool_id = t.tool_id "
+    "ORDER BY id DESC OFFSET %s LIMIT 1) AS bound FROM unnest(%s::text[]) AS t(tool_id)) k "
+    "WHERE c.tool_id = k.tool_id AND c.id <= k.bound RETURNING c.tool_id) "
+    "SELECT tool_id, count(*) FROM gone GROUP BY tool_id"
+)
 _SELECT_STAGED = f"SELECT {', '.join(STAGED_COLUMNS)} FROM staged_writes"
 
 
@@ -131,6 +138,15 @@ class PostgresRecords:
         records = [row_to_call(r) for r in rows]
         self._cache.put(generation, self._cache.calls, tool_id, (limit, records))
         return list(records)
+
+    def prune_calls(self, keep: int, tool_ids: Sequence[str] | None = None) -> int:
+        with self._pool.connection() as conn:
+            if tool_ids is None:
+                tool_ids = [row[0] for row in conn.execute("SELECT tool_id FROM tools").fetchall()]
+            pruned = conn.execute(_PRUNE_CALLS, (keep, list(tool_ids))).fetchall()
+        if pruned:  # a cached recent-calls list may hold what went (a `keep` below its length)
+            self._cache.invalidate([row[0] for row in pruned], counts=False)
+        return sum(int(row[1]) for row in pruned)
 
     def call_history(self, tool_id: str, *, after: int = 0, limit: int = 1000) -> list[tuple[int, CallRecord]]:
         """(position, call) of a tool's calls, oldest first, from after position `after` (export pages)."""

@@ -34,6 +34,15 @@ _COUNT_VERSION = (
     "UPDATE tool_versions SET usage_count = usage_count + ?, failure_count = failure_count + ? "
     "WHERE tool_id = ? AND version = ?"
 )
+#: Up to ?3 of a tool's calls older than its ?2 most recent (the bound is the newest call past those;
+#: with none past them, nothing goes).
+_PRUNE_CALLS = (
+    "DELETE FROM calls WHERE id IN (SELECT id FROM calls WHERE tool_id = ?1 AND id <= "
+    "(SELECT id FROM calls WHERE tool_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2) ORDER BY id LIMIT ?3)"
+)
+#: Calls deleted per write transaction: a first prune of a long history must not hold the store's lock
+#: (and every call waiting on it) for seconds.
+PRUNE_CHUNK = 5000
 _SELECT_STAGED = f"SELECT {', '.join(STAGED_COLUMNS)} FROM staged_writes"
 
 
@@ -149,6 +158,20 @@ class SQLiteRecords:
                 f"SELECT {CALL_COLUMNS} FROM calls WHERE tool_id = ? ORDER BY id DESC LIMIT ?", (tool_id, limit)
             ).fetchall()
         return [row_to_call(r) for r in rows]
+
+    def prune_calls(self, keep: int, tool_ids: Sequence[str] | None = None) -> int:
+        if tool_ids is None:
+            with self._lock:
+                tool_ids = [row[0] for row in self._db.execute("SELECT tool_id FROM tools")]
+        pruned = 0
+        for tool_id in tool_ids:
+            while True:
+                with self._lock:  # each statement its own transaction (the connection autocommits)
+                    gone = self._db.execute(_PRUNE_CALLS, (tool_id, keep, PRUNE_CHUNK)).rowcount
+                pruned += gone
+                if gone < PRUNE_CHUNK:
+                    break
+        return pruned
 
     def call_history(self, tool_id: str, *, after: int = 0, limit: int = 1000) -> list[tuple[int, CallRecord]]:
         """(position, call) of a tool's calls, oldest first, from after position `after` (export pages)."""

@@ -95,6 +95,11 @@ class Store(Protocol):
 
     def calls(self, tool_id: str, limit: int = 20) -> list[CallRecord]: ...
 
+    def prune_calls(self, keep: int, tool_ids: Sequence[str] | None = None) -> int:
+        """Delete the call records of these tools (None: every tool) past each one's `keep` most recent;
+        how many went. Counters live on the tool and its versions and do not move."""
+        ...
+
     def stage_write(
         self,
         tool_id: str,
