@@ -1,5 +1,6 @@
-"""The Monty runtime's session pipelining: sessions are checked out ahead and handed back after the
-call, under load and when limits change, and closing never waits on a worker that is not coming."""
+"""The Monty runtime's sessions and deadlines: a fresh session per call under load and when limits
+change, the time limit counted from when a worker runs the call, and closing never waits on a worker
+that is not coming."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import threading
 import anyio
 import pytest
 
+from awb.errors import ToolTimeout
 from awb.sandbox.host import HostBridge
 from awb.sandbox.monty import MontyRuntime
 from sandbox_support import LIMITS, SHORT, Staged
@@ -36,13 +38,17 @@ async def test_more_concurrent_calls_than_workers_all_finish_and_close_returns()
     assert sorted(results) == [2 * x for x in range(12)]
 
 
-async def test_calls_with_other_limits_do_not_take_the_spare_session() -> None:
+async def test_calls_alternating_limits_each_run_under_their_own() -> None:
     runtime = MontyRuntime(pool_size=1, max_processes=1)
+    sleeper = "import time\n\ndef run(params):\n    time.sleep(0.7)\n    return params['x'] * 2\n"
     try:
         with anyio.fail_after(30):
             for x in range(6):
-                limits = LIMITS if x % 2 else SHORT
-                assert (await runtime.execute(CODE, {"x": x}, limits, host())).value == 2 * x
+                if x % 2:  # 3 s: the sleep fits
+                    assert (await runtime.execute(sleeper, {"x": x}, LIMITS, host())).value == 2 * x
+                else:  # 0.6 s: it does not
+                    with pytest.raises(ToolTimeout):
+                        await runtime.execute(sleeper, {"x": x}, SHORT, host())
     finally:
         with anyio.fail_after(10):
             await runtime.close()
@@ -50,7 +56,7 @@ async def test_calls_with_other_limits_do_not_take_the_spare_session() -> None:
 
 async def test_waiting_for_a_free_worker_is_not_charged_to_the_call() -> None:
     """Three calls, two workers: the third waits for one, and its limit counts from when it runs."""
-    runtime = MontyRuntime(pool_size=1, max_processes=1)  # two workers: one per call at once, and the spare
+    runtime = MontyRuntime(pool_size=1, max_processes=1)  # one worker: one call at a time
     sleeper = "import time\n\ndef run(params):\n    time.sleep(0.5)\n    return params['x']\n"
     results: list[int] = []
 
@@ -83,8 +89,8 @@ class Announcing(HostBridge):
 
 
 async def test_a_cancelled_call_ends_its_worker_and_the_runtime_keeps_serving() -> None:
-    # Two workers (one per call at once, and the spare). Left running, the spinning call would hold its
-    # worker for its whole 3 s limit, and the calls after it would wait for that worker.
+    # One worker. Left running, the spinning call would hold it for its whole 3 s limit, and the calls
+    # after it would wait for that worker.
     runtime = MontyRuntime(pool_size=1, max_processes=1)
     busy = "def run(params):\n    log('spinning')\n    n = 0\n    while True:\n        n += 1\n"
     spinner = Announcing()
@@ -101,5 +107,38 @@ async def test_a_cancelled_call_ends_its_worker_and_the_runtime_keeps_serving() 
             for x in range(4):
                 assert (await runtime.execute(CODE, {"x": x}, LIMITS, host())).value == 2 * x
     finally:
+        with anyio.fail_after(10):
+            await runtime.close()
+
+
+class Stuck(HostBridge):
+    """A host whose `log` does not return until the test lets it: a run that stopped answering."""
+
+    def __init__(self) -> None:
+        super().__init__(read_dirs=[], stage=None, max_log_bytes=LIMITS.max_log_bytes)
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def log(self, message: str) -> None:
+        self.entered.set()
+        self.release.wait(30)
+
+
+async def test_a_run_that_stops_answering_is_a_timeout_at_its_deadline_and_the_runtime_keeps_serving() -> None:
+    runtime = MontyRuntime(pool_size=1, max_processes=2)
+    stuck = Stuck()
+    try:
+        with anyio.fail_after(30):
+            await runtime.start()
+        started = anyio.current_time()
+        # Monty's own limit counts only executing time, so only the server's watch can end this call.
+        with anyio.fail_after(5), pytest.raises(ToolTimeout):
+            await runtime.execute("def run(params):\n    log('waiting')\n    return 1\n", {}, SHORT, stuck)
+        assert stuck.entered.is_set()
+        assert anyio.current_time() - started >= SHORT.timeout_ms / 1000
+        with anyio.fail_after(10):  # the other worker serves meanwhile
+            assert (await runtime.execute(CODE, {"x": 4}, LIMITS, host())).value == 8
+    finally:
+        stuck.release.set()
         with anyio.fail_after(10):
             await runtime.close()

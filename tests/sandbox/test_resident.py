@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
@@ -44,7 +45,19 @@ def allocate(process: subprocess.Popen[str], mb: int) -> None:
     assert process.stdout.readline().strip() == "done"
 
 
-def test_the_peak_is_the_highest_growth_even_after_the_memory_was_freed(child: subprocess.Popen[str]) -> None:
+@pytest.fixture(params=["libc", "os"])
+def io_calls(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The procfs reads and writes through libc holding the GIL (where there is a libc), or through `os`."""
+    if request.param == "os":
+        monkeypatch.setattr(resident_module, "_LIBC", None)
+    else:
+        assert resident_module._LIBC is not None  # Linux has a C library to call
+    return str(request.param)
+
+
+def test_the_peak_is_the_highest_growth_even_after_the_memory_was_freed(
+    child: subprocess.Popen[str], io_calls: str
+) -> None:
     allocate(child, 1)  # the interpreter settles in
     resident = ResidentPeak.start(child.pid)
     assert resident is not None
@@ -55,7 +68,7 @@ def test_the_peak_is_the_highest_growth_even_after_the_memory_was_freed(child: s
     assert resident.resident_after is not None and resident.resident_after < resident.baseline + 8 * MiB
 
 
-def test_each_run_is_measured_from_its_own_start(child: subprocess.Popen[str]) -> None:
+def test_each_run_is_measured_from_its_own_start(child: subprocess.Popen[str], io_calls: str) -> None:
     allocate(child, 48)
     resident = ResidentPeak.start(child.pid)
     assert resident is not None
@@ -70,7 +83,7 @@ def test_no_figure_for_a_process_that_is_not_there() -> None:
     assert ResidentPeak.start(pid_max) is None  # pids are below pid_max
 
 
-def test_no_figure_once_the_worker_is_gone(child: subprocess.Popen[str]) -> None:
+def test_no_figure_once_the_worker_is_gone(child: subprocess.Popen[str], io_calls: str) -> None:
     resident = ResidentPeak.start(child.pid)
     assert resident is not None
     child.kill()
@@ -160,3 +173,17 @@ def test_the_status_marks_are_read_whatever_surrounds_them() -> None:
     assert _marks(b"Name:\tx\nVmHWM:\t  100 kB\nVmRSS:\t 50 kB") == (100 * 1024, 50 * 1024)  # no final newline
     assert _marks(b"Name:\tx\nVmHWM:\t  100 kB\n") is None  # a kernel thread, say: no VmRSS
     assert _marks(b"Name:\tx\nVmHWM:\t kB\nVmRSS:\t 50 kB\n") is None
+
+
+def test_procfs_io_reads_what_os_reads_and_fails_as_os_does(io_calls: str) -> None:
+    statm = os.open(f"/proc/{os.getpid()}/statm", os.O_RDONLY)
+    try:
+        # The first field (program size) does not move between two reads.
+        assert resident_module._pread(statm, 256).split()[0] == os.pread(statm, 256, 0).split()[0]
+    finally:
+        os.close(statm)
+    with pytest.raises(OSError) as raised:
+        resident_module._pread(statm, 256)  # closed
+    assert raised.value.errno == errno.EBADF
+    with pytest.raises(OSError):
+        resident_module._pwrite(statm, b"5")

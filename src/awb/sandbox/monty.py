@@ -1,17 +1,18 @@
 """The default Python runtime: pydantic-monty, a Python interpreter with no filesystem, network or
 environment by design, run in a pool of crash-isolated worker processes kept warm by the server.
 
-Every call gets a fresh REPL session, so nothing a tool leaves in its globals reaches the next call.
-Checking a session out and handing it back are a worker round trip each, as much as the run itself,
-so both happen off the call's path: a spare session is checked out ahead of the next call, and a
-used one is handed back after the call has its answer.
+Every call gets a fresh REPL session, so nothing a tool leaves in its globals reaches the next call:
+checking it out, the run and handing it back are three round trips to the worker, all on the call's
+thread (see `_Turn` for why not ahead of the call).
 
 Each turn runs on a thread of the runtime's own, through pydantic-monty's blocking API, which waits
-for the worker with the GIL released. Its asyncio API costs three times the CPU for the same turn
-(measured: ~0.71 ms of the server's CPU a call against ~0.24), which on a loaded server is most of
-what a trivial call costs beyond the MCP request itself. The event loop hands the turn over and
-gets one wake-up back with the answer; it holds the call's deadline (from the moment a worker runs
-it, so waiting for a free worker is not counted) and, past it or on cancellation, ends the worker
+for the worker with the GIL released. Its asyncio API costs more CPU for the same turn (measured
+again with pydantic-monty 1.4: ~0.50 ms of process CPU for a trivial call against ~0.30), which on a
+loaded server is most of what a trivial call costs beyond the MCP request itself. What a call costs
+is mostly threads waking each other (each wake-up is a context switch, dear on a virtual machine),
+so the design counts them: the event loop hands the turn over and gets one wake-up back with the
+answer. The loop holds the call's deadline (`_Watch`: from the moment a worker runs it, so waiting
+for a free worker is not counted) and, past it or on cancellation, ends the worker
 (`MontyRun.abandon`), which the pool replaces.
 
 The run's host functions, sleeps and OS calls pause it and are answered on its thread
@@ -27,7 +28,6 @@ import contextlib
 import logging
 import os
 import signal
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -77,11 +77,6 @@ class MontyRuntime:
         self._pool: pm.Monty | None = None
         self._turns: ThreadPoolExecutor | None = None
         self._starting = asyncio.Lock()
-        #: Guards the spare and whether a thread is checking the next one out.
-        self._lock = threading.Lock()
-        #: One session checked out ahead of the next call, with the limits it was checked out with.
-        self._spare: tuple[tuple[float, int], pm.MontySession] | None = None
-        self._refilling = False
         self._floors = WorkerFloors()
 
     async def start(self) -> None:
@@ -91,8 +86,7 @@ class MontyRuntime:
             if self._pool is None:
                 pool = pm.Monty(
                     min_processes=self._pool_size,
-                    # One worker more than calls may use at once: the spare never takes a caller's worker.
-                    max_processes=self._max_processes + 1,
+                    max_processes=self._max_processes,
                     feed_duration_limit_grace=1.0,
                 )
                 await asyncio.to_thread(pool.__enter__)  # spawns the warm workers
@@ -105,54 +99,20 @@ class MontyRuntime:
             if pool is None or turns is None:
                 return
             self._pool = self._turns = None
-            with self._lock:
-                spare, self._spare = self._spare, None
 
             def shut_down() -> None:
-                if spare is not None:
-                    _hand_back(spare[1], None)
                 # Turns still queued run and fail at checkout, so every waiting call gets an answer.
                 turns.shutdown(wait=False)
                 pool.__exit__(None, None, None)
 
             await asyncio.to_thread(shut_down)
 
-    def _take_spare(self, limits: pm.ResourceLimits) -> pm.MontySession | None:
-        with self._lock:
-            if self._spare is not None and self._spare[0] == _key(limits):
-                session = self._spare[1]
-                self._spare = None
-                return session
-        return None
-
-    def _refill(self, pool: pm.Monty, limits: pm.ResourceLimits) -> None:
-        """Check the next spare session out (on a turn's thread, after its call has its answer)."""
-        with self._lock:
-            if self._pool is not pool or self._spare is not None or self._refilling:
-                return
-            self._refilling = True
-        try:
-            spare: pm.MontySession | None = _checkout(pool, limits)
-            assert spare is not None
-            pid = spare.worker_pid
-            if pid is not None and not self._floors.seen(pid):
-                # A worker's first feed grows it by a few MB (the interpreter settling in): spent here,
-                # off the call's path, rather than counted in the peak memory of whichever tool comes first.
-                try:
-                    spare.feed_run("None")
-                except Exception as exc:
-                    _hand_back(spare, exc)
-                    return
-            with self._lock:
-                if self._pool is pool and self._spare is None:
-                    self._spare, spare = (_key(limits), spare), None
-            if spare is not None:  # closed meanwhile
-                _hand_back(spare, None)
-        except Exception as exc:  # the next call checks out for itself
-            log.debug("could not check a spare monty session out: %s", exc)
-        finally:
-            with self._lock:
-                self._refilling = False
+    def _settled_in(self, session: pm.MontySession) -> None:
+        """A worker's first feed grows it by a few MB (the interpreter settling in): spent before the
+        run is measured, not counted in the peak memory of whichever tool comes first."""
+        pid = session.worker_pid
+        if pid is not None and not self._floors.seen(pid):
+            session.feed_run("None")
 
     def _measured(self, resident: ResidentPeak | None) -> int | None:
         """The run's peak memory; a worker that kept much more than it started with is retired."""
@@ -189,68 +149,84 @@ class MontyRuntime:
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[Outcome] = loop.create_future()
         run = MontyRun(host, limits.timeout_ms)
-        allowed = limits.timeout_ms / 1000 + OVERRUN_GRACE_S
-        spare = self._take_spare(session_limits)
+        turns.submit(_Turn(self, pool, run, answer), source, params, session_limits, limits, host is not None)
+        watch = _Watch(answer, run, limits.timeout_ms)
         try:
-            # With the spare in hand the run starts now; otherwise its thread starts the clock once
-            # a worker is free.
-            async with asyncio.timeout_at(loop.time() + allowed if spare is not None else None) as clock:
-                turn = _Turn(self, pool, run, answer, clock, allowed)
-                turns.submit(turn, spare, source, params, session_limits, limits, host is not None)
-                return await answer
-        except TimeoutError:
-            run.abandon()
-            raise ToolTimeout.past(limits.timeout_ms) from None
+            return await answer
         except BaseException:
-            run.abandon()
+            run.abandon()  # past the deadline, cancelled, or failed (then its worker is done already)
             raise
+        finally:
+            watch.cancel()
+
+
+class _Watch:
+    """The call's deadline on the event loop: its time limit plus `OVERRUN_GRACE_S`, counted from the
+    moment a worker runs it (`MontyRun.begin`), so waiting for a free worker is not charged to the call.
+
+    The watch looks at the run once the limit could have passed and again whenever it started later
+    than that; past it, the call is answered with `timeout` and its worker is ended (the pool replaces
+    it). The thread that runs the call never has to tell the event loop when it began: one wake-up of
+    the loop per call, with the answer."""
+
+    def __init__(self, answer: asyncio.Future[Outcome], run: MontyRun, timeout_ms: int) -> None:
+        self._answer, self._run, self._timeout_ms = answer, run, timeout_ms
+        self._allowed = timeout_ms / 1000 + OVERRUN_GRACE_S
+        self._loop = answer.get_loop()
+        self._timer = self._loop.call_later(self._allowed, self._look)
+
+    def _look(self) -> None:
+        if self._answer.done():
+            return
+        # `time.monotonic()`-based; the deadline is infinite until a worker runs the call. A run that
+        # has ended is given the time to hand its session back and answer.
+        run = self._run
+        due = run.deadline if run.ended is None else max(run.deadline, run.ended + self._allowed)
+        left = due + OVERRUN_GRACE_S - time.monotonic()
+        if left > 0:
+            self._timer = self._loop.call_later(min(left, self._allowed), self._look)
+            return
+        self._answer.set_exception(ToolTimeout.past(self._timeout_ms))
+
+    def cancel(self) -> None:
+        self._timer.cancel()
 
 
 class _Turn:
-    """One call on a turn thread: check out (or take the spare), run, answer the event loop, then hand
-    the session back and check the next spare out."""
+    """One call on a turn thread: check a session out, run, hand the session back, answer the loop.
 
-    def __init__(
-        self,
-        runtime: MontyRuntime,
-        pool: pm.Monty,
-        run: MontyRun,
-        answer: asyncio.Future[Outcome],
-        clock: asyncio.Timeout,
-        allowed: float,
-    ) -> None:
-        self._runtime, self._pool, self._run = runtime, pool, run
-        self._answer, self._clock, self._allowed = answer, clock, allowed
+    The session is handed back before the answer: a run then costs its thread three waits on the
+    worker and one wake-up of the event loop. Handing it back after answering (or checking the next
+    session out ahead) puts that work beside the loop's and the other runs' on the GIL, which on a
+    loaded server costs more CPU than the round trip it hides (measured: ~30% more context switches)."""
+
+    def __init__(self, runtime: MontyRuntime, pool: pm.Monty, run: MontyRun, answer: asyncio.Future[Outcome]) -> None:
+        self._runtime, self._pool, self._run, self._answer = runtime, pool, run, answer
         self._loop = answer.get_loop()
 
     def __call__(
         self,
-        session: pm.MontySession | None,
         source: str,
         params: dict[str, Any],
         session_limits: pm.ResourceLimits,
         limits: Limits,
         measure: bool,
     ) -> None:
+        session: pm.MontySession | None = None
+        outcome: Outcome | None = None
         error: BaseException | None = None
         try:
-            if session is None:
-                session = _checkout(self._pool, session_limits)
-                self._loop.call_soon_threadsafe(self._start_clock, self._loop.time() + self._allowed)
+            session = _checkout(self._pool, session_limits)
+            self._runtime._settled_in(session)
             outcome = self._turn(session, source, params, limits, measure)
         except BaseException as exc:
             error = exc
-            self._loop.call_soon_threadsafe(_settle, self._answer, None, _translated(exc, limits, self._run))
-        else:
+        if session is not None:
+            _hand_back(session, error)
+        if error is None:
             self._loop.call_soon_threadsafe(_settle, self._answer, outcome, None)
-        finally:
-            if session is not None:
-                _hand_back(session, error)
-                self._runtime._refill(self._pool, session_limits)
-
-    def _start_clock(self, when: float) -> None:
-        if not self._answer.done():  # still waited for: the timeout block has not exited
-            self._clock.reschedule(when)
+        else:
+            self._loop.call_soon_threadsafe(_settle, self._answer, None, _translated(error, limits, self._run))
 
     def _turn(
         self, session: pm.MontySession, source: str, params: dict[str, Any], limits: Limits, measure: bool
@@ -318,10 +294,6 @@ def _retire(pid: int) -> None:
     log.debug("retiring monty worker %s: it kept memory a run freed", pid)
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
-
-
-def _key(limits: pm.ResourceLimits) -> tuple[float, int]:
-    return (limits.get("max_feed_duration_secs") or 0.0, limits.get("max_memory") or 0)
 
 
 def _hand_back(session: pm.MontySession, error: BaseException | None) -> None:

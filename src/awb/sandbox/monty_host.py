@@ -57,6 +57,8 @@ class MontyRun:
         self._timeout_ms = timeout_ms
         #: `time.monotonic()` by which the run must end; set by `begin`.
         self.deadline = float("inf")
+        #: `time.monotonic()` when the worker answered (or died); set by `finish`.
+        self.ended: float | None = None
         self._lock = threading.Lock()
         self._pid: int | None = None
         self._running = False
@@ -88,6 +90,7 @@ class MontyRun:
         """The worker has answered (or died): from here on it is not this run's to end."""
         with self._lock:
             self._running = False
+            self.ended = time.monotonic()
 
     def abandon(self) -> None:
         """The server stopped waiting (deadline, cancellation): end the run's worker if it still runs

@@ -17,20 +17,27 @@ memory a run can reuse unseen stays under that bound.
 Both are reads and writes of procfs files (no disk), done while the worker is idle (on the event loop,
 or on the thread that runs a Monty call), as it is before a job is sent and after its result came back.
 The files of recent workers stay open (`_OpenFiles`): a run costs three system calls, about 12
-microseconds, most of it generating `/proc/<pid>/status`.
+microseconds, most of it generating `/proc/<pid>/status`. They are made holding the GIL (`_pread`,
+`_pwrite`): `os.pread` lets the GIL go around its system call, and on a busy server another thread
+takes it, so each of these few-microsecond calls would cost the calling thread a wait and a wake-up
+to get it back (measured on Monty calls at 8 at once: ~7 of ~33 context switches a call).
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 log = logging.getLogger("awb.sandbox.resident")
 
 _RESET_HIGH_WATER_MARK = b"5"
+#: Room for /proc/<pid>/status (about 1.5 KB on Linux 6).
+_STATUS_BYTES = 1 << 14
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 #: Resident memory a worker may keep over its floor after a run and still serve the next one.
 RETIRE_GROWTH_BYTES = 8 * 1024 * 1024
@@ -53,8 +60,8 @@ class ResidentPeak:
             return None
         try:
             files = _FILES.of(pid)
-            os.pwrite(files.clear_refs, _RESET_HIGH_WATER_MARK, 0)
-            baseline = int(os.pread(files.statm, 256, 0).split()[1]) * _PAGE
+            _pwrite(files.clear_refs, _RESET_HIGH_WATER_MARK)
+            baseline = int(_pread(files.statm, 256).split()[1]) * _PAGE
         except (OSError, ValueError, IndexError) as exc:
             _FILES.forget(pid)
             log.debug("cannot measure the memory of worker %s: %s", pid, exc)
@@ -65,7 +72,7 @@ class ResidentPeak:
         """Bytes the run added to the worker's resident size at its highest; None if unreadable.
         Also notes the worker's resident size now (`resident_after`)."""
         try:
-            marks = _marks(os.pread(_FILES.of(self.pid).status, 1 << 14, 0))
+            marks = _marks(_pread(_FILES.of(self.pid).status, _STATUS_BYTES))
         except OSError:
             _FILES.forget(self.pid)
             return None
@@ -119,6 +126,45 @@ class _OpenFiles:
             files = self._files.pop(pid, None)
         if files is not None:
             files.close()
+
+
+def _libc_calls() -> tuple[Any, Any] | None:
+    """libc's pread and pwrite called through `ctypes.PyDLL`, which keeps the GIL; None where there is
+    no such C library (the `os` functions are used then)."""
+    try:
+        libc = ctypes.PyDLL(None, use_errno=True)
+        pread, pwrite = libc.pread, libc.pwrite
+    except (OSError, AttributeError):
+        return None
+    for call in (pread, pwrite):
+        call.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_long]
+        call.restype = ctypes.c_ssize_t
+    return pread, pwrite
+
+
+_LIBC = _libc_calls()
+
+
+def _pread(fd: int, size: int) -> bytes:
+    """Up to `size` bytes from offset 0 of `fd` (procfs answers afresh), without letting the GIL go."""
+    if _LIBC is None:
+        return os.pread(fd, size, 0)
+    buffer = ctypes.create_string_buffer(size)
+    got = _LIBC[0](fd, buffer, size, 0)
+    if got < 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, os.strerror(errno))
+    return buffer.raw[:got]
+
+
+def _pwrite(fd: int, data: bytes) -> None:
+    """Write `data` at offset 0 of `fd`, without letting the GIL go."""
+    if _LIBC is None:
+        os.pwrite(fd, data, 0)
+        return
+    if _LIBC[1](fd, data, len(data), 0) < 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, os.strerror(errno))
 
 
 def _open_files(pid: int) -> _Files:
