@@ -10,8 +10,8 @@ for the worker with the GIL released. Its asyncio API costs more CPU for the sam
 again with pydantic-monty 1.4: ~0.50 ms of process CPU for a trivial call against ~0.30), which on a
 loaded server is most of what a trivial call costs beyond the MCP request itself. What a call costs
 is mostly threads waking each other (each wake-up is a context switch, dear on a virtual machine),
-so the design counts them: the event loop hands the turn over and gets one wake-up back with the
-answer. The loop holds the call's deadline (`_Watch`: from the moment a worker runs it, so waiting
+so the design counts them: the event loop hands the turn over and gets at most one wake-up back with
+the answer (answers that end together share one: `awb.sandbox.loop_inbox`). The loop holds the call's deadline (`_Watch`: from the moment a worker runs it, so waiting
 for a free worker is not counted) and, past it or on cancellation, ends the worker
 (`MontyRun.abandon`), which the pool replaces.
 
@@ -43,6 +43,7 @@ from awb.errors import (
     ToolTimeout,
 )
 from awb.sandbox.base import Execution, HostFunctions, Limits, encode_output
+from awb.sandbox.loop_inbox import inbox_of
 from awb.sandbox.monty_host import MontyRun
 from awb.sandbox.resident import ResidentPeak, WorkerFloors
 
@@ -166,8 +167,8 @@ class _Watch:
 
     The watch looks at the run once the limit could have passed and again whenever it started later
     than that; past it, the call is answered with `timeout` and its worker is ended (the pool replaces
-    it). The thread that runs the call never has to tell the event loop when it began: one wake-up of
-    the loop per call, with the answer."""
+    it). The thread that runs the call never has to tell the event loop when it began: the answer is
+    the only thing it sends."""
 
     def __init__(self, answer: asyncio.Future[Outcome], run: MontyRun, timeout_ms: int) -> None:
         self._answer, self._run, self._timeout_ms = answer, run, timeout_ms
@@ -202,7 +203,7 @@ class _Turn:
 
     def __init__(self, runtime: MontyRuntime, pool: pm.Monty, run: MontyRun, answer: asyncio.Future[Outcome]) -> None:
         self._runtime, self._pool, self._run, self._answer = runtime, pool, run, answer
-        self._loop = answer.get_loop()
+        self._inbox = inbox_of(answer.get_loop())
 
     def __call__(
         self,
@@ -224,9 +225,9 @@ class _Turn:
         if session is not None:
             _hand_back(session, error)
         if error is None:
-            self._loop.call_soon_threadsafe(_settle, self._answer, outcome, None)
+            self._inbox.post(_settle, self._answer, outcome, None)
         else:
-            self._loop.call_soon_threadsafe(_settle, self._answer, None, _translated(error, limits, self._run))
+            self._inbox.post(_settle, self._answer, None, _translated(error, limits, self._run))
 
     def _turn(
         self, session: pm.MontySession, source: str, params: dict[str, Any], limits: Limits, measure: bool
