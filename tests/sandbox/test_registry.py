@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 from awb.config import Config
 from awb.inventory.models import Example
 from awb.sandbox.base import Limits, Runtime
+from awb.sandbox.host import HostBridge
 from awb.sandbox.registry import build_runtimes, choose_python_runtime, describe_protections
 
 pytestmark = pytest.mark.anyio
@@ -54,3 +57,45 @@ async def test_doctor_report_lists_protections_and_availability(runtimes: dict[s
     assert report["cpython"]["protections"]["seccomp"] is True
     assert report["wasm"]["protections"]["epoch_deadline"] is True
     assert report["monty"]["language"] == "python"
+
+
+class Meeting(HostBridge):
+    """A host whose `read_file` (answered off the event loop by every runtime) returns only once all
+    the barrier's parties are inside it at the same moment."""
+
+    def __init__(self, barrier: threading.Barrier) -> None:
+        super().__init__(read_dirs=[], stage=None, max_log_bytes=Limits().max_log_bytes)
+        self._barrier = barrier
+
+    def read_file(self, path: str) -> str:
+        self._barrier.wait()
+        return path
+
+
+@pytest.mark.parametrize("runtime_name", ["monty", "javascript"])
+async def test_each_runtime_runs_max_concurrent_calls_at_the_same_moment(tmp_path: Path, runtime_name: str) -> None:
+    config = Config(inventory_path=tmp_path / "inv.db")
+    config.sandbox.pool_size, config.sandbox.max_concurrent = 1, 6
+    runtime = build_runtimes(config)[runtime_name]
+    code = {
+        "monty": "def run(params):\n    read_file('here')\n    return params['n']\n",
+        "javascript": "function run(params) { read_file('here'); return params.n; }",
+    }[runtime_name]
+    # Six runs must all be in their workers at once for any of them to pass the barrier; a runtime
+    # with fewer workers leaves the others waiting until the barrier gives up and breaks.
+    barrier = threading.Barrier(6, timeout=20)
+    results: list[int] = []
+
+    async def one(n: int) -> None:
+        results.append((await runtime.execute(code, {"n": n}, Limits(timeout_ms=30_000), Meeting(barrier))).value)
+
+    try:
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as group:
+                for n in range(6):
+                    group.start_soon(one, n)
+    finally:
+        with anyio.fail_after(20):
+            await runtime.close()
+    assert sorted(results) == list(range(6))
+    assert not barrier.broken

@@ -31,7 +31,9 @@ def build_runtimes(config: Config) -> dict[str, Runtime]:
     A runtime whose machine lacks protections is still listed: it raises `Unavailable` with the
     reason when used (and `describe_protections` says why)."""
     sandbox = config.sandbox
-    runtimes: dict[str, Runtime] = {"monty": MontyRuntime(pool_size=sandbox.pool_size)}
+    # Every runtime can run `max_concurrent` calls at once (workers beyond the warm ones start on demand).
+    monty = MontyRuntime(pool_size=sandbox.pool_size, max_processes=max(sandbox.pool_size, sandbox.max_concurrent))
+    runtimes: dict[str, Runtime] = {"monty": monty}
     try:
         from awb.sandbox.cpython import CPythonRuntime
 
