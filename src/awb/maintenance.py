@@ -3,9 +3,9 @@ tool's call history to its `memory.calls_kept_per_tool` most recent records.
 
 It runs when asked (`awb maintain`, `Workbench.maintain`, which prunes every tool's history) and by
 itself every `memory.maintenance_every_calls` calls (which prunes the histories of the tools called
-since the last run: a tool nobody calls gains no records). The automatic run happens in a worker thread, one at a time:
-it reads and writes the store, and a call that happens to be the hundredth must not stall the event
-loop (or every other request) for it.
+since the last run: a tool nobody calls gains no records). The automatic run happens in a worker
+thread, one at a time: it reads and writes the store, and a call that happens to be the hundredth
+must not stall the event loop (or every other request) for it.
 """
 
 from __future__ import annotations

@@ -11,9 +11,10 @@ again with pydantic-monty 1.4: ~0.50 ms of process CPU for a trivial call agains
 loaded server is most of what a trivial call costs beyond the MCP request itself. What a call costs
 is mostly threads waking each other (each wake-up is a context switch, dear on a virtual machine),
 so the design counts them: the event loop hands the turn over and gets at most one wake-up back with
-the answer (answers that end together share one: `awb.sandbox.loop_inbox`). The loop holds the call's deadline (`_Watch`: from the moment a worker runs it, so waiting
-for a free worker is not counted) and, past it or on cancellation, ends the worker
-(`MontyRun.abandon`), which the pool replaces.
+the answer (answers that end together share one: `awb.sandbox.loop_inbox`). The loop holds the
+call's deadline (`_Watch`: from the moment a worker runs it, so waiting for a free worker is not
+counted) and, past it or on cancellation, ends the worker (`MontyRun.abandon`), which the pool
+replaces.
 
 The run's host functions, sleeps and OS calls pause it and are answered on its thread
 (`awb.sandbox.monty_host`). Each call's peak memory is the worker's resident growth during the run,

@@ -150,10 +150,7 @@ def _pread(fd: int, size: int) -> bytes:
     if _LIBC is None:
         return os.pread(fd, size, 0)
     buffer = ctypes.create_string_buffer(size)
-    got = _LIBC[0](fd, buffer, size, 0)
-    if got < 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, os.strerror(errno))
+    got = _checked(_LIBC[0](fd, buffer, size, 0))  # before `buffer.raw` is read
     return buffer.raw[:got]
 
 
@@ -162,9 +159,15 @@ def _pwrite(fd: int, data: bytes) -> None:
     if _LIBC is None:
         os.pwrite(fd, data, 0)
         return
-    if _LIBC[1](fd, data, len(data), 0) < 0:
+    _checked(_LIBC[1](fd, data, len(data), 0))
+
+
+def _checked(result: int) -> int:
+    """A libc call's result, or the `OSError` its errno names (what the `os` functions raise)."""
+    if result < 0:
         errno = ctypes.get_errno()
         raise OSError(errno, os.strerror(errno))
+    return result
 
 
 def _open_files(pid: int) -> _Files:
