@@ -1,6 +1,7 @@
 """The workbench's own share of an `awb_call`: CPU per call by thread, in process, with no HTTP in between.
 
-Run: `python benchmarks/call_path.py [--calls 8000] [--concurrency 8] [--rounds 3] [--before SRC]`.
+Run: `python benchmarks/call_path.py [--calls 8000] [--concurrency 8] [--rounds 3] [--before SRC]
+[--store postgres]`.
 Each round runs a fresh process that opens the workbench on a temporary inventory with one trivial Monty
 tool, calls it through the MCP face (`McpFace.call("awb_call", ...)`: argument checks, resolving, the
 sandbox run, the call record, the MCP result) `--calls` times from `--concurrency` tasks at once, and
@@ -9,6 +10,9 @@ turn threads, to-thread workers), the sandbox pool's runtime thread (tokio) and 
 What `benchmarks/http_load.py` measures adds the HTTP server and the clients on top of this; this is
 the part the workbench's own code decides, and it moves far less from run to run.
 
+`--store postgres` keeps the inventory in a fresh PostgreSQL database (on POSTGRES_BENCH_URL's server,
+default the local one) instead of a SQLite file; the table's "database" column is then the CPU of every
+PostgreSQL server process on the machine, counted in the total.
 `--before SRC` runs another copy of the code (its `src` folder, e.g. `git archive <commit> src | tar -x
 -C /tmp/before`) in the same rounds, the two taking turns, and prints both.
 """
@@ -18,11 +22,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from rich.console import Console
 from rich.table import Table
@@ -56,8 +64,22 @@ def children():
                 total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return total
 
-async def main(inventory, calls, concurrency):
-    config = Config(inventory_path=inventory)
+def database():
+    # CPU seconds of the PostgreSQL server's processes on this machine (none with SQLite).
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                raw = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if raw.split("(", 1)[1].rsplit(")", 1)[0] == "postgres":
+                fields = raw.rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+async def main(inventory, calls, concurrency, url):
+    config = Config(inventory_path=inventory, inventory_url=url or None)
     config.sandbox.max_concurrent = max(concurrency, config.sandbox.max_concurrent)
     async with Workbench(config) as workbench:
         await workbench.craft({"name": "identity", "description": "Return the number it is given.",
@@ -71,10 +93,12 @@ async def main(inventory, calls, concurrency):
                 assert not result.is_error, result
         await caller(300)  # warm: workers, caches, compiled schemas
         before, workers_before, started = threads(), children(), time.perf_counter()
+        database_before = database() if url else 0.0
         async with anyio.create_task_group() as group:
             for _ in range(concurrency):
                 group.start_soon(caller, calls // concurrency)
         elapsed, after, workers_after = time.perf_counter() - started, threads(), children()
+        database_after = database() if url else 0.0
     done = calls // concurrency * concurrency
     split = {"event loop": 0.0, "other Python threads": 0.0, "tokio": 0.0}
     for key, cpu in after.items():
@@ -86,21 +110,41 @@ async def main(inventory, calls, concurrency):
         else:
             split["other Python threads"] += spent
     split["sandbox workers"] = workers_after - workers_before
+    split["database"] = database_after - database_before
     print(json.dumps({"wall": elapsed / done * 1e6, **{k: v / done * 1e6 for k, v in split.items()}}))
 
-anyio.run(main, sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+anyio.run(main, sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
 """
 
-COLUMNS = ("wall", "event loop", "other Python threads", "tokio", "sandbox workers")
+POSTGRES_URL = os.environ.get("POSTGRES_BENCH_URL", "postgresql://postgres@127.0.0.1:5432/test")
+COLUMNS = ("wall", "event loop", "other Python threads", "tokio", "sandbox workers", "database")
 
 
-def one_round(source: Path | None, calls: int, concurrency: int) -> dict[str, float]:
+@contextmanager
+def inventory_url(store: str) -> Iterator[str]:
+    """ "" for SQLite (a file in the round's folder); for PostgreSQL a fresh database, dropped afterwards."""
+    if store != "postgres":
+        yield ""
+        return
+    import psycopg
+
+    name = f"awb_call_path_{os.getpid()}_{random.randrange(1 << 30)}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield urlunsplit(urlsplit(POSTGRES_URL)._replace(path="/" + name))
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def one_round(source: Path | None, calls: int, concurrency: int, store: str) -> dict[str, float]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWB_")}
     if source is not None:
         env["PYTHONPATH"] = str(source)
-    with tempfile.TemporaryDirectory(prefix="awb-call-path-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="awb-call-path-") as tmp, inventory_url(store) as url:
         out = subprocess.run(
-            [sys.executable, "-c", ROUND, str(Path(tmp) / "inventory.db"), str(calls), str(concurrency)],
+            [sys.executable, "-c", ROUND, str(Path(tmp) / "inventory.db"), str(calls), str(concurrency), url],
             env=env,
             check=True,
             capture_output=True,
@@ -116,6 +160,12 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--before", type=Path, help="the `src` folder of code to compare with, in the same rounds")
+    parser.add_argument(
+        "--store",
+        choices=("sqlite", "postgres"),
+        default="sqlite",
+        help="the inventory: a SQLite file, or a fresh PostgreSQL database on POSTGRES_BENCH_URL's server",
+    )
     args = parser.parse_args()
     variants: dict[str, Path | None] = {"now": None}
     if args.before is not None:
@@ -123,8 +173,11 @@ def main() -> None:
     samples: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
     for round_ in range(args.rounds):
         for name, source in list(variants.items())[:: 1 if round_ % 2 == 0 else -1]:
-            samples[name].append(one_round(source, args.calls, args.concurrency))
-    title = f"awb_call in process: {args.calls} calls, {args.concurrency} at once, median of {args.rounds} rounds"
+            samples[name].append(one_round(source, args.calls, args.concurrency, args.store))
+    title = (
+        f"awb_call in process ({args.store}): {args.calls} calls, {args.concurrency} at once, "
+        f"median of {args.rounds} rounds"
+    )
     table = Table(title=title, title_justify="left")
     table.add_column("code")
     for column in COLUMNS:

@@ -78,6 +78,58 @@ def test_many_servers_calling_one_tool_lose_no_count_and_promote_on_the_true_cou
             store.close()
 
 
+def test_servers_recording_groups_of_calls_on_the_same_tools_lose_no_count_and_never_deadlock(
+    clean_pg_url: str,
+) -> None:
+    """Groups name the tools in different orders. A group that failed (a deadlock among them included)
+    would be recorded one call at a time, which this test refuses."""
+    policy = MemoryPolicy(MemoryConfig(promotion_threshold_medium=60, promotion_threshold_long=1000))
+    stores = [PostgresStore(clean_pg_url) for _ in range(3)]
+    names = ["t0", "t1", "t2", "t3"]
+    try:
+        for name in names:
+            stores[0].add_tool(make_tool(name))
+        for store in stores:
+
+            def one_at_a_time(call: CallRecord, **_: object) -> None:
+                raise AssertionError("a group was recorded one call at a time")
+
+            store.record_call = one_at_a_time  # type: ignore[method-assign]
+
+        def group(g: int) -> list[object]:
+            order = names[g % 4 :] + names[: g % 4]  # a different first tool for each group
+            order = order if g % 2 else order[::-1]
+            calls = [
+                CallRecord(
+                    call_id=f"call_{g:04d}_{i:02d}",
+                    tool_id=f"tool_{name}",
+                    version=1,
+                    at=NOW,
+                    duration_ms=1,
+                    ok=i % 5 != 0,
+                )
+                for i, name in enumerate(order * 5)
+            ]
+            return list(stores[g % 3].record_calls(calls, level_after=policy.level_after_success))
+
+        with ThreadPoolExecutor(6) as pool:
+            results = [r for rs in pool.map(group, range(48)) for r in rs]
+        assert not [r for r in results if isinstance(r, Exception)]
+        for name in names:
+            tool = stores[2].get(f"tool_{name}")
+            assert tool is not None
+            # 48 groups x 5 calls of each tool; every fifth call of a group fails
+            assert (tool.usage_count + tool.failure_count, tool.memory_level) == (240, "medium_term")
+            assert (
+                tool.usage_count
+                == tool.success_count
+                == stores[2].versions(f"tool_{name}")[0].usage_count - tool.failure_count
+            )
+    finally:
+        for store in stores:
+            store.close()
+
+
 def test_max_tools_holds_when_servers_craft_at_the_same_moment(clean_pg_url: str) -> None:
     stores = [PostgresStore(clean_pg_url, max_tools=5) for _ in range(2)]
     refused: list[str] = []

@@ -137,6 +137,89 @@ def test_calls_recorded_together_each_get_their_counters_and_a_bad_one_only_fail
     assert [c.call_id for c in store.calls("tool_grouped")] == ["call_g2", "call_g1"]
 
 
+def test_calls_of_several_tools_recorded_together_read_back_as_if_recorded_one_by_one(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.add_tool(make_tool("alpha", status="archived", memory_level="archived"))
+    store.add_tool(make_tool("beta"))
+    store.add_version(
+        "tool_beta",
+        ToolVersion(
+            version=2,
+            code="def run(params):\n    return 2\n",
+            description="v2",
+            input_schema={},
+            runtime="monty",
+            created_at=NOW,
+        ),
+    )
+
+    def one_by_one(call: CallRecord, **_: Any) -> ToolCounters:
+        raise AssertionError("the group was not recorded together")
+
+    monkeypatch.setattr(store, "record_call", one_by_one)  # the group must go in as one
+    at = [NOW + timedelta(seconds=s) for s in range(6)]
+    plan = [
+        ("alpha", 1, True),
+        ("beta", 1, False),
+        ("alpha", 1, True),
+        ("beta", 2, True),
+        ("alpha", 1, False),
+        ("beta", 1, True),
+    ]
+    calls = [
+        CallRecord(
+            call_id=f"call_t{i}",
+            tool_id=f"tool_{name}",
+            version=version,
+            at=at[i],
+            duration_ms=1.0,
+            ok=ok,
+            error_code=None if ok else "runtime_error",
+        )
+        for i, (name, version, ok) in enumerate(plan)
+    ]
+    results = store.record_calls(
+        calls,
+        level_after=lambda level, uses: (
+            "medium_term" if uses >= 2 else ("short_term" if level == "archived" else level)
+        ),
+    )
+
+    def counters(usage: int, successes: int, failures: int, previous: str, level: str) -> ToolCounters:
+        return ToolCounters(
+            usage_count=usage,
+            success_count=successes,
+            failure_count=failures,
+            previous_level=previous,
+            memory_level=level,
+            status="active",
+        )  # type: ignore[arg-type]
+
+    assert results == [
+        counters(1, 1, 0, "archived", "short_term"),
+        counters(0, 0, 1, "short_term", "short_term"),
+        counters(2, 2, 0, "short_term", "medium_term"),
+        counters(1, 1, 1, "short_term", "short_term"),
+        counters(2, 2, 1, "medium_term", "medium_term"),
+        counters(2, 2, 1, "short_term", "medium_term"),
+    ]
+    alpha, beta = store.get("tool_alpha"), store.get("tool_beta")
+    assert alpha is not None and beta is not None
+    assert (alpha.usage_count, alpha.failure_count, alpha.memory_level, alpha.status, alpha.last_used_at) == (
+        2,
+        1,
+        "medium_term",
+        "active",
+        at[2],
+    )
+    assert (beta.usage_count, beta.failure_count, beta.memory_level, beta.last_used_at) == (2, 1, "medium_term", at[5])
+    assert [(v.version, v.usage_count, v.failure_count) for v in store.versions("tool_beta")] == [(1, 2, 1), (2, 1, 0)]
+    assert [(v.usage_count, v.failure_count) for v in store.versions("tool_alpha")] == [(3, 1)]
+    assert [c.call_id for c in store.calls("tool_alpha")] == ["call_t4", "call_t2", "call_t0"]
+    assert store.calls("tool_beta") == [calls[5], calls[3], calls[1]]
+
+
 def test_versions_accumulate_and_purge_removes_everything_about_a_tool(store: Store) -> None:
     store.add_tool(make_tool("evolving"))
     store.add_version(

@@ -4,16 +4,20 @@ the write side `PostgresStore` mixes in."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 from awb.errors import OutputExceeded
+from awb.inventory.call_groups import GroupMoves, by_tool, one_by_one, per_version
 from awb.inventory.models import CallRecord, MemoryLevel, ToolCounters
 from awb.inventory.postgres_notify import CHANNEL, ChangeListenerThread, payload, send
 from awb.inventory.read_cache import ReadCache
 from awb.inventory.rows import CALL_COLUMNS, STAGED_COLUMNS, call_values, iso, row_to_call, staged_row
 from awb.inventory.store import record_one_at_a_time
+
+log = logging.getLogger("awb.inventory")
 
 #: Advisory lock key serialising staged writes while their byte caps are checked ("awb_stg").
 STAGE_LOCK = 0x6177625F737467
@@ -34,6 +38,26 @@ _PRUNE_CALLS = (
     "SELECT tool_id, count(*) FROM gone GROUP BY tool_id"
 )
 _SELECT_STAGED = f"SELECT {', '.join(STAGED_COLUMNS)} FROM staged_writes"
+#: Calls recorded together (`record_calls`): the calls go in, each (tool, version) and each tool moves
+#: once, other servers hear once. The tools are locked first, in tool id order (`old` is materialised
+#: and read before any tool is updated), and `old` is each tool's tier before these calls.
+_RECORD_TOGETHER = (
+    f"WITH c AS (INSERT INTO calls ({CALL_COLUMNS}) SELECT * FROM unnest(%s::text[], %s::int[], %s::text[], "
+    "%s::float8[], %s::bool[], %s::text[], %s::text[], %s::bigint[])), "
+    "v AS (UPDATE tool_versions tv SET usage_count = tv.usage_count + x.uses, "
+    "failure_count = tv.failure_count + x.failed "
+    "FROM unnest(%s::text[], %s::int[], %s::int[], %s::int[]) AS x(tool_id, version, uses, failed) "
+    "WHERE tv.tool_id = x.tool_id AND tv.version = x.version), "
+    "n AS (SELECT pg_notify(%s, %s)), "
+    "d AS (SELECT * FROM unnest(%s::text[], %s::int[], %s::int[], %s::text[]) AS d(tool_id, ok, failed, last_used)), "
+    "old AS MATERIALIZED (SELECT t.tool_id, t.memory_level FROM tools t WHERE t.tool_id IN (SELECT tool_id FROM d) "
+    "ORDER BY t.tool_id FOR UPDATE) "
+    "UPDATE tools t SET usage_count = t.usage_count + d.ok, success_count = t.success_count + d.ok, "
+    "failure_count = t.failure_count + d.failed, last_used_at = coalesce(d.last_used, t.last_used_at), "
+    "status = CASE WHEN d.ok > 0 AND t.status = 'archived' THEN 'active' ELSE t.status END "
+    "FROM d, old, n WHERE t.tool_id = d.tool_id AND old.tool_id = d.tool_id "
+    "RETURNING t.tool_id, t.usage_count, t.success_count, t.failure_count, old.memory_level, t.status"
+)
 
 
 class PostgresRecords:
@@ -55,8 +79,68 @@ class PostgresRecords:
     def record_calls(
         self, calls: Sequence[CallRecord], *, level_after: Callable[[MemoryLevel, int], MemoryLevel] | None = None
     ) -> list[ToolCounters | Exception]:
-        """Each call in its own statement: one round trip each, as a single record."""
+        """Several calls in one statement (one round trip, one commit): their records go in together and
+        each tool's counters move once for all its calls. Each call still gets the counters and tier it
+        would have read back alone. If the statement fails, nothing of it was written and each call is
+        recorded on its own, so one bad record costs only itself."""
+        if len(calls) > 1:
+            try:
+                return self._record_together(calls, level_after)
+            except Exception as exc:
+                log.debug("recording %d calls together failed (%s); one at a time", len(calls), exc)
         return record_one_at_a_time(self.record_call, calls, level_after)
+
+    def _record_together(
+        self, calls: Sequence[CallRecord], level_after: Callable[[MemoryLevel, int], MemoryLevel] | None
+    ) -> list[ToolCounters | Exception]:
+        # Tools (and versions) in one order on every server: two groups locking the same tools take
+        # their locks in the same order and so never deadlock each other.
+        groups = sorted(by_tool(calls), key=lambda group: calls[group[0]].tool_id)
+        moves = [GroupMoves.of(calls, group) for group in groups]
+        versions = sorted(
+            (m.tool_id, version, uses, failed)
+            for m, group in zip(moves, groups, strict=True)
+            for version, (uses, failed) in per_version(calls, group).items()
+        )
+        rows = [call_values(call, sqlite=False) for call in calls]
+        args = [
+            *(list(column) for column in zip(*rows, strict=True)),
+            *(list(column) for column in zip(*versions, strict=True)),
+            CHANNEL,
+            payload(self.origin, "called", [m.tool_id for m in moves]),
+            [m.tool_id for m in moves],
+            [m.ok for m in moves],
+            [m.failed for m in moves],
+            [iso(m.last_used.at) if m.last_used is not None else None for m in moves],
+        ]
+        with self._pool.connection() as conn:
+            after = {row[0]: row[1:] for row in conn.execute(_RECORD_TOGETHER, args).fetchall()}
+        recorded: list[ToolCounters | Exception] = [ToolCounters.of_missing_tool()] * len(calls)
+        for m, group in zip(moves, groups, strict=True):
+            found = after.get(m.tool_id)
+            if found is None:  # no such tool (purged meanwhile): its calls count nothing
+                self._cache.invalidate([m.tool_id], counts=False)
+                continue
+            level, fields = one_by_one(calls, group, found, recorded, level_after)
+            self._cache.counted(m.tool_id, fields)
+            if level != found[3] and not self._set_tier(m.tool_id, found[3], level):
+                for i in group:  # another server moved the tier first: theirs stands
+                    counted = recorded[i]
+                    assert isinstance(counted, ToolCounters)
+                    recorded[i] = counted.model_copy(update={"memory_level": found[3]})
+        return recorded
+
+    def _set_tier(self, tool_id: str, before: MemoryLevel, level: MemoryLevel) -> bool:
+        """Compare and set: a concurrent call that moved the tier first computed it from a count at
+        least as high, and maintenance may have moved it since; either way theirs stands."""
+        with self._pool.connection() as conn, conn.transaction():
+            moved = conn.execute(
+                "UPDATE tools SET memory_level = %s WHERE tool_id = %s AND memory_level = %s", (level, tool_id, before)
+            ).rowcount
+            if moved:
+                send(conn, self.origin, "updated", [tool_id])
+        self._written([tool_id])
+        return bool(moved)
 
     def record_call(
         self, call: CallRecord, *, level_after: Callable[[MemoryLevel, int], MemoryLevel] | None = None
@@ -110,20 +194,10 @@ class PostgresRecords:
             self._cache.counted(call.tool_id, counters.moved_fields(call))
             if not call.ok or level_after is None:
                 return counters
-            level = level_after(counters.memory_level, counters.usage_count)
-            if level == counters.memory_level:
-                return counters
-            with conn.transaction():
-                # Compare and set: a concurrent call that moved the tier first computed it from a count
-                # at least as high, and maintenance may have moved it since; either way theirs stands.
-                moved = conn.execute(
-                    "UPDATE tools SET memory_level = %s WHERE tool_id = %s AND memory_level = %s",
-                    (level, call.tool_id, counters.memory_level),
-                ).rowcount
-                if moved:
-                    send(conn, self.origin, "updated", [call.tool_id])
-            self._written([call.tool_id])
-        return counters.model_copy(update={"memory_level": level}) if moved else counters
+        level = level_after(counters.memory_level, counters.usage_count)
+        if level == counters.memory_level or not self._set_tier(call.tool_id, counters.memory_level, level):
+            return counters
+        return counters.model_copy(update={"memory_level": level})
 
     def calls(self, tool_id: str, limit: int = 20) -> list[CallRecord]:
         self._follow()

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from awb.errors import OutputExceeded
+from awb.inventory.call_groups import GroupMoves, by_tool, one_by_one, per_version
 from awb.inventory.models import CallRecord, MemoryLevel, ToolCounters
 from awb.inventory.rows import CALL_COLUMNS, STAGED_COLUMNS, call_values, iso, row_to_call, staged_row
 from awb.inventory.sqlite_cache import ToolCache
@@ -89,7 +90,7 @@ class SQLiteRecords:
             try:
                 self._db.executemany(_INSERT_CALL, [call_values(call, sqlite=True) for call in calls])
                 recorded: list[ToolCounters] = [ToolCounters.of_missing_tool()] * len(calls)
-                moves = [self._count(calls, group, recorded, level_after) for group in _by_tool(calls)]
+                moves = [self._count(calls, group, recorded, level_after) for group in by_tool(calls)]
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -107,50 +108,23 @@ class SQLiteRecords:
         """Move the counters of the tool that the calls at `group` (indexes into `calls`, in call order)
         ran, once for all of them, inside the caller's transaction; fill in each call's own counters
         (what one call at a time would have read back) and return the fields the tool's record moved."""
-        tool_id = calls[group[0]].tool_id
-        ok = [calls[i] for i in group if calls[i].ok]
-        failures = len(group) - len(ok)
-        per_version: dict[int, list[int]] = {}
-        for i in group:
-            counts = per_version.setdefault(calls[i].version, [0, 0])
-            counts[0] += 1
-            counts[1] += 0 if calls[i].ok else 1
+        moves = GroupMoves.of(calls, group)
         self._db.executemany(
-            _COUNT_VERSION, [(uses, failed, tool_id, version) for version, (uses, failed) in per_version.items()]
+            _COUNT_VERSION,
+            [(uses, failed, moves.tool_id, version) for version, (uses, failed) in per_version(calls, group).items()],
         )
-        last_used = iso(ok[-1].at) if ok else None
+        last_used = iso(moves.last_used.at) if moves.last_used is not None else None
         rows = self._db.execute(
-            _COUNT_CALLS, (len(ok), len(ok), failures, last_used, len(ok), tool_id)
+            _COUNT_CALLS, (moves.ok, moves.ok, moves.failed, last_used, moves.ok, moves.tool_id)
         ).fetchall()  # all of it: a RETURNING statement left unfinished would block the COMMIT
         if not rows:
             return None  # no such tool (purged meanwhile): its calls count nothing
-        usage, successes, failed, level, status = rows[0]
-        # Back to the counters before these calls, then forward one call at a time. The update leaves
-        # memory_level alone, so what it returned is also the tier before the first call.
-        usage, successes, failed = usage - len(ok), successes - len(ok), failed - failures
-        before_all = level
-        for i in group:
-            previous = level
-            if calls[i].ok:
-                usage, successes = usage + 1, successes + 1
-                if level_after is not None:
-                    level = level_after(level, usage)
-            else:
-                failed += 1
-            recorded[i] = ToolCounters(
-                usage_count=usage,
-                success_count=successes,
-                failure_count=failed,
-                previous_level=previous,
-                memory_level=level,
-                status=status,
-            )
-        if level != before_all:
-            self._db.execute("UPDATE tools SET memory_level = ? WHERE tool_id = ?", (level, tool_id))
-        fields = recorded[group[-1]].model_dump(exclude={"previous_level"})
-        if ok:
-            fields["last_used_at"] = ok[-1].at
-        return tool_id, fields
+        # The update leaves memory_level alone, so what it returned is also the tier before the first call.
+        before = rows[0][3]
+        level, fields = one_by_one(calls, group, rows[0], recorded, level_after)
+        if level != before:
+            self._db.execute("UPDATE tools SET memory_level = ? WHERE tool_id = ?", (level, moves.tool_id))
+        return moves.tool_id, fields
 
     def calls(self, tool_id: str, limit: int = 20) -> list[CallRecord]:
         with self._lock:
@@ -283,14 +257,6 @@ class SQLiteRecords:
             if event_id % 100 == 0:
                 self._db.execute("DELETE FROM workbench_events WHERE id <= ?", (event_id - EVENTS_KEPT,))
         return event_id
-
-
-def _by_tool(calls: Sequence[CallRecord]) -> list[list[int]]:
-    """The indexes of `calls`, grouped by tool (each group in call order)."""
-    groups: dict[str, list[int]] = {}
-    for i, call in enumerate(calls):
-        groups.setdefault(call.tool_id, []).append(i)
-    return list(groups.values())
 
 
 __all__ = ["EVENTS_KEPT", "SQLiteRecords"]
