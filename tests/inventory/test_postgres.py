@@ -130,6 +130,35 @@ def test_servers_recording_groups_of_calls_on_the_same_tools_lose_no_count_and_n
             store.close()
 
 
+def test_a_tier_another_server_moved_meanwhile_stands_over_one_a_group_of_calls_earned(
+    clean_pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policy = MemoryPolicy(MemoryConfig(promotion_threshold_medium=2, promotion_threshold_long=1000))
+    ours, theirs = PostgresStore(clean_pg_url), PostgresStore(clean_pg_url)
+    try:
+        ours.add_tool(make_tool("raced"))
+        write_together = ours._write_together
+
+        def then_another_server_moves_the_tier(*args: object) -> object:
+            found = write_together(*args)  # type: ignore[arg-type]
+            theirs.update("tool_raced", memory_level="long_term")  # e.g. a person's pin, between the two
+            return found
+
+        monkeypatch.setattr(ours, "_write_together", then_another_server_moves_the_tier)
+        calls = [
+            CallRecord(call_id=f"call_r{i}", tool_id="tool_raced", version=1, at=NOW, duration_ms=1, ok=True)
+            for i in range(3)
+        ]
+        results = ours.record_calls(calls, level_after=policy.level_after_success)
+        assert [getattr(r, "memory_level", r) for r in results] == ["short_term"] * 3
+        assert [getattr(r, "usage_count", r) for r in results] == [1, 2, 3]
+        tool = ours.get("tool_raced")
+        assert tool is not None and (tool.usage_count, tool.memory_level) == (3, "long_term")
+    finally:
+        ours.close()
+        theirs.close()
+
+
 def test_max_tools_holds_when_servers_craft_at_the_same_moment(clean_pg_url: str) -> None:
     stores = [PostgresStore(clean_pg_url, max_tools=5) for _ in range(2)]
     refused: list[str] = []

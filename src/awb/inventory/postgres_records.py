@@ -83,20 +83,37 @@ class PostgresRecords:
         each tool's counters move once for all its calls. Each call still gets the counters and tier it
         would have read back alone. If the statement fails, nothing of it was written and each call is
         recorded on its own, so one bad record costs only itself."""
-        if len(calls) > 1:
-            try:
-                return self._record_together(calls, level_after)
-            except Exception as exc:
-                log.debug("recording %d calls together failed (%s); one at a time", len(calls), exc)
-        return record_one_at_a_time(self.record_call, calls, level_after)
-
-    def _record_together(
-        self, calls: Sequence[CallRecord], level_after: Callable[[MemoryLevel, int], MemoryLevel] | None
-    ) -> list[ToolCounters | Exception]:
+        if len(calls) < 2:
+            return record_one_at_a_time(self.record_call, calls, level_after)
         # Tools (and versions) in one order on every server: two groups locking the same tools take
         # their locks in the same order and so never deadlock each other.
         groups = sorted(by_tool(calls), key=lambda group: calls[group[0]].tool_id)
         moves = [GroupMoves.of(calls, group) for group in groups]
+        try:
+            after = self._write_together(calls, groups, moves)
+        except Exception as exc:  # nothing of the statement was written
+            log.debug("recording %d calls together failed (%s); one at a time", len(calls), exc)
+            return record_one_at_a_time(self.record_call, calls, level_after)
+        recorded: list[ToolCounters | Exception] = [ToolCounters.of_missing_tool()] * len(calls)
+        for m, group in zip(moves, groups, strict=True):
+            found = after.get(m.tool_id)
+            if found is None:  # no such tool (purged meanwhile): its calls count nothing
+                self._cache.invalidate([m.tool_id], counts=False)
+                continue
+            level, fields = one_by_one(calls, group, found, recorded, level_after)
+            self._cache.counted(m.tool_id, fields)
+            if level != found[3] and not self._set_tier(m.tool_id, found[3], level):
+                for i in group:  # the tier did not move (another server moved it first): theirs stands
+                    counted = recorded[i]
+                    assert isinstance(counted, ToolCounters)
+                    recorded[i] = counted.model_copy(update={"memory_level": found[3]})
+        return recorded
+
+    def _write_together(
+        self, calls: Sequence[CallRecord], groups: list[list[int]], moves: list[GroupMoves]
+    ) -> dict[str, tuple[Any, ...]]:
+        """Run `_RECORD_TOGETHER`: {tool id: (usage, successes, failures, tier before, status)} of the
+        tools found."""
         versions = sorted(
             (m.tool_id, version, uses, failed)
             for m, group in zip(moves, groups, strict=True)
@@ -114,31 +131,23 @@ class PostgresRecords:
             [iso(m.last_used.at) if m.last_used is not None else None for m in moves],
         ]
         with self._pool.connection() as conn:
-            after = {row[0]: row[1:] for row in conn.execute(_RECORD_TOGETHER, args).fetchall()}
-        recorded: list[ToolCounters | Exception] = [ToolCounters.of_missing_tool()] * len(calls)
-        for m, group in zip(moves, groups, strict=True):
-            found = after.get(m.tool_id)
-            if found is None:  # no such tool (purged meanwhile): its calls count nothing
-                self._cache.invalidate([m.tool_id], counts=False)
-                continue
-            level, fields = one_by_one(calls, group, found, recorded, level_after)
-            self._cache.counted(m.tool_id, fields)
-            if level != found[3] and not self._set_tier(m.tool_id, found[3], level):
-                for i in group:  # another server moved the tier first: theirs stands
-                    counted = recorded[i]
-                    assert isinstance(counted, ToolCounters)
-                    recorded[i] = counted.model_copy(update={"memory_level": found[3]})
-        return recorded
+            return {row[0]: tuple(row[1:]) for row in conn.execute(_RECORD_TOGETHER, args).fetchall()}
 
     def _set_tier(self, tool_id: str, before: MemoryLevel, level: MemoryLevel) -> bool:
         """Compare and set: a concurrent call that moved the tier first computed it from a count at
-        least as high, and maintenance may have moved it since; either way theirs stands."""
-        with self._pool.connection() as conn, conn.transaction():
-            moved = conn.execute(
-                "UPDATE tools SET memory_level = %s WHERE tool_id = %s AND memory_level = %s", (level, tool_id, before)
-            ).rowcount
-            if moved:
-                send(conn, self.origin, "updated", [tool_id])
+        least as high, and maintenance may have moved it since; either way theirs stands. The calls are
+        recorded already, so a failure here leaves the tier for the next call or maintenance to move."""
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                moved = conn.execute(
+                    "UPDATE tools SET memory_level = %s WHERE tool_id = %s AND memory_level = %s",
+                    (level, tool_id, before),
+                ).rowcount
+                if moved:
+                    send(conn, self.origin, "updated", [tool_id])
+        except Exception as exc:
+            log.warning("the tier of %s did not move to %s: %s", tool_id, level, exc)
+            moved = 0
         self._written([tool_id])
         return bool(moved)
 
