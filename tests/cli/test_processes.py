@@ -180,3 +180,28 @@ def test_stdio_servers_take_no_lock_so_several_clients_can_each_spawn_one(tmp_pa
         )
         assert json.loads(done.stdout.splitlines()[0])["result"]["serverInfo"]["name"]
         assert os.path.exists(pid_file(root))
+
+
+def test_doctor_passes_the_port_its_own_workspace_server_holds_and_fails_one_another_process_holds(
+    tmp_path: Path,
+) -> None:
+    root = workspace(tmp_path)
+
+    def port_row(port: int) -> dict[str, object]:
+        result = run_awb(root, "doctor", "--quick", "--json", env=clean_env(AWB_PORT=str(port)))
+        return next(c for c in json.loads(result.stdout)["checks"] if c["check"] == "port")
+
+    with http_server(root) as server:
+        row = port_row(server.port)
+        assert row["ok"] is True, row
+        assert f"served by this workspace's awb (pid {server.process.pid}, http, port {server.port})" in str(
+            row["detail"]
+        )
+        with socket.socket() as other:
+            other.bind(("127.0.0.1", 0))
+            other.listen()
+            taken = other.getsockname()[1]
+            row = port_row(taken)
+            assert row["ok"] is False
+            assert "in use by another process" in str(row["detail"])
+            assert f"this workspace's awb runs on port {server.port}" in str(row["detail"])

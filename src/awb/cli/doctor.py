@@ -192,10 +192,26 @@ async def _doctor_checks(config: Config, config_path: Path | None, quick: bool =
     if status.get("needs_reindex"):
         detail += " (vectors from another model or missing: run `awb reindex`)"
     checks.append(_check("search", True, detail))
-    free = _port_free(config.host, config.port)
-    where = f"{config.host}:{config.port} "
-    checks.append(_check("port", free, where + ("free" if free else "in use (is awb already running?)")))
+    checks.append(_port_check(config))
     return checks
+
+
+def _port_check(config: Config) -> dict[str, Any]:
+    """The configured port is free, or this workspace's own server is the one serving it (the usual
+    case once `awb start --transport http` runs: that is not a problem to report)."""
+    where = f"{config.host}:{config.port}"
+    if _port_free(config.host, config.port):
+        return _check("port", True, f"{where} free")
+    from awb.cli.pidfile import inspect_pid_file
+
+    found = inspect_pid_file(config.pid_file)
+    record = found.record if found is not None and found.alive else None
+    if record is not None and record.port == config.port:
+        return _check("port", True, f"{where} served by this workspace's awb ({record.describe()})")
+    if record is not None:
+        elsewhere = f"this workspace's awb runs on port {record.port}, "
+        return _check("port", False, f"{where} in use by another process ({elsewhere}not this one)")
+    return _check("port", False, f"{where} in use by another process (start awb with --port N, or --port 0)")
 
 
 def doctor(
