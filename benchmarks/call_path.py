@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import statistics
 import subprocess
 import sys
@@ -30,7 +29,6 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 from rich.console import Console
 from rich.table import Table
@@ -116,26 +114,19 @@ async def main(inventory, calls, concurrency, url):
 anyio.run(main, sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
 """
 
-POSTGRES_URL = os.environ.get("POSTGRES_BENCH_URL", "postgresql://postgres@127.0.0.1:5432/test")
 COLUMNS = ("wall", "event loop", "other Python threads", "tokio", "sandbox workers", "database")
 
 
 @contextmanager
 def inventory_url(store: str) -> Iterator[str]:
-    """ "" for SQLite (a file in the round's folder); for PostgreSQL a fresh database, dropped afterwards."""
+    """An empty URL for SQLite (a file in the round's folder); for PostgreSQL a fresh database, dropped after."""
     if store != "postgres":
         yield ""
         return
-    import psycopg
+    from ops import postgres_database
 
-    name = f"awb_call_path_{os.getpid()}_{random.randrange(1 << 30)}"
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield urlunsplit(urlsplit(POSTGRES_URL)._replace(path="/" + name))
-    finally:
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with postgres_database() as url:
+        yield url
 
 
 def one_round(source: Path | None, calls: int, concurrency: int, store: str) -> dict[str, float]:
