@@ -5,11 +5,13 @@ that is not coming."""
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import anyio
 import pytest
 
-from awb.errors import ToolTimeout
+import awb.sandbox.monty as monty_module
+from awb.errors import ToolRuntimeError, ToolTimeout
 from awb.sandbox.host import HostBridge
 from awb.sandbox.monty import MontyRuntime
 from sandbox_support import LIMITS, SHORT, Staged
@@ -140,5 +142,46 @@ async def test_a_run_that_stops_answering_is_a_timeout_at_its_deadline_and_the_r
             assert (await runtime.execute(CODE, {"x": 4}, LIMITS, host())).value == 8
     finally:
         stuck.release.set()
+        with anyio.fail_after(10):
+            await runtime.close()
+
+
+async def spare_ready(runtime: MontyRuntime) -> None:
+    """Wait (bounded) until the idle runtime holds a spare session for the next call."""
+    with anyio.fail_after(10):
+        while runtime._spare._spare is None:
+            await anyio.sleep(0.005)
+
+
+async def test_a_lone_call_runs_in_a_fresh_session_checked_out_ahead_and_other_limits_never_wait_for_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    runtime = MontyRuntime(pool_size=1, max_processes=1)  # the spare holds the only worker
+    checkouts: list[object] = []
+    checkout = monty_module._checkout
+
+    def counted(*args: Any) -> Any:
+        checkouts.append(args)
+        return checkout(*args)
+
+    monkeypatch.setattr(monty_module, "_checkout", counted)
+    leaves = "leak = 42\n\ndef run(params):\n    return params['x']\n"
+    reads = "def run(params):\n    return leak\n"
+    try:
+        with anyio.fail_after(30):
+            assert (await runtime.execute(leaves, {"x": 1}, LIMITS, host())).value == 1
+            await spare_ready(runtime)
+            before = len(checkouts)
+            # The spare is fresh: what the last call left in its globals is not there.
+            with pytest.raises(ToolRuntimeError, match="NameError"):
+                await runtime.execute(reads, {}, LIMITS, host())
+            assert len(checkouts) == before  # it ran in the spare: no checkout on its way
+            await spare_ready(runtime)
+            # Other limits: the spare goes back to the pool and the call gets the one worker.
+            sleeper = "import time\n\ndef run(params):\n    time.sleep(0.7)\n    return 1\n"
+            with pytest.raises(ToolTimeout):
+                await runtime.execute(sleeper, {}, SHORT, host())
+            assert len(checkouts) == before + 2  # its own, then the spare for the next call
+    finally:
         with anyio.fail_after(10):
             await runtime.close()

@@ -3,7 +3,7 @@ environment by design, run in a pool of crash-isolated worker processes kept war
 
 Every call gets a fresh REPL session, so nothing a tool leaves in its globals reaches the next call:
 checking it out, the run and handing it back are three round trips to the worker, all on the call's
-thread (see `_Turn` for why not ahead of the call).
+thread, unless the runtime is idle (see `_Turn`, and `awb.sandbox.monty_spare` for the lone call).
 
 Each turn runs on a thread of the runtime's own, through pydantic-monty's blocking API, which waits
 for the worker with the GIL released. Its asyncio API costs more CPU for the same turn (measured
@@ -46,6 +46,7 @@ from awb.errors import (
 from awb.sandbox.base import Execution, HostFunctions, Limits, encode_output
 from awb.sandbox.loop_inbox import inbox_of
 from awb.sandbox.monty_host import MontyRun
+from awb.sandbox.monty_spare import IdleSpare, hand_back, limits_key
 from awb.sandbox.resident import ResidentPeak, WorkerFloors
 
 SCRIPT_NAME = "tool.py"
@@ -80,6 +81,7 @@ class MontyRuntime:
         self._turns: ThreadPoolExecutor | None = None
         self._starting = asyncio.Lock()
         self._floors = WorkerFloors()
+        self._spare = IdleSpare()
 
     async def start(self) -> None:
         if self._pool is not None:
@@ -93,6 +95,7 @@ class MontyRuntime:
                 )
                 await asyncio.to_thread(pool.__enter__)  # spawns the warm workers
                 self._turns = ThreadPoolExecutor(MAX_TURN_THREADS, thread_name_prefix="awb-monty")
+                self._spare = IdleSpare()
                 self._pool = pool
 
     async def close(self) -> None:
@@ -101,10 +104,12 @@ class MontyRuntime:
             if pool is None or turns is None:
                 return
             self._pool = self._turns = None
+            spare = self._spare
 
             def shut_down() -> None:
                 # Turns still queued run and fail at checkout, so every waiting call gets an answer.
                 turns.shutdown(wait=False)
+                spare.close()
                 pool.__exit__(None, None, None)
 
             await asyncio.to_thread(shut_down)
@@ -151,7 +156,15 @@ class MontyRuntime:
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[Outcome] = loop.create_future()
         run = MontyRun(host, limits.timeout_ms)
-        turns.submit(_Turn(self, pool, run, answer), source, params, session_limits, limits, host is not None)
+        spare = self._spare
+        spare.started()
+        try:
+            turns.submit(
+                _Turn(self, pool, run, answer, spare), source, params, session_limits, limits, host is not None
+            )
+        except BaseException:
+            spare.finished()
+            raise
         watch = _Watch(answer, run, limits.timeout_ms)
         try:
             return await answer
@@ -197,13 +210,17 @@ class _Watch:
 class _Turn:
     """One call on a turn thread: check a session out, run, hand the session back, answer the loop.
 
-    The session is handed back before the answer: a run then costs its thread three waits on the
-    worker and one wake-up of the event loop. Handing it back after answering (or checking the next
-    session out ahead) puts that work beside the loop's and the other runs' on the GIL, which on a
-    loaded server costs more CPU than the round trip it hides (measured: ~30% more context switches)."""
+    While other calls run, the session is handed back before the answer: a run then costs its thread
+    three waits on the worker and one wake-up of the event loop. Handing it back after answering (or
+    checking the next session out ahead) puts that work beside the loop's and the other runs' on the
+    GIL, which on a loaded server costs more CPU than the round trip it hides (measured: ~30% more
+    context switches). When no other call runs, it does exactly that (`IdleSpare`): the call answers
+    after one wait on the worker if a spare was ready, and the next lone call finds one."""
 
-    def __init__(self, runtime: MontyRuntime, pool: pm.Monty, run: MontyRun, answer: asyncio.Future[Outcome]) -> None:
-        self._runtime, self._pool, self._run, self._answer = runtime, pool, run, answer
+    def __init__(
+        self, runtime: MontyRuntime, pool: pm.Monty, run: MontyRun, answer: asyncio.Future[Outcome], spare: IdleSpare
+    ) -> None:
+        self._runtime, self._pool, self._run, self._answer, self._spare = runtime, pool, run, answer, spare
         self._inbox = inbox_of(answer.get_loop())
 
     def __call__(
@@ -214,21 +231,28 @@ class _Turn:
         limits: Limits,
         measure: bool,
     ) -> None:
-        session: pm.MontySession | None = None
+        key = limits_key(session_limits)
+        session = self._spare.take(key)
         outcome: Outcome | None = None
         error: BaseException | None = None
         try:
-            session = _checkout(self._pool, session_limits)
-            self._runtime._settled_in(session)
+            if session is None:
+                session = _checkout(self._pool, session_limits)
+                self._runtime._settled_in(session)
             outcome = self._turn(session, source, params, limits, measure)
         except BaseException as exc:
             error = exc
+        answer = (outcome, None) if error is None else (None, _translated(error, limits, self._run))
+        # Nothing else runs and the worker answered (the tool's own error included): answer first,
+        # then get the next call's session ready (awb.sandbox.monty_spare).
+        if self._spare.finished() and session is not None and (error is None or isinstance(error, ExecutionError)):
+            self._inbox.post(_settle, self._answer, *answer)
+            hand_back(session, error)
+            self._spare.refill(key, lambda: _checkout(self._pool, session_limits), self._runtime._settled_in)
+            return
         if session is not None:
-            _hand_back(session, error)
-        if error is None:
-            self._inbox.post(_settle, self._answer, outcome, None)
-        else:
-            self._inbox.post(_settle, self._answer, None, _translated(error, limits, self._run))
+            hand_back(session, error)
+        self._inbox.post(_settle, self._answer, *answer)
 
     def _turn(
         self, session: pm.MontySession, source: str, params: dict[str, Any], limits: Limits, measure: bool
@@ -296,17 +320,6 @@ def _retire(pid: int) -> None:
     log.debug("retiring monty worker %s: it kept memory a run freed", pid)
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
-
-
-def _hand_back(session: pm.MontySession, error: BaseException | None) -> None:
-    """Return a session's worker to the pool (the pool replaces a worker that died or timed out)."""
-    try:
-        if error is None:
-            session.__exit__(None, None, None)
-        else:
-            session.__exit__(type(error), error, error.__traceback__)
-    except Exception as exc:
-        log.debug("monty session hand-back failed: %s", exc)
 
 
 def _runtime_error(
