@@ -71,8 +71,8 @@ class Upkeep:
         if not self.calls_kept or tool_ids == []:
             return 0
         pruned = self.store.prune_calls(self.calls_kept, tool_ids)
-        if pruned:
-            log.info("maintenance pruned %d old call records", pruned)
+        if pruned:  # routine on a busy server (every `maintenance_every_calls` calls): debug detail
+            log.debug("maintenance pruned %d old call records", pruned)
         return pruned
 
     async def settled(self) -> None:
