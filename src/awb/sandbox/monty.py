@@ -232,10 +232,11 @@ class _Turn:
         measure: bool,
     ) -> None:
         key = limits_key(session_limits)
-        session = self._spare.take(key)
+        session: pm.MontySession | None = None
         outcome: Outcome | None = None
         error: BaseException | None = None
         try:
+            session = self._spare.take(key)
             if session is None:
                 session = _checkout(self._pool, session_limits)
                 self._runtime._settled_in(session)
