@@ -221,6 +221,10 @@ async def test_a_listing_page_carries_the_total_and_where_the_next_page_starts(w
     assert (len(by_query.tools), by_query.total, by_query.next_offset) == (1, 3, 2)
     with pytest.raises(InvalidParams):
         workbench.list_page(offset=-1)
+    past = workbench.list_page(offset=10**6)  # past the end: an empty last page, not an error
+    assert (past.tools, past.total, past.next_offset) == ([], 3, None)
+    with pytest.raises(InvalidParams, match="offset must be between 0 and 2147483647"):
+        workbench.list_page(offset=2**70)  # more than the store's integers hold (it was an internal error)
 
 
 async def test_top_k_is_the_spec_name_of_the_search_limit(workbench: Workbench) -> None:

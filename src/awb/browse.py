@@ -59,6 +59,10 @@ def search(
     return SearchResult(query=query, mode="text", results=hits)
 
 
+#: The largest offset a listing takes: past any inventory, and inside what a store's integers hold.
+MAX_OFFSET = 2**31 - 1
+
+
 def list_page(
     store: Store,
     find: Callable[[str, int], SearchResult],
@@ -73,8 +77,8 @@ def list_page(
     `find(query, limit)` searches, for a listing filtered by a query."""
     if limit < 1 or limit > 1000:
         raise InvalidParams("limit must be between 1 and 1000", limit=limit)
-    if offset < 0:
-        raise InvalidParams("offset must be 0 or more", offset=offset)
+    if offset < 0 or offset > MAX_OFFSET:
+        raise InvalidParams(f"offset must be between 0 and {MAX_OFFSET}", offset=offset)
     if query:
         hits = [
             h
@@ -95,4 +99,4 @@ def one_limit(limit: int | None, top_k: int | None) -> int:
     return 10 if chosen is None else chosen
 
 
-__all__ = ["SearchResult", "ToolPage", "list_page", "one_limit", "search"]
+__all__ = ["MAX_OFFSET", "SearchResult", "ToolPage", "list_page", "one_limit", "search"]

@@ -403,3 +403,9 @@ async def test_search_asks_the_workspaces_running_server_and_searches_the_store_
     local, model_loaded = probe_search(tmp_path, env)  # the server is gone: the store, here
     assert model_loaded == "True"
     assert local == served
+
+
+def test_a_listing_offset_past_what_a_store_holds_is_one_invalid_params_line(tmp_path: Path) -> None:
+    assert run_awb(tmp_path, "init").returncode == 0
+    line = assert_one_error_line(run_awb(tmp_path, "inventory", "list", "--offset", str(2**70)), "invalid_params")
+    assert "offset must be between 0 and 2147483647" in line

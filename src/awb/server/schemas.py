@@ -174,6 +174,7 @@ INPUT: dict[str, dict[str, Any]] = {
             "offset": {
                 "type": "integer",
                 "minimum": 0,
+                "maximum": 2**31 - 1,
                 "default": 0,
                 "description": "Skip this many matches (a previous page's next_offset).",
             },
