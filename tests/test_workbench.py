@@ -227,6 +227,19 @@ async def test_a_listing_page_carries_the_total_and_where_the_next_page_starts(w
         workbench.list_page(offset=2**70)  # more than the store's integers hold (it was an internal error)
 
 
+async def test_a_search_query_past_its_length_limit_is_invalid_params_on_every_path(workbench: Workbench) -> None:
+    await workbench.craft(add_tool("adder", description="Add numbers"))
+    assert workbench.search("add " * 1000).results  # 4,000 characters: a long query still ranks
+    # A description longer than a query may be still gets its similar tools (from its start).
+    longer = await workbench.craft(add_tool("summer", description="Add numbers together. " + "Really. " * 1000))
+    assert [s.name for s in workbench.similar(longer.name, longer.description, exclude=longer.tool_id)] == ["adder"]
+    for long in ("add " * 1025, "x" * 2_000_000):
+        with pytest.raises(InvalidParams, match="over the 4096-character limit"):
+            workbench.search(long)
+        with pytest.raises(InvalidParams, match="over the 4096-character limit"):
+            workbench.list_page(query=long)
+
+
 async def test_top_k_is_the_spec_name_of_the_search_limit(workbench: Workbench) -> None:
     for name in ("one", "two", "three"):
         await workbench.craft(add_tool(name, description=f"Add numbers, variant {name}"))

@@ -368,7 +368,8 @@ class Workbench:
 
     def similar(self, name: str, description: str, *, exclude: str | None = None, limit: int = 5) -> list[ToolSummary]:
         """Live tools close to a tool with this name and description, scored 0..1, best first."""
-        query = f"{name} {description}"
+        # A description may be longer than a search query may be: its start says what the tool is.
+        query = f"{name} {description}"[: browse.MAX_QUERY_CHARS]
         if not search_words(query):
             return []
         candidates = [s for s in self.search(query, limit=25).results if s.tool_id != exclude]

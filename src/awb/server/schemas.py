@@ -169,7 +169,7 @@ INPUT: dict[str, dict[str, Any]] = {
         "properties": {
             "memory_level": MEMORY_LEVEL,
             "tag": {"type": "string", "description": "Only tools with this tag."},
-            "query": {"type": "string", "description": "Only tools matching this search."},
+            "query": {"type": "string", "maxLength": 4096, "description": "Only tools matching this search."},
             "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 20, "description": "Page size."},
             "offset": {
                 "type": "integer",
@@ -184,7 +184,12 @@ INPUT: dict[str, dict[str, Any]] = {
     "search": {
         "type": "object",
         "properties": {
-            "query": {"type": "string", "minLength": 1, "description": "Words describing the tool you need."},
+            "query": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 4096,
+                "description": "Words describing the tool you need.",
+            },
             "limit": {
                 "type": "integer",
                 "minimum": 1,
