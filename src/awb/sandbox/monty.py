@@ -339,6 +339,8 @@ def _runtime_error_of(exc: pm.MontyRuntimeError, limits: Limits, run: MontyRun |
     if kind == "TimeoutError" and "time limit" in message:
         return ToolTimeout.past(limits.timeout_ms)
     if kind == "MemoryError":
+        if _print_cap(message, limits):  # pydantic-monty reports its print cap as a MemoryError too
+            return OutputExceeded(f"tool log is over the {limits.max_log_bytes}-byte cap", limit=limits.max_log_bytes)
         return MemoryExceeded(f"the tool went over its {limits.memory_mb} MB memory limit", limit_mb=limits.memory_mb)
     refusal = run.refusal(kind, message) if run is not None else None
     if refusal is not None:  # the host's own error, as the other runtimes report it
@@ -351,6 +353,14 @@ def _runtime_error_of(exc: pm.MontyRuntimeError, limits: Limits, run: MontyRun |
     if "output" in message and "limit" in message:
         return OutputExceeded(message)
     return ToolRuntimeError(f"{kind}: {message}", exception=kind, traceback=traceback, unsupported=kind in UNSUPPORTED)
+
+
+def _print_cap(message: str, limits: Limits) -> bool:
+    """Whether a MemoryError is the print collector's cap (`pm.CollectString(max_bytes=...)`, the log
+    cap) rather than the heap's: both read "memory limit exceeded: N bytes > LIMIT bytes"."""
+    return limits.max_log_bytes != limits.memory_mb * 1024 * 1024 and message.endswith(
+        f"> {limits.max_log_bytes} bytes"
+    )
 
 
 def _tool_traceback(exc: pm.MontyRuntimeError) -> list[str]:
