@@ -202,6 +202,9 @@ async def test_printing_past_the_log_cap_is_output_exceeded_not_a_memory_error(
     """pydantic-monty reports its print cap as a MemoryError, as it does the heap limit."""
     printer = "def run(params):\n    for i in range(20000):\n        print('line', i)\n    return 1\n"
     error = await failure(monty, printer, {}, host_factory())
-    assert (error.code, error.message) == ("output_exceeded", f"tool log is over the {LIMITS.max_log_bytes}-byte cap")
+    assert (error.code, error.message) == (
+        "output_exceeded",
+        f"printed output is over the {LIMITS.max_log_bytes}-byte cap",
+    )
     hog = "def run(params):\n    return len('x' * 200_000_000)\n"
     assert (await failure(monty, hog, {}, host_factory())).code == "memory_exceeded"

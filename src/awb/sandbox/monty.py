@@ -340,7 +340,9 @@ def _runtime_error_of(exc: pm.MontyRuntimeError, limits: Limits, run: MontyRun |
         return ToolTimeout.past(limits.timeout_ms)
     if kind == "MemoryError":
         if _print_cap(message, limits):  # pydantic-monty reports its print cap as a MemoryError too
-            return OutputExceeded(f"tool log is over the {limits.max_log_bytes}-byte cap", limit=limits.max_log_bytes)
+            return OutputExceeded(
+                f"printed output is over the {limits.max_log_bytes}-byte cap", limit=limits.max_log_bytes
+            )
         return MemoryExceeded(f"the tool went over its {limits.memory_mb} MB memory limit", limit_mb=limits.memory_mb)
     refusal = run.refusal(kind, message) if run is not None else None
     if refusal is not None:  # the host's own error, as the other runtimes report it
