@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import httpx
+import pytest
 import yaml
 
+import awb.api.routes.blueprints as routes
 from awb.api.app import create_api
 
 from .blueprints_data import TAVILY, blueprint
@@ -172,6 +177,31 @@ def test_blueprints_may_be_posted_as_yaml_but_yaml_aliases_are_refused(api: Api)
     bomb = "a: &a [x, x]\nb: &b [*a, *a]\nhead: *b\n"
     refused = api.client.post("/api/blueprints/validate-and-compile", content=bomb, headers=headers)
     assert refused.status_code == 400 and "aliases are not allowed" in refused.json()["error"]["message"]
+
+
+def test_bodies_nested_too_deeply_or_parsed_slowly_get_a_400_and_are_read_off_the_event_loop(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    readers: list[str] = []
+    load_yaml, loads = routes.load_yaml, routes.json.loads
+
+    def noted(read: Any) -> Any:
+        def reading(body: Any) -> Any:
+            readers.append(threading.current_thread().name)
+            return read(body)
+
+        return reading
+
+    monkeypatch.setattr(routes, "load_yaml", noted(load_yaml))
+    monkeypatch.setattr(routes, "json", SimpleNamespace(loads=noted(loads)))
+    for body, media in (
+        ("[" * 5000 + "]" * 5000, "application/yaml"),
+        ("[" * 100_000 + "]" * 100_000, "application/json"),
+    ):
+        reply = api.client.post("/api/blueprints/validate-and-compile", content=body, headers={"content-type": media})
+        assert reply.status_code == 400, reply.text
+        assert "nest" in reply.json()["error"]["message"]
+    assert readers == ["AnyIO worker thread"] * 2  # not the event loop's thread
 
 
 def test_blueprint_bodies_need_a_json_or_yaml_content_type(api: Api) -> None:

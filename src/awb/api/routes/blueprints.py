@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
+import anyio
 import yaml
 from fastapi import APIRouter, Depends, Path, Request
 from pydantic import BaseModel
@@ -41,13 +42,18 @@ async def _read_blueprint(request: Request) -> object:
     body = await request.body()
     if media in YAML_TYPES:
         try:
-            return load_yaml(body)
+            # Parsing a large document takes a while (seconds of pure Python without libyaml): off the loop.
+            return await anyio.to_thread.run_sync(load_yaml, body)
         except yaml.YAMLError as err:
             raise MalformedBody(
                 f"the body is not YAML: {err}", errors=[{"path": "(body)", "message": str(err)}]
             ) from None
     try:
-        return json.loads(body)
+        return await anyio.to_thread.run_sync(json.loads, body)
+    except RecursionError:
+        raise MalformedBody(
+            "the body nests too deeply to read", errors=[{"path": "(body)", "message": "nested too deeply"}]
+        ) from None
     except ValueError as err:
         raise MalformedBody(f"the body is not JSON: {err}", errors=[{"path": "(body)", "message": str(err)}]) from None
 
