@@ -25,7 +25,7 @@ HOSTILE = [
     "!!!???...",
     "-- ; DROP TABLE tools;",
     "\x00\x01",
-    "x" * 5000,
+    "x" * 4096,  # the longest a query may be (longer: invalid_params, see test_workbench)
 ]
 
 
