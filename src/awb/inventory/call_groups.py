@@ -47,16 +47,16 @@ def per_version(calls: Sequence[CallRecord], group: list[int]) -> dict[int, tupl
 def one_by_one(
     calls: Sequence[CallRecord],
     group: list[int],
+    moves: GroupMoves,
     after: tuple[int, int, int, MemoryLevel, str],
     recorded: list[Any],
     level_after: Callable[[MemoryLevel, int], MemoryLevel] | None,
 ) -> tuple[MemoryLevel, dict[str, Any]]:
-    """Fill in `recorded[i]` for each call of `group` from its tool's counters `after` the group
-    (usage, successes, failures) with its tier before the group and its status: back to the counters
-    before the calls, then forward one call at a time. Returns the tier the group's successes earn and
-    the fields the tool's record moved to (for a cached copy)."""
+    """Fill in `recorded[i]` for each call of `group` (which moved its tool by `moves`) from the tool's
+    counters `after` the group (usage, successes, failures) with its tier before the group and its
+    status: back to the counters before the calls, then forward one call at a time. Returns the tier
+    the group's successes earn and the fields the tool's record moved to (for a cached copy)."""
     usage, successes, failed, level, status = after
-    moves = GroupMoves.of(calls, group)
     usage, successes, failed = usage - moves.ok, successes - moves.ok, failed - moves.failed
     for i in group:
         previous = level

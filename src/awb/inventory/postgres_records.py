@@ -100,7 +100,7 @@ class PostgresRecords:
             if found is None:  # no such tool (purged meanwhile): its calls count nothing
                 self._cache.invalidate([m.tool_id], counts=False)
                 continue
-            level, fields = one_by_one(calls, group, found, recorded, level_after)
+            level, fields = one_by_one(calls, group, m, found, recorded, level_after)
             self._cache.counted(m.tool_id, fields)
             if level != found[3] and not self._set_tier(m.tool_id, found[3], level):
                 for i in group:  # the tier did not move (another server moved it first): theirs stands

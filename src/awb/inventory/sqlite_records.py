@@ -121,7 +121,7 @@ class SQLiteRecords:
             return None  # no such tool (purged meanwhile): its calls count nothing
         # The update leaves memory_level alone, so what it returned is also the tier before the first call.
         before = rows[0][3]
-        level, fields = one_by_one(calls, group, rows[0], recorded, level_after)
+        level, fields = one_by_one(calls, group, moves, rows[0], recorded, level_after)
         if level != before:
             self._db.execute("UPDATE tools SET memory_level = ? WHERE tool_id = ?", (level, moves.tool_id))
         return moves.tool_id, fields
