@@ -35,6 +35,17 @@ def make_tool(name: str, description: str = "does a thing", **fields: Any) -> To
     )
 
 
+def version_two(created_at: datetime) -> ToolVersion:
+    return ToolVersion(
+        version=2,
+        code="def run(params):\n    return 2\n",
+        description="v2",
+        input_schema={},
+        runtime="monty",
+        created_at=created_at,
+    )
+
+
 def test_a_tool_reads_back_exactly_as_it_was_added(store: Store) -> None:
     tool = make_tool("resize_image", "Resize an image", tags=["image", "media"], usage_count=3)
     store.add_tool(tool)
@@ -142,17 +153,7 @@ def test_calls_of_several_tools_recorded_together_read_back_as_if_recorded_one_b
 ) -> None:
     store.add_tool(make_tool("alpha", status="archived", memory_level="archived"))
     store.add_tool(make_tool("beta"))
-    store.add_version(
-        "tool_beta",
-        ToolVersion(
-            version=2,
-            code="def run(params):\n    return 2\n",
-            description="v2",
-            input_schema={},
-            runtime="monty",
-            created_at=NOW,
-        ),
-    )
+    store.add_version("tool_beta", version_two(NOW))
 
     def one_by_one(call: CallRecord, **_: Any) -> ToolCounters:
         raise AssertionError("the group was not recorded together")
@@ -222,17 +223,7 @@ def test_calls_of_several_tools_recorded_together_read_back_as_if_recorded_one_b
 
 def test_versions_accumulate_and_purge_removes_everything_about_a_tool(store: Store) -> None:
     store.add_tool(make_tool("evolving"))
-    store.add_version(
-        "tool_evolving",
-        ToolVersion(
-            version=2,
-            code="def run(params):\n    return 2\n",
-            description="v2",
-            input_schema={},
-            runtime="monty",
-            created_at=NOW + timedelta(days=1),
-        ),
-    )
+    store.add_version("tool_evolving", version_two(NOW + timedelta(days=1)))
     store.update("tool_evolving", version=2, parent_version=1, description="v2")
     assert [v.version for v in store.versions("tool_evolving")] == [1, 2]
     store.update("tool_evolving", status="deleted")

@@ -209,8 +209,9 @@ def _port_check(config: Config) -> dict[str, Any]:
     if record is not None and record.port == config.port:
         return _check("port", True, f"{where} served by this workspace's awb ({record.describe()})")
     if record is not None:
-        elsewhere = f"this workspace's awb runs on port {record.port}, "
-        return _check("port", False, f"{where} in use by another process ({elsewhere}not this one)")
+        return _check(
+            "port", False, f"{where} in use by another process (this workspace's awb runs on port {record.port})"
+        )
     return _check("port", False, f"{where} in use by another process (start awb with --port N, or --port 0)")
 
 
