@@ -41,40 +41,35 @@ from awb.config import Config
 from awb.server.mcp import build_server
 from awb.workbench import Workbench
 
+def stat(path):
+    # (command name, parent pid, CPU seconds) from a /proc stat file
+    raw = path.read_text()
+    fields = raw.rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return raw.split("(", 1)[1].rsplit(")", 1)[0], int(fields[1]), cpu
+
 def threads():
     found = {}
     for task in Path("/proc/self/task").iterdir():
-        raw = (task / "stat").read_text()
-        name = raw.split("(", 1)[1].rsplit(")", 1)[0]
-        fields = raw.rsplit(")", 1)[1].split()
-        found[(task.name, name)] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        name, _, cpu = stat(task / "stat")
+        found[(task.name, name)] = cpu
     return found
 
-def children():
-    total = 0.0
+def processes():
+    # CPU seconds of the sandbox workers (this process's children) and of the PostgreSQL server's
+    # processes on this machine (none with SQLite), from one walk of /proc
+    workers = database = 0.0
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                name, parent, cpu = stat(entry / "stat")
             except OSError:
                 continue
-            if int(fields[1]) == os.getpid():
-                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
-
-def database():
-    # CPU seconds of the PostgreSQL server's processes on this machine (none with SQLite).
-    total = 0.0
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                raw = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if raw.split("(", 1)[1].rsplit(")", 1)[0] == "postgres":
-                fields = raw.rsplit(")", 1)[1].split()
-                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
+            if parent == os.getpid():
+                workers += cpu
+            elif name == "postgres":
+                database += cpu
+    return workers, database
 
 async def main(inventory, calls, concurrency, url):
     config = Config(inventory_path=inventory, inventory_url=url or None)
@@ -90,13 +85,11 @@ async def main(inventory, calls, concurrency, url):
                 result = await face.call("awb_call", arguments)
                 assert not result.is_error, result
         await caller(300)  # warm: workers, caches, compiled schemas
-        before, workers_before, started = threads(), children(), time.perf_counter()
-        database_before = database() if url else 0.0
+        before, (workers_before, database_before), started = threads(), processes(), time.perf_counter()
         async with anyio.create_task_group() as group:
             for _ in range(concurrency):
                 group.start_soon(caller, calls // concurrency)
-        elapsed, after, workers_after = time.perf_counter() - started, threads(), children()
-        database_after = database() if url else 0.0
+        elapsed, after, (workers_after, database_after) = time.perf_counter() - started, threads(), processes()
     done = calls // concurrency * concurrency
     split = {"event loop": 0.0, "other Python threads": 0.0, "tokio": 0.0}
     for key, cpu in after.items():
@@ -108,7 +101,7 @@ async def main(inventory, calls, concurrency, url):
         else:
             split["other Python threads"] += spent
     split["sandbox workers"] = workers_after - workers_before
-    split["database"] = database_after - database_before
+    split["database"] = database_after - database_before if url else 0.0
     print(json.dumps({"wall": elapsed / done * 1e6, **{k: v / done * 1e6 for k, v in split.items()}}))
 
 anyio.run(main, sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
