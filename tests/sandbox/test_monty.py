@@ -175,13 +175,19 @@ async def test_a_lone_call_runs_in_a_fresh_session_checked_out_ahead_and_other_l
             # The spare is fresh: what the last call left in its globals is not there.
             with pytest.raises(ToolRuntimeError, match="NameError"):
                 await runtime.execute(reads, {}, LIMITS, host())
-            assert len(checkouts) == before  # it ran in the spare: no checkout on its way
+            # It ran in the spare: the one checkout since is the next call's spare, which starts on
+            # the call's turn after its answer (so it is counted once that spare is ready, not before).
             await spare_ready(runtime)
+            assert len(checkouts) == before + 1
             # Other limits: the spare goes back to the pool and the call gets the one worker.
             sleeper = "import time\n\ndef run(params):\n    time.sleep(0.7)\n    return 1\n"
             with pytest.raises(ToolTimeout):
                 await runtime.execute(sleeper, {}, SHORT, host())
-            assert len(checkouts) == before + 2  # its own, then the spare for the next call
+            # Monty refuses a sleep past the limit at once, in the worker: the worker answered, so
+            # a spare with the new limits is checked out for the next call.
+            await spare_ready(runtime)
+            assert len(checkouts) == before + 3  # its own, then that spare
+            assert checkouts[-1][1] == checkouts[-2][1] != checkouts[0][1]
     finally:
         with anyio.fail_after(10):
             await runtime.close()
