@@ -23,6 +23,8 @@ LISTING_SEARCH_LIMIT = 1000
 #: The longest search query: a paragraph and then some. Ranking costs time in its length (a 2 MB query
 #: took 1.4 s of CPU), so what a request may ask for is bounded.
 MAX_QUERY_CHARS = 4096
+#: The most tools one listing page or one search returns.
+MAX_LIMIT = 1000
 
 
 class SearchResult(BaseModel):
@@ -53,8 +55,8 @@ def search(
             field="query",
             limit=MAX_QUERY_CHARS,
         )
-    if limit < 1 or limit > 1000:
-        raise InvalidParams("limit must be between 1 and 1000", limit=limit)
+    if limit < 1 or limit > MAX_LIMIT:
+        raise InvalidParams(f"limit must be between 1 and {MAX_LIMIT}", limit=limit)
     if engine.mode == "hybrid":
         mode, scored = engine.search(query, limit)
         if mode == "hybrid":
@@ -84,8 +86,8 @@ def list_page(
 ) -> ToolPage:
     """One page of the listing, with the number of all matches and where the next page starts.
     `find(query, limit)` searches, for a listing filtered by a query."""
-    if limit < 1 or limit > 1000:
-        raise InvalidParams("limit must be between 1 and 1000", limit=limit)
+    if limit < 1 or limit > MAX_LIMIT:
+        raise InvalidParams(f"limit must be between 1 and {MAX_LIMIT}", limit=limit)
     if offset < 0 or offset > MAX_OFFSET:
         raise InvalidParams(f"offset must be between 0 and {MAX_OFFSET}", offset=offset)
     if query:
@@ -108,4 +110,4 @@ def one_limit(limit: int | None, top_k: int | None) -> int:
     return 10 if chosen is None else chosen
 
 
-__all__ = ["MAX_OFFSET", "MAX_QUERY_CHARS", "SearchResult", "ToolPage", "list_page", "one_limit", "search"]
+__all__ = ["MAX_LIMIT", "MAX_OFFSET", "MAX_QUERY_CHARS", "SearchResult", "ToolPage", "list_page", "one_limit", "search"]

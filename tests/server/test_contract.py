@@ -30,6 +30,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from awb.config import Config
+from awb.errors import InvalidParams
 from awb.server.mcp import McpFace
 from awb.workbench import Workbench
 from journey import call
@@ -211,3 +212,35 @@ async def test_rolling_back_to_a_version_that_does_not_exist_is_invalid_params(w
                 missing = await call(client, verb, {"tool_id": crafted["tool_id"], "to_version": 7})
                 assert missing["error"]["code"] == "invalid_params", missing
                 assert missing["error"]["details"]["versions"] == [1]
+
+
+async def test_the_bounds_the_schemas_advertise_are_the_ones_the_server_keeps(workbench: Workbench) -> None:
+    """Each advertised maximum is accepted and one past it refused: a model that reads the schema
+    never sends what the server then refuses, and never holds back from what it would take."""
+    async with Client(McpFace(workbench).server) as client:
+        with anyio.fail_after(60):
+            await call(client, "awb_craft", MINIMAL_CRAFT)
+            schemas = {tool.name: tool.input_schema["properties"] for tool in (await client.list_tools()).tools}
+            cases = [
+                ("awb_list", "limit", {}),
+                ("awb_list", "offset", {}),
+                ("awb_search", "limit", {"query": "upper"}),
+                ("awb_search", "top_k", {"query": "upper"}),
+            ]
+            domain = {"awb_list": workbench.list_page, "awb_search": workbench.search}
+            for tool, field, rest in cases:
+                highest = schemas[tool][field]["maximum"]
+                assert "is_error" not in await call(client, tool, {**rest, field: highest}), (tool, field)
+                over = await call(client, tool, {**rest, field: highest + 1})
+                assert over["error"]["code"] == "invalid_params", (tool, field, over)
+                # The library (and REST, the CLI) keep the same bound, not a wider or narrower one.
+                domain[tool](**rest, **{field: highest})
+                with pytest.raises(InvalidParams):
+                    domain[tool](**rest, **{field: highest + 1})
+            for tool in ("awb_list", "awb_search"):
+                longest = schemas[tool]["query"]["maxLength"]
+                assert "is_error" not in await call(client, tool, {"query": "upper " * (longest // 6)})
+                over = await call(client, tool, {"query": "u" * (longest + 1)})
+                assert over["error"]["code"] == "invalid_params", (tool, over)
+                with pytest.raises(InvalidParams):
+                    domain[tool](query="u" * (longest + 1))

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from awb.browse import MAX_LIMIT, MAX_OFFSET, MAX_QUERY_CHARS
+from awb.crafting import MAX_TAG_CHARS, MAX_TAGS
+
 _TOOL_REF: dict[str, Any] = {
     "tool_id": {
         "type": "string",
@@ -33,8 +36,8 @@ _OUTPUT_SCHEMA_FIELD = (
 )
 _TAGS: dict[str, Any] = {
     "type": "array",
-    "items": {"type": "string", "maxLength": 64},
-    "maxItems": 32,
+    "items": {"type": "string", "maxLength": MAX_TAG_CHARS},
+    "maxItems": MAX_TAGS,
     "description": "Labels to filter and search by.",
 }
 _PROBLEM: dict[str, Any] = {"type": "string", "description": "The problem this tool was made to solve."}
@@ -169,12 +172,22 @@ INPUT: dict[str, dict[str, Any]] = {
         "properties": {
             "memory_level": MEMORY_LEVEL,
             "tag": {"type": "string", "description": "Only tools with this tag."},
-            "query": {"type": "string", "maxLength": 4096, "description": "Only tools matching this search."},
-            "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 20, "description": "Page size."},
+            "query": {
+                "type": "string",
+                "maxLength": MAX_QUERY_CHARS,
+                "description": "Only tools matching this search.",
+            },
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_LIMIT,
+                "default": 20,
+                "description": "Page size.",
+            },
             "offset": {
                 "type": "integer",
                 "minimum": 0,
-                "maximum": 2**31 - 1,
+                "maximum": MAX_OFFSET,
                 "default": 0,
                 "description": "Skip this many matches (a previous page's next_offset).",
             },
@@ -187,17 +200,22 @@ INPUT: dict[str, dict[str, Any]] = {
             "query": {
                 "type": "string",
                 "minLength": 1,
-                "maxLength": 4096,
+                "maxLength": MAX_QUERY_CHARS,
                 "description": "Words describing the tool you need.",
             },
             "limit": {
                 "type": "integer",
                 "minimum": 1,
-                "maximum": 100,
+                "maximum": MAX_LIMIT,
                 "default": 10,
                 "description": "At most this many.",
             },
-            "top_k": {"type": "integer", "minimum": 1, "maximum": 100, "description": "The spec's name for limit."},
+            "top_k": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_LIMIT,
+                "description": "The spec's name for limit.",
+            },
         },
         "required": ["query"],
         "additionalProperties": False,

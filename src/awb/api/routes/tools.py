@@ -8,6 +8,7 @@ from typing import Annotated, Any, cast
 from fastapi import APIRouter, Depends, Query, Request
 
 from awb.api.errors import ERRORS, GuardedRoute
+from awb.browse import MAX_LIMIT, MAX_QUERY_CHARS
 from awb.workbench import Workbench
 
 router = APIRouter(prefix="/api", tags=["tools"], route_class=GuardedRoute)
@@ -20,8 +21,8 @@ def _workbench(request: Request) -> Workbench:
 @router.get("/tools/search", responses=ERRORS)
 def search_tools(
     workbench: Annotated[Workbench, Depends(_workbench)],
-    q: Annotated[str, Query(description="Words describing the tool.", max_length=2000)],
-    limit: Annotated[int, Query(ge=1, le=1000)] = 10,
+    q: Annotated[str, Query(description="Words describing the tool.", max_length=MAX_QUERY_CHARS)],
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 10,
 ) -> dict[str, Any]:
     """The best `limit` tools for `q`: the result of `awb_search` (`query`, `mode`, `results`).
 
