@@ -218,6 +218,9 @@ async def test_inventory_commands_show_what_the_workbench_holds_with_whole_ids_i
     call_id = inspected["recent_calls"][0]["call_id"]
     shown = run_awb(tmp_path, "inventory", "inspect", "cli_adder", env=env).stdout
     assert "versions" in shown and "recent calls (1 of 1)" in shown
+    # The tool counts successful uses, a version every call made with it: each says which it is.
+    assert re.search(r"uses / failed calls\s*\S\s*1 / 0", shown), shown
+    assert re.search(r"version\s*\S\s*created\s*\S\s*calls\s*\S\s*failed", shown), shown
     assert tool.tool_id in shown and call_id in shown
     missing = run_awb(tmp_path, "inventory", "inspect", "nope", env=env)
     assert_one_error_line(missing, "tool_not_found")

@@ -204,7 +204,8 @@ def inventory_inspect(tool: ToolArgument, config_path: ConfigOption = None, as_j
             ("status", record.status),
             ("memory level", record.memory_level),
             ("equipped", "yes" if record.equipped else "no"),
-            ("usage / ok / failed", f"{record.usage_count} / {record.success_count} / {record.failure_count}"),
+            # A use is a successful call (what moves the tool between tiers); failed calls apart.
+            ("uses / failed calls", f"{record.usage_count} / {record.failure_count}"),
             ("last used", record.last_used_at),
             ("tags", ", ".join(record.metadata.tags)),
             ("input schema", json.dumps(record.input_schema)),
@@ -226,7 +227,8 @@ def inventory_inspect(tool: ToolArgument, config_path: ConfigOption = None, as_j
 def _versions_table(found: Inspection, title: str) -> None:
     table(
         title,
-        ["version", "created", "uses", "failures", "description"],
+        # A version counts every call made with it, failed ones included (the tool counts successes).
+        ["version", "created", "calls", "failed", "description"],
         [
             (
                 f"{'*' if v.version == found.tool.version else ' '}{v.version}",
@@ -242,7 +244,7 @@ def _versions_table(found: Inspection, title: str) -> None:
 
 @inventory_app.command("versions")
 def inventory_versions(tool: ToolArgument, config_path: ConfigOption = None, as_json: JsonOption = False) -> None:
-    """Show a tool's versions with per-version usage and failures (* marks the current one)."""
+    """Show a tool's versions with the calls made with each and how many failed (* marks the current one)."""
     config = _read(config_path, as_json, tool)
     found: Inspection = with_workbench(config, as_json, lambda wb: wb.inspect(tool))
     if as_json:
