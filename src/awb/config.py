@@ -122,6 +122,12 @@ class HttpConfig(_Section):
     #: take either): a third less work per call for the server and the client. The workbench sends
     #: nothing else on a request's stream; tool-list changes go out on the session's own stream.
     json_response: bool = True
+    #: MCP sessions open at once (each holds ~45 KB); past it a new session is refused (503) until one
+    #: ends (the client's DELETE) or expires.
+    max_sessions: int = Field(10_000, ge=1, le=1_000_000)
+    #: Time a session may go with no request in flight and no open listen stream before the server ends
+    #: it: a client that opens a session per call and never ends it fills the table for this long.
+    session_idle_timeout_seconds: float = Field(1800.0, gt=0, le=7 * 24 * 3600)
 
 
 class Config(BaseModel):

@@ -106,3 +106,47 @@ async def test_a_client_that_trickles_its_body_is_disconnected(workbench: Workbe
             finally:
                 await stream.aclose()
             assert await served(running) == 404
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
+PING = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+async def test_sessions_are_capped_and_one_that_ends_makes_room(workbench: Workbench, config: Config) -> None:
+    config = config.model_copy(deep=True)
+    config.http.max_sessions = 2
+    with anyio.fail_after(30):
+        async with serving(workbench, config) as running, httpx.AsyncClient(timeout=10) as client:
+            url = running.url + "/mcp"
+            opened = [await client.post(url, json=INITIALIZE, headers=MCP_HEADERS) for _ in range(2)]
+            assert [r.status_code for r in opened] == [200, 200]
+            refused = await client.post(url, json=INITIALIZE, headers=MCP_HEADERS)
+            assert refused.status_code == 503 and "Too many open sessions" in refused.text
+            # The open sessions still serve, and one the client ends makes room for a new one.
+            first = {**MCP_HEADERS, "mcp-session-id": opened[0].headers["mcp-session-id"]}
+            assert (await client.post(url, json=PING, headers=first)).status_code == 200
+            assert (await client.delete(url, headers=first)).status_code == 200
+            assert (await client.post(url, json=INITIALIZE, headers=MCP_HEADERS)).status_code == 200
+
+
+async def test_a_session_left_idle_expires_and_frees_its_place(workbench: Workbench, config: Config) -> None:
+    config = config.model_copy(deep=True)
+    config.http.max_sessions = 1
+    config.http.session_idle_timeout_seconds = 0.3
+    with anyio.fail_after(30):
+        async with serving(workbench, config) as running, httpx.AsyncClient(timeout=10) as client:
+            url = running.url + "/mcp"
+            opened = await client.post(url, json=INITIALIZE, headers=MCP_HEADERS)
+            headers = {**MCP_HEADERS, "mcp-session-id": opened.headers["mcp-session-id"]}
+            assert (await client.post(url, json=PING, headers=headers)).status_code == 200
+            # Left alone (a request of its own would restart its clock), the session ends and its place
+            # frees: a new session is admitted once it has (the wait is bounded by fail_after).
+            while (await client.post(url, json=INITIALIZE, headers=MCP_HEADERS)).status_code == 503:
+                await anyio.sleep(0.05)
+            assert (await client.post(url, json=PING, headers=headers)).status_code == 404

@@ -101,6 +101,8 @@ def _mcp_app(face: McpFace, config: Config) -> ASGIApp:
         transport_security=settings,
         stateless_http=config.stateless_http,
         json_response=config.http.json_response,
+        max_sessions=config.http.max_sessions,
+        session_idle_timeout=config.http.session_idle_timeout_seconds,
     )
 
 
