@@ -154,6 +154,15 @@ def test_bad_start_options_are_one_error_line(tmp_path: Path, args: tuple[str, .
     assert said in assert_one_error_line(result, code)
 
 
+@pytest.mark.parametrize("args", [("--port", "8123"), ("--host", "127.0.0.1"), ("--port", "0", "--host", "::1")])
+def test_a_port_or_host_given_to_a_stdio_server_is_a_usage_error(tmp_path: Path, args: tuple[str, ...]) -> None:
+    root = workspace(tmp_path)
+    for transport in ((), ("--transport", "stdio")):  # stdio is the default
+        result = run_awb(root, "start", *transport, *args)
+        assert "to --transport http only" in assert_one_error_line(result, "usage_error")
+        assert not pid_file(root).exists()
+
+
 def test_debug_shows_the_details_of_an_error(tmp_path: Path) -> None:
     root = workspace(tmp_path)
     result = run_awb(root, "--debug", "start", "--transport", "http", "--host", "not a host!")

@@ -70,6 +70,11 @@ def start(
     """Start the MCP server (stdio by default; `--transport http` serves http://127.0.0.1:7777/mcp)."""
     if transport not in ("stdio", "http"):
         fail(UsageError(f"unknown transport {transport!r}: use stdio or http"))
+    if transport == "stdio" and (port is not None or host is not None):
+        # Silently serving stdio would leave whoever asked for a port waiting on one that never opens.
+        given = [flag for flag, value in (("--port", port), ("--host", host)) if value is not None]
+        verb = "apply" if len(given) > 1 else "applies"
+        fail(UsageError(f"{' and '.join(given)} {verb} to --transport http only; stdio serves no port"))
     started = time.perf_counter()
     config = config_for(config_path, inventory_path=inventory, port=port, host=host)
     from awb.cli.logs import setup_logging
