@@ -12,7 +12,7 @@ from awb.agents.actions import Action
 from awb.agents.errors import MalformedAction
 from awb.agents.models.base import Prompt
 from awb.agents.models.functions import FunctionTable, parse_text_action
-from awb.agents.models.http import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_SECONDS, ProviderClient
+from awb.agents.models.http import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_SECONDS, ProviderClient, needs_key
 from awb.agents.models.settings import ModelSettings
 from awb.agents.result import Usage
 from awb.agents.toolbox import ToolSpec
@@ -52,6 +52,7 @@ class AnthropicModel:
             max_retries=max_retries,
             backoff_seconds=backoff_seconds,
             timeout_seconds=timeout_seconds,
+            needs_key=needs_key(api_key, base_url, DEFAULT_BASE_URL, "Anthropic"),
         )
 
     def __repr__(self) -> str:

@@ -27,6 +27,18 @@ DEFAULT_MAX_RETRIES = 2
 DEFAULT_MAX_RETRY_WAIT_SECONDS = 30.0
 
 
+def needs_key(api_key: str | None, base_url: str, hosted: str, provider: str) -> str | None:
+    """The message for a hosted API called without its key (None when there is a key, or when the base URL
+    is a server of the user's own, which may need none)."""
+    if api_key or base_url.rstrip("/") != hosted.rstrip("/"):
+        return None
+    prefix = provider.upper()
+    return (
+        f"{prefix}_API_KEY is not set: the {provider} API needs it (a compatible server of your own may not: "
+        f"give its URL with --base-url or {prefix}_BASE_URL)"
+    )
+
+
 def redact(text: str, secret: str | None) -> str:
     return text.replace(secret, "***") if secret else text
 
@@ -78,8 +90,12 @@ class ProviderClient:
         backoff_seconds: float = 0.5,
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         max_retry_wait_seconds: float = DEFAULT_MAX_RETRY_WAIT_SECONDS,
+        needs_key: str | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        #: What to say when the endpoint needs a key and none was given: the run fails at once with it,
+        #: rather than after every retry with the provider's 401 (or a network error where it is unreachable).
+        self._needs_key = needs_key
         self._headers = headers
         self._secret = secret
         self.usage = usage if usage is not None else Usage()
@@ -97,6 +113,8 @@ class ProviderClient:
 
     async def post(self, path: str, payload: dict[str, Any], settings: ModelSettings | None = None) -> dict[str, Any]:
         """POST `payload`; the body as a dict, or `ModelError` with `status` and `attempts` in details."""
+        if self._needs_key is not None:
+            raise ModelError(self._needs_key, attempts=0, status=None)
         chosen = self.defaults.merged(settings)
         retries = chosen.max_retries if chosen.max_retries is not None else DEFAULT_MAX_RETRIES
         timeout = chosen.timeout_seconds or DEFAULT_TIMEOUT_SECONDS

@@ -20,7 +20,7 @@ from awb.agents.actions import Action
 from awb.agents.errors import MalformedAction, ModelError
 from awb.agents.models.base import Prompt, json_action_instructions
 from awb.agents.models.functions import FunctionTable, parse_text_action
-from awb.agents.models.http import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_SECONDS, ProviderClient
+from awb.agents.models.http import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_SECONDS, ProviderClient, needs_key
 from awb.agents.models.settings import ModelSettings
 from awb.agents.result import Usage
 from awb.agents.toolbox import ToolSpec
@@ -76,6 +76,7 @@ class OpenAIModel:
             max_retries=max_retries,
             backoff_seconds=backoff_seconds,
             timeout_seconds=timeout_seconds,
+            needs_key=needs_key(api_key, base_url, DEFAULT_BASE_URL, "OpenAI"),
         )
 
     def __repr__(self) -> str:
