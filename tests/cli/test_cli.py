@@ -17,6 +17,7 @@ import typer.main
 from awb.cli.main import app
 from awb.clock import ManualClock
 from awb.config import load_config
+from awb.errors import AwbError
 from awb.workbench import Workbench
 from clitools import assert_one_error_line, clean_env, http_server, run_awb
 from support import REPO, add_tool
@@ -412,3 +413,19 @@ def test_a_listing_offset_past_what_a_store_holds_is_one_invalid_params_line(tmp
     assert run_awb(tmp_path, "init").returncode == 0
     line = assert_one_error_line(run_awb(tmp_path, "inventory", "list", "--offset", str(2**70)), "invalid_params")
     assert "offset must be between 0 and 2147483647" in line
+
+
+async def test_inventory_delete_is_awb_delete_from_the_command_line(tmp_path: Path) -> None:
+    env = env_for(tmp_path)
+    async with Workbench(load_config(None, environ=env), clock=ManualClock()) as workbench:
+        tool = await workbench.craft(add_tool("doomed"))
+        workbench.equip("doomed")
+    deleted = json.loads(run_awb(tmp_path, "inventory", "delete", "doomed", "--json", env=env).stdout)
+    assert deleted == {"tool_id": tool.tool_id, "name": "doomed", "status": "deleted"}
+    # The record stays (inspectable, unequipped) and the tool no longer resolves for calls or a second delete.
+    inspected = json.loads(run_awb(tmp_path, "inventory", "inspect", tool.tool_id, "--json", env=env).stdout)
+    assert (inspected["tool"]["status"], inspected["tool"]["equipped"]) == ("deleted", False)
+    assert_one_error_line(run_awb(tmp_path, "inventory", "delete", "doomed", env=env), "tool_deleted")
+    async with Workbench(load_config(None, environ=env), clock=ManualClock()) as workbench:
+        with pytest.raises(AwbError, match="deleted"):
+            await workbench.call(tool.tool_id, {"a": 1, "b": 2})

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from awb.workbench import Inspection, Workbench
 
 inventory_app = typer.Typer(
-    help="Look into the inventory: list, search, inspect, versions, equip, unequip, rollback, purge, export, import.",
+    help="Look into and look after the inventory: list, search, inspect, versions, equip, unequip, delete, rollback, purge, export, import.",
     no_args_is_help=True,
 )
 
@@ -283,6 +283,17 @@ def _print_equip(outcome: Any, as_json: bool) -> None:
     else:
         state = "equipped" if record.equipped else "not equipped"
         say(f"{record.name} is {state}; equipped now: {', '.join(names) or '(none)'}")
+
+
+@inventory_app.command("delete")
+def inventory_delete(tool: ToolArgument, config_path: ConfigOption = None, as_json: JsonOption = False) -> None:
+    """Delete a tool (as awb_delete does): it can no longer be called; its record stays until purged."""
+    config = config_for(config_path, as_json)
+    record = with_workbench(config, as_json, lambda wb: wb.delete(tool))
+    if as_json:
+        print_json({"tool_id": record.tool_id, "name": record.name, "status": record.status})
+    else:
+        say(f"deleted {record.name} ({record.tool_id}); `awb inventory purge --deleted` removes it for good")
 
 
 @inventory_app.command("rollback")
