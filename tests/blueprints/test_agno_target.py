@@ -11,6 +11,7 @@ import anyio
 import pytest
 
 from api.fakes import FakeServer, serving
+from awb.agents.errors import ModelError
 from awb.blueprints.agno_target import compile_to_agno, run_agno
 from awb.blueprints.compile import RuntimeOptions
 from awb.blueprints.journal import RunJournal
@@ -120,3 +121,14 @@ async def test_agno_team_and_workflow_have_the_blueprints_members_and_steps(
         answer = await run_agno(flow, flow_bp, "start", journal=RunJournal("w", 10))
     assert answer == "after B"
     assert "after A" in json.dumps(model.requests[1]["body"]["messages"])
+
+
+@pytest.mark.parametrize(("provider", "model"), [("openai", "gpt-4o-mini"), ("anthropic", "claude-haiku-4-5")])
+def test_the_hosted_api_without_its_key_is_refused_before_agno_asks_it(provider: str, model: str) -> None:
+    head = {"provider": provider, "model": model, "system_prompt": "Be brief."}
+    blueprint = _blueprint(head=head)
+    with pytest.raises(ModelError, match=f"{provider.upper()}_API_KEY is not set"):
+        compile_to_agno(blueprint, RuntimeOptions(environ={}), journal=RunJournal("k", 10))
+    # A server of one's own is taken without a key.
+    own = {f"{provider.upper()}_BASE_URL": "http://127.0.0.1:9/v1"}
+    assert compile_to_agno(blueprint, RuntimeOptions(environ=own), journal=RunJournal("k", 10)) is not None

@@ -56,7 +56,28 @@ def _require_agno() -> None:
         ) from None
 
 
+def _refuse_without_key(head: Head, environ: Mapping[str, str]) -> None:
+    """The hosted API without its key is refused before Agno asks it, as the native runtime does
+    (`awb.agents.models.http.needs_key`); a base URL of one's own may need none."""
+    from awb.agents.errors import ModelError
+    from awb.agents.models import anthropic, openai
+    from awb.agents.models.http import needs_key
+
+    hosted, provider = (
+        (anthropic.DEFAULT_BASE_URL, "Anthropic")
+        if head.provider == "anthropic"
+        else (openai.DEFAULT_BASE_URL, "OpenAI")
+    )
+    prefix = provider.upper()
+    base_url = environ.get(f"{prefix}_BASE_URL") or hosted
+    missing = needs_key(environ.get(f"{prefix}_API_KEY"), base_url, hosted, provider)
+    if missing is not None:
+        raise ModelError(missing, attempts=0, status=None)
+
+
 def _model(head: Head, environ: Mapping[str, str]) -> Any:
+    if head.provider in ("anthropic", "openai"):
+        _refuse_without_key(head, environ)
     if head.provider == "anthropic":
         try:
             from agno.models.anthropic import Claude
