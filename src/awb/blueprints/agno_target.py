@@ -56,29 +56,25 @@ def _require_agno() -> None:
         ) from None
 
 
-def _refuse_without_key(head: Head, environ: Mapping[str, str]) -> None:
-    """The hosted API without its key is refused before Agno asks it, as the native runtime does
-    (`awb.agents.models.http.needs_key`); a base URL of one's own may need none."""
+def _key(key: str | None, base_url: str | None, hosted: str, provider: str) -> str:
+    """The key Agno's client is given. The hosted API without its key is refused before Agno asks it,
+    as the native runtime does (`awb.agents.models.http.needs_key`); a base URL of one's own may need
+    none, and Agno's clients still want a string."""
     from awb.agents.errors import ModelError
-    from awb.agents.models import anthropic, openai
     from awb.agents.models.http import needs_key
 
-    hosted, provider = (
-        (anthropic.DEFAULT_BASE_URL, "Anthropic")
-        if head.provider == "anthropic"
-        else (openai.DEFAULT_BASE_URL, "OpenAI")
-    )
-    prefix = provider.upper()
-    base_url = environ.get(f"{prefix}_BASE_URL") or hosted
-    missing = needs_key(environ.get(f"{prefix}_API_KEY"), base_url, hosted, provider)
+    missing = needs_key(key, base_url or hosted, hosted, provider)
     if missing is not None:
         raise ModelError(missing, attempts=0, status=None)
+    return key or "not-set"
 
 
 def _model(head: Head, environ: Mapping[str, str]) -> Any:
-    if head.provider in ("anthropic", "openai"):
-        _refuse_without_key(head, environ)
     if head.provider == "anthropic":
+        from awb.agents.models import anthropic
+
+        base_url = environ.get("ANTHROPIC_BASE_URL")
+        key = _key(environ.get("ANTHROPIC_API_KEY"), base_url, anthropic.DEFAULT_BASE_URL, "Anthropic")
         try:
             from agno.models.anthropic import Claude
         except ImportError:
@@ -87,25 +83,29 @@ def _model(head: Head, environ: Mapping[str, str]) -> Any:
                 provider=head.provider,
             ) from None
         client: dict[str, Any] = {"max_retries": 0}
-        if environ.get("ANTHROPIC_BASE_URL"):
-            client["base_url"] = environ["ANTHROPIC_BASE_URL"]
+        if base_url:
+            client["base_url"] = base_url
         return Claude(
             id=head.model,
             temperature=head.temperature,
             max_tokens=head.max_tokens or DEFAULT_MAX_TOKENS,
-            api_key=environ.get("ANTHROPIC_API_KEY") or "not-set",
+            api_key=key,
             client_params=client,
         )
     if head.provider != "openai":
         raise Unavailable(f"the agno target has no model for provider {head.provider!r}", provider=head.provider)
+    from awb.agents.models import openai
+
+    base_url = environ.get("OPENAI_BASE_URL")
+    key = _key(environ.get("OPENAI_API_KEY"), base_url, openai.DEFAULT_BASE_URL, "OpenAI")
     from agno.models.openai import OpenAIChat
 
     return OpenAIChat(
         id=head.model,
         temperature=head.temperature,
         max_tokens=head.max_tokens,
-        api_key=environ.get("OPENAI_API_KEY") or "not-set",
-        base_url=environ.get("OPENAI_BASE_URL"),
+        api_key=key,
+        base_url=base_url,
         max_retries=0,
     )
 
