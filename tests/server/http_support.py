@@ -15,6 +15,15 @@ from awb.server.mcp import McpFace
 from awb.server.transports import bind, http_app
 from awb.workbench import Workbench
 
+#: An MCP client's opening request, and the headers every MCP POST carries.
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
 
 @dataclass
 class Running:

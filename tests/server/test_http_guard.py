@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from http_support import serving
+from http_support import INITIALIZE, MCP_HEADERS, serving
 from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from pydantic import SecretStr
@@ -26,13 +26,6 @@ from support import add_tool, awb_env, free_port
 pytestmark = pytest.mark.anyio
 
 TOKEN = "correct-horse-battery-staple-42"
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-}
-MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 #: Paths of every face the HTTP server carries (MCP today; REST and the panel mount beside it).
 PATHS = ["/mcp", "/api/tools", "/", "/static/app.js"]
 

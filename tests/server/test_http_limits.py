@@ -7,7 +7,7 @@ import anyio
 import httpx
 import pytest
 from anyio.abc import SocketStream
-from http_support import Running, serving
+from http_support import INITIALIZE, MCP_HEADERS, Running, serving
 
 from awb.config import Config
 from awb.workbench import Workbench
@@ -108,14 +108,7 @@ async def test_a_client_that_trickles_its_body_is_disconnected(workbench: Workbe
             assert await served(running) == 404
 
 
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-}
 PING = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
-MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
 async def test_sessions_are_capped_and_one_that_ends_makes_room(workbench: Workbench, config: Config) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import anyio
 import httpx
 import pytest
-from http_support import serving
+from http_support import INITIALIZE, MCP_HEADERS, serving
 from mcp import Client
 
 from awb.config import Config
@@ -16,14 +16,6 @@ from journey import call
 from support import add_tool
 
 pytestmark = pytest.mark.anyio
-
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-}
-MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
 def answering(config: Config, json_response: bool) -> Config:
