@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 import awb
 from awb.agents.cli import agents_app, artificer_app
+from clitools import run_awb
 
 from .agent_fixtures import FakeProvider
 
@@ -72,6 +73,30 @@ def test_agents_list_shows_the_agents_in_the_agents_directory() -> None:
     assert lines[1].startswith("hello\ttools=greeter\tGreet the person")
 
 
+def test_agents_list_json_gives_each_agent_with_its_tools_and_subagents(tmp_path: Path) -> None:
+    (tmp_path / "team.py").write_text(
+        "from pydantic import BaseModel\n"
+        "from awb.agents import Agent\n\n"
+        "class T(BaseModel):\n    text: str\n\n"
+        "class Sums(Agent):\n    mode = 'sums'\n    tools = ('math',)\n    Input = T\n    Output = T\n\n"
+        "class Lead(Agent):\n    mode = 'lead'\n    tools = ('math', 'files')\n    Input = T\n    Output = T\n"
+        "    system_prompt = 'Lead the team.\\nMore lines.'\n    subagents = (Sums,)\n"
+    )
+    outcome = runner.invoke(agents_app, ["list", "--agents-dir", str(tmp_path), "--json"])
+    assert outcome.exit_code == 0, outcome.output
+    assert json.loads(outcome.stdout) == [
+        {"mode": "sums", "class": "Sums", "tools": ["math"], "subagents": [], "subagent_of": ["lead"], "summary": ""},
+        {
+            "mode": "lead",
+            "class": "Lead",
+            "tools": ["math", "files"],
+            "subagents": ["sums"],
+            "subagent_of": [],
+            "summary": "Lead the team.",
+        },
+    ]
+
+
 def test_agents_list_marks_subagents_and_reports_a_broken_module_in_one_line(tmp_path: Path) -> None:
     (tmp_path / "team.py").write_text(
         "from pydantic import BaseModel\n"
@@ -100,6 +125,18 @@ def test_agents_list_of_a_missing_directory_is_an_error_with_its_path(tmp_path: 
     error = json.loads(as_json.stderr)["error"]
     assert error["code"] == "config_invalid"
     assert str(missing) in error["message"]
+
+
+def test_agents_list_without_an_agents_directory_here_lists_nothing_and_says_so(tmp_path: Path) -> None:
+    """The default directory (agents/) missing is an empty listing, as `awb blueprints list` shows an empty
+    table; the real executable, in a workspace made by `awb init`, which creates no agents/."""
+    assert run_awb(tmp_path, "init").returncode == 0
+    for args, stdout in ((), ""), (("--json",), "[]"):
+        outcome = run_awb(tmp_path, "agents", "list", *args)
+        assert outcome.returncode == 0, outcome.stderr
+        assert outcome.stdout.strip() == stdout
+        assert outcome.stderr.startswith(f"no agents directory at {tmp_path.resolve() / 'agents'}: no agents to list")
+    assert not (tmp_path / "agents").exists()
 
 
 def test_artificer_agents_runs_an_agent_found_by_dotted_path(

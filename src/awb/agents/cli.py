@@ -7,6 +7,7 @@ stderr. Provider HTTP request logging stays off unless `--log-http`.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -157,32 +158,71 @@ def run_command(
         raise typer.Exit(1)
 
 
+def _summary(agent: type[Agent]) -> str:
+    prompt = agent.system_prompt.strip()
+    return prompt.splitlines()[0] if prompt else ""
+
+
 def _list_line(agent: type[Agent], parents: list[str]) -> str:
-    summary = agent.system_prompt.strip().splitlines()[0] if agent.system_prompt.strip() else ""
     cells = [agent.mode, f"tools={','.join(agent.tools) or '-'}"]
     if agent.subagents:
         cells.append(f"subagents={','.join(sub.mode for sub in agent.subagents)}")
     if parents:
         cells.append(f"(subagent of {','.join(parents)})")
-    cells.append(summary)
+    cells.append(_summary(agent))
     return "\t".join(cells)
 
 
+def _list_entry(agent: type[Agent], parents: list[str]) -> dict[str, object]:
+    return {
+        "mode": agent.mode,
+        "class": agent.__name__,
+        "tools": list(agent.tools),
+        "subagents": [sub.mode for sub in agent.subagents],
+        "subagent_of": parents,
+        "summary": _summary(agent),
+    }
+
+
+ListedAgentsDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--agents-dir",
+        envvar="AWB_AGENTS_DIR",
+        help="Directory searched for agent classes (default: agents/; a missing default lists nothing).",
+    ),
+]
+JsonList = Annotated[
+    bool, typer.Option("--json", help='The agents as a JSON array; errors as {"error": {...}} on stderr.')
+]
+
+
 @agents_app.command("list")
-def list_command(agents_dir: AgentsDir = Path("agents"), as_json: JsonErrors = False) -> None:
+def list_command(agents_dir: ListedAgentsDir = None, as_json: JsonList = False) -> None:
     """Show the agents in the agents directory: allowed servers, subagents, first line of the prompt.
 
-    A module that fails to import is one line on stderr; the others are still listed.
+    A module that fails to import is one line on stderr; the others are still listed. Without an
+    `agents/` directory here (and no --agents-dir) there is nothing to list, which is not an error; a
+    directory that was named and is missing is.
     """
-    from awb.agents.registry import scan
+    from awb.agents.registry import Scan, scan
 
+    directory = agents_dir if agents_dir is not None else Path("agents")
     try:
-        found = scan(agents_dir)
+        found = scan(directory) if agents_dir is not None or directory.is_dir() else None
     except AwbError as err:
         raise _fail(err, as_json) from None
-    for agent in found.agents:
-        parents = [other.mode for other in found.agents if agent in other.subagents]
-        typer.echo(_list_line(agent, parents))
+    if found is None:
+        typer.echo(
+            f"no agents directory at {directory.resolve()}: no agents to list (--agents-dir names one)", err=True
+        )
+        found = Scan()
+    listed = [(agent, [other.mode for other in found.agents if agent in other.subagents]) for agent in found.agents]
+    if as_json:
+        typer.echo(json.dumps([_list_entry(agent, parents) for agent, parents in listed], indent=2))
+    else:
+        for agent, parents in listed:
+            typer.echo(_list_line(agent, parents))
     for name, why in found.failures.items():
         typer.echo(f"{name}: cannot import: {why}", err=True)
 
