@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from awb.cli.export_sink import ExportSink
 from awb.cli.output import fail, note, print_json
-from awb.errors import AwbError
+from awb.errors import AwbError, InvalidParams, UsageError
 
 if TYPE_CHECKING:
     from awb.config import Config
@@ -48,29 +48,38 @@ def register(inventory_app: typer.Typer) -> None:
     ) -> None:
         """Write every tool with its versions, calls and staged writes, and every blueprint session, as JSON Lines."""
         from awb.blueprints.session_tables import open_session_store
+        from awb.config import find_config_file
         from awb.inventory.open import open_store
         from awb.inventory.transfer import export_lines
 
         config = _config(config_path, inventory_url, inventory)
         try:
+            inventory_file = None if config.inventory_url else config.inventory_path
+            if inventory_file is not None and str(inventory_file) != ":memory:" and not inventory_file.exists():
+                # Not an empty export: written over an earlier one, it would lose that one's tools.
+                raise UsageError(
+                    f"no inventory at {inventory_file}: nothing to export (`--config` or `--inventory` names one)"
+                )
+            sink = ExportSink(output, inventory_file, find_config_file(config_path))
             store = open_store(config)
         except AwbError as error:
             fail(error)
         count = 0
         try:
             sessions = open_session_store(config, inventory=store)
-            sink = sys.stdout if output is None else output.open("w", encoding="utf-8")
             try:
-                for line in export_lines(store, sessions):
-                    sink.write(line + "\n")
-                    count += 1
+                with sink as file:
+                    for line in export_lines(store, sessions):
+                        file.write(line + "\n")
+                        count += 1
             finally:
                 sessions.close()
-                if output is not None:
-                    sink.close()
+        except OSError as exc:
+            fail(UsageError(f"cannot write {output}: {exc.strerror or exc}"))
         finally:
             store.close()
-        note(f"exported {count - 1} lines")
+        records = count - 1
+        note(f"exported {count} lines: the header and {records} record{'' if records == 1 else 's'}")
 
     @inventory_app.command("import")
     def import_command(
@@ -89,11 +98,18 @@ def register(inventory_app: typer.Typer) -> None:
         config = _config(config_path, inventory_url, inventory)
 
         def lines() -> Iterator[str]:
-            with source.open(encoding="utf-8") as file:
-                yield from file
+            with source.open("rb") as file:
+                for number, raw in enumerate(file, start=1):
+                    try:
+                        yield raw.decode("utf-8")
+                    except UnicodeDecodeError as exc:
+                        raise InvalidParams(
+                            f"line {number} of {source} is not UTF-8 text ({exc.reason} at byte {exc.start})",
+                            line=number,
+                        ) from None
 
         try:
-            with source.open(encoding="utf-8"):
+            with source.open("rb"):
                 pass  # unreadable: say so before opening the inventory
             store = open_store(config)
             try:
@@ -107,8 +123,7 @@ def register(inventory_app: typer.Typer) -> None:
         except AwbError as error:
             fail(error, as_json)
         except OSError as exc:
-            note(f"[red]cannot read {source}[/]: {exc}")
-            raise typer.Exit(2) from None
+            fail(UsageError(f"cannot read {source}: {exc.strerror or exc}"), as_json)
         if as_json:
             print_json(dataclasses.asdict(report))
         else:

@@ -1,0 +1,104 @@
+"""`awb inventory export -o` never writes over a file that is not an export, and `import` reads only UTF-8
+text; both say what is wrong in one line. The real executable, in a workspace made by `awb init`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+
+from awb.config import Config
+from awb.workbench import Workbench
+from clitools import assert_one_error_line, run_awb
+from support import add_tool
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    assert run_awb(tmp_path, "init").returncode == 0
+
+    async def craft() -> None:
+        async with Workbench(Config(inventory_path=tmp_path / ".awb" / "inventory.db")) as workbench:
+            await workbench.craft(add_tool())
+
+    anyio.run(craft)
+    return tmp_path
+
+
+def tool_names(workspace: Path) -> list[str]:
+    listed = run_awb(workspace, "inventory", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    return [tool["name"] for tool in json.loads(listed.stdout)["tools"]]
+
+
+def test_an_export_over_the_inventory_its_sidecars_or_the_config_is_refused_and_loses_nothing(
+    workspace: Path,
+) -> None:
+    inventory = workspace / ".awb" / "inventory.db"
+    (workspace / "link.db").symlink_to(inventory)
+    (workspace / "hard.db").hardlink_to(inventory)
+    kept = {path: path.read_bytes() for path in (inventory, workspace / "awb.config.json")}
+    own = (
+        ".awb/inventory.db",
+        ".awb/inventory.db-wal",
+        ".awb/inventory.db-shm",
+        "awb.config.json",
+        "link.db",
+        "hard.db",
+    )
+    for output in own:
+        line = assert_one_error_line(run_awb(workspace, "inventory", "export", "-o", output), "usage_error")
+        assert "one of the workspace's own files" in line, line
+    # Another SQLite file (a copy of the inventory) is refused too: it is not an export.
+    (workspace / "copy.db").write_bytes(inventory.read_bytes())
+    line = assert_one_error_line(run_awb(workspace, "inventory", "export", "-o", "copy.db"), "usage_error")
+    assert "is not an awb export" in line
+    assert {path: path.read_bytes() for path in kept} == kept
+    assert tool_names(workspace) == ["add_numbers"]
+
+
+def test_an_export_replaces_an_earlier_export_but_never_another_file(workspace: Path) -> None:
+    notes = workspace / "notes.txt"
+    notes.write_text("my notes\n", encoding="utf-8")
+    line = assert_one_error_line(run_awb(workspace, "inventory", "export", "-o", "notes.txt"), "usage_error")
+    assert "notes.txt exists and is not an awb export" in line
+    assert notes.read_text(encoding="utf-8") == "my notes\n"
+
+    first = run_awb(workspace, "inventory", "export", "-o", "out.jsonl")
+    assert first.returncode == 0, first.stderr
+    assert "exported 2 lines: the header and 1 record" in first.stderr  # the tool, its versions inside
+    again = run_awb(workspace, "inventory", "export", "-o", "out.jsonl")
+    assert again.returncode == 0, again.stderr
+    lines = (workspace / "out.jsonl").read_text(encoding="utf-8").splitlines()
+    assert json.loads(lines[0])["format"] == "awb-inventory"
+    assert [json.loads(line)["tool"]["name"] for line in lines[1:] if "tool" in json.loads(line)] == ["add_numbers"]
+    assert not [p.name for p in workspace.iterdir() if p.name.endswith(".partial")]
+    assert (workspace / "out.jsonl").stat().st_mode & 0o777 != 0o600  # a plain file's mode, not a temp file's
+
+
+def test_an_export_to_a_missing_directory_or_without_an_inventory_is_one_error_line(tmp_path: Path) -> None:
+    assert run_awb(tmp_path, "init").returncode == 0
+    line = assert_one_error_line(run_awb(tmp_path, "inventory", "export", "-o", "nowhere/out.jsonl"), "usage_error")
+    assert "is not a directory" in line
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    line = assert_one_error_line(run_awb(empty, "inventory", "export", "-o", "out.jsonl"), "usage_error")
+    assert "nothing to export" in line
+    assert sorted(p.name for p in empty.iterdir()) == []
+
+
+def test_import_of_text_that_is_not_utf8_or_of_a_missing_file_is_one_error_line(workspace: Path) -> None:
+    export = run_awb(workspace, "inventory", "export", "-o", "out.jsonl")
+    assert export.returncode == 0, export.stderr
+    latin = workspace / "latin1.jsonl"
+    latin.write_bytes((workspace / "out.jsonl").read_bytes() + b'{"note": "caf\xe9"}\n')
+    line = assert_one_error_line(run_awb(workspace, "inventory", "import", str(latin)), "invalid_params")
+    assert "line 3 of" in line and "is not UTF-8 text" in line
+    line = assert_one_error_line(run_awb(workspace, "inventory", "import", "missing.jsonl"), "usage_error")
+    assert "cannot read missing.jsonl: No such file or directory" in line
+    as_json = run_awb(workspace, "inventory", "import", "missing.jsonl", "--json")
+    assert as_json.returncode == 2
+    assert json.loads(as_json.stderr)["error"]["code"] == "usage_error"
+    assert tool_names(workspace) == ["add_numbers"]
