@@ -113,6 +113,9 @@ class WasmRuntime:
         config = wasmtime.Config()
         config.epoch_interruption = True
         config.max_wasm_stack = 512 * 1024
+        # The GC proposal's heap (structs, arrays) lives beside linear memory, outside the store's memory
+        # limit: modules that use it do not compile.
+        config.wasm_gc = False
         self._engine = wasmtime.Engine(config)
         self._linker = make_linker(self._engine)
         self._stop.clear()
@@ -270,15 +273,29 @@ class WasmRuntime:
     ) -> tuple[Any, list[str]]:
         import wasmtime
 
+        # The store holds the module's linear memory (up to the limit, in this process). It is closed
+        # when the call ends, whatever the ending: a failed call's exception refers to the frame that
+        # ran it and the frame to the store, so leaving it to reference counting kept it until the
+        # cycle collector ran (a client repeating a failing call held gigabytes).
         store = wasmtime.Store(self._engine)
-        store.set_limits(
-            memory_size=limits.memory_mb * 1024 * 1024,
-            table_elements=MAX_TABLE_ELEMENTS,
-            instances=1,
-            tables=4,
-            memories=1,
-        )
-        store.set_epoch_deadline(max(1, int(limits.timeout_ms / 1000 / TICK_S)))
+        try:
+            store.set_limits(
+                memory_size=limits.memory_mb * 1024 * 1024,
+                table_elements=MAX_TABLE_ELEMENTS,
+                instances=1,
+                tables=4,
+                memories=1,
+            )
+            store.set_epoch_deadline(max(1, int(limits.timeout_ms / 1000 / TICK_S)))
+            return self._run_in(store, module, params, limits, call, check)
+        finally:
+            store.close()
+
+    def _run_in(
+        self, store: Any, module: Any, params: dict[str, Any], limits: Limits, call: WasmCall, check: bool
+    ) -> tuple[Any, list[str]]:
+        import wasmtime
+
         memory: Any = None
         error: ExecutionError
         try:
