@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -13,10 +14,12 @@ import wat
 
 from awb.errors import SandboxViolation
 from awb.sandbox.base import Runtime
+from awb.sandbox.cpython.runtime import CPythonRuntime
+from awb.sandbox.host import MAX_WRITE_BYTES
 from awb.sandbox.javascript import JavaScriptRuntime
 from awb.sandbox.monty import MontyRuntime
 from awb.sandbox.wasm import WasmRuntime
-from sandbox_support import failure
+from sandbox_support import LIMITS, failure
 
 pytestmark = pytest.mark.anyio
 
@@ -32,9 +35,12 @@ def reader(runtime: str, path: str) -> str:
 
 
 @asynccontextmanager
-async def started(name: str) -> AsyncIterator[Runtime]:
+async def started(name: str, dirs: dict[str, Path] | None = None) -> AsyncIterator[Runtime]:
     made: Runtime
-    if name == "monty":
+    if name == "cpython":
+        assert dirs is not None
+        made = CPythonRuntime(pool_size=1, grants=[str(dirs["granted"])])
+    elif name == "monty":
         made = MontyRuntime(pool_size=1)
     elif name == "javascript":
         made = JavaScriptRuntime(pool_size=1)
@@ -120,3 +126,42 @@ async def test_a_tool_cannot_claim_a_refusal_it_never_met(
     with anyio.fail_after(20):
         error = await failure(scripted, source, {}, host_factory())
     assert error.code == "runtime_error", error.to_dict()
+
+
+BIG_WRITES = {
+    "monty": "def run(params):\n    return write_file('big.txt', 'x' * params['size'])\n",
+    "javascript": "function run(p) { return writeFile('big.txt', 'x'.repeat(p.size)); }",
+    "cpython": "def run(params):\n    return write_file('big.txt', 'x' * params['size'])\n",
+}
+
+
+@pytest.mark.parametrize("name", ["monty", "javascript", "cpython"])
+async def test_a_write_up_to_the_staging_cap_is_staged_and_one_past_it_is_the_hosts_refusal(
+    name: str, host_factory: Any, staged: Any, dirs: dict[str, Path]
+) -> None:
+    """The frame a worker may send is sized for a staged write too, not only the result and logs: a
+    4 MB write (the documented cap) failed as `output_exceeded` ("the tool sent ... bytes") in the
+    worker runtimes."""
+    cap = MAX_WRITE_BYTES
+    async with started(name, dirs) as runtime:
+        with anyio.fail_after(30):
+            result = await runtime.execute(BIG_WRITES[name], {"size": cap}, LIMITS, host_factory())
+            assert result.value["staged"] is True
+            assert [len(content) for _, content in staged.writes] == [cap]
+            error = await failure(runtime, BIG_WRITES[name], {"size": cap + 1}, host_factory())
+    assert error.code == "output_exceeded"
+    assert error.message == f"staged write of {cap + 1} bytes is over the {cap}-byte cap", error.to_dict()
+    assert len(staged.writes) == 1
+
+
+async def test_a_javascript_frame_over_the_cap_ends_the_call_at_once(host_factory: Any, staged: Any) -> None:
+    """A host call too large to read ends the call as `output_exceeded` and the worker is replaced: the
+    answer does not wait for the killed worker's unread frame (asyncio waited 5 s for that pipe)."""
+    async with started("javascript") as runtime:
+        with anyio.fail_after(4):
+            error = await failure(runtime, BIG_WRITES["javascript"], {"size": 3 * MAX_WRITE_BYTES}, host_factory())
+        assert error.code == "output_exceeded"
+        assert error.message.startswith("the tool sent ")
+        with anyio.fail_after(20):
+            assert (await runtime.execute("function run(p) { return 1; }", {}, LIMITS, host_factory())).value == 1
+    assert staged.writes == []

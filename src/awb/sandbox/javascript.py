@@ -74,7 +74,16 @@ class _JsWorker:
         with contextlib.suppress(ProcessLookupError):
             self.process.kill()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.process.wait(), 5)
+            await asyncio.wait_for(self._reaped(), 5)
+
+    async def _reaped(self) -> None:
+        # asyncio's wait() returns once every pipe of the process has closed, and a frame left unread
+        # (one refused as too large) keeps stdout open on this side: its reading stays paused. The
+        # killed worker can write nothing more, so reading to the end is short.
+        with contextlib.suppress(Exception):
+            while await self.reader.read(1 << 20):
+                pass
+        await self.process.wait()
 
 
 class JavaScriptRuntime:

@@ -19,6 +19,7 @@ from awb.errors import (
     ToolTimeout,
 )
 from awb.sandbox.base import HostFunctions, Limits, checked_logs, clean_text, encode_output
+from awb.sandbox.host import MAX_WRITE_BYTES
 
 HEADER = struct.Struct(">I")
 #: Frame budget on top of the output and log caps: JSON quoting of the value text and envelope.
@@ -57,8 +58,12 @@ def encode_frame(message: dict[str, Any]) -> bytes:
 
 
 def frame_limit(max_output_bytes: int, max_log_bytes: int) -> int:
-    # A result carries the value as JSON text inside JSON: quoting can at most double it.
-    return 2 * (max_output_bytes + max_log_bytes) + FRAME_SLACK
+    """The largest frame a worker may send in a call: its result, or a host call staging a write.
+
+    A result carries the value as JSON text inside JSON: quoting can at most double it. A `write_file`
+    call carries up to `MAX_WRITE_BYTES` of content as a JSON string, doubled the same way (text of
+    control characters, escaped six-fold, can pass the frame before the write's own cap)."""
+    return max(2 * (max_output_bytes + max_log_bytes), 2 * MAX_WRITE_BYTES) + FRAME_SLACK
 
 
 _ARITY = {"log": 1, "read_file": 1, "write_file": 2}
