@@ -128,3 +128,22 @@ def test_pydantic_settings_loads_only_when_a_field_is_set_from_the_environment(
     done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["7.0" if imported else "60", str(imported)]
+
+
+def test_a_rejected_secret_is_never_echoed_in_the_error(tmp_path: Path) -> None:
+    token = "s3cr3t-t0ken-15"  # one short of the 16 an auth_token needs
+    empty = tmp_path / "empty.json"
+    empty.write_text("{}", encoding="utf-8")
+    with pytest.raises(ConfigError) as from_env:
+        load_config(empty, environ={"AWB_AUTH_TOKEN": token})
+    assert "auth_token must be at least 16 characters (got a value of 15 characters)" in from_env.value.message
+    file = tmp_path / "awb.config.json"
+    file.write_text(json.dumps({"auth_token": token}), encoding="utf-8")
+    with pytest.raises(ConfigError) as from_file:
+        load_config(file, environ={})
+    assert token not in from_file.value.message
+    assert token not in repr(from_file.value.to_dict())
+    # Other values are still shown, so the error says what was wrong.
+    with pytest.raises(ConfigError) as plain:
+        load_config(empty, environ={"AWB_SEARCH__MODE": "bogus"})
+    assert "(got 'bogus')" in plain.value.message

@@ -202,6 +202,23 @@ class Config(BaseModel):
         return self.model_copy(update=updates)
 
 
+#: Parts of a field's path whose values are never echoed in an error: tokens, keys, headers, environments.
+_SECRET_PARTS = ("token", "key", "secret", "password", "authorization", "headers", "env", "credential")
+#: Longest echo of a rejected value.
+_SHOWN_CHARS = 200
+
+
+def _shown(loc: tuple[Any, ...], value: Any) -> str:
+    """What an error says it got: never a secret (an `auth_token` too short was printed in full), never
+    the values inside an object (a server entry's headers), never more than a line."""
+    if any(part in str(name).lower() for name in loc for part in _SECRET_PARTS):
+        return f"a value of {len(value)} characters" if isinstance(value, str) else f"a {type(value).__name__}"
+    if isinstance(value, Mapping):
+        return "an object with keys " + ", ".join(str(key) for key in list(value)[:20]) if value else "{}"
+    text = repr(value)
+    return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "..."
+
+
 def _format_validation_error(err: ValidationError, source: str) -> ConfigError:
     problems = []
     for item in err.errors():
@@ -209,7 +226,7 @@ def _format_validation_error(err: ValidationError, source: str) -> ConfigError:
         if item["type"] == "extra_forbidden":
             problems.append(f"{field}: unknown key")
         else:
-            problems.append(f"{field}: {item['msg']} (got {item.get('input')!r})")
+            problems.append(f"{field}: {item['msg']} (got {_shown(item['loc'], item.get('input'))})")
     fields = [".".join(str(p) for p in item["loc"]) for item in err.errors()]
     return ConfigError(f"invalid configuration in {source}: " + "; ".join(problems), fields=fields)
 
