@@ -118,6 +118,23 @@ def test_saved_blueprints_are_yaml_files_listed_and_loaded_by_id(
     fresh.close()
 
 
+def test_a_file_that_is_not_utf8_is_one_invalid_entry_and_the_others_still_list_and_load(api: Api) -> None:
+    saved = api.post("/api/blueprints", blueprint(name="good")).json()
+    latin1 = "name: caf\xe9\nhead: {provider: openai, model: gpt-4o}\nlegs: {mode: single_agent}\n".encode("latin-1")
+    (api.config.blueprints_dir / "latin1.yaml").write_bytes(latin1)
+    listed = api.get("/api/blueprints")
+    assert listed.status_code == 200, listed.text
+    entries = {entry["file"]: entry for entry in listed.json()["blueprints"]}
+    assert entries["latin1.yaml"]["error"]["code"] == "blueprint_invalid"
+    assert (
+        entries["latin1.yaml"]["error"]["message"]
+        == "latin1.yaml is not UTF-8 text (invalid continuation byte at byte 9)"
+    )
+    assert entries[saved["file"]]["blueprint_id"] == saved["blueprint_id"]
+    assert api.get(f"/api/blueprints/{saved['blueprint_id']}").status_code == 200
+    assert api.get("/api/blueprints/bp_000000000000000000ff").status_code == 404
+
+
 def test_compiled_blueprint_is_cached_by_id_and_an_unknown_id_is_a_404(api: Api) -> None:
     blueprint_id = api.post("/api/blueprints/validate-and-compile", blueprint()).json()["blueprint_id"]
     hits = api.service.cache_hits

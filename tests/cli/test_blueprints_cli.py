@@ -65,6 +65,21 @@ def test_list_shows_saved_files_and_schemas_prints_one_part(workdir: Path) -> No
     assert json.loads(spine.output)["max_tool_calls"] == {"minimum": 1, "maximum": 100, "default": 10}
 
 
+def test_a_file_that_is_not_utf8_is_blueprint_invalid_and_the_listing_still_works(workdir: Path) -> None:
+    (workdir / "blueprints").mkdir()
+    (workdir / "blueprints" / "helper-1.yaml").write_text(yaml.safe_dump(GOOD), encoding="utf-8")
+    latin1 = yaml.safe_dump({**GOOD, "name": "caf\xe9"}, allow_unicode=True).encode("latin-1")
+    (workdir / "blueprints" / "latin1.yaml").write_bytes(latin1)
+    listed = runner.invoke(app, ["blueprints", "list", "--json"])
+    assert listed.exit_code == 0, listed.output
+    by_file = {entry["file"]: entry for entry in json.loads(listed.output)}
+    assert by_file["helper-1.yaml"]["name"] == "helper"
+    assert by_file["latin1.yaml"]["error"]["message"].startswith("latin1.yaml is not UTF-8 text")
+    checked = runner.invoke(app, ["blueprints", "validate", "blueprints/latin1.yaml"])
+    assert checked.exit_code == 2
+    assert checked.stderr.startswith("error (blueprint_invalid): blueprints/latin1.yaml is not UTF-8 text (")
+
+
 def _chat(content: str) -> tuple[int, object]:
     choice = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
     return 200, {"id": "c", "object": "chat.completion", "created": 0, "model": "gpt-4o-mini", "choices": [choice]}

@@ -85,6 +85,27 @@ def parse_yaml(text: str, *, source: str = "blueprint", knowledge_bases: tuple[s
     return validate_blueprint(data, knowledge_bases=knowledge_bases)
 
 
+def read_blueprint_text(path: Path, source: str) -> str:
+    """A blueprint file's text: at most `MAX_FILE_BYTES`, UTF-8. One file that is not (a Latin-1 file
+    dropped in the directory) is `blueprint_invalid` on its own, not a failure of every listing."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise BlueprintInvalid(f"{source} is larger than {MAX_FILE_BYTES} bytes", file=source, errors=[])
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise BlueprintInvalid(f"cannot read {source}: {exc.strerror or exc}", file=source, errors=[]) from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        message = f"{source} is not UTF-8 text ({exc.reason} at byte {exc.start})"
+        raise BlueprintInvalid(
+            message, file=source, errors=[{"path": "(root)", "message": message, "type": "encoding"}]
+        ) from None
+
+
 def _slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:60] or "agent"
 
@@ -118,10 +139,7 @@ class BlueprintFiles:
     def load(self, file: str) -> Blueprint:
         path = self.path_of(file)
         try:
-            size = path.stat().st_size
-            if size > MAX_FILE_BYTES:
-                raise BlueprintInvalid(f"{file} is larger than {MAX_FILE_BYTES} bytes", file=file, errors=[])
-            text = path.read_text(encoding="utf-8")
+            text = read_blueprint_text(path, file)
         except FileNotFoundError:
             raise BlueprintNotFound(f"no blueprint file {file!r}", file=file) from None
         return parse_yaml(text, source=file, knowledge_bases=self.knowledge_bases)

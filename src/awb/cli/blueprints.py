@@ -27,13 +27,13 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts
 
 def _read(source: str, config: Config) -> Blueprint:
     """A blueprint from a file path, or by id from the blueprints directory."""
-    from awb.blueprints.files import BlueprintFiles, parse_yaml
+    from awb.blueprints.files import BlueprintFiles, parse_yaml, read_blueprint_text
     from awb.errors import InvalidParams
 
     bases = tuple(config.blueprints.knowledge)
     path = Path(source)
     if path.is_file():
-        return parse_yaml(path.read_text(encoding="utf-8"), source=str(path), knowledge_bases=bases)
+        return parse_yaml(read_blueprint_text(path, str(path)), source=str(path), knowledge_bases=bases)
     found = BlueprintFiles(config.blueprints_dir, knowledge_bases=bases).find(source)
     if found is None:
         raise InvalidParams(f"{source!r} is neither a file nor the id of a saved blueprint", source=source)
