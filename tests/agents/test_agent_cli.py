@@ -201,3 +201,33 @@ def test_server_option_without_a_name_is_a_config_error() -> None:
     )
     assert outcome.exit_code == 2
     assert json.loads(outcome.stderr)["error"]["code"] == "config_invalid"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ["agents", "run", "hello", "Ada", "--agents-dir", str(EXAMPLES), "--timeout", "-1", "--temperature", "5"],
+            "error (usage_error): --temperature: Input should be less than or equal to 2 (got 5.0); "
+            "--timeout: Input should be greater than 0 (got -1.0)",
+        ),
+        (
+            ["agents", "run", "hello", "Ada", "--agents-dir", str(EXAMPLES), "--max-tokens", "0"],
+            "error (usage_error): --max-tokens: Input should be greater than or equal to 1 (got 0)",
+        ),
+        (
+            ["plan", "x", "--max-steps", "0"],
+            "error (usage_error): --max-steps: Input should be greater than or equal to 1 (got 0)",
+        ),
+        (
+            ["plan", "x", "--max-cost-usd", "nan"],
+            "error (usage_error): --max-cost-usd: Input should be greater than 0 (got nan)",
+        ),
+    ],
+)
+def test_option_values_out_of_range_are_one_usage_error_naming_the_option(
+    tmp_path: Path, args: list[str], expected: str
+) -> None:
+    """Checked before any model or server is asked (none is given here): one line, exit 2, no dump."""
+    outcome = run_awb(tmp_path, *args)
+    assert (outcome.returncode, outcome.stderr.strip()) == (2, expected)

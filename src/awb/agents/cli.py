@@ -87,9 +87,16 @@ def _quiet_http(log_http: bool) -> None:
 
 
 def _settings(temperature: float | None, max_tokens: int | None, timeout: float | None) -> ModelSettings | None:
-    from awb.agents.models.settings import ModelSettings
+    from pydantic import ValidationError
 
-    settings = ModelSettings(temperature=temperature, max_tokens=max_tokens, timeout_seconds=timeout)
+    from awb.agents.models.settings import ModelSettings
+    from awb.cli.output import options_error
+
+    try:
+        settings = ModelSettings(temperature=temperature, max_tokens=max_tokens, timeout_seconds=timeout)
+    except ValidationError as err:
+        options = {"temperature": "--temperature", "max_tokens": "--max-tokens", "timeout_seconds": "--timeout"}
+        raise options_error(err, options) from None
     return settings if settings != ModelSettings() else None
 
 

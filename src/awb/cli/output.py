@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
-from awb.errors import AwbError
+from awb.errors import AwbError, UsageError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -90,6 +90,17 @@ def report_error(error: AwbError, as_json: bool = False) -> None:
     if DEBUG:
         for key, value in error.details.items():
             typer.echo(f"  {key}: {value}", err=True)
+
+
+def options_error(error: Exception, options: dict[str, str]) -> UsageError:
+    """A pydantic `ValidationError` of a model built from command-line options, as one usage error that
+    names the options (`options`: field name -> option): `--timeout: Input should be greater than 0 (got
+    -1.0)`, not a multi-line dump reported as an internal error."""
+    problems = []
+    for item in getattr(error, "errors", list)():
+        field = ".".join(str(part) for part in item.get("loc", ()))
+        problems.append(f"{options.get(field, field)}: {item.get('msg')} (got {item.get('input')!r})")
+    return UsageError("; ".join(problems) or str(error))
 
 
 def fail(error: AwbError, as_json: bool = False) -> NoReturn:

@@ -40,10 +40,11 @@ def plan_command(
 ) -> None:
     """Run one task with the planner: search tools, call them or run a sandboxed plan, print the result."""
     import anyio
+    from pydantic import ValidationError
     from rich.console import Console
 
     from awb.agents.cli import resolve_servers
-    from awb.cli.output import fail
+    from awb.cli.output import fail, options_error
     from awb.errors import AwbError
     from awb.planner.budget import Budget
     from awb.planner.task import Mode, execute_mcp_task
@@ -60,13 +61,22 @@ def plan_command(
             stderr.print(f"[dim]step {event.step}[/] {event.type} {event.data.get('tool', '')}", highlight=False)
 
     try:
-        targets = resolve_servers(servers, server or [], config)
         budget = Budget(
             max_steps=max_steps,
             max_tool_calls=max_tool_calls,
             max_code_runs=max_code_runs,
             max_llm_cost_usd=max_cost_usd,
         )
+    except ValidationError as err:
+        options = {
+            "max_steps": "--max-steps",
+            "max_tool_calls": "--max-tool-calls",
+            "max_code_runs": "--max-code-runs",
+            "max_llm_cost_usd": "--max-cost-usd",
+        }
+        fail(options_error(err, options), as_json)
+    try:
+        targets = resolve_servers(servers, server or [], config)
         chosen: Mode = "auto" if mode == "auto" else "direct" if mode == "direct" else "code"
 
         async def main() -> MCPTaskResult:
