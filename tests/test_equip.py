@@ -215,6 +215,12 @@ async def test_purge_without_a_target_is_invalid(workbench: Workbench) -> None:
         workbench.purge()
 
 
+@pytest.mark.parametrize("days", [-1.0, float("nan"), float("inf"), 1e300])
+async def test_purge_takes_a_number_of_days_it_can_count_back(workbench: Workbench, days: float) -> None:
+    with pytest.raises(InvalidParams, match="from 0 to 36500"):
+        workbench.purge(archived_before_days=days)
+
+
 async def test_purge_from_the_cli_refuses_without_a_terminal_and_removes_with_yes(tmp_path: Path) -> None:
     config = Config(inventory_path=tmp_path / "inventory.db")
     async with Workbench(config) as workbench:

@@ -10,6 +10,9 @@ from awb.events import Event, EventBus
 from awb.inventory.models import ToolSummary
 from awb.inventory.store import Store
 
+#: A hundred years: past it a cutoff date is out of range, and nothing was archived that long ago.
+MAX_PURGE_DAYS = 36_500
+
 
 def purge(
     store: Store,
@@ -27,8 +30,11 @@ def purge(
     """
     if archived_before_days is None and not deleted:
         raise InvalidParams("say what to purge: archived_before_days, deleted, or both")
-    if archived_before_days is not None and archived_before_days < 0:
-        raise InvalidParams("archived_before_days must be 0 or more", archived_before_days=archived_before_days)
+    if archived_before_days is not None and not 0 <= archived_before_days <= MAX_PURGE_DAYS:  # NaN too
+        raise InvalidParams(
+            f"archived_before_days must be a number of days from 0 to {MAX_PURGE_DAYS}",
+            archived_before_days=archived_before_days,
+        )
     cutoff = None if archived_before_days is None else clock.now() - timedelta(days=archived_before_days)
     doomed = store.purge_candidates(archived_before=cutoff, deleted=deleted)
     if only is not None:

@@ -147,3 +147,16 @@ def test_apply_onto_the_config_file_is_refused_even_with_force(tmp_path: Path) -
     assert result.exit_code != 0
     assert json.loads(result.output)["error"]["code"] == "sandbox_violation"
     assert config.read_text() == before
+
+
+def test_ids_past_the_databases_integers_and_unknown_statuses_are_invalid_params(tmp_path: Path) -> None:
+    config, target, staged_id = _setup(tmp_path)
+    runner = CliRunner()
+    huge = str(2**63)
+    for command in (["show", huge], ["apply", huge], ["discard", huge], ["list", "--status", "bogus"]):
+        result = runner.invoke(staged_app, [*command, "--config", str(config), "--json"])
+        assert result.exit_code == 2, (command, result.output)
+        assert json.loads(result.output)["error"]["code"] == "invalid_params", command
+    assert not target.exists()
+    listed = runner.invoke(staged_app, ["list", "--config", str(config), "--json"])
+    assert [w["id"] for w in json.loads(listed.output)] == [staged_id]

@@ -65,6 +65,8 @@ def list_command(
     as_json: JsonOption = False,
 ) -> None:
     """List staged writes (pending ones by default)."""
+    if status != "all" and status not in staging.LISTED_STATUSES:  # said before looking for an inventory
+        raise _fail(InvalidParams(f"no staged-write status {status!r}: pending, applied, discarded or all"), as_json)
     store = _store(config, as_json, read_only=True)
     if store is None:
         writes: list[staging.StagedWrite] = []

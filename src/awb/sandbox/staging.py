@@ -139,12 +139,22 @@ class StagedWrite:
         return data
 
 
+#: Statuses a listing may ask for (`applying` is the moment between claiming a write and writing it).
+LISTED_STATUSES = (PENDING, APPLYING, APPLIED, DISCARDED)
+#: Ids are SQLite and PostgreSQL integers (64-bit): a larger number names no write.
+MAX_STAGED_ID = 2**63 - 1
+
+
 def list_staged(store: StagingStore, status: str | None = PENDING) -> list[StagedWrite]:
     """Staged writes with `status` (default: pending; None for all), oldest first."""
+    if status is not None and status not in LISTED_STATUSES:
+        raise InvalidParams(f"no staged-write status {status!r}: one of {', '.join(LISTED_STATUSES)}", status=status)
     return [StagedWrite.from_row(row) for row in store.staged_writes(status)]
 
 
 def get_staged(store: StagingStore, staged_id: int) -> StagedWrite:
+    if not 0 < staged_id <= MAX_STAGED_ID:  # the database cannot even compare a larger one
+        raise InvalidParams(f"no staged write with id {staged_id}", id=staged_id)
     row = store.get_staged(staged_id)
     if row is None:
         raise InvalidParams(f"no staged write with id {staged_id}", id=staged_id)
