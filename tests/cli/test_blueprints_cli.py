@@ -118,3 +118,30 @@ def test_knowledge_bases_come_from_the_config_file(workdir: Path) -> None:
     assert bad.exit_code == 2
     (error,) = json.loads(bad.output)["error"]["details"]["errors"]
     assert error["path"] == "heart.knowledge.knowledge_base" and error["allowed"] == ["handbook"]
+
+
+def test_run_checks_the_session_id_and_message_as_the_rest_api_does_before_asking_the_model(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with serving(FakeServer()) as model:
+        monkeypatch.setenv("OPENAI_BASE_URL", model.url)
+        for args, said in (
+            (["hello", "--session-id", "team/alpha"], "session id 'team/alpha' is not 1 to 128 of"),
+            (["hello", "--session-id", "x" * 129], "is not 1 to 128 of"),
+            ([""], "the message must be 1 to 100000 characters (got 0)"),
+        ):
+            result = runner.invoke(app, ["blueprints", "run", "good.yaml", *args])
+            assert result.exit_code == 2, result.output
+            assert result.stderr.startswith("error (invalid_params): ") and said in result.stderr, result.stderr
+            assert len(result.stderr.strip().splitlines()) == 1
+            as_json = runner.invoke(app, ["blueprints", "run", "good.yaml", *args, "--json"])
+            assert json.loads(as_json.stderr)["error"]["code"] == "invalid_params"
+        assert model.requests == []
+
+
+def test_a_yaml_syntax_error_is_one_line(workdir: Path) -> None:
+    (workdir / "s.yaml").write_text("a: [1\n", encoding="utf-8")
+    result = runner.invoke(app, ["blueprints", "validate", "s.yaml"])
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error (blueprint_invalid): s.yaml is not valid YAML: ")

@@ -219,7 +219,9 @@ async def run_agno(
     """Run a compiled Agno target under the blueprint's spine, its MCP arms connected for this run only;
     returns the answer text. A session id continues that session's history when memory is on."""
     from awb.blueprints.agno_arms import close_dbs, connected, toolkits_of
+    from awb.blueprints.sessions import check_run_input
 
+    check_run_input(message, session_id)
     limit = blueprint.spine.timeout_seconds
     output: Any = None
     try:

@@ -79,8 +79,10 @@ def parse_yaml(text: str, *, source: str = "blueprint", knowledge_bases: tuple[s
     try:
         data = load_yaml(text)
     except yaml.YAMLError as err:
+        # PyYAML's message spans lines (problem, then where); an error is one line.
+        said = " ".join(str(err).split())
         raise BlueprintInvalid(
-            f"{source} is not valid YAML: {err}", errors=[{"path": "(root)", "message": str(err), "type": "yaml"}]
+            f"{source} is not valid YAML: {said}", errors=[{"path": "(root)", "message": said, "type": "yaml"}]
         ) from None
     return validate_blueprint(data, knowledge_bases=knowledge_bases)
 

@@ -18,7 +18,7 @@ from awb.agents.toolbox import Toolbox
 from awb.blueprints.compile import CompiledBlueprint, Turn, TurnInput
 from awb.blueprints.errors import GuardrailViolated, RunFailed
 from awb.blueprints.journal import RunJournal
-from awb.blueprints.sessions import SessionStore
+from awb.blueprints.sessions import SessionStore, check_run_input
 from awb.errors import AwbError
 
 #: Loop endings that are a spine guardrail, by the guardrail's name.
@@ -78,6 +78,7 @@ async def run_blueprint(
     compiled: CompiledBlueprint, message: str, *, session_id: str | None, store: SessionStore
 ) -> RunReply:
     """One message through the blueprint. Raises `GuardrailViolated`, `ModelError` or another `AwbError`."""
+    check_run_input(message, session_id)
     blueprint = compiled.blueprint
     session_id = session_id or uuid.uuid4().hex
     memory = blueprint.heart.memory

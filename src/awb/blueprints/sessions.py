@@ -5,6 +5,7 @@ and in memory for ephemeral use.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Sequence
 from datetime import datetime
@@ -14,9 +15,28 @@ from pydantic import BaseModel
 
 from awb.blueprints.compile import Turn
 from awb.blueprints.journal import LogEntry
+from awb.errors import InvalidParams
 
 #: Sessions the panel's overview lists, newest first.
 SESSIONS_SHOWN = 100
+#: What a session id may be, from any face: the REST API's pattern, and a path segment of the panel's
+#: `/runs/<id>` (a `/` in an id run from the CLI made a session no page or query could open).
+SESSION_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"
+_SESSION_ID = re.compile(SESSION_ID_PATTERN)
+#: Longest message one run takes.
+MAX_MESSAGE_CHARS = 100_000
+
+
+def check_run_input(message: str, session_id: str | None) -> None:
+    """The rules the REST API's request model holds, for every way a run starts (CLI, Agno target)."""
+    if not message or len(message) > MAX_MESSAGE_CHARS:
+        raise InvalidParams(
+            f"the message must be 1 to {MAX_MESSAGE_CHARS} characters (got {len(message)})", field="message"
+        )
+    if session_id is not None and not _SESSION_ID.match(session_id):
+        raise InvalidParams(
+            f"session id {session_id[:140]!r} is not 1 to 128 of A-Z a-z 0-9 _ . : -", field="session_id"
+        )
 
 
 class Exchange(BaseModel):

@@ -98,14 +98,20 @@ def run_command(
     session_id: Annotated[str | None, typer.Option("--session-id", help="Continue this session.")] = None,
     target: Annotated[str, typer.Option(help="awb (this runtime) or agno (needs the agno extra).")] = "awb",
     config_path: ConfigOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help='Errors as {"error": {...}} on stderr.')] = False,
 ) -> None:
     """Run a blueprint on one message and print the reply as JSON (session and run ids included)."""
+    import logging
+
     import anyio
 
     from awb.cli.output import fail, print_json
     from awb.config import load_config
     from awb.errors import AwbError, InvalidParams
 
+    # A guardrail's warning is in the error this command prints; Python's last-resort handler would
+    # print it a second time, as a stray log line.
+    logging.getLogger("awb").addHandler(logging.NullHandler())
     try:
         config = load_config(config_path)
         blueprint = _read(source, config)
@@ -116,7 +122,7 @@ def run_command(
             raise InvalidParams(f"unknown target {target!r}; targets: awb, agno", target=target)
         reply = anyio.run(_run, config, blueprint, message, session_id)
     except AwbError as err:
-        fail(err, True)
+        fail(err, as_json)
     print_json(reply.model_dump(mode="json"))
 
 

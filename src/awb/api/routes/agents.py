@@ -13,10 +13,11 @@ from awb.blueprints.journal import LogEntry
 from awb.blueprints.runner import RunReply
 from awb.blueprints.schema import Blueprint
 from awb.blueprints.service import BlueprintService
+from awb.blueprints.sessions import MAX_MESSAGE_CHARS, SESSION_ID_PATTERN
 
 router = APIRouter(prefix="/api/agents", tags=["agents"], route_class=GuardedRoute)
 Service = Annotated[BlueprintService, Depends(blueprint_service)]
-SESSION_ID = r"^[A-Za-z0-9_.:-]{1,128}$"
+SESSION_ID = SESSION_ID_PATTERN
 
 
 class RunRequest(BaseModel):
@@ -29,7 +30,7 @@ class RunRequest(BaseModel):
         }
     )
 
-    message: str = Field(min_length=1, max_length=100_000)
+    message: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
     #: An ephemeral blueprint, compiled for this request only.
     blueprint: Blueprint | None = None
     #: A blueprint compiled (cached) or saved earlier.
