@@ -41,6 +41,20 @@ def test_files_round_trip_to_the_same_blueprint_and_id(tmp_path: Path) -> None:
     assert files.find(original.blueprint_id()) == original
 
 
+@pytest.mark.parametrize(
+    "prompt",
+    ["x\x85y\nz", "x\x85y", "a\u2028b", "a\u2029b\n", "a\r\nb", "tab\tx\n", "trailing \nx", "a\nb\n\n", " lead\nx"],
+)
+def test_any_text_saves_and_loads_back_to_the_same_id(tmp_path: Path, prompt: str) -> None:
+    """YAML reads NEL, LS and PS as line breaks: a prompt holding one came back changed (another id)."""
+    files = BlueprintFiles(tmp_path / "blueprints")
+    original = parse_yaml(SOURCE).model_copy(deep=True)
+    original.head.system_prompt = prompt
+    loaded = files.load(files.save(original).name)
+    assert loaded.head.system_prompt == prompt
+    assert loaded.blueprint_id() == original.blueprint_id()
+
+
 @pytest.mark.parametrize("name", ["../secret.yaml", "/etc/passwd", "a/b.yaml", "x.txt", ".hidden.yaml"])
 def test_file_names_outside_the_directory_are_refused(tmp_path: Path, name: str) -> None:
     with pytest.raises(BlueprintNotFound):

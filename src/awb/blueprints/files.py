@@ -34,8 +34,14 @@ class _Dumper(yaml.SafeDumper):
     """Multi-line text (a system prompt) as a `|` block, so saved files stay readable and editable."""
 
 
+#: Characters YAML reads as line breaks besides "\n": in a block or a plain or single-quoted scalar they
+#: come back as "\n" or folded away (a saved blueprint then loaded with another id); only a
+#: double-quoted scalar, which escapes them, keeps them.
+_OTHER_BREAKS = ("\x85", "\u2028", "\u2029")
+
+
 def _text(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
-    style = "|" if "\n" in value else None
+    style = '"' if any(c in value for c in _OTHER_BREAKS) else "|" if "\n" in value else None
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 
