@@ -208,3 +208,11 @@ async def test_printing_past_the_log_cap_is_output_exceeded_not_a_memory_error(
     )
     hog = "def run(params):\n    return len('x' * 200_000_000)\n"
     assert (await failure(monty, hog, {}, host_factory())).code == "memory_exceeded"
+
+
+async def test_a_tool_may_log_in_a_loop_well_past_a_thousand_host_calls(monty: MontyRuntime, host_factory: Any) -> None:
+    """pydantic-monty allows 1,000 host calls a checkout unless told otherwise: a tool that logged a
+    line per item of a few thousand ended in `runtime_error` ("suspension limit 1000 exceeded")."""
+    logger = "def run(params):\n    for i in range(3000):\n        log('i')\n    return 'done'\n"
+    result = await monty.execute(logger, {}, LIMITS, host_factory())
+    assert result.value == "done"

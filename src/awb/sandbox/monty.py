@@ -60,6 +60,9 @@ UNSUPPORTED = ("NotImplementedError", "ModuleNotFoundError", "ImportError")
 #: worker is ended: Monty's own limit (on executing time) normally ends a busy run first, with a
 #: traceback; this bounds everything else (host calls, sleeps, a worker that stopped answering).
 OVERRUN_GRACE_S = 0.25
+#: Host calls (log, read_file, write_file, sleeps, OS calls) one run may make. pydantic-monty's default
+#: of 1,000 ended a tool that logs in a loop; the call's deadline bounds the time they take anyway.
+MAX_HOST_CALLS = 100_000
 #: Threads that run turns. A turn holds one while it waits for a worker or a granted file, so there
 #: are more than workers; they start only when needed.
 MAX_TURN_THREADS = 64
@@ -152,6 +155,7 @@ class MontyRuntime:
         session_limits: pm.ResourceLimits = {
             "max_feed_duration_secs": limits.timeout_ms / 1000,
             "max_memory": limits.memory_mb * 1024 * 1024,
+            "max_suspensions": MAX_HOST_CALLS,
         }
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[Outcome] = loop.create_future()
