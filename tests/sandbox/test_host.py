@@ -64,3 +64,21 @@ def test_log_is_capped() -> None:
     with pytest.raises(OutputExceeded):
         host.log("123456")
     assert host.logs == ["12345"]
+
+
+@pytest.mark.parametrize("path", [".", "", "GRANT", "sub"])
+def test_a_write_to_a_directory_is_refused_when_staged_not_when_applied(
+    host_factory: Any, staged: Staged, dirs: dict[str, Path], path: str
+) -> None:
+    (dirs["granted"] / "sub").mkdir()
+    target = str(dirs["granted"]) if path == "GRANT" else path
+    with pytest.raises(SandboxViolation, match=r"needs a file path|non-empty string"):
+        host_factory().write_file(target, "data")
+    assert staged.writes == []
+
+
+def test_an_overlong_path_is_refused_for_its_length(host_factory: Any) -> None:
+    with pytest.raises(SandboxViolation, match="4096 characters at most"):
+        host_factory().write_file("a" * 5000, "data")
+    with pytest.raises(SandboxViolation, match="4096 characters at most"):
+        host_factory().read_file("a" * 5000)

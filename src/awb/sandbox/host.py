@@ -116,13 +116,18 @@ class HostBridge:
             raise SandboxViolation(f"write outside the granted directories refused: {path}", path=path)
         if self._protected is not None:
             self._protected.refuse(str(target))
+        if any(target == root for root in self._roots) or target.is_dir():
+            # Staged, it could only fail when a person applies it ("Is a directory").
+            raise SandboxViolation(f"write_file needs a file path: {path} is a directory", path=path)
         staged_id = self._stage(str(target), data)
         self.staged.append(staged_id)
         return {"staged": True, "id": staged_id, "path": str(target)}
 
 
 def _check_path(path: object) -> None:
-    if not isinstance(path, str) or not path or "\x00" in path or len(path) > MAX_PATH_CHARS or not _encodable(path):
+    if isinstance(path, str) and len(path) > MAX_PATH_CHARS:
+        raise SandboxViolation(f"a path may be {MAX_PATH_CHARS} characters at most", path=ascii(path)[:200])
+    if not isinstance(path, str) or not path or "\x00" in path or not _encodable(path):
         raise SandboxViolation(
             "a path must be a non-empty string of valid text without NUL characters", path=ascii(path)[:200]
         )
