@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from awb.cli.common import inventory_missing
 from awb.cli.output import fail, print_json, say
 from awb.config import load_config
 from awb.errors import AwbError, Unavailable
@@ -20,6 +21,10 @@ def reindex_command(config_path: Path | None, json_output: bool) -> None:
         config = load_config(config_path)
     except AwbError as error:
         fail(error, json_output)
+    if inventory_missing(config, config_path):  # nothing to embed, and no inventory made for it
+        if json_output:
+            print_json({"reindexed": 0, "seconds": 0.0, "missing": 0})
+        return
     if config.search.mode != "hybrid":  # `auto` and `text` too: reindexing asks for the model
         config = config.model_copy(update={"search": config.search.model_copy(update={"mode": "hybrid"})})
     workbench = Workbench(config)

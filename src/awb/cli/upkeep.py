@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from awb.cli.common import ConfigOption, JsonOption, config_for, with_workbench
+from awb.cli.common import ConfigOption, JsonOption, config_for, inventory_missing, with_workbench
 from awb.cli.output import print_json, say, table
 
 if TYPE_CHECKING:
@@ -15,6 +15,10 @@ def maintain(config_path: ConfigOption = None, as_json: JsonOption = False) -> N
     """Run memory maintenance now: demote idle medium-term tools, archive idle short-term ones, and
     prune each tool's call history to its memory.calls_kept_per_tool most recent records."""
     config = config_for(config_path, as_json)
+    if inventory_missing(config, config_path):  # upkeep of nothing creates nothing
+        if as_json:
+            print_json({"changes": [], "calls_pruned": 0})
+        return
 
     def run(workbench: Workbench) -> tuple[list[dict[str, str]], int]:
         changes = [
