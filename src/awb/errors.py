@@ -181,3 +181,13 @@ class NotAnAwbServer(AwbError):
     """`awb stop` found a pid file whose process is not an awb server: it signals nothing."""
 
     code = "not_an_awb_server"
+
+
+def underlying(error: BaseException) -> str:
+    """What went wrong, for a message: the first error inside an exception group (anyio's task groups
+    wrap a transport's failure as "unhandled errors in a TaskGroup (1 sub-exception)", which says
+    nothing), with its type."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -65,6 +66,15 @@ async def test_a_server_that_cannot_start_raises_server_unavailable(tmp_path: Pa
     with anyio.fail_after(30), pytest.raises(ServerUnavailable) as caught:
         await run_agent(Shouter, "x", model=ScriptedModel([]), servers={"tiny": str(tmp_path / "no-such-server")})
     assert caught.value.details["server"] == "tiny"
+
+
+async def test_an_unreachable_server_is_named_with_what_failed_not_a_task_group() -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with anyio.fail_after(30), pytest.raises(ServerUnavailable) as caught:
+        await run_agent(Shouter, "x", model=ScriptedModel([]), servers={"tiny": f"http://127.0.0.1:{port}/mcp"})
+    assert caught.value.message == "cannot reach MCP server 'tiny': ConnectError: All connection attempts failed"
 
 
 class Number(BaseModel):

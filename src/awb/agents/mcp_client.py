@@ -27,6 +27,7 @@ from mcp_types import CallToolResult, TextContent, Tool
 
 from awb.agents.errors import ServerUnavailable
 from awb.agents.toolbox import Handler, Lister, ListWatch, Toolbox, ToolOutcome, ToolSpec
+from awb.errors import underlying
 
 log = logging.getLogger("awb.agents.mcp")
 
@@ -169,7 +170,7 @@ async def connect_servers(servers: Mapping[str, ServerTarget]) -> AsyncIterator[
             except ServerUnavailable:
                 raise
             except Exception as err:  # boundary: report which server failed, whatever the cause
-                raise ServerUnavailable(f"cannot reach MCP server {name!r}: {err}", server=name) from err
+                raise ServerUnavailable(f"cannot reach MCP server {name!r}: {underlying(err)}", server=name) from err
             for spec, handler in _entries(name, client, tools):
                 toolbox.add(spec, handler)
             toolbox.relists(name, _lister(name, client), watch)

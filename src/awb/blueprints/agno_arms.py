@@ -30,7 +30,7 @@ from awb.blueprints.journal import LIMIT_REACHED, RunJournal
 from awb.blueprints.knowledge import DEFAULT_RESULTS, TOOL_NAME, KnowledgeLibrary, tool_description
 from awb.blueprints.schema import Blueprint, McpArm, TavilySearchArm, WorkbenchArm
 from awb.blueprints.tavily import tavily_handler
-from awb.errors import AwbError, Unavailable
+from awb.errors import AwbError, Unavailable, underlying
 
 #: How Agno's MCP entrypoint and our own functions begin the text of a failed call.
 _FAILED = ("Error from MCP tool", "Error: ")
@@ -192,7 +192,7 @@ async def connected(toolkits: Collection[MCPTools]) -> AsyncIterator[None]:
                 await stack.enter_async_context(toolkit)
             except Exception as err:  # boundary: whatever the transport raised, say which server it was
                 raise ServerUnavailable(
-                    f"cannot reach MCP server {toolkit.name!r}: {err}", server=toolkit.name
+                    f"cannot reach MCP server {toolkit.name!r}: {underlying(err)}", server=toolkit.name
                 ) from err
             if not toolkit.initialized:
                 raise ServerUnavailable(f"MCP server {toolkit.name!r} did not list its tools", server=toolkit.name)
