@@ -196,12 +196,20 @@ class Inspection:
     tags: list[str] = field(default_factory=list)
 
 
+class NoSuchVersion(LookupError):
+    """The inspect page was asked for a version the tool does not have."""
+
+
 def inspection(workbench: Workbench, ref: str, version: int | None) -> Inspection:
     """One tool as the inspect page shows it; `version` picks an older version to read (default: current)."""
     found = workbench.inspect(ref)
     tool = found.tool
     versions = sorted(found.versions, key=lambda v: v.version, reverse=True)
     by_number = {v.version: v for v in versions}
+    if version is not None and version not in by_number and version != tool.version:
+        # Showing the current version instead would let a person take it for the one they asked for.
+        known = ", ".join(f"v{v.version}" for v in versions) or f"v{tool.version}"
+        raise NoSuchVersion(f"{tool.name} has no version {version} (its versions: {known})")
     shown = by_number.get(version if version is not None else tool.version) or by_number.get(tool.version)
     if shown is None:  # an inventory from before versions were kept
         shown = ToolVersion(
