@@ -25,6 +25,7 @@ from awb import __version__
 from awb.errors import AwbError, InvalidParams
 from awb.feed import EventFeed, open_feed
 from awb.inventory.models import MEMORY_LEVELS
+from awb.safe_text import visible
 from awb.sandbox import staging
 from awb.web import security, stream, views
 from awb.web.numbers import whole_number
@@ -49,6 +50,8 @@ class Panel:
         self.streams = 0
         env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True))
         env.globals.update(version=__version__, tiers=views.TIER_LABELS, runtimes=views.RUNTIME_LABELS)
+        # Text tools wrote (paths, names, descriptions, messages) goes through `|visible` where it is shown.
+        env.filters["visible"] = visible
         self.templates = Jinja2Templates(env=env)
         self.app = Starlette(routes=self._routes())
 
@@ -257,7 +260,8 @@ NOTICES = {
 
 def _notice(request: Request) -> str | None:
     template = NOTICES.get(request.query_params.get("done", ""))
-    return template.format(request.query_params.get("what", "")[:300]) if template else None
+    # `what` is a path or a name a tool chose, and anyone can link here with one: shown escaped.
+    return template.format(visible(request.query_params.get("what", "")[:300])) if template else None
 
 
 def _back(path: str, done: str, what: str) -> RedirectResponse:

@@ -20,6 +20,7 @@ from pygments.lexer import Lexer
 from pygments.lexers import DiffLexer, JavascriptLexer, JsonLexer, PythonLexer, TextLexer, WatLexer
 
 from awb.inventory.models import MEMORY_LEVELS, CallRecord, Tool, ToolVersion
+from awb.safe_text import visible
 from awb.sandbox import staging
 from awb.workbench import Workbench
 
@@ -266,17 +267,25 @@ def staged_views(workbench: Workbench, status: str | None) -> list[StagedView]:
     return views
 
 
+def _staged_diff(current: str, write: staging.StagedWrite, before_name: str, after_name: str) -> Markup | None:
+    # A person applies what this shows: controls and bidi overrides are escaped (as `awb staged show`
+    # does), so the diff cannot look like other text than the bytes it writes.
+    return highlighted_diff(
+        visible(current, multiline=True), visible(write.content, multiline=True), before_name, visible(after_name)
+    )
+
+
 def _staged_view(write: staging.StagedWrite, tool_name: str) -> StagedView:
     path = Path(write.path)
     try:
         size = path.stat().st_size
     except OSError:
-        return StagedView(write, tool_name, False, highlighted_diff("", write.content, "/dev/null", write.path))
+        return StagedView(write, tool_name, False, _staged_diff("", write, "/dev/null", write.path))
     if size > MAX_DIFF_FILE_BYTES:
         return StagedView(write, tool_name, True, None, f"the current file is {size} bytes, too large to diff here")
     try:
         current = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         return StagedView(write, tool_name, True, None, f"the current file cannot be read as text ({exc})")
-    diff = highlighted_diff(current, write.content, write.path, f"{write.path} (staged)")
+    diff = _staged_diff(current, write, visible(write.path), f"{write.path} (staged)")
     return StagedView(write, tool_name, True, diff, "" if diff is not None else "same as the current file")
