@@ -190,3 +190,51 @@ async def test_tool_written_text_on_other_pages_is_shown_escaped(
         assert "\u202e" not in shown and "\u001b" not in shown, path
     assert "Add numbers hello\\x1b[31mred\\u202eevil" in (await client.get("/tools/adder")).text
     assert "Applied: wrote \\u202etxt.exe." in (await client.get("/?done=applied&what=%E2%80%AEtxt.exe")).text
+
+
+def hidden_next(html: str) -> str:
+    [found] = re.findall(r'<input type="hidden" name="next" value="([^"]*)">', html)
+    return found.replace("&amp;", "&")
+
+
+async def sign_in_from(client: httpx.AsyncClient, path: str) -> httpx.Response:
+    """Open `path` signed out, follow the panel to its sign-in page, sign in there: the last answer."""
+    sent = await client.get(path)
+    assert sent.status_code == 303, path
+    form = await client.get(sent.headers["location"])
+    assert form.status_code == 200
+    return await client.post(
+        "/login", data={"token": TOKEN, "next": hidden_next(form.text)}, headers={"Origin": ORIGIN}
+    )
+
+
+@pytest.mark.parametrize("behind_the_server_guard", [True, False])
+async def test_signing_in_returns_to_the_page_that_asked_for_it(
+    tmp_path: Path, clock: ManualClock, behind_the_server_guard: bool
+) -> None:
+    from awb.server.http_guard import guard_http
+
+    config = Config(inventory_path=tmp_path / "inventory.db", pid_file=tmp_path / "pid", auth_token=TOKEN)
+    async with Workbench(config, clock=clock) as workbench:
+        await workbench.craft(add_tool("adder"))
+        await workbench.update("adder", description="Add two numbers, second edition")
+        panel = create_panel(workbench)
+        # `awb start` serves the panel inside the HTTP guard, which sends a browser to /login first.
+        app = guard_http(panel, config) if behind_the_server_guard else panel
+        try:
+            for path in ("/runs", "/tools/adder?version=1", "/staged?status=all"):
+                transport = httpx.ASGITransport(app=app)
+                async with httpx.AsyncClient(transport=transport, base_url=ORIGIN) as client:
+                    signed = await sign_in_from(client, path)
+                    assert signed.status_code == 303 and signed.headers["location"] == path
+                    assert (await client.get(path)).status_code == 200
+            # Never another site, and never a change's URL (it is no page to come back to).
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url=ORIGIN) as client:
+                if behind_the_server_guard:  # the panel's own routes never match such a path
+                    offsite = await client.get(f"{ORIGIN}//evil.example/x")
+                    assert offsite.status_code == 303 and offsite.headers["location"] == "/login"
+                posted = await client.post("/tools/adder/equip", headers={"Origin": ORIGIN})
+                assert posted.status_code == 303 and posted.headers["location"] == "/login"
+        finally:
+            panel.close()

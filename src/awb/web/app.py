@@ -105,7 +105,7 @@ class Panel:
                 return PlainTextResponse("this Host is not served here", status_code=421)
             token = security.configured_token(self.config)
             if not security.token_ok(token, security.presented_token(request)):
-                return RedirectResponse(f"/login?next={quote(request.url.path)}", status_code=303)
+                return RedirectResponse(security.sign_in_location(request), status_code=303)
             try:
                 return await handler(request)
             except security.Refused as refused:
