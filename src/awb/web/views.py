@@ -29,7 +29,7 @@ LIST_LIMIT = 500
 #: Bytes of a staged write's current file read for its diff; a larger file is summarised, not diffed.
 MAX_DIFF_FILE_BYTES = 512 * 1024
 
-Status = Literal["ready", "failing", "archived"]
+Status = Literal["ready", "failing", "archived", "deleted"]
 SORTS = {
     "tier": "memory tier",
     "name": "name",
@@ -102,6 +102,8 @@ class ToolRow:
 
 
 def tool_status(tool: Tool, last_call: CallRecord | None) -> Status:
+    if tool.status == "deleted":  # still inspectable until purged, but never to be taken for a ready tool
+        return "deleted"
     if tool.status == "archived" or tool.memory_level == "archived":
         return "archived"
     if last_call is not None and not last_call.ok:
