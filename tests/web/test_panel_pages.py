@@ -276,3 +276,15 @@ async def _runs_are_listed(workbench: Workbench, client: httpx.AsyncClient) -> N
     assert "session-42" in listing
     detail = (await client.get("/runs/session-42")).text
     assert "run_start" in detail and "hello" in detail and "run_end" in detail
+
+
+async def test_a_deleted_tool_is_inspectable_with_a_deleted_badge_of_its_own(
+    workbench: Workbench, client: httpx.AsyncClient
+) -> None:
+    await workbench.craft(add_tool("adder"))
+    workbench.delete("adder")
+    html = (await client.get("/tools/adder")).text
+    [badge] = re.findall(r'<span class="status ([^"]+)">([^<]+)</span></h1>', html)
+    assert badge == ("st-deleted", "deleted")
+    css = (await client.get("/static/panel.css")).text
+    assert re.search(r"^\.st-deleted \{[^}]+\}", css, re.MULTILINE)

@@ -3,14 +3,17 @@ rebinding), the API token when one is configured, and tool text always escaped."
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from awb.clock import ManualClock
 from awb.config import Config
+from awb.safe_text import visible
 from awb.web import create_panel
 from awb.workbench import Workbench
 from conftest import ORIGIN
@@ -139,3 +142,99 @@ async def test_signing_in_refuses_another_origin_and_an_outside_next(
         "/login", data={"token": TOKEN, "next": "https://evil.example/"}, headers={"Origin": ORIGIN}
     )
     assert outside.headers["location"] == "/"
+
+
+SPOOF = "hello\u001b[31mred\u202eevil\u2066"
+
+
+async def test_the_staged_write_review_shows_controls_and_bidi_overrides_as_escapes_like_the_cli(
+    workbench: Workbench, client: httpx.AsyncClient, note_writer: dict[str, Any], notes: Path
+) -> None:
+    target = notes / "re\u202eport.txt"
+    await workbench.craft(note_writer)
+    await workbench.call("note_writer", {"path": str(target), "text": f"{SPOOF}\nC:\\temp\n"})
+    html = (await client.get("/staged")).text
+    for raw in ("\u001b", "\u202e", "\u2066"):
+        assert raw not in html
+    # The same escapes `awb staged show` prints (awb.safe_text.visible), a backslash doubled.
+    assert visible(SPOOF) == "hello\\x1b[31mred\\u202eevil\\u2066"
+    assert "+hello\\x1b[31mred\\u202eevil\\u2066" in html
+    assert "+C:\\\\temp" in html
+    assert f"<code>{notes}/re\\u202eport.txt</code>" in html
+    [write] = workbench.store.staged_writes("pending")
+    done = await client.post(f"/staged/{write['id']}/apply", headers={"Origin": ORIGIN})
+    assert target.read_text() == f"{SPOOF}\nC:\\temp\n"  # escaped on the page, written as it is
+    notice = (await client.get(done.headers["location"])).text
+    assert "\u202e" not in notice and "re\\u202eport.txt" in notice
+
+
+async def test_the_staged_diff_against_an_existing_file_escapes_both_sides(
+    workbench: Workbench, client: httpx.AsyncClient, note_writer: dict[str, Any], notes: Path
+) -> None:
+    target = notes / "todo.txt"
+    target.write_text("keep\u202e me\n")
+    await workbench.craft(note_writer)
+    await workbench.call("note_writer", {"path": str(target), "text": f"keep\u202e me\n{SPOOF}\n"})
+    html = (await client.get("/staged")).text
+    assert "\u202e" not in html and "\u001b" not in html
+    assert "keep\\u202e me" in html and "+hello\\x1b[31mred" in html
+
+
+async def test_tool_written_text_on_other_pages_is_shown_escaped(
+    workbench: Workbench, client: httpx.AsyncClient
+) -> None:
+    await workbench.craft(add_tool("adder", description=f"Add numbers {SPOOF}", tags=["ma\u202eth"]))
+    for path in ("/", "/tools/adder", "/tools/adder/delete", "/?done=applied&what=%E2%80%AEtxt.exe"):
+        # What the page shows, tags and their attributes left out: a filter's value is the tag as it is.
+        shown = re.sub(r"<[^>]*>", " ", (await client.get(path)).text)
+        assert "\u202e" not in shown and "\u001b" not in shown, path
+    assert "Add numbers hello\\x1b[31mred\\u202eevil" in (await client.get("/tools/adder")).text
+    assert "Applied: wrote \\u202etxt.exe." in (await client.get("/?done=applied&what=%E2%80%AEtxt.exe")).text
+
+
+def hidden_next(html: str) -> str:
+    [found] = re.findall(r'<input type="hidden" name="next" value="([^"]*)">', html)
+    return found.replace("&amp;", "&")
+
+
+async def sign_in_from(client: httpx.AsyncClient, path: str) -> httpx.Response:
+    """Open `path` signed out, follow the panel to its sign-in page, sign in there: the last answer."""
+    sent = await client.get(path)
+    assert sent.status_code == 303, path
+    form = await client.get(sent.headers["location"])
+    assert form.status_code == 200
+    return await client.post(
+        "/login", data={"token": TOKEN, "next": hidden_next(form.text)}, headers={"Origin": ORIGIN}
+    )
+
+
+@pytest.mark.parametrize("behind_the_server_guard", [True, False])
+async def test_signing_in_returns_to_the_page_that_asked_for_it(
+    tmp_path: Path, clock: ManualClock, behind_the_server_guard: bool
+) -> None:
+    from awb.server.http_guard import guard_http
+
+    config = Config(inventory_path=tmp_path / "inventory.db", pid_file=tmp_path / "pid", auth_token=TOKEN)
+    async with Workbench(config, clock=clock) as workbench:
+        await workbench.craft(add_tool("adder"))
+        await workbench.update("adder", description="Add two numbers, second edition")
+        panel = create_panel(workbench)
+        # `awb start` serves the panel inside the HTTP guard, which sends a browser to /login first.
+        app = guard_http(panel, config) if behind_the_server_guard else panel
+        try:
+            for path in ("/runs", "/tools/adder?version=1", "/staged?status=all"):
+                transport = httpx.ASGITransport(app=app)
+                async with httpx.AsyncClient(transport=transport, base_url=ORIGIN) as client:
+                    signed = await sign_in_from(client, path)
+                    assert signed.status_code == 303 and signed.headers["location"] == path
+                    assert (await client.get(path)).status_code == 200
+            # Never another site, and never a change's URL (it is no page to come back to).
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url=ORIGIN) as client:
+                if behind_the_server_guard:  # the panel's own routes never match such a path
+                    offsite = await client.get(f"{ORIGIN}//evil.example/x")
+                    assert offsite.status_code == 303 and offsite.headers["location"] == "/login"
+                posted = await client.post("/tools/adder/equip", headers={"Origin": ORIGIN})
+                assert posted.status_code == 303 and posted.headers["location"] == "/login"
+        finally:
+            panel.close()

@@ -14,6 +14,7 @@ import ipaddress
 import json
 from contextlib import suppress
 from http.cookies import CookieError, SimpleCookie
+from urllib.parse import quote
 
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
@@ -95,7 +96,7 @@ class HttpGuard:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        refusal = self._refusal(Headers(scope=scope), str(scope.get("path", "")))
+        refusal = self._refusal(Headers(scope=scope), scope)
         if refusal is None:
             await self.app(scope, receive, send)
             return
@@ -108,7 +109,8 @@ class HttpGuard:
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
-    def _refusal(self, headers: Headers, path: str) -> tuple[int, str, str, list[tuple[bytes, bytes]]] | None:
+    def _refusal(self, headers: Headers, scope: Scope) -> tuple[int, str, str, list[tuple[bytes, bytes]]] | None:
+        path = str(scope.get("path", ""))
         host = headers.get("host", "")
         if not _allowed(host, self.settings.allowed_hosts):
             return 421, "invalid_host", "this Host is not allowed (see allowed_hosts)", []
@@ -118,7 +120,7 @@ class HttpGuard:
         if self._token is not None and not self._signed_in(headers, path):
             if not path.startswith(("/mcp", "/api")):
                 # A person opening the panel without the cookie goes to its sign-in page.
-                return 303, "unauthorized", "sign in first", [(b"location", PANEL_LOGIN.encode())]
+                return 303, "unauthorized", "sign in first", [(b"location", _sign_in_location(scope).encode())]
             challenge = [(b"www-authenticate", b'Bearer realm="awb"')]
             return 401, "unauthorized", "a valid 'Authorization: Bearer <token>' header is required", challenge
         return None
@@ -141,6 +143,16 @@ class HttpGuard:
         scheme, _, credentials = header.partition(" ")
         assert self._token is not None
         return scheme.lower() == "bearer" and hmac.compare_digest(credentials.strip().encode("utf-8"), self._token)
+
+
+def _sign_in_location(scope: Scope) -> str:
+    """The panel's sign-in page, with `next` naming the page a browser asked for (a GET of a path on this
+    server: never `//host`; a change's URL is no page to come back to); /login checks `next` again."""
+    path = str(scope.get("path", ""))
+    if scope.get("method") not in ("GET", "HEAD") or path in ("", "/") or path.startswith("//") or "\\" in path:
+        return PANEL_LOGIN
+    query = bytes(scope.get("query_string", b"")).decode("latin-1")
+    return f"{PANEL_LOGIN}?next={quote(f'{path}?{query}' if query else path, safe='/')}"
 
 
 def guard_http(app: ASGIApp, config: Config) -> HttpGuard:

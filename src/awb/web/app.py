@@ -25,8 +25,10 @@ from awb import __version__
 from awb.errors import AwbError, InvalidParams
 from awb.feed import EventFeed, open_feed
 from awb.inventory.models import MEMORY_LEVELS
+from awb.safe_text import visible
 from awb.sandbox import staging
 from awb.web import security, stream, views
+from awb.web.numbers import whole_number
 from awb.web.runs import run_logs
 from awb.workbench import Workbench
 
@@ -48,6 +50,8 @@ class Panel:
         self.streams = 0
         env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True))
         env.globals.update(version=__version__, tiers=views.TIER_LABELS, runtimes=views.RUNTIME_LABELS)
+        # Text tools wrote (paths, names, descriptions, messages) goes through `|visible` where it is shown.
+        env.filters["visible"] = visible
         self.templates = Jinja2Templates(env=env)
         self.app = Starlette(routes=self._routes())
 
@@ -72,8 +76,8 @@ class Panel:
             Route("/tools/{ref}/unequip", change(self.unequip), methods=["POST"]),
             Route("/tools/{ref}/rollback", change(self.rollback), methods=["POST"]),
             Route("/staged", page(self.staged_page)),
-            Route("/staged/{staged_id:int}/apply", change(self.apply), methods=["POST"]),
-            Route("/staged/{staged_id:int}/discard", change(self.discard), methods=["POST"]),
+            Route("/staged/{staged_id}/apply", change(self.apply), methods=["POST"]),
+            Route("/staged/{staged_id}/discard", change(self.discard), methods=["POST"]),
             Route("/runs", page(self.runs_page)),
             Route("/runs/{session_id}", page(self.run_page)),
             Route("/events", self._guarded(self.events), methods=["GET"]),
@@ -101,7 +105,7 @@ class Panel:
                 return PlainTextResponse("this Host is not served here", status_code=421)
             token = security.configured_token(self.config)
             if not security.token_ok(token, security.presented_token(request)):
-                return RedirectResponse(f"/login?next={quote(request.url.path)}", status_code=303)
+                return RedirectResponse(security.sign_in_location(request), status_code=303)
             try:
                 return await handler(request)
             except security.Refused as refused:
@@ -136,8 +140,17 @@ class Panel:
 
     async def tool_page(self, request: Request) -> Response:
         raw = request.query_params.get("version", "")
-        version = int(raw) if raw.isdigit() else None
-        found = await anyio.to_thread.run_sync(views.inspection, self.workbench, request.path_params["ref"], version)
+        version = whole_number(raw)
+        if raw and version is None:
+            raise InvalidParams(
+                f"there is no version {_quoted(raw)}: versions are numbered 1, 2, 3, …", field="version"
+            )
+        try:
+            found = await anyio.to_thread.run_sync(
+                views.inspection, self.workbench, request.path_params["ref"], version
+            )
+        except views.NoSuchVersion as missing:
+            raise security.Refused(404, "version_not_found", str(missing)) from None
         return self._render(request, "tool.html", t=found, view="tools")
 
     async def confirm_delete(self, request: Request) -> Response:
@@ -158,10 +171,10 @@ class Panel:
 
     async def rollback(self, request: Request) -> Response:
         form = await _form(request)
-        raw = form.get("version", "")
-        if not raw.isdigit():
+        version = whole_number(form.get("version"))
+        if version is None:
             raise InvalidParams("choose a version to roll back to", field="version")
-        tool = self.workbench.rollback(request.path_params["ref"], int(raw))
+        tool = self.workbench.rollback(request.path_params["ref"], version)
         return _back(f"/tools/{quote(tool.tool_id)}", "rolled_back", f"{tool.name} v{tool.version}")
 
     # --- staged writes --------------------------------------------------------------------------------
@@ -175,12 +188,12 @@ class Panel:
 
     async def apply(self, request: Request) -> Response:
         store: Any = self.workbench.store
-        write = await anyio.to_thread.run_sync(staging.apply_staged, store, request.path_params["staged_id"])
+        write = await anyio.to_thread.run_sync(staging.apply_staged, store, _staged_id(request))
         return _back("/staged", "applied", write.path)
 
     async def discard(self, request: Request) -> Response:
         store: Any = self.workbench.store
-        write = await anyio.to_thread.run_sync(staging.discard_staged, store, request.path_params["staged_id"])
+        write = await anyio.to_thread.run_sync(staging.discard_staged, store, _staged_id(request))
         return _back("/staged", "discarded", write.path)
 
     # --- agent runs -----------------------------------------------------------------------------------
@@ -247,7 +260,8 @@ NOTICES = {
 
 def _notice(request: Request) -> str | None:
     template = NOTICES.get(request.query_params.get("done", ""))
-    return template.format(request.query_params.get("what", "")[:300]) if template else None
+    # `what` is a path or a name a tool chose, and anyone can link here with one: shown escaped.
+    return template.format(visible(request.query_params.get("what", "")[:300])) if template else None
 
 
 def _back(path: str, done: str, what: str) -> RedirectResponse:
@@ -258,6 +272,20 @@ def _back(path: str, done: str, what: str) -> RedirectResponse:
 def _safe_next(target: str) -> str:
     """Only a path on this server: never `//host` or a full URL (no open redirect)."""
     return target if target.startswith("/") and not target.startswith("//") and "\\" not in target else "/"
+
+
+def _quoted(raw: str) -> str:
+    # What a person typed, short enough for an error page (it may be thousands of digits).
+    return repr(raw if len(raw) <= 40 else raw[:40] + "…")
+
+
+def _staged_id(request: Request) -> int:
+    raw = request.path_params["staged_id"]
+    staged_id = whole_number(raw)
+    if staged_id is None:
+        # The same answer as for a number that names no write: there is no staged write by that id.
+        raise InvalidParams(f"no staged write with id {_quoted(raw)}", field="id")
+    return staged_id
 
 
 async def _form(request: Request) -> dict[str, str]:

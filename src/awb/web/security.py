@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hmac
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from starlette.requests import Request
 
@@ -47,6 +47,16 @@ def token_ok(expected: str | None, presented: str | None) -> bool:
     if expected is None:
         return True
     return presented is not None and hmac.compare_digest(expected.encode(), presented.encode())
+
+
+def sign_in_location(request: Request) -> str:
+    """`/login`, with `next` naming the page asked for when it is one to come back to (a GET of a path on
+    this server: a change's URL is no page); `/login` checks `next` again before it redirects there."""
+    path = request.url.path
+    if request.method not in SAFE_METHODS or path == "/" or path.startswith("//") or "\\" in path:
+        return "/login"
+    target = f"{path}?{request.url.query}" if request.url.query else path
+    return f"/login?next={quote(target, safe='/')}"
 
 
 def _host_name(host: str) -> str:

@@ -13,6 +13,7 @@ import anyio
 from starlette.requests import Request
 
 from awb.feed import EventFeed, FeedEvent
+from awb.web.numbers import whole_number
 
 #: A comment line this often keeps proxies and the browser from timing the stream out.
 KEEPALIVE_SECONDS = 15.0
@@ -53,13 +54,15 @@ def _frame(event: FeedEvent) -> str:
 
 def start_cursor(request: Request, feed: EventFeed) -> int | None:
     """Where a reconnecting browser left off (Last-Event-ID), or None to start at the newest event."""
-    raw = request.headers.get("last-event-id", "")
-    return int(raw) if raw.isdigit() else None
+    # An id that is no number is as good as none: the stream starts at the newest event.
+    return whole_number(request.headers.get("last-event-id"))
 
 
 async def event_stream(request: Request, feed: EventFeed, cursor: int | None) -> AsyncIterator[str]:
-    if cursor is None:
-        cursor = await anyio.to_thread.run_sync(feed.head)
+    head = await anyio.to_thread.run_sync(feed.head)
+    # An id past the newest event (another inventory's, or a made-up one) would wait for ids that may
+    # never come: the stream resumes at the newest event instead.
+    cursor = head if cursor is None else min(cursor, head)
     # The browser waits this long before reconnecting after the stream ends.
     yield "retry: 1000\n\n"
     started = last_sent = time.monotonic()

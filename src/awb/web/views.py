@@ -20,6 +20,7 @@ from pygments.lexer import Lexer
 from pygments.lexers import DiffLexer, JavascriptLexer, JsonLexer, PythonLexer, TextLexer, WatLexer
 
 from awb.inventory.models import MEMORY_LEVELS, CallRecord, Tool, ToolVersion
+from awb.safe_text import visible
 from awb.sandbox import staging
 from awb.workbench import Workbench
 
@@ -28,7 +29,7 @@ LIST_LIMIT = 500
 #: Bytes of a staged write's current file read for its diff; a larger file is summarised, not diffed.
 MAX_DIFF_FILE_BYTES = 512 * 1024
 
-Status = Literal["ready", "failing", "archived"]
+Status = Literal["ready", "failing", "archived", "deleted"]
 SORTS = {
     "tier": "memory tier",
     "name": "name",
@@ -101,6 +102,8 @@ class ToolRow:
 
 
 def tool_status(tool: Tool, last_call: CallRecord | None) -> Status:
+    if tool.status == "deleted":  # still inspectable until purged, but never to be taken for a ready tool
+        return "deleted"
     if tool.status == "archived" or tool.memory_level == "archived":
         return "archived"
     if last_call is not None and not last_call.ok:
@@ -196,12 +199,20 @@ class Inspection:
     tags: list[str] = field(default_factory=list)
 
 
+class NoSuchVersion(LookupError):
+    """The inspect page was asked for a version the tool does not have."""
+
+
 def inspection(workbench: Workbench, ref: str, version: int | None) -> Inspection:
     """One tool as the inspect page shows it; `version` picks an older version to read (default: current)."""
     found = workbench.inspect(ref)
     tool = found.tool
     versions = sorted(found.versions, key=lambda v: v.version, reverse=True)
     by_number = {v.version: v for v in versions}
+    if version is not None and version not in by_number and version != tool.version:
+        # Showing the current version instead would let a person take it for the one they asked for.
+        known = ", ".join(f"v{v.version}" for v in versions) or f"v{tool.version}"
+        raise NoSuchVersion(f"{tool.name} has no version {version} (its versions: {known})")
     shown = by_number.get(version if version is not None else tool.version) or by_number.get(tool.version)
     if shown is None:  # an inventory from before versions were kept
         shown = ToolVersion(
@@ -258,17 +269,25 @@ def staged_views(workbench: Workbench, status: str | None) -> list[StagedView]:
     return views
 
 
+def _staged_diff(current: str, write: staging.StagedWrite, before_name: str, after_name: str) -> Markup | None:
+    # A person applies what this shows: controls and bidi overrides are escaped (as `awb staged show`
+    # does), so the diff cannot look like other text than the bytes it writes.
+    return highlighted_diff(
+        visible(current, multiline=True), visible(write.content, multiline=True), before_name, visible(after_name)
+    )
+
+
 def _staged_view(write: staging.StagedWrite, tool_name: str) -> StagedView:
     path = Path(write.path)
     try:
         size = path.stat().st_size
     except OSError:
-        return StagedView(write, tool_name, False, highlighted_diff("", write.content, "/dev/null", write.path))
+        return StagedView(write, tool_name, False, _staged_diff("", write, "/dev/null", write.path))
     if size > MAX_DIFF_FILE_BYTES:
         return StagedView(write, tool_name, True, None, f"the current file is {size} bytes, too large to diff here")
     try:
         current = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         return StagedView(write, tool_name, True, None, f"the current file cannot be read as text ({exc})")
-    diff = highlighted_diff(current, write.content, write.path, f"{write.path} (staged)")
+    diff = _staged_diff(current, write, visible(write.path), f"{write.path} (staged)")
     return StagedView(write, tool_name, True, diff, "" if diff is not None else "same as the current file")
