@@ -120,9 +120,11 @@ def test_awb_start_refuses_a_public_bind_without_a_token_in_one_line(tmp_path: P
         text=True,
         timeout=60,
     )
-    assert result.returncode != 0
-    lines = [line for line in result.stderr.splitlines() if "refusing" in line]
-    assert len(lines) == 1 and "auth_token" in lines[0], result.stderr
+    assert result.returncode == 2
+    # Only the refusal: no "MCP on http://0.0.0.0:..." announcing an address it then does not serve.
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error (config_invalid): refusing to serve HTTP on 0.0.0.0") and "auth_token" in line
+    assert not (tmp_path / ".awb" / "awb.pid").exists()
 
 
 def test_a_short_token_is_a_config_error() -> None:

@@ -126,9 +126,12 @@ def _serve_http(config: Config, started: float) -> None:
     from awb.server import sdk_modules
 
     sdk_modules.serve_first()  # the SDK's client and the rest come when something asks for them
+    from awb.server.http_guard import check_exposure
     from awb.server.transports import bind, serve_http
     from awb.workbench import Workbench
 
+    # An exposed address without a token is refused before anything is bound or announced.
+    check_exposure(config)
     # The lock first: a second server on this workspace is refused before it touches the port.
     with held(config.pid_file) as pid_file:
         sock = bind(config.host, config.port)
