@@ -299,3 +299,9 @@ def test_an_invalid_inline_blueprint_gets_the_same_field_level_errors(api: Api) 
     errors = {e["path"]: e for e in response.json()["error"]["details"]["errors"]}
     assert errors["blueprint.arms[0].max_results"]["allowed"] == {"minimum": 1, "maximum": 20}
     assert errors["blueprint.spine.timeout_seconds"]["allowed"] == {"minimum": 1, "maximum": 300}
+    # The code a posted blueprint gets (the README's `blueprint_invalid`), not a malformed request's.
+    assert response.json()["error"]["code"] == "blueprint_invalid"
+    assert response.json()["error"]["message"].startswith("invalid blueprint: ")
+    # A request wrong beside its blueprint stays a malformed request.
+    both = api.post("/api/agents/run", {"blueprint": data, "message": ""})
+    assert (both.status_code, both.json()["error"]["code"]) == (400, "bad_request")

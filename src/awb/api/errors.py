@@ -54,8 +54,12 @@ def _unwrapped(error: Mapping[str, Any]) -> dict[str, Any]:
 
 async def request_invalid(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
-    errors = describe_errors([_unwrapped(e) for e in exc.errors()], within="blueprint")
+    unwrapped = [_unwrapped(e) for e in exc.errors()]
+    errors = describe_errors(unwrapped, within="blueprint")
     summary = "; ".join(f"{e['path']}: {e['message']}" for e in errors[:5])
+    if unwrapped and all(e["loc"][:1] == ("blueprint",) for e in unwrapped):
+        # Only the inline blueprint of a run is wrong: the same error as posting it to /api/blueprints.
+        return error_response(400, "blueprint_invalid", f"invalid blueprint: {summary}", errors=errors)
     return error_response(400, "bad_request", f"malformed request: {summary}", errors=errors)
 
 
