@@ -116,3 +116,34 @@ async def test_the_planner_re_reads_only_the_servers_that_may_have_changed(
     # The workbench follows list_changed and nothing changed: only the math server, which cannot tell,
     # is read again.
     assert [event["payload"]["relisted"] for event in searches] == [1, 1]
+
+
+async def test_a_plan_sees_a_tool_equipped_mid_task_even_after_a_direct_call_read_the_change(
+    config: Config,
+) -> None:
+    """The toolbox is shared: a direct call (or a search) re-reads the server first and takes up the
+    change, and the plan's wrappers were then left without the new tool (AttributeError in the plan)."""
+    direct = {
+        "action": "call_tool",
+        "tool": "planner.call_tool",
+        "arguments": {"server": "awb", "tool": "slugify_title", "arguments": {"text": "First Try"}},
+    }
+    plan = {"action": "run_code", "code": "return await awb.slugify_title(text='Hello There')"}
+    async with Workbench(config) as workbench:
+        face = McpFace(workbench)
+
+        class EquipsFirst(ScriptedModel):
+            async def call(self, *args: Any, **kwargs: Any) -> Any:
+                if not self.seen:  # before the model's first answer, another client equips the tool
+                    await craft_and_equip(face)
+                return await super().call(*args, **kwargs)
+
+        model = EquipsFirst([direct, plan, {"action": "done", "output": {"summary": "slugged"}}])
+        with anyio.fail_after(60):
+            async with face.notifier.running():
+                result = await execute_mcp_task("slug a title", servers={"awb": face.server}, model=model)
+    assert result.success, result.error
+    assert "first-try" in model.seen[1][0].body  # the direct call found the new tool (a forced re-read)
+    runs = [e for e in result.logs if e["event"] == "mcp.sandbox.run"]
+    assert runs and runs[0]["payload"]["success"] is True, runs
+    assert "hello-there" in model.seen[2][0].body

@@ -77,7 +77,8 @@ class PlanRunner:
         self._max_output_bytes = max_output_bytes
         self._on_call = on_call
         self._pool: pm.AsyncMonty | None = None
-        self._grouped = group_wrappers(toolbox.specs("tool"))
+        self._grouped_from = toolbox.specs("tool")
+        self._grouped = group_wrappers(self._grouped_from)
 
     @property
     def servers(self) -> list[str]:
@@ -107,9 +108,13 @@ class PlanRunner:
     ) -> SandboxResult:
         """Run one plan: in Monty, or in the CPython runtime when Monty cannot (a module it lacks, syntax it
         does not support) and the plan has not called a tool yet, or when `runtime="cpython"` asks."""
-        # A server may have changed its tools since the last plan (list_changed, or a call of ours).
-        if await self._toolbox.refresh():
-            self._grouped = group_wrappers(self._toolbox.specs("tool"))
+        # A server may have changed its tools since the last plan (list_changed, or a call of ours). The
+        # toolbox is shared: a search or a direct call may have read the change already (its refresh then
+        # said so, not this one's), so the wrappers follow the tools themselves.
+        await self._toolbox.refresh()
+        specs = self._toolbox.specs("tool")
+        if specs != self._grouped_from:
+            self._grouped_from, self._grouped = specs, group_wrappers(specs)
         limit = self._max_tool_calls if max_tool_calls is None else max_tool_calls
         choice = runtime or self._runtime
         state = _PlanState(limit=limit)
