@@ -4,6 +4,7 @@ from typing import Any
 
 import pytest
 
+from awb.agents.toolbox import Toolbox
 from awb.planner.plan_runner import PlanRunner, plan_source, run_python_plan
 
 from .planner_tools import planner_toolbox
@@ -117,3 +118,19 @@ def test_the_plan_module_imports_every_server_and_wraps_the_body() -> None:
     source = plan_source("  x = 1\n  return x", ["mail", "chat-ops"])
     assert "from servers import mail, chat_ops" in source
     assert "async def main():\n    x = 1\n    return x" in source
+
+
+@pytest.mark.parametrize("runtime", ["monty", "cpython"])
+async def test_printing_past_the_log_cap_and_returning_what_is_not_json_read_the_same_in_both_runtimes(
+    runtime: Any,
+) -> None:
+    """Monty reports its print cap as a MemoryError and turned a set into its text: a plan in Monty was
+    told it ran out of memory, and `return {1, 2}` succeeded there while CPython refused it."""
+    printer = await run_python_plan(
+        "for i in range(700):\n    print('x' * 100)\nreturn 1", tools=Toolbox(), runtime=runtime
+    )
+    assert (printer.error_code, printer.error) == ("output_exceeded", "printed output is over the 65536-byte cap")
+    for value in ("{1, 2}", "float('nan')"):
+        returned = await run_python_plan(f"return {value}", tools=Toolbox(), runtime=runtime)
+        assert returned.error_code == "invalid_output", (value, returned.error)
+        assert returned.error is not None and "not JSON-serialisable" in returned.error

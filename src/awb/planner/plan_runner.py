@@ -24,6 +24,7 @@ from awb.planner.codegen import Wrapper, group_wrappers, identifier, module_sour
 from awb.planner.cpython_plan import PlanHost, cpython_source
 from awb.planner.redaction import redact_payload
 from awb.sandbox.base import Limits, Runtime
+from awb.sandbox.monty import print_cap_hit
 
 #: Called for every bridged tool call: (server, tool, payload, ok, duration_ms).
 CallObserver = Callable[[str, str, dict[str, Any], bool, float], None]
@@ -162,7 +163,7 @@ class PlanRunner:
             result.timed_out, result.error_code = True, "timeout"
             result.error = f"the plan ran past {timeout_sec} s"
         except pm.MontyRuntimeError as exc:
-            _runtime_failure(result, exc, timeout_sec, self._memory_mb)
+            _runtime_failure(result, exc, timeout_sec, self._memory_mb, self._max_log_bytes)
             inner = exc.exception()
             if isinstance(inner, ModuleNotFoundError | NotImplementedError):
                 unsupported = f"{type(inner).__name__}: {inner}"
@@ -174,6 +175,8 @@ class PlanRunner:
             result.error = f"the plan ran past {timeout_sec} s" if exc.timed_out else f"the sandbox worker died: {exc}"
         except _OutputTooLarge as exc:
             result.error, result.error_code = str(exc), "output_exceeded"
+        except _NotJson as exc:
+            result.error, result.error_code = str(exc), "invalid_output"
         except pm.MontyError as exc:
             result.error, result.error_code = f"the sandbox refused the plan: {exc}", "runtime_error"
         output = prints.output
@@ -287,9 +290,21 @@ def plan_source(code_body: str, servers: list[str]) -> str:
     return f"import asyncio\n{imports}\n\nasync def main():\n{body}\n\n\nawait main()\n"
 
 
+class _NotJson(Exception):
+    pass
+
+
 def _json_value(value: Any, max_bytes: int) -> Any:
-    text = json.dumps(value, default=str, ensure_ascii=False)
-    if len(text.encode("utf-8")) > max_bytes:
+    """The plan's result as JSON, as a CPython plan's is: a set, an object or NaN is `invalid_output`,
+    not its text (`"{1, 2}"`), so a plan gets the same answer in either runtime."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        size = len(text.encode("utf-8"))
+    except (TypeError, ValueError) as exc:
+        raise _NotJson(f"the plan returned a value that is not JSON-serialisable: {exc}") from None
+    except UnicodeEncodeError:
+        raise _NotJson("the plan returned text that is not valid Unicode (a lone surrogate)") from None
+    if size > max_bytes:
         raise _OutputTooLarge(f"the plan's result is over the {max_bytes}-byte cap; return aggregates, not raw data")
     return json.loads(text)
 
@@ -304,12 +319,16 @@ def _with_traceback(exc: AwbError) -> str:
     return exc.message
 
 
-def _runtime_failure(result: SandboxResult, exc: pm.MontyRuntimeError, timeout_sec: float, memory_mb: int) -> None:
+def _runtime_failure(
+    result: SandboxResult, exc: pm.MontyRuntimeError, timeout_sec: float, memory_mb: int, max_log_bytes: int
+) -> None:
     inner = exc.exception()
     kind, message = type(inner).__name__, str(inner)
     if kind == "TimeoutError" and "time limit" in message:
         result.timed_out, result.error_code = True, "timeout"
         result.error = f"the plan ran past {timeout_sec} s"
+    elif kind == "MemoryError" and print_cap_hit(message, max_log_bytes, memory_mb << 20):
+        result.error_code, result.error = "output_exceeded", f"printed output is over the {max_log_bytes}-byte cap"
     elif kind == "MemoryError":
         result.error_code, result.error = "memory_exceeded", f"the plan went over its {memory_mb} MB memory limit"
     else:

@@ -362,11 +362,13 @@ def _runtime_error_of(exc: pm.MontyRuntimeError, limits: Limits, run: MontyRun |
 
 
 def _print_cap(message: str, limits: Limits) -> bool:
+    return print_cap_hit(message, limits.max_log_bytes, limits.memory_mb * 1024 * 1024)
+
+
+def print_cap_hit(message: str, max_log_bytes: int, memory_bytes: int) -> bool:
     """Whether a MemoryError is the print collector's cap (`pm.CollectString(max_bytes=...)`, the log
     cap) rather than the heap's: both read "memory limit exceeded: N bytes > LIMIT bytes"."""
-    return limits.max_log_bytes != limits.memory_mb * 1024 * 1024 and message.endswith(
-        f"> {limits.max_log_bytes} bytes"
-    )
+    return max_log_bytes != memory_bytes and message.endswith(f"> {max_log_bytes} bytes")
 
 
 def _tool_traceback(exc: pm.MontyRuntimeError) -> list[str]:
