@@ -16,6 +16,7 @@ import pytest
 from mcp import Client
 
 from awb.errors import InvalidParams
+from awb.schema_bounds import PatternCache
 from awb.server.mcp import McpFace
 from awb.validation import MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH, SchemaTooExpensive, ToolSchema
 from awb.workbench import Workbench
@@ -216,6 +217,59 @@ async def test_format_regex_is_checked_on_the_linear_engine(workbench: Workbench
     assert (await workbench.call("regex_param", {"r": "^(a+)+$"})).result == 1
     with pytest.raises(InvalidParams):
         await workbench.call("regex_param", {"r": "(unclosed"})
+
+
+async def test_a_regex_given_as_a_value_never_enters_the_pattern_cache(workbench: Workbench) -> None:
+    """Each distinct value used to be compiled into a cache of 4,096 programs: ~4 MB each for a dozen
+    characters like \\pL{300}, so a client sending new ones grew the server by gigabytes."""
+    schema = {"type": "object", "properties": {"r": {"type": "string", "format": "regex"}}}
+    await workbench.craft(
+        add_tool("regex_values", code="def run(params):\n    return 1\n", input_schema=schema, examples=[])
+    )
+    # Validations run on a few threads, whose allocator arenas keep what the first programs freed for
+    # the next ones to reuse: measured after that.
+    for n in range(300, 360):
+        assert (await workbench.call("regex_values", {"r": "\\pL{" + str(n) + "}"})).result == 1
+    before = resident_mb()
+    for n in range(360, 420):
+        assert (await workbench.call("regex_values", {"r": "\\pL{" + str(n) + "}"})).result == 1
+    assert resident_mb() - before < 40  # kept, sixty more programs came to ~230 MB more
+
+
+def resident_mb() -> float:
+    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def test_the_pattern_cache_is_bounded_by_the_size_of_its_programs() -> None:
+    cache = PatternCache(budget=1_000_000)
+    for n in range(300, 320):
+        assert cache.compile("\\pL{" + str(n) + "}").search("x" * 5) is None
+    assert 0 < cache.instructions <= 1_000_000
+    assert len(cache) < 20  # the oldest went
+    assert cache.compile("^ab+c$") is cache.compile("^ab+c$")  # small ones are kept and reused
+
+
+@pytest.mark.parametrize(
+    ("items", "unique"),
+    [
+        ([{"k": i} for i in range(20_000)], True),
+        ([{"k": i} for i in range(20_000)] + [{"k": 7}], False),
+        ([{"a": 1, "b": 2}, {"b": 2, "a": 1}], False),  # key order does not matter
+        ([1, 1.0], False),  # numbers are equal by value
+        ([1, True], True),  # a boolean is not a number
+        ([0, False, None, "", [], {}], True),
+        ([[1, {"x": [2]}], [1, {"x": [2]}]], False),
+    ],
+)
+async def test_unique_items_is_linear_and_keeps_json_schema_equality(
+    workbench: Workbench, items: list[Any], unique: bool
+) -> None:
+    """jsonschema compared objects pairwise in one keyword, past the budget checked between keywords
+    (4,000 objects: 29 s). 20,000 here must answer well within the two-second budget."""
+    schema = ToolSchema.compile({"type": "array", "uniqueItems": True})
+    with anyio.fail_after(10):
+        problems = await schema.problems_off_loop(items)
+    assert (problems == []) is unique, problems
 
 
 async def test_an_exponential_schema_is_stopped_by_the_time_budget_with_a_structured_error(

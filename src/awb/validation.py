@@ -10,14 +10,15 @@ never validates (`awb doctor`, the CLI's listings) does not pay for it.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio.to_thread
 import re2
@@ -28,7 +29,10 @@ if TYPE_CHECKING:
 
 from awb.errors import InvalidParams
 from awb.quick_check import Check, quick_check
+from awb.schema_bounds import clock, compile_pattern, is_regex, unique_items
 from awb.text import cap_text
+
+T = TypeVar("T")
 
 MAX_SCHEMA_BYTES = 64 * 1024
 MAX_SCHEMA_DEPTH = 64
@@ -39,9 +43,6 @@ MAX_ERROR_MESSAGE_CHARS = 500
 #: Time one validation may take; checked before every keyword, so a schema cannot run away with it.
 VALIDATION_SECONDS = 2.0
 
-_RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.log_errors = False
-_RE2_OPTIONS.max_mem = 8 << 20
 
 # Keywords whose values are data, not schemas: a `$ref` inside an `enum` is not a reference.
 _DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
@@ -143,11 +144,6 @@ def _check_pattern(pattern: str, field: str) -> None:
         ) from None
 
 
-@lru_cache(maxsize=4096)
-def compile_pattern(pattern: str) -> Any:
-    return re2.compile(pattern, _RE2_OPTIONS)
-
-
 def _search(pattern: str, text: str) -> bool:
     try:
         return compile_pattern(pattern).search(text) is not None
@@ -190,10 +186,14 @@ def _additional_properties(validator: Any, additional: Any, instance: Any, schem
         yield ValidationError(f"additional properties are not allowed ({names} unexpected)")
 
 
+def _out_of_budget() -> SchemaTooExpensive:
+    return SchemaTooExpensive("validation ran out of its time budget")
+
+
 def _bounded(keyword: Callable[..., Any]) -> Callable[..., Any]:
     def run(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
         if time.monotonic() > _budget.deadline:
-            raise SchemaTooExpensive("validation ran out of its time budget")
+            raise _out_of_budget()
         return keyword(validator, value, instance, schema)
 
     return run
@@ -227,12 +227,13 @@ def _engine() -> _Engine:
         "pattern": _pattern,
         "patternProperties": _pattern_properties,
         "additionalProperties": _additional_properties,
+        "uniqueItems": unique_items(clock(lambda: _budget.deadline, _out_of_budget)),
     }
     validator_class = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
         Draft202012Validator, {name: _bounded(fn) for name, fn in keywords.items()}
     )
     formats = FormatChecker(formats=())
-    formats.checks("regex", raises=re2.error)(_is_regex)
+    formats.checks("regex", raises=re2.error)(is_regex)
 
     def refuse_retrieval(uri: str) -> referencing.Resource[Any]:
         # The server never fetches or reads a schema: a reference not inside the schema does not resolve.
@@ -246,10 +247,6 @@ def warm_up() -> None:
     """Import and extend jsonschema now (a server does it in a worker thread once it serves), so the
     first check does not pay for it on the event loop."""
     _engine()
-
-
-def _is_regex(instance: object) -> bool:
-    return not isinstance(instance, str) or compile_pattern(instance) is not None
 
 
 # --- validating ----------------------------------------------------------------------------------
@@ -285,13 +282,13 @@ class ToolSchema:
         """`problems`, in a worker thread unless the instance is small and either the quick check
         passes it or the schema is cheap."""
         if not _small(instance):
-            return await anyio.to_thread.run_sync(self.problems, instance, deadline)
+            return await _off_loop(self.problems, instance, deadline)
         if self._surely_valid(instance):
             return []
         if self.cheap:
             return schema_errors(self.validator, instance, deadline)
         # The quick check has had its say: the thread runs only the full validator.
-        return await anyio.to_thread.run_sync(schema_errors, self.validator, instance, deadline)
+        return await _off_loop(schema_errors, self.validator, instance, deadline)
 
     def _surely_valid(self, instance: Any) -> bool:
         try:
@@ -311,7 +308,22 @@ class ToolSchema:
                     return index, problems
             return None
 
-        return await anyio.to_thread.run_sync(check)
+        return await _off_loop(check)
+
+
+#: Validations running at once in worker threads. They share anyio's default pool (40 threads) with
+#: listings and searches: 45 slow validations at once left `awb_list` waiting 30 s. Past this many, a
+#: validation waits its turn (its time budget starts when it runs).
+VALIDATION_THREADS = 4
+_limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter] = weakref.WeakKeyDictionary()
+
+
+async def _off_loop(fn: Callable[..., T], *args: Any) -> T:
+    loop = asyncio.get_running_loop()
+    limiter = _limiters.get(loop)
+    if limiter is None:
+        limiter = _limiters[loop] = anyio.CapacityLimiter(VALIDATION_THREADS)
+    return await anyio.to_thread.run_sync(fn, *args, limiter=limiter)
 
 
 def _small(instance: Any, budget: int = 2000) -> bool:

@@ -1,0 +1,137 @@
+"""The parts of schema validation whose cost is not one keyword's worth: regular expressions (compiled
+programs that stay in memory) and `uniqueItems` (jsonschema compares items pairwise).
+
+Patterns run on RE2. A schema's patterns are compiled once and kept, in a cache bounded by the size of
+the programs it holds, not by their number: a pattern of a dozen characters (`\\pL{300}`) compiles to
+~4 MB, so 4,096 cached ones could hold gigabytes. A pattern given as a value (`format: "regex"`) is
+compiled to be checked and let go: client input never enters the cache. The re2 module keeps a cache
+of its own (the last 128 programs `re2.compile` made, up to 1 GiB): it is emptied after each compile,
+so what this module does not hold is freed.
+
+`uniqueItems` on objects made jsonschema compare every pair inside one keyword, past the time budget
+that is checked between keywords (4,000 objects: 29 s). Here items are reduced to hashable keys with
+JSON Schema's equality (1 and 1.0 equal, `true` and 1 not, objects whatever their key order), so the
+check is linear and looks at the clock as it goes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import re2
+
+RE2_OPTIONS = re2.Options()
+RE2_OPTIONS.log_errors = False
+RE2_OPTIONS.max_mem = 8 << 20
+#: RE2 program instructions the cache may hold in all (~10 bytes each, before the matching caches
+#: RE2 grows per program within `max_mem`): typical schema patterns are tens to hundreds.
+CACHED_INSTRUCTIONS = 2_000_000
+#: Items `uniqueItems` reduces between looks at the clock.
+_CLOCK_EVERY = 256
+
+
+class PatternCache:
+    """Compiled schema patterns, least recently used first out, within `CACHED_INSTRUCTIONS`."""
+
+    def __init__(self, budget: int = CACHED_INSTRUCTIONS) -> None:
+        self._budget = budget
+        self._held = 0
+        self._programs: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def compile(self, pattern: str) -> Any:
+        with self._lock:
+            program = self._programs.get(pattern)
+            if program is not None:
+                self._programs.move_to_end(pattern)
+                return program
+        program = _compiled(pattern)  # off the lock: compiling may take a while
+        size = int(program.programsize)
+        if size > self._budget:
+            return program  # used for this check, not kept
+        with self._lock:
+            if pattern not in self._programs:
+                self._programs[pattern] = program
+                self._held += size
+            while self._held > self._budget:
+                _, evicted = self._programs.popitem(last=False)
+                self._held -= int(evicted.programsize)
+        return program
+
+    @property
+    def instructions(self) -> int:
+        return self._held
+
+    def __len__(self) -> int:
+        return len(self._programs)
+
+
+schema_patterns = PatternCache()
+
+
+def compile_pattern(pattern: str) -> Any:
+    """A schema's pattern, compiled (cached)."""
+    return schema_patterns.compile(pattern)
+
+
+def is_regex(instance: object) -> bool:
+    """`format: "regex"`: the value compiles on RE2 (never cached: it is input, not schema)."""
+    return not isinstance(instance, str) or _compiled(instance) is not None
+
+
+def _compiled(pattern: str) -> Any:
+    """A pattern compiled on RE2 and held by the caller alone."""
+    try:
+        return re2.compile(pattern, RE2_OPTIONS)
+    finally:
+        re2.purge()  # the module's own cache of recent programs
+
+
+def unique_items(out_of_time: Callable[[], None]) -> Callable[..., Iterator[Any]]:
+    """The `uniqueItems` keyword, linear in the array; `out_of_time` raises past the budget."""
+
+    def keyword(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        if not unique or not validator.is_type(instance, "array"):
+            return
+        seen: set[Any] = set()
+        for index, item in enumerate(instance):
+            if index % _CLOCK_EVERY == 0:
+                out_of_time()
+            key = _key(item)
+            if key in seen:
+                from jsonschema import ValidationError
+
+                yield ValidationError(f"has non-unique elements (item {index} repeats an earlier one)")
+                return
+            seen.add(key)
+
+    return keyword
+
+
+def _key(value: Any) -> Any:
+    """A hashable stand-in equal for values JSON Schema counts as equal."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, int | float):
+        return ("number", value)  # 1 == 1.0, and their hashes agree
+    if isinstance(value, str):
+        return ("string", value)
+    if value is None:
+        return ("null",)
+    if isinstance(value, list):
+        return ("array", tuple(_key(item) for item in value))
+    if isinstance(value, dict):
+        return ("object", frozenset((name, _key(item)) for name, item in value.items()))
+    return ("other", id(value))
+
+
+def clock(deadline: Callable[[], float], too_long: Callable[[], Exception]) -> Callable[[], None]:
+    def out_of_time() -> None:
+        if time.monotonic() > deadline():
+            raise too_long()
+
+    return out_of_time
