@@ -29,6 +29,18 @@ async def test_names_must_match_the_rule_whole(workbench: Workbench, name: str) 
     assert workbench.store.count_active() == 0
 
 
+async def test_a_name_shaped_like_a_tool_id_is_refused_so_a_reference_names_one_tool(workbench: Workbench) -> None:
+    """With it, `awb_delete {"name": <first tool's id>}` deleted the first tool, not the one so named."""
+    first = await workbench.craft(add_tool("first"))
+    for name in (first.tool_id, "tool_0000000000000000"):
+        with pytest.raises(InvalidParams, match="may not look like a tool id"):
+            await workbench.craft(add_tool(name))
+    assert workbench.resolve(first.tool_id).name == "first"
+    # Near misses are names like any other.
+    for name in ("tool_000000000000000", "tool_0000000000000000x", "tool_ABCDEF0123456789"):
+        assert (await workbench.craft(add_tool(name))).name == name
+
+
 @pytest.mark.parametrize("name", ["_private", "a", "x-y_z", "9lives", "A" * 64])
 async def test_names_within_the_rule_are_accepted(workbench: Workbench, name: str) -> None:
     assert (await workbench.craft(add_tool(name))).name == name

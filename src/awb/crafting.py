@@ -68,6 +68,10 @@ class CraftRequest(BaseModel):
     created_by_agent: str = Field("", max_length=MAX_AGENT_CHARS)
 
 
+#: The ids the workbench mints (`tool_` and 16 hex digits).
+TOOL_ID_SHAPE = re.compile(r"tool_[0-9a-f]{16}")
+
+
 def valid_name(name: object) -> bool:
     return isinstance(name, str) and NAME_RE.fullmatch(name) is not None
 
@@ -80,6 +84,12 @@ def validate_request(request: CraftRequest, max_code_bytes: int) -> None:
             "tool names are 1-64 characters of letters, digits, '_' and '-', not starting with '-'",
             field="name",
             name=request.name,
+        )
+    if TOOL_ID_SHAPE.fullmatch(request.name):
+        # A reference is a tool_id or a name: a name shaped like the ids the workbench mints would make
+        # `awb_delete {"name": ...}` reach another tool (its id) and the other's id reach this one.
+        raise InvalidParams(
+            "a tool name may not look like a tool id (tool_ and 16 hex digits)", field="name", name=request.name
         )
     size = len(request.code.encode("utf-8", errors="surrogatepass"))
     if size > max_code_bytes:
