@@ -80,8 +80,35 @@ def served_output_schema(output_schema: dict[str, Any] | None) -> dict[str, Any]
     if not result_is_wrapped(output_schema):
         assert output_schema is not None
         return output_schema
-    inner: dict[str, Any] = {} if output_schema is None else output_schema
+    inner: dict[str, Any] = {} if output_schema is None else _moved_under(output_schema, "#/properties/result")
     return {"type": "object", "properties": {"result": inner}, "required": ["result"]}
+
+
+#: Keywords whose values are data: a "$ref" inside an `enum` is not a reference.
+_DATA = frozenset({"enum", "const", "default", "examples"})
+#: Keywords whose values map names (of properties, definitions) to subschemas: any key there is a name.
+_NAME_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+
+
+def _moved_under(schema: Any, base: str, *, names: bool = False) -> Any:
+    """`schema` as it reads once placed at JSON pointer `base` of a larger document: its local references
+    (`#`, `#/$defs/...`) pointed at its own root, which is now the wrapper's (a client resolving
+    `#/$defs/w` in the served schema found nothing and refused the tool)."""
+    if isinstance(schema, list):
+        return [_moved_under(item, base) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if names:
+        return {name: _moved_under(subschema, base) for name, subschema in schema.items()}
+    moved: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in ("$ref", "$dynamicRef") and isinstance(value, str) and (value == "#" or value.startswith("#/")):
+            moved[key] = base + value[1:]
+        elif key in _DATA:
+            moved[key] = value
+        else:
+            moved[key] = _moved_under(value, base, names=key in _NAME_MAPS)
+    return moved
 
 
 def structured_result(output_schema: dict[str, Any] | None, value: Any) -> dict[str, Any]:

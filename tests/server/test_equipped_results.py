@@ -124,3 +124,30 @@ async def test_over_stdio_only_a_session_that_cannot_hear_changes_gets_the_hint(
             direct = await client.call_tool("one", {"a": 2, "b": 3})
             assert direct.structured_content == {"result": 5} and direct.meta is not None
             assert direct.meta["usage_count"] == 1
+
+
+async def test_an_output_schema_with_local_references_is_served_so_the_sdk_can_resolve_them(
+    workbench: Workbench,
+) -> None:
+    """Wrapped under `properties.result`, the schema's `#/$defs/w` pointed at the wrapper's root, where
+    there is no `$defs`: the official SDK refused every call ("PointerToNowhere")."""
+    words = {
+        "$defs": {"w": {"type": "string"}, "enum": {"$ref": "#/$defs/w"}},
+        "type": "array",
+        "items": {"$ref": "#/$defs/w"},
+        "enum": [["$ref", "#/$defs/w"], ["hello", "bob"]],  # data: left as it is
+    }
+    code = "def run(params):\n    return ['hello', params['who']]\n"
+    with anyio.fail_after(30):
+        async with Client(McpFace(workbench).server) as client:
+            await call(client, "awb_craft", {**greeter("words_ref", words), "code": code})
+            await call(client, "awb_equip", {"name": "words_ref"})
+            (listed,) = [t for t in (await client.list_tools()).tools if t.name == "words_ref"]
+            served = listed.output_schema or {}
+            result_schema = served["properties"]["result"]
+            assert result_schema["items"] == {"$ref": "#/properties/result/$defs/w"}
+            assert result_schema["$defs"]["enum"] == {"$ref": "#/properties/result/$defs/w"}
+            assert result_schema["enum"] == words["enum"]
+            result = await client.call_tool("words_ref", {"who": "bob"})
+            assert not result.is_error, result
+            assert result.structured_content == {"result": ["hello", "bob"]}
