@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from functools import partial
+from typing import Any
+
+import anyio
 import pytest
 
-from awb.errors import AdmissionFailed, ExecutionError, InvalidParams
+from awb.errors import AdmissionFailed, ExecutionError, InvalidParams, VersionConflict
 from awb.events import Event
 from awb.workbench import Workbench
 from support import add_tool
 
 pytestmark = pytest.mark.anyio
 
+# The same sum, written another way: it passes add_tool's example.
+DOUBLE_SUM = "def run(params):\n    total = params['a'] + params['b']\n    return total\n"
 TIMES_CODE = "def run(params):\n    return params['a'] * params['b']\n"
 MULTIPLY = {
     "code": TIMES_CODE,
@@ -108,3 +114,32 @@ async def test_a_new_version_of_an_unequipped_tool_leaves_the_tool_list_alone(wo
     workbench.events.subscribe(events.append)
     await workbench.update(tool.name, **MULTIPLY)
     assert [e.changes_tool_list for e in events] == [False]
+
+
+async def test_two_updates_built_on_the_same_version_do_not_lose_one_another(workbench: Workbench) -> None:
+    """Each update keeps the fields it leaves out from the version it was built on: the second to finish
+    would make current a version without the first one's change. It gets `version_conflict` instead."""
+    await workbench.craft(add_tool())
+    outcomes: dict[str, Any] = {}
+
+    async def update(label: str, **fields: Any) -> None:
+        try:
+            outcomes[label] = await workbench.update("add_numbers", **fields)
+        except VersionConflict as conflict:
+            outcomes[label] = conflict
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as group:
+            group.start_soon(partial(update, "description", description="Add two numbers, described anew"))
+            group.start_soon(partial(update, "code", code=DOUBLE_SUM))
+    conflicts = [o for o in outcomes.values() if isinstance(o, VersionConflict)]
+    updated = [o for o in outcomes.values() if not isinstance(o, VersionConflict)]
+    assert len(conflicts) == 1 and len(updated) == 1, outcomes
+    assert conflicts[0].code == "version_conflict"
+    assert (conflicts[0].details["based_on"], conflicts[0].details["current"]) == (1, 2)
+    current = workbench.resolve("add_numbers")
+    assert (current.version, current.code, current.description) == (2, updated[0].code, updated[0].description)
+    assert [v.version for v in workbench.store.versions(current.tool_id)] == [1, 2]
+    # Sent again, the update is built on version 2 and keeps its change.
+    again = await workbench.update("add_numbers", description="Add two numbers, described anew")
+    assert again.version == 3 and again.code == current.code

@@ -65,6 +65,13 @@ class NameConflict(AwbError):
     http_status = 409
 
 
+class VersionConflict(AwbError):
+    """An update tested against one version while another update made a newer one current."""
+
+    code = "version_conflict"
+    http_status = 409
+
+
 class LimitExceeded(AwbError):
     code = "limit_exceeded"
     http_status = 413

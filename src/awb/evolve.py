@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from awb.clock import Clock
 from awb.crafting import CraftRequest
-from awb.errors import InvalidParams, NotEquippable
+from awb.errors import InvalidParams, NotEquippable, VersionConflict
 from awb.events import Event, EventBus
 from awb.inventory.models import Example, Language, RuntimeName, Tool, ToolVersion
 from awb.inventory.store import Store
@@ -93,6 +93,28 @@ async def update(
     now = workbench.clock.now()
     history = workbench.store.versions(tool.tool_id)
     number = max((v.version for v in history), default=tool.version) + 1
+    fields: dict[str, Any] = {
+        "version": number,
+        "parent_version": tool.version,
+        "code": request.code,
+        "description": request.description,
+        "input_schema": request.input_schema,
+        "output_schema": request.output_schema,
+        "examples": request.examples,
+        "runtime": runtime.name,
+        "updated_at": now,
+    }
+    # Fields left out are kept from the version this update was built on and tested with: it becomes
+    # current only if that version still is (two updates at once each kept the other's fields out).
+    if not workbench.store.update_if(tool.tool_id, {"version": tool.version}, **fields):
+        current = workbench.resolve(tool.tool_id, allow_deleted=True)
+        raise VersionConflict(
+            f"tool {tool.name!r} changed while this update was tested: it was built on version {tool.version}, "
+            f"and version {current.version} is current now; send the update again",
+            tool_id=tool.tool_id,
+            based_on=tool.version,
+            current=current.version,
+        )
     workbench.store.add_version(
         tool.tool_id,
         ToolVersion(
@@ -106,18 +128,6 @@ async def update(
             created_at=now,
         ),
     )
-    fields: dict[str, Any] = {
-        "version": number,
-        "parent_version": tool.version,
-        "code": request.code,
-        "description": request.description,
-        "input_schema": request.input_schema,
-        "output_schema": request.output_schema,
-        "examples": request.examples,
-        "runtime": runtime.name,
-        "updated_at": now,
-    }
-    workbench.store.update(tool.tool_id, **fields)
     workbench.events.publish(
         Event("updated", tool.tool_id, {"version": number, "previous": tool.version, "equipped": tool.equipped})
     )
