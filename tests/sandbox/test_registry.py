@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -13,7 +14,7 @@ from awb.config import Config
 from awb.inventory.models import Example
 from awb.sandbox.base import Limits, Runtime
 from awb.sandbox.host import HostBridge
-from awb.sandbox.registry import build_runtimes, choose_python_runtime, describe_protections
+from awb.sandbox.registry import PROBE_TIMEOUT_MS, build_runtimes, choose_python_runtime, describe_protections
 
 pytestmark = pytest.mark.anyio
 
@@ -49,6 +50,26 @@ async def test_auto_moves_generators_and_missing_modules_to_cpython(runtimes: di
 async def test_auto_keeps_plainly_wrong_code_on_monty_for_the_admission_error(runtimes: dict[str, Runtime]) -> None:
     code = "def run(params):\n    return 1 / 0\n"
     assert await choose_python_runtime(runtimes, code, [Example(params={}, expected=1)], Limits()) == "monty"
+
+
+async def test_auto_probes_briefly_and_stops_at_an_example_that_runs_long(
+    runtimes: dict[str, Runtime], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The admission test runs every example in full afterwards: a probe at full length made a looping
+    tool's craft take its time limit twice (10 s for one example)."""
+    monty = runtimes["monty"]
+    probed: list[int] = []
+    execute = monty.execute
+
+    async def spied(code: str, params: dict[str, Any], limits: Limits, host: HostBridge) -> Any:
+        probed.append(limits.timeout_ms)
+        return await execute(code, params, limits, host)
+
+    monkeypatch.setattr(monty, "execute", spied)
+    loop = "def run(params):\n    while True:\n        pass\n"
+    examples = [Example(params={}, expected=1)] * 3
+    assert await choose_python_runtime(runtimes, loop, examples, Limits(timeout_ms=5000)) == "monty"
+    assert probed == [PROBE_TIMEOUT_MS]
 
 
 async def test_doctor_report_lists_protections_and_availability(runtimes: dict[str, Runtime]) -> None:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 from awb.config import Config
-from awb.errors import ExecutionError, ToolRuntimeError, Unavailable
+from awb.errors import ExecutionError, ToolRuntimeError, ToolTimeout, Unavailable
 from awb.inventory.models import Example
 from awb.sandbox.base import Limits, Runtime
 from awb.sandbox.host import HostBridge
@@ -57,6 +58,10 @@ def build_runtimes(config: Config) -> dict[str, Runtime]:
     return runtimes
 
 
+#: How long `python_runtime: auto` lets one example run in Monty to learn whether Monty can run it.
+PROBE_TIMEOUT_MS = 1000
+
+
 async def choose_python_runtime(
     runtimes: dict[str, Runtime], code: str, examples: list[Example], limits: Limits
 ) -> str:
@@ -66,12 +71,18 @@ async def choose_python_runtime(
     monty = runtimes.get("monty")
     if monty is None:
         return "cpython"
+    # What Monty lacks shows at once (a parse error, an import, an unknown builtin): a probe that runs
+    # longer is not one it cannot run, and the admission test runs the example in full after it. The
+    # probe then stops: a looping tool's example cost its time limit twice (10 s for a 5 s limit).
+    probe = replace(limits, timeout_ms=min(limits.timeout_ms, PROBE_TIMEOUT_MS))
     try:
         await monty.check(code, limits)
         for example in examples:
             host = HostBridge(read_dirs=[], stage=None, max_log_bytes=limits.max_log_bytes)
             try:
-                await monty.execute(code, example.params, limits, host)
+                await monty.execute(code, example.params, probe, host)
+            except ToolTimeout:
+                break
             except ExecutionError as exc:
                 if _unsupported(exc):
                     raise
