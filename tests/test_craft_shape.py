@@ -54,6 +54,10 @@ def test_conflicting_or_unknown_metadata_is_invalid_params(fields: dict[str, obj
         ("// Reverse a string\nfunction run(params) { return 1 }\n", "Reverse a string"),
         ("/**\n * Reverse a string.\n */\nfunction run(params) {}\n", "Reverse a string."),
         ("import math\n\ndef run(params: dict) -> float:\n    '''Square root.'''\n", "Square root."),
+        # A one-line docstring in single quotes is a docstring too.
+        ("def run(p):\n    'Echo what it is given.'\n    return p\n", "Echo what it is given."),
+        ('def run(p) -> dict:\n    "It\'s an echo."\n    return p\n', "It's an echo."),
+        ("def run(p):\n    'it\\'s escaped'\n", "it's escaped"),
     ],
 )
 def test_the_description_defaults_to_the_first_line_of_the_docstring_or_leading_comment(

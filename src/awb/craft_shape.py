@@ -6,6 +6,7 @@ Both shapes give the same record; a field given both ways with different values 
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import Any
 
@@ -21,6 +22,11 @@ _RUN_DOCSTRING = re.compile(
     r"def\s{1,50}run\s{0,50}\([^)]{0,500}\)[^:\n]{0,200}:\s{0,200}[rRuU]?(\"\"\"|''')\s{0,200}([^\n]*)"
 )
 _MODULE_DOCSTRING = re.compile(r"[rRuU]?(\"\"\"|''')\s*([^\n]*)")
+#: `def run(...):` whose docstring is a one-line string in single quotes ('...' or "..."), a docstring too.
+_RUN_ONE_LINE_DOCSTRING = re.compile(
+    r"def\s{1,50}run\s{0,50}\([^)]{0,500}\)[^:\n]{0,200}:\s{0,200}[rRuU]?"
+    r"('(?:[^'\\\n]|\\.){0,500}'|\"(?:[^\"\\\n]|\\.){0,500}\")"
+)
 
 
 def craft_fields(data: Any) -> Any:
@@ -79,9 +85,21 @@ def _leading_text(head: str) -> str:
         return next((line for line in body if line), "")
     match = _MODULE_DOCSTRING.match(head.lstrip()) or _RUN_DOCSTRING.search(head)
     if match is None:
-        return ""
+        return _one_line_docstring(head)
     text = match.group(2).strip().removesuffix(match.group(1)).strip()
     if text:
         return text
     rest = head[match.end() :].lstrip().splitlines()
     return rest[0].strip().removesuffix(match.group(1)).strip() if rest else ""
+
+
+def _one_line_docstring(head: str) -> str:
+    found = _RUN_ONE_LINE_DOCSTRING.search(head)
+    if found is None:
+        return ""
+    literal = found.group(1)
+    try:  # the literal's value (escapes undone); at most 500 characters
+        value = ast.literal_eval(literal)
+    except (ValueError, SyntaxError):
+        return literal[1:-1].strip()
+    return value.strip() if isinstance(value, str) else ""
