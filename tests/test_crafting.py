@@ -176,3 +176,28 @@ async def test_an_example_whose_result_nests_too_deep_fails_admission_with_outpu
         [entry] = failed.value.details["examples"]
         assert entry["error"]["code"] == "output_exceeded"
     assert workbench.store.count_active() == 0
+
+
+@pytest.mark.parametrize(
+    ("got", "expected", "admitted"),
+    [
+        ({"a": True}, {"a": 1}, False),  # Python's == says True == 1; JSON does not
+        (0, False, False),
+        ([1, 2], [1.0, 2.0], True),  # one number type in JSON
+        ({"a": 1, "b": [None]}, {"b": [None], "a": 1}, True),
+    ],
+)
+async def test_an_example_passes_only_on_a_json_equal_result(
+    workbench: Workbench, got: Any, expected: Any, admitted: bool
+) -> None:
+    request = add_tool(
+        "echo_value",
+        code=f"def run(params):\n    return {got!r}\n",
+        input_schema={"type": "object"},
+        examples=[{"params": {}, "expected": expected}],
+    )
+    if admitted:
+        assert (await workbench.craft(request)).name == "echo_value"
+    else:
+        with pytest.raises(AdmissionFailed):
+            await workbench.craft(request)

@@ -19,6 +19,7 @@ from awb.errors import AdmissionFailed, ExecutionError, InvalidParams, LimitExce
 from awb.inventory.models import Example, Language, RuntimeName
 from awb.sandbox.base import Limits, Runtime
 from awb.sandbox.host import HostBridge
+from awb.schema_bounds import json_equal
 from awb.schema_rules import normalise_schemas
 from awb.text import MAX_RESULT_DEPTH, nesting_depth
 from awb.validation import VALIDATION_SECONDS, SchemaTooExpensive, ToolSchema, check_tool_schema
@@ -197,7 +198,7 @@ async def admit(
             entry["ok"] = example.expected_error == exc.code
         else:
             entry["got"] = got
-            entry["ok"] = example.expected_error is None and got == example.expected
+            entry["ok"] = example.expected_error is None and json_equal(got, example.expected)
             if entry["ok"] and out_schema is not None:
                 try:
                     problems = await out_schema.problems_off_loop(got, budget.validation_deadline())

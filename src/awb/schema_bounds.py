@@ -112,6 +112,12 @@ def unique_items(out_of_time: Callable[[], None]) -> Callable[..., Iterator[Any]
     return keyword
 
 
+def json_equal(a: Any, b: Any) -> bool:
+    """Equal as JSON values: `true` is not 1 (Python's `==` says it is), 1 and 1.0 are the same number,
+    objects compare whatever their key order."""
+    return bool(_key(a) == _key(b))
+
+
 def _key(value: Any) -> Any:
     """A hashable stand-in equal for values JSON Schema counts as equal."""
     if isinstance(value, bool):
