@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from awb.agents.toolbox import ToolSpec
@@ -58,3 +60,31 @@ def test_auto_mode_ranks_by_meaning_when_the_embed_extra_is_installed() -> None:
     text_only = ToolIndex(mode="text")
     text_only.refresh(planner_toolbox([]).specs("tool"))
     assert text_only.search("find emails", limit=3) == []
+
+
+def test_only_new_or_changed_tools_are_embedded_again_and_removed_ones_are_not_found() -> None:
+    """Every refresh re-embedded the whole catalogue: with 1,000 tools a search after one crafted
+    tool cost over a minute."""
+    index = ToolIndex(mode="auto")
+    if index.mode != "hybrid":
+        pytest.skip("the embed extra is not installed")
+    embedded: list[str] = []
+    index_tools = index._search.index_tools
+
+    def counted(tools: list[Any]) -> int:
+        embedded.extend(tool.tool_id for tool in tools)
+        return index_tools(tools)
+
+    index._search.index_tools = counted  # type: ignore[method-assign]
+    specs = planner_toolbox([]).specs("tool")
+    index.refresh(specs)
+    assert sorted(embedded) == sorted(spec.name for spec in specs)
+    embedded.clear()
+    added = ToolSpec("calendar.book_room", "Book a meeting room.", {"type": "object", "properties": {}}, "calendar")
+    changed = ToolSpec(specs[0].name, "Something else entirely now.", specs[0].input_schema, specs[0].namespace)
+    index.refresh([changed, *specs[2:], added])
+    assert sorted(embedded) == sorted([added.name, changed.name])
+    names = {(row["server"] + "." + row["tool"]) for row in index.search("", limit=200)}
+    assert names == {changed.name, added.name, *(spec.name for spec in specs[2:])}
+    assert index.search("book a meeting room", limit=1)[0]["tool"] == "book_room"
+    assert all(row["tool"] != specs[1].name.partition(".")[2] for row in index.search(specs[1].description, limit=50))

@@ -14,7 +14,10 @@ import logging
 import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, Literal
+
+import anyio.to_thread
 
 from awb.agents.toolbox import ToolSpec
 from awb.config import SearchConfig
@@ -35,6 +38,9 @@ class ToolIndex:
     def __init__(self, *, mode: Literal["auto", "text", "hybrid"] = "auto") -> None:
         self._lock = threading.Lock()
         self._fingerprint = ""
+        #: Each indexed tool's own fingerprint: a tool whose name, description and schema are unchanged
+        #: keeps its record and vector.
+        self._prints: dict[str, str] = {}
         self._specs: dict[str, ToolSpec] = {}
         self._wrappers: dict[str, Wrapper] = {}
         self._available: set[str] = set()
@@ -56,25 +62,37 @@ class ToolIndex:
         self._store.close()
 
     def refresh(self, specs: Sequence[ToolSpec], *, unavailable: Sequence[str] = ()) -> bool:
-        """Index these tools if they differ from the last call; return whether anything changed."""
+        """Index these tools if they differ from the last call; return whether anything changed.
+
+        Only the tools that are new or changed are embedded again: the model's time is ~15 ms a tool
+        here, so re-embedding a 1,000-tool catalogue for one crafted tool cost a search over a minute.
+        Embedding is slow work: call this off the event loop (`refresh_off_loop`)."""
         tools = sorted((s for s in specs if s.kind == "tool"), key=lambda s: s.name)
         fingerprint = _fingerprint(tools, unavailable)
         with self._lock:
             if fingerprint == self._fingerprint:
                 return False
-            for tool_id in list(self._specs):
-                self._store.delete_forever([tool_id])
+            prints = {spec.name: _fingerprint([spec], ()) for spec in tools}
+            stale = [name for name, was in self._prints.items() if prints.get(name) != was]
+            for name in stale:
+                self._store.delete_forever([name])
+                self._search.remove_tool(name)
+            now = datetime.now(UTC)
+            fresh = [_record(spec, now) for spec in tools if self._prints.get(spec.name) != prints[spec.name]]
+            for record in fresh:
+                self._store.add_tool(record)
+            self._search.index_tools(fresh)
+            self._prints = prints
             self._specs = {spec.name: spec for spec in tools}
             self._wrappers = {spec.name: wrapper_for(spec) for spec in tools}
             self._available = {spec.name for spec in tools} - set(unavailable)
-            now = datetime.now(UTC)
-            records = [_record(spec, now) for spec in tools]
-            for record in records:
-                self._store.add_tool(record)
-            self._search.index_tools(records)
             self._fingerprint = fingerprint
             self.version += 1
             return True
+
+    async def refresh_off_loop(self, specs: Sequence[ToolSpec], *, unavailable: Sequence[str] = ()) -> bool:
+        """`refresh` in a worker thread: the event loop (and the run's timeout) go on meanwhile."""
+        return await anyio.to_thread.run_sync(partial(self.refresh, specs, unavailable=unavailable))
 
     def search(self, query: str, *, detail_level: DetailLevel = "summary", limit: int = 40) -> list[dict[str, Any]]:
         """The best tools for `query`, one row per (server, tool); an empty query lists them all."""

@@ -151,7 +151,7 @@ async def _plan(
     context_chars: int,
     on_event: EventHandler | None,
 ) -> MCPTaskResult:
-    index.refresh(toolbox.specs("tool"))
+    await index.refresh_off_loop(toolbox.specs("tool"))
     menu = index.search(task, limit=menu_size)
     # Words rarely cover every tool a task needs; the menu's spare room lists others, unranked.
     seen = {(row["server"], row["tool"]) for row in menu}

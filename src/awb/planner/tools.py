@@ -91,7 +91,7 @@ class PlannerTools:
         # mid-task): re-read those that said so (list_changed), that we called since, or that cannot say.
         before = sum(self.servers.relisted.values())
         await self.servers.refresh()
-        self.index.refresh(self.servers.specs("tool"))
+        await self.index.refresh_off_loop(self.servers.specs("tool"))
         rows = self.index.search(query, detail_level=detail, limit=limit if isinstance(limit, int) else 10)
         relisted = sum(self.servers.relisted.values()) - before
         self.telemetry.emit("mcp.search.run", query=query, detail_level=detail, results=len(rows), relisted=relisted)
@@ -103,7 +103,7 @@ class PlannerTools:
         spec = self.servers.resolve(f"{server}.{tool}", "tool")
         if spec is None and await self.servers.refresh(force=True):
             # A tool the model knows of before we heard of it (crafted a moment ago): read the lists again.
-            self.index.refresh(self.servers.specs("tool"))
+            await self.index.refresh_off_loop(self.servers.specs("tool"))
             spec = self.servers.resolve(f"{server}.{tool}", "tool")
         if spec is None or not isinstance(payload, dict):
             message = (
