@@ -171,6 +171,18 @@ async def test_each_budget_limit_stops_the_task_with_an_error_naming_it(
     assert result.budget_usage.tool_calls <= budget.max_tool_calls
 
 
+async def test_searching_for_tools_is_not_a_tool_call_of_the_budget() -> None:
+    """Three searches under max_tool_calls=2 ended the task before any tool had run."""
+    search = {"action": "call_tool", "tool": "planner.search_tools", "arguments": {"query": "post a message"}}
+    script = [search, search, search, call("chat", "post_message", channel="c", text="t"), done("posted")]
+    with anyio.fail_after(30):
+        result = await execute_mcp_task(
+            "post", servers=servers(), model=ScriptedModel(script), budget=Budget(max_tool_calls=2)
+        )
+    assert result.success, result.error
+    assert result.budget_usage.tool_calls == 1
+
+
 class PricedModel(ScriptedModel):
     """A scripted model that reports tokens and names a model the offline price table knows."""
 

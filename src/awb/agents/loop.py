@@ -74,6 +74,8 @@ class _Run:
             self.tools.add(ToolSpec(sub.mode, sub.system_prompt, schema, "", "subagent"), self._spawner(sub))
         self.iterations = 0
         self.tool_calls: list[ToolCallRecord] = []
+        #: Calls counted against max_tool_calls (a lookup such as the planner's search_tools is not).
+        self._counted_calls = 0
         self.subagent_calls: list[SubagentCallRecord] = []
         self.steps: list[StepRecord] = []
         self.usage = Usage()
@@ -153,8 +155,10 @@ class _Run:
     async def _execute(self, step: StepRecord, action: Action) -> Ending | None:
         budget = self.agent.budget
         if isinstance(action, CallTool):
-            if (
-                len(self.tool_calls) >= budget.max_tool_calls
+            spec = self.tools.resolve(action.tool, "tool")
+            counted = spec is None or spec.counted
+            if counted and (
+                self._counted_calls >= budget.max_tool_calls
                 or self.scope.tool_calls >= self.scope.budget.max_tool_calls
             ):
                 limit = min(budget.max_tool_calls, self.scope.budget.max_tool_calls)
@@ -254,7 +258,8 @@ class _Run:
             self._unknown(step, "tool", action.tool)
             await self._tell_rejected(step)
             return None
-        self.scope.tool_calls += 1
+        self.scope.tool_calls += spec.counted
+        self._counted_calls += spec.counted
         outcome = await self._invoke(step, spec.name, action.arguments, lambda: self.tools.call(spec, action.arguments))
         assert step.tool_call is not None
         self.tool_calls.append(step.tool_call)

@@ -19,6 +19,9 @@ class ToolSpec:
     input_schema: dict[str, Any]
     namespace: str
     kind: Literal["tool", "subagent"] = "tool"
+    #: Whether a call counts against `max_tool_calls`: not for a lookup that calls nothing (the planner's
+    #: `search_tools`), which would spend the budget before any tool ran.
+    counted: bool = True
 
 
 @dataclass(frozen=True)

@@ -74,7 +74,9 @@ class PlannerTools:
     def toolbox(self) -> Toolbox:
         tools = Toolbox()
         tools.add(
-            ToolSpec("planner.search_tools", "Find tools of the connected servers.", SEARCH_SCHEMA, "planner"),
+            ToolSpec(
+                "planner.search_tools", "Find tools of the connected servers.", SEARCH_SCHEMA, "planner", counted=False
+            ),
             self.search_tools,
         )
         tools.add(
