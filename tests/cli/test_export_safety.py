@@ -102,3 +102,20 @@ def test_import_of_text_that_is_not_utf8_or_of_a_missing_file_is_one_error_line(
     assert as_json.returncode == 2
     assert json.loads(as_json.stderr)["error"]["code"] == "usage_error"
     assert tool_names(workspace) == ["add_numbers"]
+
+
+def test_an_import_with_a_bad_record_is_one_line_and_creates_no_inventory(workspace: Path, tmp_path: Path) -> None:
+    assert run_awb(workspace, "inventory", "export", "-o", "out.jsonl").returncode == 0
+    lines = (workspace / "out.jsonl").read_text(encoding="utf-8").splitlines()
+    tool = json.loads(lines[1])
+    tool["tool"]["memory_level"] = "forever"  # not a tier
+    bad = workspace / "bad.jsonl"
+    bad.write_text("\n".join([lines[0], json.dumps(tool), *lines[2:]]) + "\n", encoding="utf-8")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    target = elsewhere / "new.db"
+    line = assert_one_error_line(
+        run_awb(workspace, "inventory", "import", str(bad), "--inventory", str(target)), "invalid_params"
+    )
+    assert line.startswith("error (invalid_params): line 2 is not a valid record: memory_level: Input should be ")
+    assert not target.exists()

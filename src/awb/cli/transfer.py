@@ -93,7 +93,7 @@ def register(inventory_app: typer.Typer) -> None:
         sessions already present are skipped."""
         from awb.blueprints.session_tables import open_session_store
         from awb.inventory.open import open_store
-        from awb.inventory.transfer import import_lines
+        from awb.inventory.transfer import check_lines, import_lines
 
         config = _config(config_path, inventory_url, inventory)
 
@@ -109,8 +109,7 @@ def register(inventory_app: typer.Typer) -> None:
                         ) from None
 
         try:
-            with source.open("rb"):
-                pass  # unreadable: say so before opening the inventory
+            check_lines(lines())  # unreadable or malformed: said before the inventory is opened (or made)
             store = open_store(config)
             try:
                 sessions = open_session_store(config, inventory=store)

@@ -191,7 +191,11 @@ def _record(number: int, data: Any) -> _Record:
             logs = [LogEntry.model_validate(e) for e in data.get("logs", [])]
             return _Record(number, "session", (session_id, exchanges, logs))
         raise KeyError("tool, call, staged or session")
-    except (KeyError, TypeError, ValidationError) as exc:
+    except ValidationError as exc:
+        # One line: pydantic's own message spans a dozen.
+        said = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(record)'}: {e['msg']}" for e in exc.errors()[:3])
+        raise InvalidParams(f"line {number} is not a valid record: {said}", line=number) from None
+    except (KeyError, TypeError) as exc:
         raise InvalidParams(f"line {number} is not a valid record: {exc}", line=number) from None
 
 
@@ -215,6 +219,13 @@ class _Lookahead:
 
 
 # --- import ---------------------------------------------------------------------------------------------
+
+
+def check_lines(lines: Iterable[str]) -> None:
+    """Read a whole export and raise `invalid_params` at its first bad line, writing nothing anywhere (the
+    CLI checks a file before it opens, or creates, the inventory it imports into)."""
+    for _ in _parse(lines):
+        pass
 
 
 def import_lines(
