@@ -263,3 +263,14 @@ def test_staged_writes_in_a_postgres_inventory_are_reviewed_with_awb_staged(tmp_
     result = runner.invoke(app, ["staged", "list", "--config", str(config), "--json"])
     assert result.exit_code == 0, result.output
     assert "call_00000000000000ab" in result.output and "writer" in result.output
+
+
+def test_a_server_on_postgres_names_that_inventory_not_a_sqlite_path(tmp_path: Path, clean_pg_url: str) -> None:
+    from clitools import clean_env, http_server
+
+    with http_server(tmp_path, env=clean_env(AWB_INVENTORY_URL=clean_pg_url)) as server:
+        banner = next(line for line in server.seen if line.startswith("awb 0."))
+        record = json.loads((tmp_path / ".awb" / "awb.pid").read_text())
+    assert banner.rstrip().endswith(f"(inventory {clean_pg_url})")
+    assert record["inventory"] == clean_pg_url
+    assert ".db" not in banner

@@ -139,14 +139,14 @@ def _serve_http(config: Config, started: float) -> None:
             port = sock.getsockname()[1]
             pid_file.write(
                 ServerRecord(
-                    pid=os.getpid(), transport="http", host=config.host, port=port, inventory=str(config.inventory_path)
+                    pid=os.getpid(), transport="http", host=config.host, port=port, inventory=_inventory_named(config)
                 )
             )
             # Plain lines, not `note`: the server prints nothing else through rich, and loading it for
             # these two costs start-up ~50 ms (a path with "[" in it is not taken for markup either).
             sys.stderr.write(
                 f"awb {__version__}: MCP on http://{config.host}:{port}/mcp, REST on /api "
-                f"(inventory {config.inventory_path})\n"
+                f"(inventory {_inventory_named(config)})\n"
                 f"awb: web panel on http://{config.host}:{port}/\n"
             )
             sys.stderr.flush()
@@ -154,6 +154,16 @@ def _serve_http(config: Config, started: float) -> None:
             anyio.run(serve_http, workbench, sock, started)
         finally:
             sock.close()
+
+
+def _inventory_named(config: Config) -> str:
+    """The inventory this server serves, as the banner and the pid file name it: the PostgreSQL URL
+    (without its password) when one is set, not the SQLite path it does not use."""
+    if config.inventory_url:
+        from awb.inventory.postgres import redacted
+
+        return redacted(config.inventory_url)
+    return str(config.inventory_path)
 
 
 def stop(config_path: ConfigOption = None) -> None:
