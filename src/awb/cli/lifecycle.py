@@ -130,12 +130,12 @@ def _serve_http(config: Config, started: float) -> None:
     from awb.server.transports import bind, serve_http
     from awb.workbench import Workbench
 
-    # An exposed address without a token is refused before anything is bound or announced.
-    check_exposure(config)
     # The lock first: a second server on this workspace is refused before it touches the port.
     with held(config.pid_file) as pid_file:
-        sock = bind(config.host, config.port)
+        sock = bind(config.host, config.port)  # an address that cannot be served is said first
         try:
+            # An exposed address without a token is refused before anything is announced or recorded.
+            check_exposure(config)
             port = sock.getsockname()[1]
             pid_file.write(
                 ServerRecord(
