@@ -73,15 +73,20 @@ def test_agents_list_shows_the_agents_in_the_agents_directory() -> None:
     assert lines[1].startswith("hello\ttools=greeter\tGreet the person")
 
 
-def test_agents_list_json_gives_each_agent_with_its_tools_and_subagents(tmp_path: Path) -> None:
-    (tmp_path / "team.py").write_text(
+def team_module(lead_prompt: str) -> str:
+    """An agents module: `lead` (its system prompt `lead_prompt`) with `sums` as its subagent."""
+    return (
         "from pydantic import BaseModel\n"
         "from awb.agents import Agent\n\n"
         "class T(BaseModel):\n    text: str\n\n"
         "class Sums(Agent):\n    mode = 'sums'\n    tools = ('math',)\n    Input = T\n    Output = T\n\n"
         "class Lead(Agent):\n    mode = 'lead'\n    tools = ('math', 'files')\n    Input = T\n    Output = T\n"
-        "    system_prompt = 'Lead the team.\\nMore lines.'\n    subagents = (Sums,)\n"
+        f"    system_prompt = {lead_prompt!r}\n    subagents = (Sums,)\n"
     )
+
+
+def test_agents_list_json_gives_each_agent_with_its_tools_and_subagents(tmp_path: Path) -> None:
+    (tmp_path / "team.py").write_text(team_module("Lead the team.\nMore lines."))
     outcome = runner.invoke(agents_app, ["list", "--agents-dir", str(tmp_path), "--json"])
     assert outcome.exit_code == 0, outcome.output
     assert json.loads(outcome.stdout) == [
@@ -98,14 +103,7 @@ def test_agents_list_json_gives_each_agent_with_its_tools_and_subagents(tmp_path
 
 
 def test_agents_list_marks_subagents_and_reports_a_broken_module_in_one_line(tmp_path: Path) -> None:
-    (tmp_path / "team.py").write_text(
-        "from pydantic import BaseModel\n"
-        "from awb.agents import Agent\n\n"
-        "class T(BaseModel):\n    text: str\n\n"
-        "class Sums(Agent):\n    mode = 'sums'\n    tools = ('math',)\n    Input = T\n    Output = T\n\n"
-        "class Lead(Agent):\n    mode = 'lead'\n    tools = ('math', 'files')\n    Input = T\n    Output = T\n"
-        "    system_prompt = 'Lead the team.'\n    subagents = (Sums,)\n"
-    )
+    (tmp_path / "team.py").write_text(team_module("Lead the team."))
     (tmp_path / "broken.py").write_text("import no_such_module_here\n")
     outcome = runner.invoke(agents_app, ["list", "--agents-dir", str(tmp_path)])
     assert outcome.exit_code == 0, outcome.output
