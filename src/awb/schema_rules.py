@@ -84,10 +84,10 @@ def served_output_schema(output_schema: dict[str, Any] | None) -> dict[str, Any]
     return {"type": "object", "properties": {"result": inner}, "required": ["result"]}
 
 
-#: Keywords whose values are data: a "$ref" inside an `enum` is not a reference.
-_DATA = frozenset({"enum", "const", "default", "examples"})
+#: Keywords whose values are data, not schemas: a "$ref" inside an `enum` is not a reference.
+DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
 #: Keywords whose values map names (of properties, definitions) to subschemas: any key there is a name.
-_NAME_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+NAME_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
 
 
 def _moved_under(schema: Any, base: str, *, names: bool = False) -> Any:
@@ -104,10 +104,10 @@ def _moved_under(schema: Any, base: str, *, names: bool = False) -> Any:
     for key, value in schema.items():
         if key in ("$ref", "$dynamicRef") and isinstance(value, str) and (value == "#" or value.startswith("#/")):
             moved[key] = base + value[1:]
-        elif key in _DATA:
+        elif key in DATA_KEYWORDS:
             moved[key] = value
         else:
-            moved[key] = _moved_under(value, base, names=key in _NAME_MAPS)
+            moved[key] = _moved_under(value, base, names=key in NAME_MAPS)
     return moved
 
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 from awb.errors import InvalidParams
 from awb.quick_check import Check, quick_check
 from awb.schema_bounds import clock, compile_pattern, is_regex, unique_items
+from awb.schema_rules import DATA_KEYWORDS, NAME_MAPS
 from awb.text import cap_text
 
 T = TypeVar("T")
@@ -44,10 +45,6 @@ MAX_ERROR_MESSAGE_CHARS = 500
 VALIDATION_SECONDS = 2.0
 
 
-# Keywords whose values are data, not schemas: a `$ref` inside an `enum` is not a reference.
-_DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
-# Keywords whose values map names (of properties, definitions) to subschemas.
-_NAME_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
 # Schemas made only of these keywords validate in time linear in a small instance: on the event loop.
 _CHEAP_KEYWORDS = frozenset(
     {
@@ -118,8 +115,8 @@ def _schema_nodes(schema: dict[str, Any]) -> Iterator[tuple[dict[str, Any], int]
             if not name_map:
                 yield node, depth
             for key, value in node.items():
-                if name_map or key not in _DATA_KEYWORDS:
-                    stack.append((value, depth + 1, not name_map and key in _NAME_MAPS and isinstance(value, dict)))
+                if name_map or key not in DATA_KEYWORDS:
+                    stack.append((value, depth + 1, not name_map and key in NAME_MAPS and isinstance(value, dict)))
         elif isinstance(node, list):
             stack.extend((value, depth + 1, False) for value in node)
 
