@@ -17,7 +17,6 @@ check is linear and looks at the clock as it goes.
 from __future__ import annotations
 
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -91,8 +90,8 @@ def _compiled(pattern: str) -> Any:
         re2.purge()  # the module's own cache of recent programs
 
 
-def unique_items(out_of_time: Callable[[], None]) -> Callable[..., Iterator[Any]]:
-    """The `uniqueItems` keyword, linear in the array; `out_of_time` raises past the budget."""
+def unique_items(check_budget: Callable[[], None]) -> Callable[..., Iterator[Any]]:
+    """The `uniqueItems` keyword, linear in the array; `check_budget` raises past the time budget."""
 
     def keyword(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[Any]:
         if not unique or not validator.is_type(instance, "array"):
@@ -100,7 +99,7 @@ def unique_items(out_of_time: Callable[[], None]) -> Callable[..., Iterator[Any]
         seen: set[Any] = set()
         for index, item in enumerate(instance):
             if index % _CLOCK_EVERY == 0:
-                out_of_time()
+                check_budget()
             key = _key(item)
             if key in seen:
                 from jsonschema import ValidationError
@@ -133,11 +132,3 @@ def _key(value: Any) -> Any:
     if isinstance(value, dict):
         return ("object", frozenset((name, _key(item)) for name, item in value.items()))
     return ("other", id(value))
-
-
-def clock(deadline: Callable[[], float], too_long: Callable[[], Exception]) -> Callable[[], None]:
-    def out_of_time() -> None:
-        if time.monotonic() > deadline():
-            raise too_long()
-
-    return out_of_time

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 from awb.errors import InvalidParams
 from awb.quick_check import Check, quick_check
-from awb.schema_bounds import clock, compile_pattern, is_regex, unique_items
+from awb.schema_bounds import compile_pattern, is_regex, unique_items
 from awb.schema_rules import DATA_KEYWORDS, NAME_MAPS
 from awb.text import cap_text
 
@@ -183,14 +183,15 @@ def _additional_properties(validator: Any, additional: Any, instance: Any, schem
         yield ValidationError(f"additional properties are not allowed ({names} unexpected)")
 
 
-def _out_of_budget() -> SchemaTooExpensive:
-    return SchemaTooExpensive("validation ran out of its time budget")
+def _check_budget() -> None:
+    """Raise `SchemaTooExpensive` once this thread's validation is past its deadline."""
+    if time.monotonic() > _budget.deadline:
+        raise SchemaTooExpensive("validation ran out of its time budget")
 
 
 def _bounded(keyword: Callable[..., Any]) -> Callable[..., Any]:
     def run(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
-        if time.monotonic() > _budget.deadline:
-            raise _out_of_budget()
+        _check_budget()
         return keyword(validator, value, instance, schema)
 
     return run
@@ -224,7 +225,7 @@ def _engine() -> _Engine:
         "pattern": _pattern,
         "patternProperties": _pattern_properties,
         "additionalProperties": _additional_properties,
-        "uniqueItems": unique_items(clock(lambda: _budget.deadline, _out_of_budget)),
+        "uniqueItems": unique_items(_check_budget),
     }
     validator_class = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
         Draft202012Validator, {name: _bounded(fn) for name, fn in keywords.items()}
