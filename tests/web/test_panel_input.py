@@ -12,9 +12,10 @@ import pytest
 
 from awb.config import Config
 from awb.feed import SQLiteEventFeed
+from awb.inventory.models import MAX_STORED_INT
 from awb.inventory.sqlite import SQLiteStore
 from awb.web import stream
-from awb.web.numbers import MAX_WHOLE_NUMBER, whole_number
+from awb.web.numbers import whole_number
 from awb.workbench import Workbench
 from conftest import ORIGIN
 from support import add_tool
@@ -28,13 +29,13 @@ NOT_NUMBERS = ["²", "٣", "1²", " 1", "-1", "1e3", "99999999999999999999999", 
 
 @pytest.mark.parametrize(
     ("raw", "expected"),
-    [("0", 0), ("7", 7), ("007", 7), (str(MAX_WHOLE_NUMBER), MAX_WHOLE_NUMBER), ("0" * 50 + "12", 12)],
+    [("0", 0), ("7", 7), ("007", 7), (str(MAX_STORED_INT), MAX_STORED_INT), ("0" * 50 + "12", 12)],
 )
 def test_whole_number_reads_ascii_digits_within_64_bits(raw: str, expected: int) -> None:
     assert whole_number(raw) == expected
 
 
-@pytest.mark.parametrize("raw", ["", None, str(MAX_WHOLE_NUMBER + 1), *NOT_NUMBERS])
+@pytest.mark.parametrize("raw", ["", None, str(MAX_STORED_INT + 1), *NOT_NUMBERS])
 def test_whole_number_is_none_for_anything_else(raw: str | None) -> None:
     assert whole_number(raw) is None
 
@@ -70,7 +71,7 @@ async def test_a_rollback_to_a_version_that_is_no_number_is_refused(
 
 
 @pytest.mark.parametrize("action", ["apply", "discard"])
-@pytest.mark.parametrize("raw", ["99999999999999999999999", "9" * 5000, "x1", str(MAX_WHOLE_NUMBER)])
+@pytest.mark.parametrize("raw", ["99999999999999999999999", "9" * 5000, "x1", str(MAX_STORED_INT)])
 async def test_a_staged_write_id_that_names_no_write_is_a_clear_error(
     strict_client: httpx.AsyncClient, action: str, raw: str
 ) -> None:
@@ -87,7 +88,7 @@ async def test_an_unusable_last_event_id_starts_the_stream_at_the_newest_event(
     now = workbench.clock.now()
     store.append_event("deleted", None, {"name": "before"}, now)
     try:
-        for raw in ["99999999999999999999999999", "²", str(MAX_WHOLE_NUMBER)]:
+        for raw in ["99999999999999999999999999", "²", str(MAX_STORED_INT)]:
             request = FakeRequest({"last-event-id": raw})
             chunks = stream.event_stream(request, feed, stream.start_cursor(request, feed))  # type: ignore[arg-type]
             try:
@@ -125,7 +126,7 @@ async def test_a_version_that_does_not_exist_is_not_found_not_the_current_one(
 ) -> None:
     await workbench.craft(add_tool("adder"))
     await workbench.update("adder", description="Add two numbers, second edition")
-    for version in ("99", "0", str(MAX_WHOLE_NUMBER)):
+    for version in ("99", "0", str(MAX_STORED_INT)):
         page = await client.get("/tools/adder", params={"version": version})
         assert page.status_code == 404, version
         assert "version_not_found" in page.text

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from awb.errors import InvalidParams, SandboxViolation
+from awb.inventory.models import MAX_STORED_INT
 
 if TYPE_CHECKING:
     from awb.config import Config
@@ -141,8 +142,6 @@ class StagedWrite:
 
 #: Statuses a listing may ask for (`applying` is the moment between claiming a write and writing it).
 LISTED_STATUSES = (PENDING, APPLYING, APPLIED, DISCARDED)
-#: Ids are SQLite and PostgreSQL integers (64-bit): a larger number names no write.
-MAX_STAGED_ID = 2**63 - 1
 
 
 def list_staged(store: StagingStore, status: str | None = PENDING) -> list[StagedWrite]:
@@ -153,9 +152,8 @@ def list_staged(store: StagingStore, status: str | None = PENDING) -> list[Stage
 
 
 def get_staged(store: StagingStore, staged_id: int) -> StagedWrite:
-    if not 0 < staged_id <= MAX_STAGED_ID:  # the database cannot even compare a larger one
-        raise InvalidParams(f"no staged write with id {staged_id}", id=staged_id)
-    row = store.get_staged(staged_id)
+    # An id past the database's integers names no write (the database cannot even compare it).
+    row = store.get_staged(staged_id) if 0 < staged_id <= MAX_STORED_INT else None
     if row is None:
         raise InvalidParams(f"no staged write with id {staged_id}", id=staged_id)
     return StagedWrite.from_row(row)

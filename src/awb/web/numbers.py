@@ -6,13 +6,13 @@ overflows past 64 bits: so a number here is ASCII digits that fit a 64-bit integ
 
 from __future__ import annotations
 
-#: The largest integer SQLite (and PostgreSQL's bigint) stores; no id or version the inventory holds is larger.
-MAX_WHOLE_NUMBER = 2**63 - 1
-_MAX_DIGITS = len(str(MAX_WHOLE_NUMBER))
+from awb.inventory.models import MAX_STORED_INT
+
+_MAX_DIGITS = len(str(MAX_STORED_INT))
 
 
 def whole_number(raw: str | None) -> int | None:
-    """`raw` as an int when it is ASCII digits (leading zeros allowed) no larger than MAX_WHOLE_NUMBER;
+    """`raw` as an int when it is ASCII digits (leading zeros allowed) no larger than MAX_STORED_INT;
     otherwise None, for the caller to treat as absent or to refuse."""
     if not raw or not (raw.isascii() and raw.isdigit()):
         return None
@@ -20,4 +20,4 @@ def whole_number(raw: str | None) -> int | None:
     if len(digits) > _MAX_DIGITS:  # checked before `int`, which refuses very long strings outright
         return None
     value = int(digits)
-    return value if value <= MAX_WHOLE_NUMBER else None
+    return value if value <= MAX_STORED_INT else None
