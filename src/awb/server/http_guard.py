@@ -14,7 +14,6 @@ import ipaddress
 import json
 from contextlib import suppress
 from http.cookies import CookieError, SimpleCookie
-from urllib.parse import quote
 
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
@@ -22,6 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from awb.config import Config
 from awb.errors import ConfigError
+from awb.panel_access import PANEL_COOKIE, PANEL_LOGIN, PANEL_STATIC, sign_in_location
 
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 _WILDCARD_BINDS = ("0.0.0.0", "::", "")
@@ -78,12 +78,6 @@ def _allowed(value: str, allowlist: list[str]) -> bool:
     return False
 
 
-#: The web panel's sign-in page, static files and token cookie (`awb.web`), kept in step with it.
-PANEL_LOGIN = "/login"
-PANEL_STATIC = "/static/"
-PANEL_COOKIE = "awb_panel_token"
-
-
 class HttpGuard:
     """ASGI middleware: Host and Origin on the allowlist, and (if configured) `Authorization: Bearer`."""
 
@@ -120,7 +114,7 @@ class HttpGuard:
         if self._token is not None and not self._signed_in(headers, path):
             if not path.startswith(("/mcp", "/api")):
                 # A person opening the panel without the cookie goes to its sign-in page.
-                return 303, "unauthorized", "sign in first", [(b"location", _sign_in_location(scope).encode())]
+                return 303, "unauthorized", "sign in first", [(b"location", _sign_in(scope).encode())]
             challenge = [(b"www-authenticate", b'Bearer realm="awb"')]
             return 401, "unauthorized", "a valid 'Authorization: Bearer <token>' header is required", challenge
         return None
@@ -145,14 +139,9 @@ class HttpGuard:
         return scheme.lower() == "bearer" and hmac.compare_digest(credentials.strip().encode("utf-8"), self._token)
 
 
-def _sign_in_location(scope: Scope) -> str:
-    """The panel's sign-in page, with `next` naming the page a browser asked for (a GET of a path on this
-    server: never `//host`; a change's URL is no page to come back to); /login checks `next` again."""
-    path = str(scope.get("path", ""))
-    if scope.get("method") not in ("GET", "HEAD") or path in ("", "/") or path.startswith("//") or "\\" in path:
-        return PANEL_LOGIN
+def _sign_in(scope: Scope) -> str:
     query = bytes(scope.get("query_string", b"")).decode("latin-1")
-    return f"{PANEL_LOGIN}?next={quote(f'{path}?{query}' if query else path, safe='/')}"
+    return sign_in_location(str(scope.get("method", "")), str(scope.get("path", "")), query)
 
 
 def guard_http(app: ASGIApp, config: Config) -> HttpGuard:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import hmac
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 from starlette.requests import Request
 
-TOKEN_COOKIE = "awb_panel_token"
+from awb import panel_access
+
+TOKEN_COOKIE = panel_access.PANEL_COOKIE
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
-SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 class Refused(Exception):
@@ -50,13 +51,8 @@ def token_ok(expected: str | None, presented: str | None) -> bool:
 
 
 def sign_in_location(request: Request) -> str:
-    """`/login`, with `next` naming the page asked for when it is one to come back to (a GET of a path on
-    this server: a change's URL is no page); `/login` checks `next` again before it redirects there."""
-    path = request.url.path
-    if request.method not in SAFE_METHODS or path == "/" or path.startswith("//") or "\\" in path:
-        return "/login"
-    target = f"{path}?{request.url.query}" if request.url.query else path
-    return f"/login?next={quote(target, safe='/')}"
+    """`/login`, with `next` when the page asked for is one to come back to (`awb.panel_access`)."""
+    return panel_access.sign_in_location(request.method, request.url.path, request.url.query)
 
 
 def _host_name(host: str) -> str:
