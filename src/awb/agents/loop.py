@@ -163,7 +163,7 @@ class _Run:
             ):
                 limit = min(budget.max_tool_calls, self.scope.budget.max_tool_calls)
                 return _stop("max_tool_calls", "the tool-call budget is spent", limit=limit)
-            outcome = await self._call_tool(step, action)
+            outcome = await self._call_tool(step, action, spec)
             if outcome is not None and not outcome.ok and self.agent.stop_on_tool_error:
                 return _stop("tool_error", f"tool {action.tool!r} failed", result=to_text(outcome.payload))
         elif isinstance(action, SpawnSubagent):
@@ -252,8 +252,8 @@ class _Run:
         step.rejected.append(RejectedAction(code=f"{kind}_not_found", message=message, reply=name))
         self.context.add("tool_error", name, message)
 
-    async def _call_tool(self, step: StepRecord, action: CallTool) -> ToolOutcome | None:
-        spec = self.tools.resolve(action.tool, "tool")
+    async def _call_tool(self, step: StepRecord, action: CallTool, spec: ToolSpec | None) -> ToolOutcome | None:
+        """`action` on the tool it names (`spec`, resolved by the caller; None when there is none)."""
         if spec is None:
             self._unknown(step, "tool", action.tool)
             await self._tell_rejected(step)
