@@ -37,9 +37,8 @@ class ToolIndex:
 
     def __init__(self, *, mode: Literal["auto", "text", "hybrid"] = "auto") -> None:
         self._lock = threading.Lock()
-        self._fingerprint = ""
-        #: Each indexed tool's own fingerprint: a tool whose name, description and schema are unchanged
-        #: keeps its record and vector.
+        #: Each indexed tool's fingerprint: a tool whose name, description and schema are unchanged keeps
+        #: its record and vector, and a refresh that changes none (nor what is available) does nothing.
         self._prints: dict[str, str] = {}
         self._specs: dict[str, ToolSpec] = {}
         self._wrappers: dict[str, Wrapper] = {}
@@ -68,11 +67,11 @@ class ToolIndex:
         here, so re-embedding a 1,000-tool catalogue for one crafted tool cost a search over a minute.
         Embedding is slow work: call this off the event loop (`refresh_off_loop`)."""
         tools = sorted((s for s in specs if s.kind == "tool"), key=lambda s: s.name)
-        fingerprint = _fingerprint(tools, unavailable)
+        prints = {spec.name: _fingerprint(spec) for spec in tools}
+        available = set(prints) - set(unavailable)
         with self._lock:
-            if fingerprint == self._fingerprint:
+            if prints == self._prints and available == self._available:
                 return False
-            prints = {spec.name: _fingerprint([spec], ()) for spec in tools}
             stale = [name for name, was in self._prints.items() if prints.get(name) != was]
             for name in stale:
                 self._store.delete_forever([name])
@@ -85,8 +84,7 @@ class ToolIndex:
             self._prints = prints
             self._specs = {spec.name: spec for spec in tools}
             self._wrappers = {spec.name: wrapper_for(spec) for spec in tools}
-            self._available = {spec.name for spec in tools} - set(unavailable)
-            self._fingerprint = fingerprint
+            self._available = available
             self.version += 1
             return True
 
@@ -125,8 +123,8 @@ class ToolIndex:
         return row
 
 
-def _fingerprint(specs: Sequence[ToolSpec], unavailable: Sequence[str]) -> str:
-    data = [[s.name, s.description, s.input_schema] for s in specs] + [sorted(unavailable)]
+def _fingerprint(spec: ToolSpec) -> str:
+    data = [spec.name, spec.description, spec.input_schema]
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
 
