@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, StringConstraints, ValidationError, field_validator
 
 from awb.errors import ConfigError
+from awb.text import cap_text
 
 CONFIG_FILENAME = "awb.config.json"
 ENV_PREFIX = "AWB_"
@@ -215,8 +216,7 @@ def _shown(loc: tuple[Any, ...], value: Any) -> str:
         return f"a value of {len(value)} characters" if isinstance(value, str) else f"a {type(value).__name__}"
     if isinstance(value, Mapping):
         return "an object with keys " + ", ".join(str(key) for key in list(value)[:20]) if value else "{}"
-    text = repr(value)
-    return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "..."
+    return cap_text(repr(value), _SHOWN_CHARS)
 
 
 def _format_validation_error(err: ValidationError, source: str) -> ConfigError:

@@ -27,6 +27,7 @@ from awb.feed import EventFeed, open_feed
 from awb.inventory.models import MEMORY_LEVELS
 from awb.safe_text import visible
 from awb.sandbox import staging
+from awb.text import cap_text
 from awb.web import security, stream, views
 from awb.web.numbers import whole_number
 from awb.web.runs import run_logs
@@ -276,7 +277,7 @@ def _safe_next(target: str) -> str:
 
 def _quoted(raw: str) -> str:
     # What a person typed, short enough for an error page (it may be thousands of digits).
-    return repr(raw if len(raw) <= 40 else raw[:40] + "…")
+    return repr(cap_text(raw, 40))
 
 
 def _staged_id(request: Request) -> int:
