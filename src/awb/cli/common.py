@@ -65,12 +65,19 @@ def open_store(config: Config) -> SQLiteStore:
         ) from None
 
 
+def absent_inventory(config: Config) -> Path | None:
+    """The SQLite file the config names when it does not exist yet; None when there is an inventory to
+    read (or one that is not a file: PostgreSQL, `:memory:`)."""
+    path = config.inventory_path
+    return None if config.inventory_url or str(path) == ":memory:" or path.exists() else path
+
+
 def inventory_missing(config: Config, config_path: Path | None) -> bool:
     """True (and says so on stderr) when there is no inventory yet: a check never creates one."""
     from awb.config import find_config_file
 
-    path = config.inventory_path
-    if config.inventory_url or str(path) == ":memory:" or path.exists():
+    path = absent_inventory(config)
+    if path is None:
         return False
     where = "" if find_config_file(config_path) is not None else f"no {CONFIG_FILENAME} here; "
     note(f"{where}no inventory at {path} yet (`awb init` or `awb start` creates it): nothing to show")

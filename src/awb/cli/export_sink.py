@@ -33,7 +33,6 @@ class ExportSink:
     replace: `inventory` (a SQLite file, or None) and `config_file` are the workspace's own."""
 
     def __init__(self, output: Path | None, inventory: Path | None, config_file: Path | None) -> None:
-        self._output = output
         self._target: Path | None = None
         self._temporary: Path | None = None
         self._file: IO[str] | None = None

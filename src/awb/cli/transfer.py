@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from awb.cli.common import absent_inventory
 from awb.cli.export_sink import ExportSink
 from awb.cli.output import fail, note, print_json
 from awb.errors import AwbError, InvalidParams, UsageError
@@ -54,12 +55,13 @@ def register(inventory_app: typer.Typer) -> None:
 
         config = _config(config_path, inventory_url, inventory)
         try:
-            inventory_file = None if config.inventory_url else config.inventory_path
-            if inventory_file is not None and str(inventory_file) != ":memory:" and not inventory_file.exists():
+            missing = absent_inventory(config)
+            if missing is not None:
                 # Not an empty export: written over an earlier one, it would lose that one's tools.
                 raise UsageError(
-                    f"no inventory at {inventory_file}: nothing to export (`--config` or `--inventory` names one)"
+                    f"no inventory at {missing}: nothing to export (`--config` or `--inventory` names one)"
                 )
+            inventory_file = None if config.inventory_url else config.inventory_path
             sink = ExportSink(output, inventory_file, find_config_file(config_path))
             store = open_store(config)
         except AwbError as error:
