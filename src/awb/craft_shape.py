@@ -18,15 +18,12 @@ MAX_DERIVED_DESCRIPTION = 1024
 #: Only the head of the code is read for a description: a docstring or comment sits at the top.
 _HEAD_CHARS = 16_384
 # Bounded repeats: the code is an agent's, and a pattern that can rescan the head per match must not.
-_RUN_DOCSTRING = re.compile(
-    r"def\s{1,50}run\s{0,50}\([^)]{0,500}\)[^:\n]{0,200}:\s{0,200}[rRuU]?(\"\"\"|''')\s{0,200}([^\n]*)"
-)
+#: `def run(...):` up to where its docstring would begin (a string prefix included).
+_RUN_HEAD = r"def\s{1,50}run\s{0,50}\([^)]{0,500}\)[^:\n]{0,200}:\s{0,200}[rRuU]?"
+_RUN_DOCSTRING = re.compile(_RUN_HEAD + r"(\"\"\"|''')\s{0,200}([^\n]*)")
 _MODULE_DOCSTRING = re.compile(r"[rRuU]?(\"\"\"|''')\s*([^\n]*)")
-#: `def run(...):` whose docstring is a one-line string in single quotes ('...' or "..."), a docstring too.
-_RUN_ONE_LINE_DOCSTRING = re.compile(
-    r"def\s{1,50}run\s{0,50}\([^)]{0,500}\)[^:\n]{0,200}:\s{0,200}[rRuU]?"
-    r"('(?:[^'\\\n]|\\.){0,500}'|\"(?:[^\"\\\n]|\\.){0,500}\")"
-)
+#: A docstring that is a one-line string in single quotes ('...' or "..."), a docstring too.
+_RUN_ONE_LINE_DOCSTRING = re.compile(_RUN_HEAD + r"('(?:[^'\\\n]|\\.){0,500}'|\"(?:[^\"\\\n]|\\.){0,500}\")")
 
 
 def craft_fields(data: Any) -> Any:
