@@ -137,16 +137,15 @@ def _serve_http(config: Config, started: float) -> None:
             # An exposed address without a token is refused before anything is announced or recorded.
             check_exposure(config)
             port = sock.getsockname()[1]
+            inventory = _inventory_named(config)
             pid_file.write(
-                ServerRecord(
-                    pid=os.getpid(), transport="http", host=config.host, port=port, inventory=_inventory_named(config)
-                )
+                ServerRecord(pid=os.getpid(), transport="http", host=config.host, port=port, inventory=inventory)
             )
             # Plain lines, not `note`: the server prints nothing else through rich, and loading it for
             # these two costs start-up ~50 ms (a path with "[" in it is not taken for markup either).
             sys.stderr.write(
                 f"awb {__version__}: MCP on http://{config.host}:{port}/mcp, REST on /api "
-                f"(inventory {_inventory_named(config)})\n"
+                f"(inventory {inventory})\n"
                 f"awb: web panel on http://{config.host}:{port}/\n"
             )
             sys.stderr.flush()

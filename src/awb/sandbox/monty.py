@@ -343,7 +343,8 @@ def _runtime_error_of(exc: pm.MontyRuntimeError, limits: Limits, run: MontyRun |
     if kind == "TimeoutError" and "time limit" in message:
         return ToolTimeout.past(limits.timeout_ms)
     if kind == "MemoryError":
-        if _print_cap(message, limits):  # pydantic-monty reports its print cap as a MemoryError too
+        # pydantic-monty reports its print cap as a MemoryError too
+        if print_cap_hit(message, limits.max_log_bytes, limits.memory_mb * 1024 * 1024):
             return OutputExceeded(
                 f"printed output is over the {limits.max_log_bytes}-byte cap", limit=limits.max_log_bytes
             )
@@ -359,10 +360,6 @@ def _runtime_error_of(exc: pm.MontyRuntimeError, limits: Limits, run: MontyRun |
     if "output" in message and "limit" in message:
         return OutputExceeded(message)
     return ToolRuntimeError(f"{kind}: {message}", exception=kind, traceback=traceback, unsupported=kind in UNSUPPORTED)
-
-
-def _print_cap(message: str, limits: Limits) -> bool:
-    return print_cap_hit(message, limits.max_log_bytes, limits.memory_mb * 1024 * 1024)
 
 
 def print_cap_hit(message: str, max_log_bytes: int, memory_bytes: int) -> bool:

@@ -17,7 +17,6 @@ from awb.blueprints.sessions import MAX_MESSAGE_CHARS, SESSION_ID_PATTERN
 
 router = APIRouter(prefix="/api/agents", tags=["agents"], route_class=GuardedRoute)
 Service = Annotated[BlueprintService, Depends(blueprint_service)]
-SESSION_ID = SESSION_ID_PATTERN
 
 
 class RunRequest(BaseModel):
@@ -36,7 +35,7 @@ class RunRequest(BaseModel):
     #: A blueprint compiled (cached) or saved earlier.
     blueprint_id: str | None = Field(None, max_length=64)
     #: Continue a session (its history is restored when the blueprint's memory is on); new when absent.
-    session_id: str | None = Field(None, pattern=SESSION_ID)
+    session_id: str | None = Field(None, pattern=SESSION_ID_PATTERN)
 
 
 class RunResponse(RunReply):
@@ -69,6 +68,6 @@ async def run_agent(service: Service, request: RunRequest) -> RunResponse:
 
 
 @router.get("/logs", responses=ERRORS)
-async def run_logs(service: Service, session_id: Annotated[str, Query(pattern=SESSION_ID)]) -> SessionLogs:
+async def run_logs(service: Service, session_id: Annotated[str, Query(pattern=SESSION_ID_PATTERN)]) -> SessionLogs:
     """Every log entry of a session in chronological order: run_start, tool_call, guardrail_violation, run_end."""
     return SessionLogs(session_id=session_id, entries=await service.logs(session_id))
