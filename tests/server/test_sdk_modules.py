@@ -92,3 +92,24 @@ def test_nothing_is_done_when_the_sdk_is_already_imported() -> None:
         """
     )
     assert out.strip() == "False False"
+
+
+def test_the_wire_models_are_built_when_first_used_and_then_validate_as_before() -> None:
+    out = _run(
+        """
+        assert sdk_modules.serve_first()
+        import awb.server.transports
+        import mcp_types._v2025_11_25 as v2025, mcp_types._v2026_07_28 as v2026
+        from mcp_types.methods import validate_client_request
+        from pydantic import ValidationError
+        models = [m for module in (v2025, v2026) for m in vars(module).values() if getattr(m, "model_fields", None)]
+        built = sum(m.__pydantic_complete__ for m in models)
+        validate_client_request("tools/call", "2025-11-25", {"name": "t", "arguments": {"a": 1}})
+        try:
+            validate_client_request("tools/call", "2025-11-25", {"arguments": {"a": 1}})
+        except ValidationError as error:
+            print("refused", error.error_count())
+        print(len(models) > 300, built, v2025.CallToolRequest.__pydantic_complete__)
+        """
+    )
+    assert out.splitlines() == ["refused 1", "True 0 True"]
