@@ -200,7 +200,7 @@ class PostgresSessionStore(_SessionTables):
     @classmethod
     def open(cls, url: str) -> PostgresSessionStore:
         """A store on connections of its own (migrating the database, as opening the inventory would)."""
-        from awb.inventory.postgres import open_pool
+        from awb.inventory.postgres_pool import open_pool
 
         pool = open_pool(url, max_size=POOL_MAX)
         return cls(pool.connection, on_close=pool.close)

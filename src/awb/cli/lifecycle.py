@@ -159,7 +159,7 @@ def _inventory_named(config: Config) -> str:
     """The inventory this server serves, as the banner and the pid file name it: the PostgreSQL URL
     (without its password) when one is set, not the SQLite path it does not use."""
     if config.inventory_url:
-        from awb.inventory.postgres import redacted
+        from awb.inventory.postgres_pool import redacted
 
         return redacted(config.inventory_url)
     return str(config.inventory_path)

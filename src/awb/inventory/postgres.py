@@ -10,7 +10,7 @@ has pgvector: then they are mirrored into HNSW indexes that search asks (awb.inv
 
 Listing, search and vectors (awb.inventory.postgres_listing) and calls, staged writes and the event
 journal (awb.inventory.postgres_records) are mixed into the store; rows map to records as in SQLite
-(awb.inventory.rows).
+(awb.inventory.rows). The connection pool is set up in awb.inventory.postgres_pool.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Literal, cast
 
-from awb.errors import ConfigError
 from awb.inventory.models import CallRecord, Tool, ToolVersion
 from awb.inventory.postgres_listing import PostgresListing
-from awb.inventory.postgres_migrations import SCHEMA_VERSION, applied_versions, migrate
+from awb.inventory.postgres_migrations import SCHEMA_VERSION, applied_versions
 from awb.inventory.postgres_notify import CHANNEL, Change, ChangeListenerThread, payload, send
+from awb.inventory.postgres_pool import POOL_MAX, open_pool, psycopg_modules, redacted
 from awb.inventory.postgres_records import CALLS_CACHED, PostgresRecords
 from awb.inventory.postgres_text import PostgresTextIndex
 from awb.inventory.postgres_vectors import PgVectorMirror, PgVectorSetting
@@ -49,7 +49,6 @@ from awb.inventory.rows import (
 
 #: Advisory lock key serialising inserts while `max_tools` is checked ("awb_add" in ASCII).
 ADD_LOCK = 0x6177625F616464
-POOL_MAX = 8
 #: Fields whose new values this server can put into its cached record as they are (delete, equip,
 #: tier changes); any other write makes it read the record again.
 _RECORD_FIELDS = frozenset({"status", "equipped", "updated_at", "memory_level", "last_used_at"})
@@ -57,58 +56,6 @@ _RECORD_FIELDS = frozenset({"status", "equipped", "updated_at", "memory_level", 
 IMPORT_BATCH = 1000
 
 _INSERT_VERSION = f"INSERT INTO tool_versions (tool_id, {VERSION_COLUMNS}) VALUES ({', '.join(['%s'] * 11)})"
-
-
-def _psycopg() -> Any:
-    try:
-        import psycopg
-        import psycopg_pool
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ConfigError(
-            "inventory_url points at PostgreSQL, but psycopg is not installed: pip install 'agent-workbench[postgres]'",
-            missing=str(exc.name),
-        ) from exc
-    return psycopg, psycopg_pool
-
-
-def redacted(url: str) -> str:
-    """`url` without its password, for messages."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    if parts.password:
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-        return urlunsplit(parts._replace(netloc=netloc))
-    return url
-
-
-def open_pool(url: str, *, max_size: int = POOL_MAX, migrate_schema: bool = True, durable: bool = False) -> Any:
-    """A psycopg connection pool on the inventory at `url` (autocommit: reads are one round trip, writes
-    open their own transaction), after migrating its schema; `ConfigError` when it cannot be reached."""
-    psycopg, psycopg_pool = _psycopg()
-
-    def configure(conn: Any) -> None:
-        if not durable:
-            # Like SQLite's WAL with synchronous=NORMAL: a commit returns before its WAL record is on
-            # disk. A crash of the database host can lose the last moments of commits, never corrupt
-            # or half-apply one; every commit costs a round trip instead of an fsync.
-            conn.execute("SET synchronous_commit = off")
-
-    try:
-        if migrate_schema:
-            with psycopg.connect(url, autocommit=True) as conn:
-                migrate(conn, where=redacted(url))
-        return psycopg_pool.ConnectionPool(
-            url,
-            min_size=1,
-            max_size=max(max_size, 1),
-            open=True,
-            name="awb-inventory",
-            kwargs={"autocommit": True},
-            configure=configure,
-        )
-    except psycopg.OperationalError as exc:
-        raise ConfigError(f"cannot reach the inventory at {redacted(url)}: {exc}", url=redacted(url)) from exc
 
 
 class PostgresStore(PostgresListing, PostgresRecords):
@@ -125,7 +72,7 @@ class PostgresStore(PostgresListing, PostgresRecords):
         durable: bool = False,
         pgvector: PgVectorSetting = "auto",
     ) -> None:
-        psycopg, _ = _psycopg()
+        psycopg, _ = psycopg_modules()
         self.url = url
         self.max_tools = max_tools
         self.durable = durable
