@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
+from awb.sandbox import javascript_worker
+from awb.sandbox.host import HostBridge
 from awb.sandbox.javascript import JavaScriptRuntime
+from awb.text import MAX_RESULT_DEPTH, nesting_depth
 from sandbox_support import LIMITS, SHORT, Staged, failure
 
 pytestmark = pytest.mark.anyio
@@ -81,6 +85,12 @@ HOSTILE: list[tuple[str, str, set[str]]] = [
     ),
     ("return_5mb", "function run(p) { return 'x'.repeat(5e6); }", {"output_exceeded"}),
     ("deep_recursion", "function run(p) { function f() { return f() + 1; } return f(); }", {"runtime_error"}),
+    (
+        "return_deeply_nested",
+        "function run(p) { let a = []; for (let i = 0; i < 2e5; i++) a = [a]; return a; }",
+        {"output_exceeded"},
+    ),
+    ("return_itself", "function run(p) { const a = {b: [1]}; a.b.push(a); return a; }", {"runtime_error"}),
 ]
 
 
@@ -119,3 +129,53 @@ async def test_twenty_hostile_calls_in_parallel_leave_normal_calls_working(
 async def test_worker_runs_under_the_kernel_lockdown(javascript: JavaScriptRuntime) -> None:
     layers = javascript.protections()
     assert layers["worker_process"] and layers["seccomp"] and layers["no_new_privs"]
+
+
+async def test_a_result_nested_past_the_limit_is_refused_in_the_worker_and_one_at_it_returns(
+    javascript: JavaScriptRuntime, host_factory: Any
+) -> None:
+    nest = "function run(p) { let a = 1; for (let i = 0; i < p.n; i++) a = [a]; return a; }"
+    value = (await javascript.execute(nest, {"n": MAX_RESULT_DEPTH}, LIMITS, host_factory())).value
+    assert nesting_depth(value, MAX_RESULT_DEPTH) == MAX_RESULT_DEPTH
+    error = await failure(javascript, nest, {"n": 200_000}, host_factory())
+    assert (error.code, str(error)) == ("output_exceeded", f"the result nests deeper than {MAX_RESULT_DEPTH} levels")
+    assert javascript_worker.MAX_RESULT_DEPTH == MAX_RESULT_DEPTH
+
+
+@pytest.mark.parametrize(("signum", "named"), [(signal.SIGSEGV, "SIGSEGV (QuickJS"), (signal.SIGKILL, "SIGKILL")])
+async def test_a_worker_ended_by_a_signal_mid_call_is_named_in_the_error(
+    javascript: JavaScriptRuntime, host_factory: Any, monkeypatch: pytest.MonkeyPatch, signum: int, named: str
+) -> None:
+    # A tool cannot signal its worker; QuickJS itself dies of SIGSEGV when JSON.stringify overflows its
+    # native stack (a value ~25,000 deep, which takes seconds to build), so the test sends the signal.
+    workers: list[Any] = []
+    drive = javascript._drive
+
+    async def recorded(worker: Any, *args: Any) -> Any:
+        workers.append(worker)
+        return await drive(worker, *args)
+
+    monkeypatch.setattr(javascript, "_drive", recorded)
+    running = anyio.Event()
+
+    class Host(HostBridge):
+        def log(self, message: str) -> None:
+            super().log(message)
+            running.set()
+
+    host = host_factory()
+    host.__class__ = Host
+    errors: list[Exception] = []
+
+    async def call() -> None:
+        errors.append(await failure(javascript, "function run(p) { log('running'); for (;;) {} }", {}, host))
+
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(call)
+            await running.wait()
+            os.kill(workers[0].process.pid, signum)
+    (error,) = errors
+    assert error.code == "runtime_error" and str(error).startswith("the javascript worker crashed during the call: ")
+    assert named in str(error) and error.details["signal"] == signal.Signals(signum).name
+    await assert_still_serves(javascript, host_factory)

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import importlib.util
 import logging
+import signal
 import subprocess
 import sys
 import time
@@ -35,6 +36,8 @@ log = logging.getLogger("awb.sandbox.javascript")
 
 WORKER_PATH = Path(__file__).with_name("javascript_worker.py")
 START_TIMEOUT_S = 15.0
+#: How long a worker whose pipe closed mid-call is given to be reaped, for its exit status.
+DEATH_WAIT_S = 1.0
 REQUIRED_LAYERS = (
     "rlimits",
     "no_new_privs",
@@ -241,7 +244,19 @@ class JavaScriptRuntime:
                 f"the tool sent {exc.size} bytes, over the output cap", size=exc.size, limit=limits.max_output_bytes
             ) from None
         except (asyncio.IncompleteReadError, ConnectionError, BadFrame):
-            raise ToolRuntimeError("the javascript worker died during the call") from None
+            raise await _died(worker) from None
+
+
+async def _died(worker: _JsWorker) -> ToolRuntimeError:
+    """The error of a worker that stopped answering mid-call, with the signal that ended it if it did."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(worker.process.wait(), DEATH_WAIT_S)
+    status = worker.process.returncode
+    if status is None or status >= 0:
+        return ToolRuntimeError("the javascript worker died during the call")
+    name = signal.Signals(-status).name if -status in signal.valid_signals() else f"signal {-status}"
+    why = " (QuickJS overflows its native stack on a value nested tens of thousands deep)" if name == "SIGSEGV" else ""
+    return ToolRuntimeError(f"the javascript worker crashed during the call: {name}{why}", signal=name)
 
 
 class _WorkerReported(Exception):

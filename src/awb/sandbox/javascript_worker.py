@@ -26,6 +26,8 @@ from worker import HEADER, MAX_JOB_BYTES, MAX_REPLY_BYTES  # type: ignore[import
 #: Address space over the worker's own: a backstop under QuickJS's exact per-context memory limit.
 ADDRESS_SPACE_HEADROOM = 1024 * 1024 * 1024
 STACK_BYTES = 1024 * 1024
+#: `awb.text.MAX_RESULT_DEPTH` (the worker imports nothing of awb): a result may nest this deep.
+MAX_RESULT_DEPTH = 64
 
 PRELUDE = r"""
 "use strict";
@@ -41,6 +43,23 @@ globalThis.__awb_call = function (fn, args) {
 globalThis.log = (message) => { __awb_call("log", [String(message)]); };
 globalThis.readFile = globalThis.read_file = (path) => __awb_call("read_file", [String(path)]);
 globalThis.writeFile = globalThis.write_file = (path, data) => __awb_call("write_file", [String(path), String(data)]);
+// QuickJS's JSON.stringify recurses on the native stack, which a value nested some tens of thousands
+// deep overflows: the worker dies. A result may nest __awb_max_depth levels anyway, so it is measured
+// first, without recursion. A value that refers to itself is left to JSON.stringify, which says so.
+globalThis.__awb_too_deep = (value) => {
+  const stack = [[value, 0]];
+  const path = [];
+  while (stack.length) {
+    const [node, depth] = stack.pop();
+    if (node === null || typeof node !== "object") continue;
+    path.length = depth;
+    if (path.includes(node)) return false;
+    if (depth >= __awb_max_depth) return true;
+    path.push(node);
+    for (const key of Object.keys(node)) stack.push([node[key], depth + 1]);
+  }
+  return false;
+};
 // Text crosses into Python as JSON: JSON.stringify escapes a lone surrogate, which the binding
 // could not convert (and would leave the interpreter in an error state). A UTF-8 byte count is never
 // below the UTF-16 length, so text past the cap in UTF-16 units is over it without leaving QuickJS.
@@ -61,6 +80,7 @@ CALL = r"""
     }
     if (__awb_mode === "check") { return JSON.stringify({ ok: true, value: null }); }
     const value = run(JSON.parse(__awb_params));
+    if (__awb_too_deep(value)) { return JSON.stringify({ ok: false, tooDeep: true }); }
     const text = JSON.stringify(value === undefined ? null : value);
     return JSON.stringify({ ok: true, text: text === undefined ? "null" : text });
   } catch (e) {
@@ -132,6 +152,7 @@ def run_job(inp: BinaryIO, out: BinaryIO, job: dict[str, Any]) -> dict[str, Any]
     context.add_callable("__awb_print", print_)
     context.add_callable("__awb_print_over", lambda: printed_size.__setitem__(1, True))
     context.set("__awb_log_cap", max_log)
+    context.set("__awb_max_depth", MAX_RESULT_DEPTH)
     try:
         context.eval(PRELUDE)
         context.set("__awb_params", json.dumps(job.get("params") or {}))
@@ -148,6 +169,8 @@ def run_job(inp: BinaryIO, out: BinaryIO, job: dict[str, Any]) -> dict[str, Any]
         return _error("runtime_error", f"the tool produced a value that cannot leave QuickJS: {_first_line(exc)}")
     if printed_size[1]:
         return _error("output_exceeded", f"console output is over the {max_log}-byte cap")
+    if outcome.get("tooDeep"):
+        return _error("output_exceeded", f"the result nests deeper than {MAX_RESULT_DEPTH} levels", reason="depth")
     if not outcome.get("ok"):
         return _classify(str(outcome.get("message")), outcome.get("code"), str(outcome.get("stack", "")), refused)
     text = str(outcome.get("text", "null"))
