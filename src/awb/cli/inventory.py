@@ -221,7 +221,7 @@ def inventory_inspect(tool: ToolArgument, config_path: ConfigOption = None, as_j
             for c in calls
         ],
     )
-    print_code(record.code)
+    print_code(record.code, record.language)
 
 
 def _versions_table(found: Inspection, title: str) -> None:
