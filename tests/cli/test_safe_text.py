@@ -41,3 +41,24 @@ async def test_inventory_inspect_marks_hidden_characters_in_the_code_and_warns(t
     assert "Hidden characters. 3 invisible or control characters" in result.stdout
     assert "    # ⟨U+202E⟩} ⟨U+2066⟩⟨U+001B⟩[2J\n" in result.stdout
     assert '    folder = "C:\\\\temp\\\\été"\n' in result.stdout
+
+
+async def test_inventory_tables_show_descriptions_tags_and_schemas_literally(tmp_path: Path) -> None:
+    # Tool-written text is never console markup: `[a-z]` stays, a bidi override is escaped.
+    env = clean_env(AWB_INVENTORY_PATH=str(tmp_path / "inventory.db"), AWB_PID_FILE=str(tmp_path / "awb.pid"))
+    schema = {"type": "object", "properties": {"word": {"type": "string", "pattern": "^[a-z]+$"}}}
+    async with Workbench(load_config(None, environ=env)) as workbench:
+        await workbench.craft(
+            {
+                "name": "matcher",
+                "description": "Match [a-z]+ words \u202eexe.txt",
+                "code": "def run(params):\n    return 1\n",
+                "input_schema": schema,
+                "tags": ["[bold]loud[/bold]"],
+            }
+        )
+    inspected = run_awb(tmp_path, "inventory", "inspect", "matcher", env=env).stdout
+    listed = run_awb(tmp_path, "inventory", "list", env=env).stdout
+    for shown in (inspected, listed):
+        assert "Match [a-z]+ words \\u202eexe.txt" in shown and "\u202e" not in shown
+    assert "[bold]loud[/bold]" in inspected and '"pattern": "^[a-z]+$"' in inspected
