@@ -26,7 +26,14 @@ NAMED_IN_WARNING = 5
 
 def hidden(char: str) -> bool:
     """Whether `char` is shown as a mark in code."""
-    return char not in LAYOUT and is_hidden(char)
+    # A printable character is never hidden (Python's printable leaves out every C* and Z* category but
+    # the space): the cheap test first, as nearly every character of code passes it.
+    return not char.isprintable() and char not in LAYOUT and is_hidden(char)
+
+
+def _plain(text: str) -> bool:
+    """Whether `text` certainly has no hidden character (printable ASCII, newlines and tabs)."""
+    return text.isascii() and text.replace("\n", "").replace("\t", "").isprintable()
 
 
 def mark(char: str) -> str:
@@ -42,8 +49,7 @@ def describe(char: str) -> str:
 
 def hidden_characters(code: str) -> list[str]:
     """The hidden characters of `code`, in order (one per occurrence)."""
-    # Most code is printable ASCII with newlines and tabs: the loop runs only when there may be something.
-    if code.isascii() and code.replace("\n", "").replace("\t", "").isprintable():
+    if _plain(code):  # most code: the loop runs only when there may be something
         return []
     return [char for char in code if hidden(char)]
 
@@ -79,6 +85,9 @@ def laid_out(code: str, language: str = "") -> str:
 
 def pieces(text: str) -> Iterator[tuple[str, bool]]:
     """`text` as runs of shown text (`False`) and single hidden characters (`True`), in order."""
+    if _plain(text):
+        yield text, False
+        return
     start = 0
     for index, char in enumerate(text):
         if hidden(char):
