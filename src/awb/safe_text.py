@@ -11,6 +11,15 @@ import unicodedata
 
 #: Characters kept as they are in multi-line content.
 _LAYOUT = {"\n", "\t"}
+#: Unicode categories of characters that do not show as themselves: controls (C0 and C1, so an ANSI escape's
+#: ESC), format characters (bidi overrides and isolates, zero-width ones), surrogates, private use, unassigned
+#: code points, line and paragraph separators. `awb.safe_code` marks the same ones in code.
+HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
+def is_hidden(char: str) -> bool:
+    """Whether `char` would not be seen as itself, or would change how the text around it is seen."""
+    return unicodedata.category(char) in HIDDEN_CATEGORIES
 
 
 def _escape(char: str) -> str:
@@ -31,7 +40,7 @@ def visible(text: str, *, multiline: bool = False) -> str:
             out.append(char)
         elif char == "\\":
             out.append("\\\\")
-        elif unicodedata.category(char) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"):
+        elif is_hidden(char):
             out.append(_escape(char))
         else:
             out.append(char)

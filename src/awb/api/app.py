@@ -1,5 +1,5 @@
-"""The REST app (FastAPI, routes under `/api`, OpenAPI at `/api/openapi.json`) and the one ASGI app that
-serves it beside MCP.
+"""The REST app (FastAPI, routes under `/api`, OpenAPI at `/api/openapi.json`, its reference at `/api/docs`
+with every asset served here) and the one ASGI app that serves it beside MCP.
 
 `HttpApp` dispatches on the path prefix: `/mcp` to the MCP app, `/api` to the REST app, everything else
 to `fallback` (the web panel's slot; 404 until there is one). Lifespan events go to the MCP app, whose
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
+from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -32,16 +33,24 @@ if TYPE_CHECKING:
 
 API_PREFIX = "/api"
 MCP_PREFIX = "/mcp"
+#: The API reference (Swagger UI), its assets under `/assets`.
+DOCS_URL = f"{API_PREFIX}/docs"
 
 
 def create_api(service: BlueprintService, workbench: Workbench | None = None) -> FastAPI:
-    app = FastAPI(
+    # Swagger UI's assets come from the fastapi-offline wheel, served under /api/docs/assets: FastAPI's own
+    # page loads them from a CDN, blank offline and on an air-gapped server.
+    app = FastAPIOffline(
         title="Agent Workbench API",
         version=__version__,
         description="Agent blueprints (head, arms, legs, heart, spine): validate, compile, save, run, logs.",
         openapi_url=f"{API_PREFIX}/openapi.json",
-        docs_url=f"{API_PREFIX}/docs",
+        docs_url=DOCS_URL,
         redoc_url=None,
+        static_url=f"{DOCS_URL}/assets",
+        swagger_ui_oauth2_redirect_url=f"{DOCS_URL}/oauth2-redirect",
+        # No badge from the public validator: the page asks nothing of any other host.
+        swagger_ui_parameters={"validatorUrl": None},
     )
     app.state.blueprints = service
     app.state.workbench = workbench

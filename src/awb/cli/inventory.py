@@ -45,6 +45,10 @@ RECENT_CALLS_SHOWN = 10
 
 
 def _summary_rows(tools: list[ToolSummary]) -> list[tuple[Any, ...]]:
+    # Descriptions and tags are written by tools' authors (language models): shown literally, never as
+    # console markup, their controls and bidi overrides escaped. Rich is imported only for a table.
+    from awb.cli.safe_text import plain
+
     return [
         (
             t.name,
@@ -52,7 +56,7 @@ def _summary_rows(tools: list[ToolSummary]) -> list[tuple[Any, ...]]:
             t.memory_level,
             t.usage_count,
             "" if t.score is None else f"{t.score:.3f}",
-            t.description[:60],
+            plain(t.description[:60]),
         )
         for t in tools
     ]
@@ -192,13 +196,15 @@ def inventory_inspect(tool: ToolArgument, config_path: ConfigOption = None, as_j
     if as_json:
         print_json(found.model_dump(mode="json"))
         return
+    from awb.cli.safe_text import code, plain
+
     record = found.tool
     table(
         f"{record.name} ({record.tool_id})",
         ["field", "value"],
         [
             ("tool_id", record.tool_id),
-            ("description", record.description),
+            ("description", plain(record.description)),
             ("language / runtime", f"{record.language} / {record.runtime}"),
             ("version", record.version),
             ("status", record.status),
@@ -207,8 +213,9 @@ def inventory_inspect(tool: ToolArgument, config_path: ConfigOption = None, as_j
             # A use is a successful call (what moves the tool between tiers); failed calls apart.
             ("uses / failed calls", f"{record.usage_count} / {record.failure_count}"),
             ("last used", record.last_used_at),
-            ("tags", ", ".join(record.metadata.tags)),
-            ("input schema", json.dumps(record.input_schema)),
+            ("tags", plain(", ".join(record.metadata.tags))),
+            # JSON, whose backslashes are its own escapes: shown as code is.
+            ("input schema", code(json.dumps(record.input_schema, ensure_ascii=False))),
         ],
     )
     _versions_table(found, title="versions")
@@ -221,10 +228,12 @@ def inventory_inspect(tool: ToolArgument, config_path: ConfigOption = None, as_j
             for c in calls
         ],
     )
-    print_code(record.code)
+    print_code(record.code, record.language)
 
 
 def _versions_table(found: Inspection, title: str) -> None:
+    from awb.cli.safe_text import plain
+
     table(
         title,
         # A version counts every call made with it, failed ones included (the tool counts successes).
@@ -235,7 +244,7 @@ def _versions_table(found: Inspection, title: str) -> None:
                 v.created_at,
                 v.usage_count,
                 v.failure_count,
-                v.description[:60],
+                plain(v.description[:60]),
             )
             for v in found.versions
         ],

@@ -73,8 +73,16 @@ def print_text(text: Any) -> None:
     _console(False).print(text, highlight=False)
 
 
-def print_code(code: str) -> None:
-    _console(False).print(code, markup=False, highlight=False)
+def print_code(code: str, language: str = "") -> None:
+    """A tool's code as written, each hidden character (bidi override, control, ...) a styled mark, after
+    a warning line that counts them (`awb.safe_code`): a person reads what will run."""
+    from awb import safe_code
+    from awb.cli import safe_text
+
+    warning = safe_code.warning(code)
+    if warning is not None:
+        print_text(safe_text.plain(f"Hidden characters. {warning}", style="bold red"))
+    print_text(safe_text.code(code, language))
 
 
 def error_line(error: AwbError) -> str:

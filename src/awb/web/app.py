@@ -29,6 +29,7 @@ from awb.safe_text import visible
 from awb.sandbox import staging
 from awb.text import cap_text
 from awb.web import security, stream, views
+from awb.web.code_view import code_css
 from awb.web.numbers import whole_number
 from awb.web.runs import run_logs
 from awb.workbench import Workbench
@@ -128,7 +129,7 @@ class Panel:
         return self._guarded(change)
 
     async def _code_css(self, request: Request) -> Response:
-        return Response(views.code_css(), media_type="text/css")
+        return Response(code_css(), media_type="text/css")
 
     # --- Active Tools ---------------------------------------------------------------------------------
 

@@ -6,22 +6,15 @@ Everything here is synchronous and reads the inventory; the routes run it in a w
 
 from __future__ import annotations
 
-import difflib
-import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from markupsafe import Markup
-from pygments import highlight
-from pygments.formatters import HtmlFormatter
-from pygments.lexer import Lexer
-from pygments.lexers import DiffLexer, JavascriptLexer, JsonLexer, PythonLexer, TextLexer, WatLexer
-
 from awb.inventory.models import MEMORY_LEVELS, CallRecord, Tool, ToolVersion
 from awb.safe_text import visible
 from awb.sandbox import staging
+from awb.web.code_view import CodeBlock, highlighted, highlighted_diff, highlighted_json
 from awb.workbench import Workbench
 
 #: Most rows the list shows; the filters narrow past it.
@@ -43,47 +36,6 @@ TIER_LABELS = {
     "short_term": "short-term",
     "archived": "archived",
 }
-
-FORMATTER = HtmlFormatter(cssclass="code", wrapcode=True)
-
-
-def code_css() -> str:
-    """The highlighter's colours, scoped to `.code` blocks."""
-    return str(FORMATTER.get_style_defs(".code"))  # type: ignore[no-untyped-call]
-
-
-def _lexer(language: str, code: str) -> Lexer:
-    lexer: Lexer
-    if language == "python":
-        lexer = PythonLexer()
-    elif language == "javascript":
-        lexer = JavascriptLexer()
-    elif language == "wasm" and code.lstrip().startswith("("):
-        lexer = WatLexer()
-    else:  # a base64 WebAssembly binary, or anything else: plain text
-        lexer = TextLexer()
-    return lexer
-
-
-def highlighted(code: str, language: str) -> Markup:
-    # Pygments escapes the source; the markup it returns is ours.
-    return Markup(highlight(code, _lexer(language, code), FORMATTER))
-
-
-def highlighted_json(value: Any) -> Markup:
-    return Markup(highlight(json.dumps(value, indent=2, ensure_ascii=False), JsonLexer(), FORMATTER))
-
-
-def highlighted_diff(before: str, after: str, before_name: str, after_name: str) -> Markup | None:
-    lines = list(
-        difflib.unified_diff(
-            before.splitlines(keepends=True), after.splitlines(keepends=True), before_name, after_name, n=3
-        )
-    )
-    if not lines:
-        return None
-    text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
-    return Markup(highlight(text, DiffLexer(), FORMATTER))
 
 
 @dataclass(frozen=True)
@@ -188,12 +140,12 @@ class Inspection:
     status: Status
     shown: ToolVersion
     versions: list[ToolVersion]
-    code: Markup
-    diff: Markup | None
+    code: CodeBlock
+    diff: CodeBlock | None
     previous: int | None
-    input_schema: Markup
-    output_schema: Markup | None
-    examples: Markup
+    input_schema: CodeBlock
+    output_schema: CodeBlock | None
+    examples: CodeBlock
     calls: list[CallRecord]
     errors: int = 0
     tags: list[str] = field(default_factory=list)
@@ -255,7 +207,7 @@ class StagedView:
     write: staging.StagedWrite
     tool_name: str
     exists: bool
-    diff: Markup | None
+    diff: CodeBlock | None
     note: str = ""
 
 
@@ -269,7 +221,7 @@ def staged_views(workbench: Workbench, status: str | None) -> list[StagedView]:
     return views
 
 
-def _staged_diff(current: str, write: staging.StagedWrite, before_name: str, after_name: str) -> Markup | None:
+def _staged_diff(current: str, write: staging.StagedWrite, before_name: str, after_name: str) -> CodeBlock | None:
     # A person applies what this shows: controls and bidi overrides are escaped (as `awb staged show`
     # does), so the diff cannot look like other text than the bytes it writes.
     return highlighted_diff(
