@@ -6,6 +6,7 @@ import anyio
 import pytest
 
 from awb.agents.toolbox import Toolbox, ToolOutcome, ToolSpec
+from awb.planner.calls import CallMade
 from awb.planner.plan_runner import PlanRunner, plan_source, run_python_plan
 
 from .planner_tools import planner_toolbox
@@ -35,6 +36,10 @@ return {"count": len(found["messages"]), "total": total}
         ("chat.post-message", {"channel": "finance", "text": f"billing total {sum(range(1, 2000, 2))}"}),
     ]
     assert observed == [("mail", "search_mail", True), ("chat", "post-message", True)]
+    assert [(c.server, c.tool, c.outcome) for c in result.calls] == [
+        ("mail", "search_mail", "ok"),
+        ("chat", "post-message", "ok"),
+    ]
 
 
 async def test_a_failed_tool_call_is_an_exception_the_plan_can_catch() -> None:
@@ -164,3 +169,4 @@ async def test_a_plan_waiting_on_a_tool_ends_at_its_deadline_and_the_call_is_can
     assert result.error == "the plan ran past 0.5 s"
     assert elapsed < 0.5 + 0.4, elapsed
     assert cancelled.is_set(), "the in-flight call was left running after the plan ended"
+    assert result.calls == [CallMade("slow", "hang", "plan", "cancelled")]

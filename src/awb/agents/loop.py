@@ -274,7 +274,13 @@ class _Run:
         with span(
             f"execute_tool {name}", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
         ) as current:
-            outcome = await call()
+            stopped: StopRun | None = None
+            try:
+                outcome = await call()
+            except StopRun as stop:
+                if stop.outcome is None:
+                    raise
+                stopped, outcome = stop, stop.outcome
             if not outcome.ok:
                 current.set_attribute("error.type", outcome.error_code or "tool_error")
         duration = anyio.current_time() - started
@@ -290,6 +296,8 @@ class _Run:
             error=None if error is None else error.model_dump(),
         )
         self.context.add("tool_result" if outcome.ok else "tool_error", name, outcome.payload)
+        if stopped is not None:
+            raise stopped
         return outcome
 
     async def _spawn(self, step: StepRecord, action: SpawnSubagent) -> None:

@@ -21,6 +21,7 @@ import pydantic_monty as pm
 
 from awb.agents.toolbox import Toolbox, ToolOutcome, ToolSpec
 from awb.errors import AwbError
+from awb.planner.calls import CallMade
 from awb.planner.codegen import Wrapper, group_wrappers, identifier, module_source
 from awb.planner.cpython_plan import PlanHost, cpython_source
 from awb.planner.redaction import redact_payload
@@ -44,6 +45,8 @@ class SandboxResult:
     error: str | None = None
     timed_out: bool = False
     tool_calls: int = 0
+    #: The tool calls the plan made, in order, and how each went (a refused call is not one).
+    calls: list[CallMade] = field(default_factory=list)
     #: A stable code when the plan failed: `timeout`, `limit_exceeded`, `memory_exceeded`,
     #: `output_exceeded`, `runtime_error`, `sandbox_violation`.
     error_code: str | None = None
@@ -138,7 +141,7 @@ class PlanRunner:
             # Whether the plan died of the refusal or caught it and went on, the limit failed it.
             result.success, result.error_code, result.result = False, "limit_exceeded", None
             result.error = f"the plan tried more than {state.limit} tool calls"
-        result.tool_calls = state.calls
+        result.tool_calls, result.calls = state.calls, state.made
         return result
 
     async def _run_monty(
@@ -272,6 +275,8 @@ class PlanRunner:
         state.calls += 1
         if spec is None:
             raise PlanToolError(f"{wrapper.server}.{wrapper.tool} is not available")
+        made = CallMade(wrapper.server, wrapper.tool, "plan")
+        state.made.append(made)
         started = time.perf_counter()
         # A task of our own: cancelling Monty's feed leaves its host-call task running, so the plan's end
         # cancels this one (`_PlanState.cancel_calls`).
@@ -279,8 +284,12 @@ class PlanRunner:
         state.in_flight.add(call)
         try:
             outcome = await call
+        except Exception:
+            made.outcome = "failed"
+            raise
         finally:
             state.in_flight.discard(call)
+        made.outcome = "ok" if outcome.ok else "failed"
         if self._on_call is not None:
             elapsed = (time.perf_counter() - started) * 1000
             self._on_call(wrapper.server, wrapper.tool, redact_payload(payload), outcome.ok, elapsed)
@@ -294,6 +303,7 @@ class _PlanState:
     limit: int
     calls: int = 0
     over_limit: bool = False
+    made: list[CallMade] = field(default_factory=list)
     in_flight: set[asyncio.Future[ToolOutcome]] = field(default_factory=set)
 
     async def cancel_calls(self) -> None:
