@@ -38,6 +38,7 @@ from awb.agents.scope import RunScope, StopRun
 from awb.agents.telemetry import chat_attributes, model_attributes, set_attributes, span
 from awb.agents.toolbox import Handler, Toolbox, ToolOutcome, ToolSpec
 from awb.errors import AwbError, InvalidParams
+from awb.text import bounded
 
 Ending = tuple[TerminationReason, dict[str, Any] | None, dict[str, Any] | None]
 #: Observations a partial result carries, newest last.
@@ -138,11 +139,13 @@ class _Run:
                     _stop("output_invalid", "the output did not match the Output model", errors=errors)
                 ) from None
             step.action = action.model_dump(mode="json", exclude_none=True)
-            await self._tell("model_reply", action=step.action, usage=step.usage.model_dump())
+            await self._tell("model_reply", action=bounded(step.action), usage=step.usage.model_dump())
             return "done", output.model_dump(mode="json"), None
         step.action = action.model_dump(mode="json", exclude_none=True)
         step.not_run = action.not_run
-        await self._tell("model_reply", action=step.action, not_run=step.not_run, usage=step.usage.model_dump())
+        await self._tell(
+            "model_reply", action=bounded(step.action), not_run=step.not_run, usage=step.usage.model_dump()
+        )
         if action.note:
             self.context.add("note", "model", action.note)
         if action.not_run:
@@ -269,7 +272,7 @@ class _Run:
         self, step: StepRecord, name: str, arguments: dict[str, Any], call: Callable[[], Awaitable[ToolOutcome]]
     ) -> ToolOutcome:
         """Run one tool call (or plan): told as events, traced, recorded on the step, remembered."""
-        await self._tell("tool_call", tool=name, arguments=arguments)
+        await self._tell("tool_call", tool=name, arguments=bounded(arguments))
         started = anyio.current_time()
         with span(
             f"execute_tool {name}", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
@@ -322,7 +325,7 @@ class _Run:
     def _spawner(self, sub: type[Agent]) -> Handler:
         async def spawn(arguments: dict[str, Any]) -> ToolOutcome:
             task = sub.parse_input(arguments)
-            await self._tell("subagent", agent=sub.mode, phase="started", input=task.model_dump(mode="json"))
+            await self._tell("subagent", agent=sub.mode, phase="started", input=bounded(task.model_dump(mode="json")))
             started = anyio.current_time()
             model = self.scope.own_model(sub) or self.model
             result = await run_loop(sub, task, model, self.tools, depth=1, scope=self.scope)
