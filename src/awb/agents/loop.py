@@ -22,6 +22,7 @@ from awb.agents.context import Context, to_text
 from awb.agents.errors import MalformedAction, ModelError, validation_errors
 from awb.agents.events import EventType, RunEvent
 from awb.agents.models.base import Model, Prompt
+from awb.agents.models.functions import function_overflow
 from awb.agents.models.settings import ModelSettings
 from awb.agents.result import (
     PartialOutput,
@@ -194,11 +195,16 @@ class _Run:
             settings=self.settings,
             code_mode=self.scope.code_runner is not None,
         )
+        tools = self.tools.specs()
+        # Before every call, not only at the start: a server may add tools mid-run (list_changed).
+        overflow = function_overflow(self.agent.mode, self.model, len(tools), code_mode=prompt.code_mode)
+        if overflow is not None:
+            raise overflow
         before = self.model.usage.model_copy()
         attributes = chat_attributes(self.model, self.settings.temperature, self.settings.max_tokens)
         with span(f"chat {attributes['gen_ai.request.model'] or 'model'}", attributes) as current:
             try:
-                return await self.model.call(prompt, self.tools.specs())
+                return await self.model.call(prompt, tools)
             except MalformedAction as err:
                 current.set_attribute("error.type", err.code)
                 reply = err.details.get("reply")
