@@ -22,6 +22,15 @@ TerminationReason = Literal[
 ]
 
 
+#: How a run ended: its reason, its output (set when `done`), its error (set otherwise).
+Ending = tuple[TerminationReason, dict[str, Any] | None, dict[str, Any] | None]
+
+
+def stopped(reason: TerminationReason, message: str, **details: Any) -> Ending:
+    """The ending of a run stopped by `reason` (a limit, an unusable reply, a failed tool)."""
+    return reason, None, {"code": reason, "message": message, "details": details}
+
+
 class Usage(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
