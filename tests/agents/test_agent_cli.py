@@ -65,6 +65,23 @@ def test_agents_run_prints_the_structured_result_as_json(fake_provider: FakeProv
     assert [c["name"] for c in result["tool_calls"]] == ["greeter.greet"]
 
 
+def test_agents_run_prints_a_large_argument_once_and_cuts_it_in_the_events(fake_provider: FakeProvider) -> None:
+    """The printed result held a large argument three times (the `tool_calls` list, the step's action, the step's
+    tool call), and `--verbose` wrote it twice more."""
+    name = "A" * 100_000
+    fake_provider.reply(function_call("greeter__greet", {"name": name}))
+    fake_provider.reply(function_call("done", {"greeting": f"Hello, {name}!"}))
+    arguments = ["run", "hello", name, "--agents-dir", str(EXAMPLES), "--model", "openai:fake-model"]
+    arguments += ["--base-url", fake_provider.url, "--server", f"greeter={greeter_server()}", "--verbose"]
+    outcome = runner.invoke(agents_app, arguments)
+    assert outcome.exit_code == 0, outcome.output[:2000]
+    assert outcome.stdout.count(name) == 2  # the argument and the greeting, once each
+    result = json.loads(outcome.stdout)
+    assert result["tool_calls"][0]["arguments"] == {"name": name}
+    assert result["steps"][0]["tool_call"]["arguments"]["name"].startswith("…[a repeat of ")
+    assert outcome.stderr.count(name) == 2  # in the `done` event's result only
+
+
 def test_agents_list_shows_the_agents_in_the_agents_directory() -> None:
     outcome = runner.invoke(agents_app, ["list", "--agents-dir", str(EXAMPLES)])
     assert outcome.exit_code == 0, outcome.output

@@ -86,6 +86,22 @@ def test_allowed_domains_go_out_as_include_domains_and_other_results_are_dropped
     assert all(v["data"]["guardrail"] == "allowed_domains" and v["at"] for v in violations)
 
 
+def test_a_large_tool_argument_is_in_a_runs_log_once_and_not_in_its_reply(
+    api: Api, fake_model: FakeServer, fake_tavily: FakeServer
+) -> None:
+    query = "q" * 100_000
+    fake_model.queue(tool_call("tavily__search", {"query": query}), answer("done"))
+    fake_tavily.queue(tavily_results("https://example.com/x"))
+    response = api.post(
+        "/api/agents/run", {"blueprint": blueprint(arms=[TAVILY]), "message": "go", "session_id": "big"}
+    )
+    assert response.status_code == 200 and query not in response.text  # the reply names the calls only
+    logs = api.get("/api/agents/logs", session_id="big")
+    assert logs.text.count(query) == 1
+    [call] = [e for e in logs.json()["entries"] if e["kind"] == "tool_call"]
+    assert call["data"]["arguments"]["query"] == query
+
+
 def test_tool_call_limit_ends_the_run_with_422_naming_the_guardrail_and_logs_it(
     api: Api, fake_model: FakeServer, fake_tavily: FakeServer
 ) -> None:

@@ -73,3 +73,18 @@ async def test_an_agent_without_code_mode_is_told_run_code_is_not_available() ->
     with anyio.fail_after(30):
         await run_agent(Plain, {"label": "x"}, model=model, servers=servers())
     assert "run_code is not available" in model.seen[1][0].body
+
+
+async def test_a_plan_stopped_by_the_tool_call_limit_is_recorded_with_the_calls_it_made() -> None:
+    """The plan's step had no tool call and the partial result no observation, as if the plan had done nothing."""
+    plan = "for i in range(10):\n    await mail.search_mail(query='x', label='inbox')"
+    script: list[dict[str, Any]] = [{"action": "run_code", "code": plan}, {"action": "done", "output": {"count": 0}}]
+    with anyio.fail_after(30):
+        result = await run_agent(Counter, {"label": "x"}, model=ScriptedModel(script), servers=servers())
+    assert result.termination_reason == "max_tool_calls"
+    record = result.steps[0].tool_call
+    assert record is not None and record.name == "run_code" and not record.ok
+    assert record.error is not None and record.error.code == "limit_exceeded"
+    assert result.partial is not None
+    assert '"calls": ["mail.search_mail ×5 ok"]' in result.partial.observations[-1]
+    assert '"tool_calls": 5' in result.partial.observations[-1]

@@ -2,9 +2,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import pytest
 
-from awb.agents.toolbox import Toolbox
+from awb.agents.toolbox import Toolbox, ToolOutcome, ToolSpec
+from awb.planner.calls import CallMade
 from awb.planner.plan_runner import PlanRunner, plan_source, run_python_plan
 
 from .planner_tools import planner_toolbox
@@ -34,6 +36,10 @@ return {"count": len(found["messages"]), "total": total}
         ("chat.post-message", {"channel": "finance", "text": f"billing total {sum(range(1, 2000, 2))}"}),
     ]
     assert observed == [("mail", "search_mail", True), ("chat", "post-message", True)]
+    assert [(c.server, c.tool, c.outcome) for c in result.calls] == [
+        ("mail", "search_mail", "ok"),
+        ("chat", "post-message", "ok"),
+    ]
 
 
 async def test_a_failed_tool_call_is_an_exception_the_plan_can_catch() -> None:
@@ -134,3 +140,33 @@ async def test_printing_past_the_log_cap_and_returning_what_is_not_json_read_the
         returned = await run_python_plan(f"return {value}", tools=Toolbox(), runtime=runtime)
         assert returned.error_code == "invalid_output", (value, returned.error)
         assert returned.error is not None and "not JSON-serialisable" in returned.error
+
+
+@pytest.mark.parametrize("runtime", ["monty", "cpython"])
+async def test_a_plan_waiting_on_a_tool_ends_at_its_deadline_and_the_call_is_cancelled(runtime: Any) -> None:
+    """A plan blocked on a tool outlived its time limit by 5 s (Monty's own clock stops while the plan waits
+    on the host), and the call went on running after the plan had ended."""
+    cancelled = anyio.Event()
+
+    async def hang(arguments: dict[str, Any]) -> ToolOutcome:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            cancelled.set()
+        raise AssertionError("unreachable")
+
+    tools = Toolbox()
+    tools.add(ToolSpec("slow.hang", "Blocks until cancelled.", {"type": "object", "properties": {}}, "slow"), hang)
+    async with PlanRunner(tools, runtime=runtime) as runner:
+        await runner.run("return 1")  # the worker is up, so the clock below times the plan alone
+        started = anyio.current_time()
+        with anyio.fail_after(10):
+            result = await runner.run("await slow.hang()\nreturn 'never'", timeout_sec=0.5)
+        elapsed = anyio.current_time() - started
+        with anyio.move_on_after(5):
+            await cancelled.wait()
+    assert (result.success, result.timed_out, result.error_code) == (False, True, "timeout")
+    assert result.error == "the plan ran past 0.5 s"
+    assert elapsed < 0.5 + 0.4, elapsed
+    assert cancelled.is_set(), "the in-flight call was left running after the plan ended"
+    assert result.calls == [CallMade("slow", "hang", "plan", "cancelled")]

@@ -171,6 +171,39 @@ async def test_each_budget_limit_stops_the_task_with_an_error_naming_it(
     assert result.budget_usage.tool_calls <= budget.max_tool_calls
 
 
+async def test_a_task_stopped_by_the_tool_call_limit_reports_the_calls_it_made_in_order() -> None:
+    """A plan stopped by max_tool_calls reported "nothing was done before the limit", though the calls
+    before it had run (and posted messages)."""
+    plan = "for i in range(10):\n    await chat.post_message(channel='c', text='t')"
+    script = [call("mail", "send_mail", to="a@b.c", subject="s"), {"action": "run_code", "code": plan}, done("never")]
+    with anyio.fail_after(30):
+        result = await execute_mcp_task(
+            "post", servers=servers(), model=ScriptedModel(script), budget=Budget(max_tool_calls=4)
+        )
+    assert result.error is not None and result.error.startswith("budget exceeded: max_tool_calls")
+    first, *rest = result.final_summary.splitlines()
+    assert first == (
+        "(partial) 4 tool calls ran before the task stopped (their effects stand), in order: "
+        "mail.send_mail ok (direct); chat.post_message ×3 ok (in a plan)."
+    )
+    assert any('"calls": ["chat.post_message ×3 ok"]' in line for line in rest)  # the plan's own report
+    assert result.raw_outputs["tool_calls"] == [
+        {"server": "mail", "tool": "send_mail", "via": "direct", "outcome": "ok"},
+        *[{"server": "chat", "tool": "post_message", "via": "plan", "outcome": "ok"}] * 3,
+    ]
+
+
+async def test_a_task_stopped_before_any_call_says_no_call_ran() -> None:
+    search = {"action": "call_tool", "tool": "planner.search_tools", "arguments": {"query": "post"}}
+    with anyio.fail_after(30):
+        result = await execute_mcp_task(
+            "post", servers=servers(), model=ScriptedModel([search, done("x")]), budget=Budget(max_steps=1)
+        )
+    assert result.error is not None and result.error.startswith("budget exceeded: max_steps")
+    assert result.final_summary.startswith("(partial) no tool call ran before the task stopped.\n- tool_result")
+    assert result.raw_outputs["tool_calls"] == []
+
+
 async def test_searching_for_tools_is_not_a_tool_call_of_the_budget() -> None:
     """Three searches under max_tool_calls=2 ended the task before any tool had run."""
     search = {"action": "call_tool", "tool": "planner.search_tools", "arguments": {"query": "post a message"}}

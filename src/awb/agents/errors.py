@@ -39,6 +39,15 @@ class AgentDefinitionError(AwbError):
     exit_code = 2
 
 
+class TooManyFunctions(AwbError):
+    """An agent would offer its model more functions (tools, subagents, `done`, `run_code`) than a
+    provider takes in one request (`awb.agents.models.functions.MAX_FUNCTIONS`)."""
+
+    code = "too_many_functions"
+    http_status = 422
+    exit_code = 2
+
+
 class ServerUnavailable(AwbError):
     """An MCP server named in the run's configuration could not be reached or listed."""
 

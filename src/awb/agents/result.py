@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
+
+from awb.agents.repeats import without_repeats
 
 TerminationReason = Literal[
     "done",
@@ -18,6 +20,15 @@ TerminationReason = Literal[
     "model_error",
     "tool_error",
 ]
+
+
+#: How a run ended: its reason, its output (set when `done`), its error (set otherwise).
+Ending = tuple[TerminationReason, dict[str, Any] | None, dict[str, Any] | None]
+
+
+def stopped(reason: TerminationReason, message: str, **details: Any) -> Ending:
+    """The ending of a run stopped by `reason` (a limit, an unusable reply, a failed tool)."""
+    return reason, None, {"code": reason, "message": message, "details": details}
 
 
 class Usage(BaseModel):
@@ -123,6 +134,9 @@ class PartialOutput(BaseModel):
 
 
 class RunResult(BaseModel):
+    """A run's report. Its JSON writes each large value once (`awb.agents.repeats`): the first
+    appearance in full, later ones as a marker naming where it is."""
+
     agent: str
     output: dict[str, Any] | None
     termination_reason: TerminationReason
@@ -140,6 +154,10 @@ class RunResult(BaseModel):
     @property
     def ok(self) -> bool:
         return self.termination_reason == "done"
+
+    @model_serializer(mode="wrap", when_used="json")
+    def _once(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return without_repeats(handler(self), type(self))
 
 
 StepRecord.model_rebuild()

@@ -7,17 +7,21 @@ import math
 from collections.abc import AsyncIterator, Mapping
 
 import anyio
+from pydantic import BaseModel
 
 from awb.agents.agent import Agent
+from awb.agents.errors import TooManyFunctions
 from awb.agents.events import Emitter, EventHandler, RunEvent
 from awb.agents.loop import run_loop
 from awb.agents.mcp_client import ServerTarget, connect_servers
 from awb.agents.models.base import Model
+from awb.agents.models.functions import function_overflow
 from awb.agents.models.settings import ModelSettings
 from awb.agents.models.spec import resolve_model
 from awb.agents.pricing import has_price
 from awb.agents.result import RunResult
 from awb.agents.scope import RunScope
+from awb.agents.toolbox import Toolbox
 from awb.errors import ConfigError
 
 
@@ -36,6 +40,18 @@ def _subagent_models(agent: type[Agent]) -> dict[str, Model]:
         for sub in agent.subagents
         if sub.model is not None
     }
+
+
+def _function_overflow(
+    agent: type[Agent], toolbox: Toolbox, model: Model, own: dict[str, Model]
+) -> TooManyFunctions | None:
+    """Why the run may not start: its agent or a subagent would offer its model too many functions."""
+    offered = len(toolbox.view(agent.tools, subagents=False).specs()) + len(agent.subagents)
+    overflow = function_overflow(agent.mode, model, offered, code_mode=agent.code_mode)
+    for sub in agent.subagents:
+        tools = len(toolbox.view(sub.tools, subagents=False).specs())
+        overflow = overflow or function_overflow(sub.mode, own.get(sub.mode, model), tools, code_mode=agent.code_mode)
+    return overflow
 
 
 def _check_prices(agent: type[Agent], models: list[Model]) -> None:
@@ -67,7 +83,8 @@ async def run_agent(
     Raises before the run starts: `InvalidParams` for invalid input, `AgentDefinitionError` for an
     agent without Input/Output or with a namespace no server in `servers` provides, `ConfigError`
     for an unusable model or a cost limit on a model without a known price, `ServerUnavailable` for
-    a server that cannot be reached. Everything after the start is reported in the `RunResult`.
+    a server that cannot be reached, `TooManyFunctions` for an agent (or subagent) that would offer
+    its model more functions than providers take. Everything after the start is reported in the `RunResult`.
     """
     available = dict(servers or {})
     agent.check_runnable(available)
@@ -83,15 +100,23 @@ async def run_agent(
     )
     needed = agent.namespaces()
     async with connect_servers({name: target for name, target in available.items() if name in needed}) as toolbox:
-        if not agent.code_mode:
-            return await run_loop(agent, task, chosen, toolbox, scope=scope)
-        # Plans run in the planner's runner, over the same tools the agent may call directly.
-        from awb.planner.code_mode import CodeMode
-        from awb.planner.plan_runner import PlanRunner
+        overflow = _function_overflow(agent, toolbox, chosen, own)
+        if overflow is None:
+            return await _run(agent, task, chosen, toolbox, scope)
+    # Raised once the servers are closed: from inside their context it would come wrapped in exception groups.
+    raise overflow
 
-        async with PlanRunner(toolbox.view(agent.tools, subagents=False)) as runner:
-            scope.code_runner = CodeMode(runner, scope, max_tool_calls=agent.budget.max_tool_calls)
-            return await run_loop(agent, task, chosen, toolbox, scope=scope)
+
+async def _run(agent: type[Agent], task: BaseModel, model: Model, toolbox: Toolbox, scope: RunScope) -> RunResult:
+    if not agent.code_mode:
+        return await run_loop(agent, task, model, toolbox, scope=scope)
+    # Plans run in the planner's runner, over the same tools the agent may call directly.
+    from awb.planner.code_mode import CodeMode
+    from awb.planner.plan_runner import PlanRunner
+
+    async with PlanRunner(toolbox.view(agent.tools, subagents=False)) as runner:
+        scope.code_runner = CodeMode(runner, scope, max_tool_calls=agent.budget.max_tool_calls)
+        return await run_loop(agent, task, model, toolbox, scope=scope)
 
 
 async def run_agent_stream(

@@ -25,11 +25,16 @@ CodeRunner = Callable[[str], Awaitable[ToolOutcome]]
 
 
 class StopRun(Exception):
-    """Raised by a code runner (or a tool handler of the run) to end the run with a budget ending."""
+    """Raised by a code runner (or a tool handler of the run) to end the run with a budget ending.
 
-    def __init__(self, reason: TerminationReason, message: str, **details: Any) -> None:
+    `outcome` is what the call did before it stopped (a plan's calls so far): the run records it as the
+    step's tool call and remembers it, so a partial result says what was done."""
+
+    def __init__(
+        self, reason: TerminationReason, message: str, *, outcome: ToolOutcome | None = None, **details: Any
+    ) -> None:
         super().__init__(message)
-        self.reason, self.message, self.details = reason, message, details
+        self.reason, self.message, self.details, self.outcome = reason, message, details, outcome
 
 
 @dataclass

@@ -8,6 +8,7 @@ from typing import Any
 
 from awb.agents.scope import RunScope, StopRun
 from awb.agents.toolbox import ToolOutcome
+from awb.planner.calls import call_runs
 from awb.planner.plan_runner import PlanRunner, SandboxResult
 from awb.planner.redaction import redact_payload
 
@@ -45,9 +46,10 @@ class CodeMode:
         self.scope.tool_calls += result.tool_calls
         if self._on_run is not None:
             self._on_run(result)
+        outcome = ToolOutcome(ok=result.success, payload=self._payload(result), error_code=result.error_code)
         if result.error_code == "limit_exceeded":
-            raise StopRun("max_tool_calls", "the tool-call budget is spent", limit=self.max_tool_calls)
-        return ToolOutcome(ok=result.success, payload=self._payload(result), error_code=result.error_code)
+            raise StopRun("max_tool_calls", "the tool-call budget is spent", outcome=outcome, limit=self.max_tool_calls)
+        return outcome
 
     def _payload(self, result: SandboxResult) -> dict[str, Any]:
         logs = [line[:PLAN_LOG_CHARS] for line in result.logs[-PLAN_LOG_LINES:]]
@@ -57,6 +59,8 @@ class CodeMode:
             "logs": redact_payload(logs),
             "tool_calls": result.tool_calls,
         }
+        if result.calls:
+            payload["calls"] = call_runs(result.calls, with_route=False)
         if len(result.logs) > len(logs):
             payload["logs_dropped"] = len(result.logs) - len(logs)
         if not result.success:

@@ -16,10 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import anyio
 import pydantic_monty as pm
 
-from awb.agents.toolbox import Toolbox, ToolSpec
+from awb.agents.toolbox import Toolbox, ToolOutcome, ToolSpec
 from awb.errors import AwbError
+from awb.planner.calls import CallMade
 from awb.planner.codegen import Wrapper, group_wrappers, identifier, module_source
 from awb.planner.cpython_plan import PlanHost, cpython_source
 from awb.planner.redaction import redact_payload
@@ -31,6 +33,8 @@ CallObserver = Callable[[str, str, dict[str, Any], bool, float], None]
 #: `auto`: Monty, and CPython for plans Monty cannot run; or one of them only.
 PlanRuntime = Literal["auto", "monty", "cpython"]
 _SCRIPT = "plan.py"
+#: How long an ended plan waits for its cancelled tool calls to unwind before it reports.
+CANCEL_GRACE_SECONDS = 0.25
 
 
 @dataclass
@@ -41,6 +45,8 @@ class SandboxResult:
     error: str | None = None
     timed_out: bool = False
     tool_calls: int = 0
+    #: The tool calls the plan made, in order, and how each went (a refused call is not one).
+    calls: list[CallMade] = field(default_factory=list)
     #: A stable code when the plan failed: `timeout`, `limit_exceeded`, `memory_exceeded`,
     #: `output_exceeded`, `runtime_error`, `sandbox_violation`.
     error_code: str | None = None
@@ -119,19 +125,23 @@ class PlanRunner:
         limit = self._max_tool_calls if max_tool_calls is None else max_tool_calls
         choice = runtime or self._runtime
         state = _PlanState(limit=limit)
-        if choice == "cpython":
-            result = await self._run_cpython(code_body, timeout_sec, state)
-        else:
-            result, unsupported = await self._run_monty(code_body, timeout_sec, state)
-            if unsupported is not None and choice == "auto" and state.calls == 0:
-                state = _PlanState(limit=limit)
+        try:
+            if choice == "cpython":
                 result = await self._run_cpython(code_body, timeout_sec, state)
-                result.logs.insert(0, f"[awb] Monty cannot run this plan ({unsupported}); it ran in CPython")
+            else:
+                result, unsupported = await self._run_monty(code_body, timeout_sec, state)
+                if unsupported is not None and choice == "auto" and state.calls == 0:
+                    state = _PlanState(limit=limit)
+                    result = await self._run_cpython(code_body, timeout_sec, state)
+                    result.logs.insert(0, f"[awb] Monty cannot run this plan ({unsupported}); it ran in CPython")
+        finally:
+            # However the plan ended (its deadline, an error, the run cancelled), no call of it runs on.
+            await state.cancel_calls()
         if state.over_limit:
             # Whether the plan died of the refusal or caught it and went on, the limit failed it.
             result.success, result.error_code, result.result = False, "limit_exceeded", None
             result.error = f"the plan tried more than {state.limit} tool calls"
-        result.tool_calls = state.calls
+        result.tool_calls, result.calls = state.calls, state.made
         return result
 
     async def _run_monty(
@@ -151,12 +161,15 @@ class PlanRunner:
         limits: pm.ResourceLimits = {"max_feed_duration_secs": timeout_sec, "max_memory": self._memory_mb << 20}
         prints = pm.CollectString(max_bytes=self._max_log_bytes)
         unsupported: str | None = None
+        pool = self._pool
+
+        async def feed() -> Any:
+            async with pool.checkout(script_name=_SCRIPT, limits=limits, external_modules=modules) as session:
+                return await session.feed_run(plan_source(code_body, self.servers), print_callback=prints)
+
         try:
-            async with self._pool.checkout(script_name=_SCRIPT, limits=limits, external_modules=modules) as session:
-                value = await asyncio.wait_for(
-                    session.feed_run(plan_source(code_body, self.servers), print_callback=prints),
-                    timeout=timeout_sec + 5,
-                )
+            # Monty's own clock stops while the plan waits on a tool, so the wall-clock deadline is ours.
+            value = await asyncio.wait_for(feed(), timeout=timeout_sec)
             result.result = _json_value(value, self._max_output_bytes)
             result.success = True
         except TimeoutError:
@@ -262,8 +275,21 @@ class PlanRunner:
         state.calls += 1
         if spec is None:
             raise PlanToolError(f"{wrapper.server}.{wrapper.tool} is not available")
+        made = CallMade(wrapper.server, wrapper.tool, "plan")
+        state.made.append(made)
         started = time.perf_counter()
-        outcome = await self._toolbox.call(spec, payload)
+        # A task of our own: cancelling Monty's feed leaves its host-call task running, so the plan's end
+        # cancels this one (`_PlanState.cancel_calls`).
+        call = asyncio.ensure_future(self._toolbox.call(spec, payload))
+        state.in_flight.add(call)
+        try:
+            outcome = await call
+        except Exception:
+            made.outcome = "failed"
+            raise
+        finally:
+            state.in_flight.discard(call)
+        made.outcome = "ok" if outcome.ok else "failed"
         if self._on_call is not None:
             elapsed = (time.perf_counter() - started) * 1000
             self._on_call(wrapper.server, wrapper.tool, redact_payload(payload), outcome.ok, elapsed)
@@ -277,6 +303,18 @@ class _PlanState:
     limit: int
     calls: int = 0
     over_limit: bool = False
+    made: list[CallMade] = field(default_factory=list)
+    in_flight: set[asyncio.Future[ToolOutcome]] = field(default_factory=set)
+
+    async def cancel_calls(self) -> None:
+        """Cancel the tool calls still running and give them a moment to unwind (shielded: the plan may
+        be ending because its run was cancelled)."""
+        calls = list(self.in_flight)
+        for call in calls:
+            call.cancel()
+        if calls:
+            with anyio.CancelScope(shield=True):
+                await asyncio.wait(calls, timeout=CANCEL_GRACE_SECONDS)
 
 
 class _OutputTooLarge(Exception):

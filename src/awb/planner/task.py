@@ -29,6 +29,7 @@ from awb.agents.result import RunResult
 from awb.agents.scope import RunScope
 from awb.agents.toolbox import Toolbox
 from awb.planner.budget import Budget, BudgetSnapshot
+from awb.planner.calls import CallMade, calls_report
 from awb.planner.discovery import ToolIndex
 from awb.planner.plan_runner import PlanRunner
 from awb.planner.prompt import CODE_MODE_OFF, PLANNER_PROMPT
@@ -229,7 +230,7 @@ def _task_result(
         model_requests=run.usage.requests,
         limits=budget,
     )
-    raw: dict[str, Any] = {"storage_refs": tools.storage_refs}
+    raw: dict[str, Any] = {"storage_refs": tools.storage_refs, "tool_calls": [c.as_dict() for c in tools.calls]}
     if run.ok and run.output is not None:
         raw["result"] = run.output.get("data")
         return MCPTaskResult(
@@ -251,7 +252,7 @@ def _task_result(
     return MCPTaskResult(
         task_id=task_id,
         success=False,
-        final_summary=_partial_summary(run),
+        final_summary=_partial_summary(run, tools.calls),
         raw_outputs=raw,
         budget_usage=snapshot,
         logs=telemetry.events,
@@ -259,12 +260,13 @@ def _task_result(
     )
 
 
-def _partial_summary(run: RunResult) -> str:
-    """What the run had when it stopped: its last output if any, else its latest observations."""
+def _partial_summary(run: RunResult, calls: list[CallMade]) -> str:
+    """What the run did before it stopped: the tool calls it made, then its last output if any, else its
+    latest observations."""
+    lines = [f"(partial) {calls_report(calls)}."]
     partial = run.partial
-    if partial is None:
-        return ""
-    if isinstance(partial.last_output, dict) and partial.last_output.get("summary"):
-        return f"(partial) {partial.last_output['summary']}"
-    lines = [line[:400] for line in partial.observations[-4:]]
-    return "(partial) " + ("\n".join(lines) if lines else "nothing was done before the limit")
+    if partial is not None and isinstance(partial.last_output, dict) and partial.last_output.get("summary"):
+        lines.append(f"Last proposed summary: {partial.last_output['summary']}")
+    elif partial is not None:
+        lines += [line[:400] for line in partial.observations[-4:]]
+    return "\n".join(lines)

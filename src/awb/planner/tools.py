@@ -12,6 +12,7 @@ from typing import Any
 from awb.agents.scope import RunScope
 from awb.agents.toolbox import Toolbox, ToolOutcome, ToolSpec
 from awb.planner.budget import Budget
+from awb.planner.calls import CallMade
 from awb.planner.code_mode import CodeMode
 from awb.planner.discovery import DetailLevel, ToolIndex
 from awb.planner.plan_runner import PlanRunner, SandboxResult
@@ -69,6 +70,8 @@ class PlannerTools:
             on_run=self._told,
         )
         self.storage_refs: list[str] = []
+        #: Every call of a server's tool, direct or from a plan, in order: what a stopped task reports.
+        self.calls: list[CallMade] = []
         self._labels = 0
 
     def toolbox(self) -> Toolbox:
@@ -117,7 +120,10 @@ class PlannerTools:
             return ToolOutcome(
                 ok=False, payload=message, error_code="tool_not_found" if spec is None else "invalid_params"
             )
+        made = CallMade(spec.namespace, spec.name[len(spec.namespace) + 1 :], "direct")
+        self.calls.append(made)
         outcome = await self.servers.call(spec, payload)
+        made.outcome = "ok" if outcome.ok else "failed"
         result = self._for_context(f"{server}.{tool}", outcome.payload)
         self.telemetry.emit(
             "mcp.action.called",
@@ -130,6 +136,7 @@ class PlannerTools:
         return ToolOutcome(ok=outcome.ok, payload=result, error_code=outcome.error_code)
 
     def _told(self, result: SandboxResult) -> None:
+        self.calls.extend(result.calls)
         self.telemetry.emit(
             "mcp.sandbox.run",
             success=result.success,

@@ -11,7 +11,7 @@ from typing import Any
 from awb.agents.actions import Action
 from awb.agents.errors import MalformedAction
 from awb.agents.models.base import Prompt
-from awb.agents.models.functions import FunctionTable, parse_text_action
+from awb.agents.models.functions import MAX_FUNCTIONS, FunctionTable, parse_text_action
 from awb.agents.models.http import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_SECONDS, ProviderClient, needs_key
 from awb.agents.models.settings import ModelSettings
 from awb.agents.result import Usage
@@ -24,6 +24,7 @@ _HINT = "Act by using exactly one tool; use `done` with the final output when fi
 
 class AnthropicModel:
     provider = "anthropic"
+    max_functions = MAX_FUNCTIONS
 
     def __init__(
         self,

@@ -29,7 +29,9 @@ class Prompt:
 
 class Model(Protocol):
     """What the loop calls. Adapters may also have `model` (the provider's model name) and
-    `provider` (e.g. "openai"): the price table and telemetry read them when present."""
+    `provider` (e.g. "openai"): the price table and telemetry read them when present; and
+    `max_functions`, the most functions a request may offer (absent or None: no cap), which the
+    runtime checks before the run and before every call (`functions.function_overflow`)."""
 
     #: Running total across calls; the loop reports the difference a run made. `requests` counts
     #: every HTTP attempt, failed ones included.

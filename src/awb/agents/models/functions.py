@@ -15,10 +15,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from awb.agents.actions import Action, CallTool, Done, RunCode, SpawnSubagent, parse_action
-from awb.agents.errors import MalformedAction
+from awb.agents.errors import MalformedAction, TooManyFunctions
 from awb.agents.toolbox import ToolSpec
 
 DONE = "done"
+#: The most functions one request may offer. OpenAI refuses more than 128 (`array_above_max_length`, at the
+#: first model call); every adapter that sends functions keeps to it, so an agent that runs on one provider
+#: runs on the others, and a run that would pass it is refused before any request.
+MAX_FUNCTIONS = 128
 #: Offered only when the run can execute plans (`Prompt.code_mode`).
 RUN_CODE = "run_code"
 RUN_CODE_DESCRIPTION = (
@@ -47,6 +51,26 @@ class Function:
 def _wire_name(spec: ToolSpec) -> str:
     raw = spec.name.replace(".", "__") if spec.kind == "tool" else f"{SUBAGENT_PREFIX}{spec.name}"
     return _UNSAFE.sub("_", raw)[:64]
+
+
+def function_overflow(agent: str, model: object, offered: int, *, code_mode: bool) -> TooManyFunctions | None:
+    """The error for a call that would pass the cap: when `model` sends functions (`max_functions`, see
+    `Model`) and `offered` tools and subagents, with `done` and `run_code`, are more than it takes."""
+    limit = getattr(model, "max_functions", None)
+    functions = offered + 1 + code_mode
+    if limit is None or functions <= limit:
+        return None
+    extra = "`done` and `run_code`" if code_mode else "`done`"
+    return TooManyFunctions(
+        f"agent {agent!r} would offer the model {functions} functions ({offered} tools and subagents, and"
+        f" {extra}); providers take at most {limit} in one request. Allow fewer servers in the agent's `tools`,"
+        " equip fewer tools on its servers (a workbench offers only its equipped tools), or let the code-mode"
+        " planner (`awb plan`, `execute_mcp_task`) find tools by search instead of offering every one",
+        agent=agent,
+        functions=functions,
+        limit=limit,
+        tools=offered,
+    )
 
 
 class FunctionTable:

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 from awb.agents.actions import Action
 from awb.agents.errors import MalformedAction, ModelError
 from awb.agents.models.base import Prompt, json_action_instructions
-from awb.agents.models.functions import FunctionTable, parse_text_action
+from awb.agents.models.functions import MAX_FUNCTIONS, FunctionTable, parse_text_action
 from awb.agents.models.http import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_SECONDS, ProviderClient, needs_key
 from awb.agents.models.settings import ModelSettings
 from awb.agents.result import Usage
@@ -78,6 +78,11 @@ class OpenAIModel:
             timeout_seconds=timeout_seconds,
             needs_key=needs_key(api_key, base_url, DEFAULT_BASE_URL, "OpenAI"),
         )
+
+    @property
+    def max_functions(self) -> int | None:
+        """Functions go out only with `native_tools`; actions written as text have no cap."""
+        return MAX_FUNCTIONS if self.native_tools else None
 
     def __repr__(self) -> str:
         return f"OpenAIModel(model={self.model!r}, native_tools={self.native_tools})"

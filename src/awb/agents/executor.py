@@ -1,0 +1,163 @@
+"""Executing one accepted action of the loop: a tool call, a plan (`run_code`) or a subagent.
+
+Each is checked against the tool-call budget, told as events, traced, recorded on its step, and
+remembered in working memory as an observation; a call the runtime cannot make (an unknown tool or
+subagent) is an observation too, never an exception. Asking the model is the loop's part (`loop.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+import anyio
+
+from awb.agents.actions import Action, CallTool, RunCode, SpawnSubagent
+from awb.agents.agent import Agent
+from awb.agents.context import Context, to_text
+from awb.agents.events import EventType
+from awb.agents.result import Ending, RejectedAction, StepRecord, ToolCallRecord, ToolError, stopped
+from awb.agents.scope import RunScope, StopRun
+from awb.agents.telemetry import span
+from awb.agents.toolbox import Toolbox, ToolOutcome, ToolSpec
+from awb.errors import InvalidParams
+from awb.text import bounded
+
+
+class Tell(Protocol):
+    """Tells one event of the run (the loop's: it knows the agent, the depth and the step)."""
+
+    def __call__(self, kind: EventType, **data: Any) -> Awaitable[None]: ...
+
+
+class ActionExecutor:
+    """The loop's hands: runs the actions of one agent's run against its tools (subagents included)."""
+
+    def __init__(
+        self,
+        agent: type[Agent],
+        tools: Toolbox,
+        scope: RunScope,
+        context: Context,
+        tell: Tell,
+        *,
+        depth: int,
+        subagents: dict[str, type[Agent]],
+    ) -> None:
+        self.agent, self.tools, self.scope, self.context = agent, tools, scope, context
+        self._tell = tell
+        self.depth, self.subagents = depth, subagents
+        self.tool_calls: list[ToolCallRecord] = []
+        #: Calls counted against max_tool_calls (a lookup such as the planner's search_tools is not).
+        self._counted_calls = 0
+        #: The step whose `spawn_subagent` is running, so the subagent's record lands in it.
+        self.spawning: StepRecord | None = None
+
+    async def execute(self, step: StepRecord, action: Action) -> Ending | None:
+        """Run `action` (anything but `done`); an ending when it ends the run."""
+        budget = self.agent.budget
+        if isinstance(action, CallTool):
+            spec = self.tools.resolve(action.tool, "tool")
+            counted = spec is None or spec.counted
+            if counted and (
+                self._counted_calls >= budget.max_tool_calls
+                or self.scope.tool_calls >= self.scope.budget.max_tool_calls
+            ):
+                limit = min(budget.max_tool_calls, self.scope.budget.max_tool_calls)
+                return stopped("max_tool_calls", "the tool-call budget is spent", limit=limit)
+            outcome = await self._call_tool(step, action, spec)
+            if outcome is not None and not outcome.ok and self.agent.stop_on_tool_error:
+                return stopped("tool_error", f"tool {action.tool!r} failed", result=to_text(outcome.payload))
+        elif isinstance(action, SpawnSubagent):
+            await self._spawn(step, action)
+        elif isinstance(action, RunCode):
+            return await self._run_code(step, action)
+        return None
+
+    async def tell_rejected(self, step: StepRecord) -> None:
+        rejected = step.rejected[-1]
+        await self._tell("rejected", code=rejected.code, message=rejected.message)
+
+    async def _run_code(self, step: StepRecord, action: RunCode) -> Ending | None:
+        runner = self.scope.code_runner
+        if runner is None:
+            self.context.add("tool_error", "run_code", "run_code is not available in this run; use call_tool")
+            return None
+        try:
+            await self._invoke(step, "run_code", {"code": action.code}, lambda: runner(action.code))
+        except StopRun as stop:
+            return stopped(stop.reason, stop.message, **stop.details)
+        return None
+
+    def _unknown(self, step: StepRecord, kind: str, name: str) -> None:
+        available = [s.name for s in self.tools.specs("tool" if kind == "tool" else "subagent")]
+        message = f"no {kind} named {name!r} is available; available: {available}"
+        step.rejected.append(RejectedAction(code=f"{kind}_not_found", message=message, reply=name))
+        self.context.add("tool_error", name, message)
+
+    async def _call_tool(self, step: StepRecord, action: CallTool, spec: ToolSpec | None) -> ToolOutcome | None:
+        """`action` on the tool it names (`spec`, resolved by the caller; None when there is none)."""
+        if spec is None:
+            self._unknown(step, "tool", action.tool)
+            await self.tell_rejected(step)
+            return None
+        self.scope.tool_calls += spec.counted
+        self._counted_calls += spec.counted
+        outcome = await self._invoke(step, spec.name, action.arguments, lambda: self.tools.call(spec, action.arguments))
+        assert step.tool_call is not None
+        self.tool_calls.append(step.tool_call)
+        return outcome
+
+    async def _invoke(
+        self, step: StepRecord, name: str, arguments: dict[str, Any], call: Callable[[], Awaitable[ToolOutcome]]
+    ) -> ToolOutcome:
+        """Run one tool call (or plan): told as events, traced, recorded on the step, remembered."""
+        await self._tell("tool_call", tool=name, arguments=bounded(arguments))
+        started = anyio.current_time()
+        with span(
+            f"execute_tool {name}", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
+        ) as current:
+            stop: StopRun | None = None
+            try:
+                outcome = await call()
+            except StopRun as raised:
+                if raised.outcome is None:
+                    raise
+                stop, outcome = raised, raised.outcome
+            if not outcome.ok:
+                current.set_attribute("error.type", outcome.error_code or "tool_error")
+        duration = anyio.current_time() - started
+        error = None if outcome.ok else ToolError(code=outcome.error_code or "tool_error", message=outcome.message())
+        step.tool_call = ToolCallRecord(
+            name=name, arguments=arguments, duration_seconds=duration, ok=outcome.ok, error=error
+        )
+        await self._tell(
+            "tool_result",
+            tool=name,
+            ok=outcome.ok,
+            duration_seconds=duration,
+            error=None if error is None else error.model_dump(),
+        )
+        self.context.add("tool_result" if outcome.ok else "tool_error", name, outcome.payload)
+        if stop is not None:  # what the call did before it stopped is recorded and remembered first
+            raise stop
+        return outcome
+
+    async def _spawn(self, step: StepRecord, action: SpawnSubagent) -> None:
+        if self.depth > 0:
+            step.rejected.append(RejectedAction(code="subagent_refused", message="a subagent cannot spawn subagents"))
+            self.context.add("tool_error", action.agent, "refused: a subagent cannot spawn subagents")
+            return
+        spec = self.tools.resolve(action.agent, "subagent")
+        if spec is None:
+            self._unknown(step, "subagent", action.agent)
+            return
+        try:
+            task = self.subagents[spec.name].parse_input(action.input)
+        except InvalidParams as err:
+            step.rejected.append(RejectedAction(code=err.code, message=err.message, reply=action.input))
+            self.context.add("subagent_error", spec.name, err.to_dict())
+            return
+        self.spawning = step
+        outcome = await self.tools.call(spec, task.model_dump(mode="json"))
+        self.context.add("subagent_output" if outcome.ok else "subagent_error", spec.name, outcome.payload)
