@@ -47,3 +47,10 @@ def test_a_payload_nested_past_the_walk_limit_is_cut_not_crashed() -> None:
     for _ in range(60):
         out = out[0]
     assert "ABCDEFGH" not in str(out)
+
+
+def test_token_counts_are_kept_and_tokens_themselves_are_masked() -> None:
+    usage = {"input_tokens": 10, "max_tokens": 2.5, "token_count": 0, "usage": {"cache_read_tokens": 3}}
+    assert redact_payload(usage) == usage
+    secrets = {"token": 123456, "otp_token": 42, "access_tokens": ["abc"], "tokens_secret": 7, "id_tokens": True}
+    assert redact_payload(secrets) == dict.fromkeys(secrets, MASK)

@@ -66,6 +66,17 @@ def redact_payload(payload: Any, sensitive_keys: Iterable[str] = DEFAULT_SENSITI
     return _redact(payload, keys, 0)
 
 
+def _a_count(key: str, value: Any, keys: tuple[str, ...]) -> bool:
+    """A number under a key that counts tokens and names nothing else secret (`input_tokens`,
+    `max_tokens`, `token_count`): usage figures, kept. `token` or `otp_token` may hold a numeric code."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    name = _normalise(key)
+    if "tokens" not in name.split("_") and "token_count" not in name:
+        return False
+    return all(_normalise(fragment) == "token" for fragment in keys if _normalise(fragment) in name)
+
+
 def _redact(value: Any, keys: tuple[str, ...], depth: int) -> Any:
     if depth > _MAX_DEPTH:
         return MASK
@@ -75,7 +86,7 @@ def _redact(value: Any, keys: tuple[str, ...], depth: int) -> Any:
         return {
             k: (
                 MASK
-                if isinstance(k, str) and is_sensitive_key(k, keys) and v is not None
+                if isinstance(k, str) and is_sensitive_key(k, keys) and v is not None and not _a_count(k, v, keys)
                 else _redact(v, keys, depth + 1)
             )
             for k, v in value.items()
