@@ -12,11 +12,11 @@ import time
 from dataclasses import replace
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from awb.craft_shape import craft_fields
 from awb.errors import AdmissionFailed, ExecutionError, InvalidParams, LimitExceeded, OutputExceeded
-from awb.inventory.models import Example, Language, RuntimeName
+from awb.inventory.models import Example, Language, RuntimeName, normal_tags
 from awb.sandbox.base import Limits, Runtime
 from awb.sandbox.host import HostBridge
 from awb.schema_bounds import json_equal
@@ -67,6 +67,14 @@ class CraftRequest(BaseModel):
     )
     problem: str = Field("", max_length=MAX_PROBLEM_CHARS)
     created_by_agent: str = Field("", max_length=MAX_AGENT_CHARS)
+
+    @field_validator("tags", mode="before")
+    @classmethod
+    def _normal_tags(cls, tags: Any) -> Any:
+        # Before the limits: " db " is the tag "db", and ["db", "db"] one tag, not two of the 32.
+        if isinstance(tags, list) and all(isinstance(tag, str) for tag in tags):
+            return normal_tags(tags)
+        return tags  # anything else is refused by the field's own type, with its path
 
 
 #: The ids the workbench mints (`tool_` and 16 hex digits).
