@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from awb.craft_shape import craft_fields
+from awb.equip import RESERVED_NAME_RULE, meta_tool_name
 from awb.errors import AdmissionFailed, ExecutionError, InvalidParams, LimitExceeded, OutputExceeded
 from awb.inventory.models import Example, Language, RuntimeName, normal_tags
 from awb.sandbox.base import Limits, Runtime
@@ -83,6 +84,19 @@ TOOL_ID_SHAPE = re.compile(r"tool_[0-9a-f]{16}")
 
 def valid_name(name: object) -> bool:
     return isinstance(name, str) and NAME_RE.fullmatch(name) is not None
+
+
+def check_new_name(name: str) -> None:
+    """The rule a new tool's name meets beyond `validate_request`'s (which updates of older records with
+    such names must still pass): it is not a meta-tool's name in any case."""
+    meta = meta_tool_name(name)
+    if meta is not None:
+        raise InvalidParams(
+            f"the name {name!r} is the meta-tool {meta}'s: {RESERVED_NAME_RULE}",
+            field="name",
+            name=name,
+            rule="reserved_name",
+        )
 
 
 def validate_request(request: CraftRequest, max_code_bytes: int) -> None:

@@ -260,8 +260,10 @@ async def test_equipping_past_the_cap_and_meta_tool_names_are_refused(tmp_path: 
     with anyio.fail_after(30):
         async with Workbench(config) as workbench, Client(McpFace(workbench).server) as client:
             await call(client, "awb_craft", add_tool("one"))
-            await call(client, "awb_craft", add_tool("awb_list", description="A list maker", tags=[]))
-            assert (await call(client, "awb_equip", {"name": "awb_list"}))["error"]["code"] == "name_conflict"
+            for name in ("awb_list", "AWB_LIST", "Awb_Call"):
+                refused = await call(client, "awb_craft", add_tool(name, description="A list maker", tags=[]))
+                assert refused["error"]["code"] == "invalid_params"
+                assert refused["error"]["details"]["rule"] == "reserved_name"
             await call(client, "awb_equip", {"name": "one"})
             await call(client, "awb_craft", {**add_tool("two"), "description": "Another adder entirely"})
             over = await call(client, "awb_equip", {"name": "two"})

@@ -22,6 +22,7 @@ from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
 
 from awb import __version__
+from awb.equip import meta_tool_name
 from awb.errors import AwbError, InvalidParams, ToolNotFound
 from awb.inventory.models import Tool
 from awb.schema_rules import MCP_INPUT_RULE, craft_warnings, structured_result
@@ -157,7 +158,10 @@ class McpFace:
 
     def _equipped(self, name: str) -> Tool | None:
         tool = self.workbench.store.get_by_name(name)
-        return tool if tool is not None and tool.equipped and tool.status == "active" else None
+        if tool is None or not tool.equipped or tool.status != "active":
+            return None
+        # Never listed (see `served_tool`), so never a tool of its own: `AWB_CALL` is not awb_call's double.
+        return None if meta_tool_name(tool.name) else tool
 
     # --- protocol handlers --------------------------------------------------------------------
 
