@@ -364,7 +364,8 @@ class Workbench:
         )
 
     def rollback(self, ref: str, to_version: int) -> Tool:
-        """Make an earlier version current again; the history stays."""
+        """Make an earlier version current again; the history stays. Rolling back to the current version
+        changes nothing and returns it with `parent_version` equal to `version`."""
         return evolve.rollback(self, ref, to_version)
 
     def similar(self, name: str, description: str, *, exclude: str | None = None, limit: int = 5) -> list[ToolSummary]:

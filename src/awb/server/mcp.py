@@ -321,11 +321,13 @@ class McpFace:
         if "to_version" in arguments:
             if fields:
                 raise InvalidParams("give either to_version (a rollback) or new fields, not both", fields=list(fields))
-            return _version_result(self.workbench.rollback(self._ref(arguments), int(arguments["to_version"])))
-        return _version_result(await self.workbench.update(self._ref(arguments), **fields))
+            return await self._rollback(arguments)
+        return _version_result(await self.workbench.update(self._ref(arguments), **fields), "updated")
 
     async def _rollback(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        return _version_result(self.workbench.rollback(self._ref(arguments), int(arguments["to_version"])))
+        return _version_result(
+            self.workbench.rollback(self._ref(arguments), int(arguments["to_version"])), "rolled_back"
+        )
 
     async def _equip(self, arguments: dict[str, Any]) -> dict[str, Any]:
         return self._equip_result(self.workbench.equip(self._ref(arguments)))
@@ -342,10 +344,12 @@ class McpFace:
         }
 
 
-def _version_result(tool: Tool) -> dict[str, Any]:
+def _version_result(tool: Tool, moved: str) -> dict[str, Any]:
+    """`moved` names the change; a version that was already current (a rollback to it) is `unchanged`."""
     return {
         "tool_id": tool.tool_id,
         "name": tool.name,
+        "status": "unchanged" if tool.parent_version == tool.version else moved,
         "version": tool.version,
         "parent_version": tool.parent_version,
         "equipped": tool.equipped,
