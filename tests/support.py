@@ -8,7 +8,13 @@ import socket
 import subprocess
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import anyio.to_thread
+
+if TYPE_CHECKING:
+    from awb.sandbox.base import Execution, HostFunctions, Limits, Runtime
+    from awb.workbench import Workbench
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -75,3 +81,49 @@ def wait_for_ready(process: subprocess.Popen[bytes], timeout: float = 30.0) -> t
         seen.append(line)
         if b"awb: ready on" in line:
             return reader
+
+
+#: A tool that says it is running, then waits for ever (until its call is cancelled, or its time limit).
+WAITS = {
+    "name": "waits",
+    "description": "Wait until told otherwise",
+    "code": "def run(params):\n    log('running')\n    n = 0\n    while params.get('forever', True):\n"
+    "        n += 1\n    return n\n",
+    "examples": [{"params": {"forever": False}, "expected": 0}],
+}
+
+
+class Announcing:
+    """The real runtime; `running` is set once a run's tool has logged, so it is inside its worker."""
+
+    def __init__(self, inner: Runtime) -> None:
+        self.inner = inner
+        self.name, self.language = inner.name, inner.language
+        self.running = threading.Event()
+
+    async def execute(self, code: str, params: dict[str, Any], limits: Limits, host: HostFunctions) -> Execution:
+        logged = host.log
+
+        def log(message: str) -> None:
+            logged(message)
+            self.running.set()
+
+        host.log = log  # type: ignore[method-assign]
+        return await self.inner.execute(code, params, limits, host)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def announcing(workbench: Workbench) -> Announcing:
+    """Craft WAITS and let the workbench run its tools through an `Announcing` runtime."""
+    await workbench.craft(WAITS)
+    runtime = Announcing(workbench.runtimes["monty"])
+    workbench.runtimes["monty"] = runtime  # type: ignore[assignment]
+    return runtime
+
+
+async def until_running(runtime: Announcing) -> None:
+    """Wait until the tool runs (bound it: `anyio.fail_after`)."""
+    while not runtime.running.is_set():
+        await anyio.to_thread.run_sync(runtime.running.wait, 0.05)

@@ -10,8 +10,9 @@ import anyio
 import pytest
 
 from awb.config import Config
-from awb.crafting import MAX_EXAMPLE_BYTES, MAX_EXAMPLES, MAX_TAGS
+from awb.crafting import MAX_EXAMPLE_BYTES, MAX_EXAMPLES, MAX_TAG_CHARS, MAX_TAGS
 from awb.errors import AdmissionFailed, AwbError, Busy, InvalidParams, LimitExceeded
+from awb.server.mcp import McpFace
 from awb.workbench import Workbench
 from support import add_tool
 
@@ -52,9 +53,8 @@ async def test_names_within_the_rule_are_accepted(workbench: Workbench, name: st
         ("description", "d" * 16_001),
         ("problem", "p" * 8001),
         ("created_by_agent", "a" * 201),
-        ("tags", ["t"] * (MAX_TAGS + 1)),
+        ("tags", [f"t{n}" for n in range(MAX_TAGS + 1)]),
         ("tags", ["t" * 65]),
-        ("tags", [""]),
         ("examples", [{"params": {"a": 1, "b": 2}, "expected": 3}] * (MAX_EXAMPLES + 1)),
         ("examples", [{"params": {"a": 1, "b": 2, "pad": "x" * MAX_EXAMPLE_BYTES}, "expected": 3}]),
         ("examples", [{"params": {"a": 1, "b": 2}, "expected": "x" * (MAX_EXAMPLE_BYTES // 2)}] * 10),
@@ -66,6 +66,45 @@ async def test_text_fields_over_their_limits_are_refused(workbench: Workbench, f
     assert refused.value.code == "invalid_params"
     assert field in repr(refused.value.to_dict())
     assert workbench.store.count_active() == 0
+
+
+async def test_tags_are_trimmed_blank_ones_dropped_and_each_kept_once_where_it_first_appeared(
+    workbench: Workbench,
+) -> None:
+    given = [" db ", "sql", "db", "", "   ", "DB", "sql\t", "db", " " + "t" * MAX_TAG_CHARS + " "]
+    kept = ["db", "sql", "DB", "t" * MAX_TAG_CHARS]
+    tool = await workbench.craft(add_tool("tagged", tags=given))
+    assert tool.metadata.tags == kept
+    assert workbench.inspect("tagged").tool.metadata.tags == kept
+    assert [t.tags for t in workbench.list_tools()] == [kept]
+    # Repeats do not count against the 32 a tool may have.
+    many = await workbench.craft(add_tool("many_tags", description="Sum two values", tags=["x"] * (MAX_TAGS + 8)))
+    assert many.metadata.tags == ["x"]
+
+
+async def test_the_spec_metadata_shape_and_the_mcp_face_normalise_tags_too(workbench: Workbench) -> None:
+    spec = {k: v for k, v in add_tool("spec_tags").items() if k != "tags"}
+    await workbench.craft({**spec, "metadata": {"tags": ["a", " a", "b", "a "]}})
+    face = McpFace(workbench)
+    crafted = await face.call("awb_craft", add_tool("mcp_tags", description="Sum of two", tags=["m", "m", " m "]))
+    assert not crafted.is_error, crafted.structured_content
+    assert workbench.resolve("spec_tags").metadata.tags == ["a", "b"]
+    listed = await face.call("awb_list", {"tag": "m"})
+    assert [t["tags"] for t in (listed.structured_content or {})["tools"]] == [["m"]]
+
+
+async def test_the_tag_filter_matches_tags_exactly_case_included_once_trimmed(workbench: Workbench) -> None:
+    await workbench.craft(add_tool("lower", tags=["db"]))
+    await workbench.craft(add_tool("upper", description="Sum two numbers", tags=["DB"]))
+
+    def named(tag: str, query: str | None = None) -> set[str]:
+        return {t.name for t in workbench.list_tools(tag=tag, query=query)}
+
+    assert named("db") == {"lower"}
+    assert named(" DB ") == {"upper"}
+    assert named("Db") == set()
+    assert named(" db", query="add numbers") == {"lower"}  # the ranked listing filters the same way
+    assert named("  ") == {"lower", "upper"}  # a blank filter filters nothing
 
 
 async def test_an_update_over_the_limits_is_refused_and_the_tool_is_unchanged(workbench: Workbench) -> None:

@@ -69,10 +69,55 @@ async def test_equipping_past_max_equipped_is_limit_exceeded(tmp_path: Path) -> 
         assert raised.value.details["equipped"] == ["first"]
 
 
-async def test_a_tool_named_like_a_meta_tool_cannot_be_equipped(workbench: Workbench) -> None:
-    await workbench.craft({**UPPER, "name": "awb_search"})
-    with pytest.raises(NameConflict):
-        workbench.equip("awb_search")
+@pytest.mark.parametrize("name", ["awb_search", "AWB_CALL", "Awb_Search", "aWb_RoLlBaCk"])
+async def test_a_meta_tool_name_in_any_case_is_refused_at_craft_naming_the_rule(
+    workbench: Workbench, name: str
+) -> None:
+    with pytest.raises(InvalidParams) as refused:
+        await workbench.craft({**UPPER, "name": name})
+    assert refused.value.details == {"field": "name", "name": name, "rule": "reserved_name"}
+    assert "in any case" in refused.value.message and name.lower() in refused.value.message
+    assert workbench.store.count_active() == 0
+
+
+async def test_names_that_only_start_like_a_meta_tool_are_fine(workbench: Workbench) -> None:
+    for name in ("awb_calls", "awb_call_helper", "AWB", "my_awb_call"):
+        await workbench.craft({**UPPER, "name": name, "description": f"Upper case letters for {name}"})
+
+
+async def test_an_older_record_named_like_a_meta_tool_loads_lists_calls_and_goes_but_is_never_equipped(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Crafts refused such names only later: an inventory may hold one, even equipped (auto-equip too)."""
+    config = Config(
+        inventory_path=tmp_path / "inv.db",
+        auto_equip_long_term=True,
+        memory=MemoryConfig(promotion_threshold_medium=1, promotion_threshold_long=2),
+    )
+    async with Workbench(config, clock=clock) as workbench:
+        older = (await workbench.craft({**UPPER, "name": "upper"})).model_copy(
+            update={"tool_id": "tool_older", "name": "AWB_CALL"}
+        )
+        workbench.store.add_tool(older)
+    async with Workbench(config, clock=clock) as workbench:
+        assert (
+            {t.name for t in workbench.list_tools()}
+            == {t.name for t in workbench.list_tools(query="upper")}
+            == {
+                "AWB_CALL",
+                "upper",
+            }
+        )
+        for _ in range(3):  # reaches long-term memory: auto-equip leaves it alone
+            assert (await workbench.call("AWB_CALL", {"text": "a"})).result == "A"
+        assert workbench.resolve("AWB_CALL").memory_level == "long_term"
+        assert workbench.equipped_tools() == []
+        with pytest.raises(NameConflict) as refused:
+            workbench.equip("AWB_CALL")
+        assert refused.value.details["rule"] == "reserved_name" and "awb_call" in refused.value.message
+        updated = await workbench.update("AWB_CALL", description="Upper case, still")
+        assert updated.version == 2
+        assert workbench.delete("tool_older").status == "deleted"
 
 
 async def test_unequip_removes_the_tool_from_the_set_and_tells_listeners(workbench: Workbench) -> None:

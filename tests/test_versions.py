@@ -69,6 +69,28 @@ async def test_rollback_makes_an_earlier_version_current_and_the_next_update_get
     assert [v.version for v in workbench.store.versions(tool.tool_id)] == [1, 2, 3]
 
 
+async def test_a_rollback_to_the_current_version_writes_nothing_and_says_it_moved_nothing(
+    workbench: Workbench,
+) -> None:
+    tool = await workbench.craft(add_tool())
+    await workbench.update(tool.name, **MULTIPLY)
+    before = workbench.inspect(tool.name)
+    events: list[Event] = []
+    workbench.events.subscribe(events.append)
+    stay = workbench.rollback(tool.name, 2)
+    # The version current before this request was 2 itself: not the record's parent_version (1),
+    # which would read as a move from 1 to 2.
+    assert (stay.version, stay.parent_version) == (2, 2)
+    assert events == []
+    assert workbench.inspect(tool.name) == before  # the record keeps its own parent_version and updated_at
+    back = workbench.rollback(tool.name, 1)
+    assert (back.version, back.parent_version) == (1, 2)
+    again = workbench.rollback(tool.name, 1)
+    assert (again.version, again.parent_version) == (1, 1)
+    assert workbench.inspect(tool.name).tool.parent_version == 2
+    assert [e.kind for e in events] == ["updated"]
+
+
 async def test_rollback_to_a_version_that_does_not_exist_is_invalid_params(workbench: Workbench) -> None:
     await workbench.craft(add_tool())
     with pytest.raises(InvalidParams) as raised:

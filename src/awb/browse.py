@@ -90,6 +90,9 @@ def list_page(
         raise InvalidParams(f"limit must be between 1 and {MAX_LIMIT}", limit=limit)
     if offset < 0 or offset > MAX_OFFSET:
         raise InvalidParams(f"offset must be between 0 and {MAX_OFFSET}", offset=offset)
+    if tag is not None:
+        # Trimmed as stored tags are (`normal_tags`); a blank one filters nothing, as in the web panel.
+        tag = tag.strip() or None
     if query:
         hits = [
             h

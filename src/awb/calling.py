@@ -35,6 +35,9 @@ log = logging.getLogger("awb.workbench")
 
 #: Compiled tool schemas kept per workbench (a version's input and output schema count one each).
 COMPILED_SCHEMAS = 4096
+#: The error code on the record of a call cancelled while its tool ran (no one hears an error: the
+#: request that made it is never answered).
+CANCELLED = "cancelled"
 
 
 class CallResult(BaseModel):
@@ -58,7 +61,8 @@ class CallRecorder:
     pages they share once (measured: ~5% of a trivial call's CPU at 8 concurrent clients). A call alone
     waits for nothing: its record is written as soon as the callbacks already due have run. Each call
     still gets its own counters, or the error that kept its own record from being written. A call
-    cancelled while it waits still has its record written.
+    cancelled while it waits still has its record written, and so does one cancelled while its tool
+    ran (`record_abandoned`): it joins the next group without waiting for it.
     """
 
     def __init__(self, store: Store, policy: MemoryPolicy) -> None:
@@ -67,6 +71,15 @@ class CallRecorder:
         self._due: dict[asyncio.AbstractEventLoop, list[tuple[CallRecord, asyncio.Future[ToolCounters]]]] = {}
 
     async def record(self, call: CallRecord) -> ToolCounters:
+        return await self._join(call)
+
+    def record_abandoned(self, call: CallRecord) -> None:
+        """Record the call of a task being cancelled, which must not wait (under a cancelled anyio scope
+        every wait is cancelled again): written with the next group, its counters read by no one."""
+        # A waiter already done is one `_write` skips, as it skips a waiter cancelled mid-wait.
+        self._join(call).cancel()
+
+    def _join(self, call: CallRecord) -> asyncio.Future[ToolCounters]:
         loop = asyncio.get_running_loop()
         recorded: asyncio.Future[ToolCounters] = loop.create_future()
         due = self._due.get(loop)
@@ -74,7 +87,7 @@ class CallRecorder:
             due = self._due[loop] = []
             loop.call_soon(self._write, loop)
         due.append((call, recorded))
-        return await recorded
+        return recorded
 
     def _write(self, loop: asyncio.AbstractEventLoop) -> None:
         due = self._due.pop(loop)
@@ -175,6 +188,11 @@ class Caller:
             except RecursionError:
                 # A result nested past the interpreter's recursion limit, met while encoding or decoding it.
                 error = _too_deep(tool)
+            except asyncio.CancelledError:
+                # The client gave up (notifications/cancelled, a dropped HTTP request): the tool ran all
+                # the same, so the call is recorded and counted, without waiting for the record.
+                self._record_cancelled(tool, call_id, (time.perf_counter() - started) * 1000)
+                raise
         duration_ms = (time.perf_counter() - started) * 1000
         if execution is not None:
             peak = execution.peak_memory_bytes
@@ -249,6 +267,22 @@ class Caller:
                 updated = self._armory.auto_equip(updated, now)
         self._upkeep.counted(tool.tool_id)
         return updated
+
+    def _record_cancelled(self, tool: Tool, call_id: str, duration_ms: float) -> None:
+        """A cancelled call's record: failed, `cancelled`. Only a success moves the tier, so there is no
+        tier change to announce and no auto-equip to consider."""
+        call = CallRecord(
+            call_id=call_id,
+            tool_id=tool.tool_id,
+            version=tool.version,
+            at=self._clock.now(),
+            duration_ms=duration_ms,
+            ok=False,
+            error_code=CANCELLED,
+        )
+        self._recorder.record_abandoned(call)
+        self._upkeep.counted(tool.tool_id)
+        log.info("call %s cancelled after %.1f ms", tool.name, duration_ms)
 
 
 def _too_deep(tool: Tool) -> OutputExceeded:

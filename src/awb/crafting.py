@@ -12,11 +12,12 @@ import time
 from dataclasses import replace
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from awb.craft_shape import craft_fields
+from awb.equip import RESERVED_NAME_RULE, meta_tool_name
 from awb.errors import AdmissionFailed, ExecutionError, InvalidParams, LimitExceeded, OutputExceeded
-from awb.inventory.models import Example, Language, RuntimeName
+from awb.inventory.models import Example, Language, RuntimeName, normal_tags
 from awb.sandbox.base import Limits, Runtime
 from awb.sandbox.host import HostBridge
 from awb.schema_bounds import json_equal
@@ -68,6 +69,14 @@ class CraftRequest(BaseModel):
     problem: str = Field("", max_length=MAX_PROBLEM_CHARS)
     created_by_agent: str = Field("", max_length=MAX_AGENT_CHARS)
 
+    @field_validator("tags", mode="before")
+    @classmethod
+    def _normal_tags(cls, tags: Any) -> Any:
+        # Before the limits: " db " is the tag "db", and ["db", "db"] one tag, not two of the 32.
+        if isinstance(tags, list) and all(isinstance(tag, str) for tag in tags):
+            return normal_tags(tags)
+        return tags  # anything else is refused by the field's own type, with its path
+
 
 #: The ids the workbench mints (`tool_` and 16 hex digits).
 TOOL_ID_SHAPE = re.compile(r"tool_[0-9a-f]{16}")
@@ -75,6 +84,19 @@ TOOL_ID_SHAPE = re.compile(r"tool_[0-9a-f]{16}")
 
 def valid_name(name: object) -> bool:
     return isinstance(name, str) and NAME_RE.fullmatch(name) is not None
+
+
+def check_new_name(name: str) -> None:
+    """The rule a new tool's name meets beyond `validate_request`'s (which updates of older records with
+    such names must still pass): it is not a meta-tool's name in any case."""
+    meta = meta_tool_name(name)
+    if meta is not None:
+        raise InvalidParams(
+            f"the name {name!r} is the meta-tool {meta}'s: {RESERVED_NAME_RULE}",
+            field="name",
+            name=name,
+            rule="reserved_name",
+        )
 
 
 def validate_request(request: CraftRequest, max_code_bytes: int) -> None:

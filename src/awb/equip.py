@@ -14,9 +14,19 @@ from awb.inventory.models import Tool
 from awb.inventory.store import Store
 from awb.schema_rules import equip_problems
 
-#: Verbs of the meta-tools; `awb_<verb>` and `awb.<verb>` are reserved names for equipped tools.
+#: Verbs of the meta-tools; `awb_<verb>` and `awb.<verb>`, in any case, are their names alone.
 META_VERBS = ("craft", "call", "list", "search", "delete", "inspect", "update", "equip", "unequip", "rollback")
 RESERVED_NAMES = frozenset(f"awb{sep}{verb}" for verb in META_VERBS for sep in ("_", "."))
+RESERVED_NAME_RULE = (
+    "no tool may take a meta-tool's name in any case (awb_call, AWB_CALL, Awb_Search ...): models and "
+    "some clients compare tool names without case, so it would pass for the meta-tool"
+)
+
+
+def meta_tool_name(name: str) -> str | None:
+    """The meta-tool `name` would pass for (`AWB_CALL` for `awb_call`), or None."""
+    folded = name.casefold()
+    return folded if folded in RESERVED_NAMES else None
 
 
 class Armory:
@@ -41,8 +51,14 @@ class Armory:
                 tool_id=tool.tool_id,
                 status=tool.status,
             )
-        if tool.name in RESERVED_NAMES:
-            raise NameConflict(f"tool {tool.name!r} has the name of a meta-tool and cannot be equipped", name=tool.name)
+        meta = meta_tool_name(tool.name)
+        if meta is not None:
+            # A record from before craft refused such names: it stays callable, listable and deletable.
+            raise NameConflict(
+                f"tool {tool.name!r} cannot be equipped beside the meta-tool {meta}: {RESERVED_NAME_RULE}",
+                name=tool.name,
+                rule="reserved_name",
+            )
         problems = equip_problems(tool.input_schema)
         if problems:
             raise NotEquippable(
@@ -79,7 +95,7 @@ class Armory:
         """Equip a long-term tool when the config asks for it and there is room; never raises."""
         if not self.config.auto_equip_long_term or tool.equipped or tool.memory_level != "long_term":
             return tool
-        if tool.name in RESERVED_NAMES or tool.status != "active" or equip_problems(tool.input_schema):
+        if meta_tool_name(tool.name) or tool.status != "active" or equip_problems(tool.input_schema):
             return tool
         if len(self.equipped()) >= self.config.max_equipped:
             return tool

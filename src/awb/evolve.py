@@ -2,6 +2,9 @@
 
 The tool record always holds its current version; `tool_versions` holds every version ever admitted.
 `parent_version` is the version that was current before this one became current (by update or rollback).
+What `update` and `rollback` return is the record with `parent_version` the version current when the
+request came: a rollback to the version already current changes nothing, and returns `parent_version`
+equal to `version` (the record keeps its own).
 Usage counters stay on the tool across versions; per-version usage and failures live on the versions.
 """
 
@@ -135,7 +138,8 @@ async def update(
 
 
 def rollback(workbench: Bench, ref: str, to_version: int) -> Tool:
-    """Make an earlier (or any other admitted) version current again. Nothing is deleted."""
+    """Make an earlier (or any other admitted) version current again. Nothing is deleted; a rollback to
+    the current version is a no-op (see the module's docstring for what it returns)."""
     tool = workbench.resolve(ref)
     if not isinstance(to_version, int) or isinstance(to_version, bool) or to_version < 1:
         raise InvalidParams("to_version must be a positive integer", to_version=to_version)
@@ -151,7 +155,9 @@ def rollback(workbench: Bench, ref: str, to_version: int) -> Tool:
             versions=[v.version for v in history],
         )
     if target.version == tool.version:
-        return tool
+        # Nothing moves: no write, no event. The version current before this request is this one (the
+        # record's own parent_version is older news: it would read as a move from it).
+        return tool.model_copy(update={"parent_version": tool.version})
     now = workbench.clock.now()
     fields: dict[str, Any] = {
         "version": target.version,

@@ -190,6 +190,7 @@ class Workbench:
             except ValidationError as exc:
                 raise InvalidParams.of_model("invalid craft request", exc) from None
         await self.validate_craft(request)
+        crafting.check_new_name(request.name)
         if self.store.get_by_name(request.name) is not None:
             raise NameConflict(f"a tool named {request.name!r} already exists", name=request.name)
         self.store.check_room(self.config.max_tools)
@@ -363,7 +364,8 @@ class Workbench:
         )
 
     def rollback(self, ref: str, to_version: int) -> Tool:
-        """Make an earlier version current again; the history stays."""
+        """Make an earlier version current again; the history stays. Rolling back to the current version
+        changes nothing and returns it with `parent_version` equal to `version`."""
         return evolve.rollback(self, ref, to_version)
 
     def similar(self, name: str, description: str, *, exclude: str | None = None, limit: int = 5) -> list[ToolSummary]:

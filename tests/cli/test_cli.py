@@ -436,3 +436,14 @@ async def test_inventory_delete_is_awb_delete_from_the_command_line(tmp_path: Pa
     async with Workbench(load_config(None, environ=env), clock=ManualClock()) as workbench:
         with pytest.raises(AwbError, match="deleted"):
             await workbench.call(tool.tool_id, {"a": 1, "b": 2})
+
+
+async def test_inventory_rollback_says_when_the_version_was_already_current(tmp_path: Path) -> None:
+    env = env_for(tmp_path)
+    async with Workbench(load_config(None, environ=env), clock=ManualClock()) as workbench:
+        await workbench.craft(add_tool("steady"))
+        await workbench.update("steady", description="Add two numbers (v2)")
+    moved = run_awb(tmp_path, "inventory", "rollback", "steady", "1", env=env)
+    assert "steady is now at version 1" in moved.stdout, moved.stdout + moved.stderr
+    stayed = run_awb(tmp_path, "inventory", "rollback", "steady", "1", env=env)
+    assert "steady was already at version 1" in stayed.stdout, stayed.stdout + stayed.stderr

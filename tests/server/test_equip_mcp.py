@@ -155,17 +155,22 @@ async def evolve_journey(client: Client) -> None:
             "examples": [{"params": {"a": 2, "b": 3}, "expected": 6}],
         },
     )
-    assert (updated["version"], updated["parent_version"]) == (2, 1)
+    assert (updated["status"], updated["version"], updated["parent_version"]) == ("updated", 2, 1)
     assert (await call(client, "awb_call", {"name": "calc", "params": {"a": 4, "b": 5}}))["result"] == 20
     failing = await call(client, "awb_update", {"name": "calc", "code": "def run(params):\n    return 0\n"})
     assert failing["error"]["code"] == "admission_failed"
 
     rolled = await call(client, "awb_update", {"tool_id": crafted["tool_id"], "to_version": 1})
-    assert rolled["version"] == 1
+    assert (rolled["status"], rolled["version"], rolled["parent_version"]) == ("rolled_back", 1, 2)
     assert (await call(client, "awb_call", {"name": "calc", "params": {"a": 4, "b": 5}}))["result"] == 9
     forward = await call(client, "awb_rollback", {"name": "calc", "to_version": 2})
-    assert forward["version"] == 2
+    assert (forward["status"], forward["version"], forward["parent_version"]) == ("rolled_back", 2, 1)
+    # Back "to" the version already current, either way: nothing moves, and the result says so.
+    for verb in ("awb_update", "awb_rollback"):
+        stay = await call(client, verb, {"name": "calc", "to_version": 2})
+        assert (stay["status"], stay["version"], stay["parent_version"]) == ("unchanged", 2, 2)
     inspected = await call(client, "awb_inspect", {"name": "calc"})
+    assert (inspected["tool"]["version"], inspected["tool"]["parent_version"]) == (2, 1)
     assert [(v["version"], v["usage_count"]) for v in inspected["versions"]] == [(1, 1), (2, 1)]
     assert inspected["tool"]["usage_count"] == 2
 
@@ -260,8 +265,10 @@ async def test_equipping_past_the_cap_and_meta_tool_names_are_refused(tmp_path: 
     with anyio.fail_after(30):
         async with Workbench(config) as workbench, Client(McpFace(workbench).server) as client:
             await call(client, "awb_craft", add_tool("one"))
-            await call(client, "awb_craft", add_tool("awb_list", description="A list maker", tags=[]))
-            assert (await call(client, "awb_equip", {"name": "awb_list"}))["error"]["code"] == "name_conflict"
+            for name in ("awb_list", "AWB_LIST", "Awb_Call"):
+                refused = await call(client, "awb_craft", add_tool(name, description="A list maker", tags=[]))
+                assert refused["error"]["code"] == "invalid_params"
+                assert refused["error"]["details"]["rule"] == "reserved_name"
             await call(client, "awb_equip", {"name": "one"})
             await call(client, "awb_craft", {**add_tool("two"), "description": "Another adder entirely"})
             over = await call(client, "awb_equip", {"name": "two"})

@@ -13,7 +13,7 @@ from mcp import Client
 from awb.config import Config
 from awb.workbench import Workbench
 from journey import call
-from support import add_tool
+from support import add_tool, announcing, until_running
 
 pytestmark = pytest.mark.anyio
 
@@ -38,3 +38,31 @@ async def test_a_request_is_answered_as_configured_and_clients_take_either(
             async with Client(f"{running.url}/mcp") as session:
                 result = await call(session, "awb_call", {"name": "add_numbers", "params": {"a": 2, "b": 3}})
                 assert result["result"] == 5
+
+
+@pytest.mark.parametrize(
+    ("mode", "json_response"),
+    [
+        ("legacy", True),  # 2025-11-25: the client POSTs notifications/cancelled
+        ("auto", False),  # 2026-07-28: the client drops the request's SSE stream
+    ],
+)
+async def test_a_call_abandoned_over_http_is_recorded_as_cancelled(
+    workbench: Workbench, config: Config, mode: str, json_response: bool
+) -> None:
+    runtime = await announcing(workbench)
+    with anyio.fail_after(60):
+        async with (
+            serving(workbench, answering(config, json_response)) as running,
+            Client(f"{running.url}/mcp", mode=mode, cache=None) as session,  # type: ignore[arg-type]
+        ):
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(session.call_tool, "awb_call", {"name": "waits"})
+                await until_running(runtime)
+                tasks.cancel_scope.cancel()
+            with anyio.fail_after(10):  # the server hears of it in its own time
+                inspected = await call(session, "awb_inspect", {"name": "waits"})
+                while not inspected["recent_calls"]:
+                    inspected = await call(session, "awb_inspect", {"name": "waits"})
+    [record] = inspected["recent_calls"]
+    assert (record["ok"], record["error_code"]) == (False, "cancelled")

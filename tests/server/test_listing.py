@@ -116,6 +116,30 @@ async def test_bad_records_written_into_the_store_are_left_out_and_the_listing_s
     assert "tool_stringly" in checks["equipped tools"]["detail"]
 
 
+async def test_an_equipped_record_named_like_a_meta_tool_is_neither_listed_nor_called_by_that_name(
+    workbench: Workbench, clock: ManualClock
+) -> None:
+    """Equipped before crafts refused such names (or imported so): it must not stand beside awb_call."""
+    workbench.store.add_tool(stored_tool("AWB_CALL", {"type": "object"}, clock))
+    with anyio.fail_after(30):
+        async with Client(McpFace(workbench).server) as client:
+            names = [tool.name for tool in (await client.list_tools()).tools]
+            assert "AWB_CALL" not in names and names.count("awb_call") == 1
+            direct = await call(client, "AWB_CALL", {"a": 1, "b": 2})
+            assert direct["error"]["code"] == "tool_not_found"
+            through_meta = await call(client, "awb_call", {"name": "AWB_CALL", "params": {"a": 1, "b": 2}})
+            assert through_meta["result"] == 3
+            listed = await call(client, "awb_list", {})
+            assert [t["name"] for t in listed["tools"]] == ["AWB_CALL"]
+            checks = {c["check"]: c for c in listing_checks(workbench)}
+            assert checks["equipped tools"]["ok"] is False
+            assert "named like the meta-tool awb_call" in checks["equipped tools"]["detail"]
+            unequipped = await call(client, "awb_unequip", {"name": "AWB_CALL"})
+            assert unequipped["equipped"] is False
+            assert (await call(client, "awb_delete", {"name": "AWB_CALL"}))["status"] == "deleted"
+    assert listing_checks(workbench)[0]["ok"] is True
+
+
 def test_awb_doctor_reports_an_equipped_record_that_cannot_be_listed(tmp_path: Path) -> None:
     async def seed() -> None:
         clock = ManualClock()

@@ -318,7 +318,8 @@ def inventory_rollback(
     if as_json:
         print_json({"tool_id": record.tool_id, "name": record.name, "version": record.version})
     else:
-        say(f"{record.name} is now at version {record.version}")
+        now = "was already" if record.parent_version == record.version else "is now"
+        say(f"{record.name} {now} at version {record.version}")
 
 
 @inventory_app.command("purge")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Literal
 
@@ -28,6 +29,13 @@ class Example(BaseModel):
     params: dict[str, Any]
     expected: Any = None
     expected_error: str | None = None
+
+
+def normal_tags(tags: Iterable[str]) -> list[str]:
+    """Tags as the inventory keeps them: surrounding whitespace stripped, blank ones dropped, each tag
+    once in the order first given. Tags compare exactly, case included (`DB` and `db` are two tags),
+    because that is how every store's `tag` filter matches them."""
+    return list(dict.fromkeys(stripped for stripped in (tag.strip() for tag in tags) if stripped))
 
 
 class ToolMetadata(BaseModel):

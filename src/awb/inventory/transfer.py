@@ -4,9 +4,10 @@
 with the full record (counters, tier, status, equipped flag, metadata, examples) and every version with
 its own counters, followed by one line per call of its history (oldest first) and one per staged write
 (pending, applied or discarded); then one line per blueprint session with its exchanges and run logs.
-`import` writes them into any store unchanged, so SQLite -> PostgreSQL -> SQLite gives back the same
-records. Vectors stay behind (`awb reindex` recomputes them), as does the panel's event journal (a
-feed of the last few thousand moments, not a record).
+`import` writes them into any store unchanged (tags apart: trimmed and each once, as a craft keeps
+them), so SQLite -> PostgreSQL -> SQLite gives back the same records. Vectors stay behind (`awb
+reindex` recomputes them), as does the panel's event journal (a feed of the last few thousand
+moments, not a record).
 
 The file is read twice: once to check every line (nothing is written if one is bad), once to write. A
 tool is written with its versions, calls and staged writes in one transaction; a tool whose id is
@@ -25,7 +26,7 @@ from typing import Any, Literal, Protocol, cast, runtime_checkable
 from pydantic import BaseModel, ValidationError
 
 from awb.errors import InvalidParams, NameConflict
-from awb.inventory.models import CallRecord, Tool, ToolVersion
+from awb.inventory.models import CallRecord, Tool, ToolVersion, normal_tags
 from awb.inventory.store import Store
 
 FORMAT = "awb-inventory"
@@ -174,6 +175,8 @@ def _record(number: int, data: Any) -> _Record:
             raise TypeError("not an object")
         if "tool" in data:
             tool = Tool.model_validate(data["tool"])
+            # Tags come in as a craft takes them (an export from before tags were normalised may repeat one).
+            tool.metadata.tags = normal_tags(tool.metadata.tags)
             versions = [ToolVersion.model_validate(v) for v in data.get("versions", [])]
             return _Record(number, "tool", (tool, versions))
         if "call" in data:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import ValidationError
 
 from awb.config import Config
+from awb.equip import RESERVED_NAME_RULE, meta_tool_name
 from awb.errors import InvalidParams
 from awb.inventory.models import Tool
 from awb.schema_rules import equip_problems, normalise_input_schema, served_output_schema
@@ -45,6 +46,11 @@ def served_tool(tool: Tool) -> types.Tool:
     from mcp_types.methods import serialize_server_result
     from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
 
+    meta = meta_tool_name(tool.name)
+    if meta is not None:  # equipped before the rule held (or imported so): it would pass for the meta-tool
+        raise ValueError(
+            f"named like the meta-tool {meta}: {RESERVED_NAME_RULE}; unequip it (awb_call still reaches it)"
+        )
     problems = equip_problems(tool.input_schema)
     if problems:
         raise ValueError(problems[0])

@@ -22,6 +22,7 @@ from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
 
 from awb import __version__
+from awb.equip import meta_tool_name
 from awb.errors import AwbError, InvalidParams, ToolNotFound
 from awb.inventory.models import Tool
 from awb.schema_rules import MCP_INPUT_RULE, craft_warnings, structured_result
@@ -157,7 +158,10 @@ class McpFace:
 
     def _equipped(self, name: str) -> Tool | None:
         tool = self.workbench.store.get_by_name(name)
-        return tool if tool is not None and tool.equipped and tool.status == "active" else None
+        if tool is None or not tool.equipped or tool.status != "active":
+            return None
+        # Never listed (see `served_tool`), so never a tool of its own: `AWB_CALL` is not awb_call's double.
+        return None if meta_tool_name(tool.name) else tool
 
     # --- protocol handlers --------------------------------------------------------------------
 
@@ -317,11 +321,13 @@ class McpFace:
         if "to_version" in arguments:
             if fields:
                 raise InvalidParams("give either to_version (a rollback) or new fields, not both", fields=list(fields))
-            return _version_result(self.workbench.rollback(self._ref(arguments), int(arguments["to_version"])))
-        return _version_result(await self.workbench.update(self._ref(arguments), **fields))
+            return await self._rollback(arguments)
+        return _version_result(await self.workbench.update(self._ref(arguments), **fields), "updated")
 
     async def _rollback(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        return _version_result(self.workbench.rollback(self._ref(arguments), int(arguments["to_version"])))
+        return _version_result(
+            self.workbench.rollback(self._ref(arguments), int(arguments["to_version"])), "rolled_back"
+        )
 
     async def _equip(self, arguments: dict[str, Any]) -> dict[str, Any]:
         return self._equip_result(self.workbench.equip(self._ref(arguments)))
@@ -338,10 +344,12 @@ class McpFace:
         }
 
 
-def _version_result(tool: Tool) -> dict[str, Any]:
+def _version_result(tool: Tool, moved: str) -> dict[str, Any]:
+    """`moved` names the change; a version that was already current (a rollback to it) is `unchanged`."""
     return {
         "tool_id": tool.tool_id,
         "name": tool.name,
+        "status": "unchanged" if tool.parent_version == tool.version else moved,
         "version": tool.version,
         "parent_version": tool.parent_version,
         "equipped": tool.equipped,

@@ -87,8 +87,16 @@ _VERSION_OUT: dict[str, Any] = {
     "properties": {
         "tool_id": {"type": "string"},
         "name": {"type": "string"},
+        "status": {
+            "type": "string",
+            "enum": ["updated", "rolled_back", "unchanged"],
+            "description": "unchanged: to_version was already current, and nothing was written.",
+        },
         "version": {"type": "integer", "description": "The version now current."},
-        "parent_version": {"type": ["integer", "null"], "description": "The version current before."},
+        "parent_version": {
+            "type": ["integer", "null"],
+            "description": "The version current before this request (the same as version when unchanged).",
+        },
         "equipped": {"type": "boolean"},
     },
     "required": ["tool_id", "name", "version"],
