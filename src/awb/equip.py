@@ -12,11 +12,8 @@ from awb.errors import LimitExceeded, NameConflict, NotEquippable
 from awb.events import Event, EventBus
 from awb.inventory.models import Tool
 from awb.inventory.store import Store
+from awb.meta_tools import RESERVED_NAMES, meta_tool_name
 from awb.schema_rules import equip_problems
-
-#: Verbs of the meta-tools; `awb_<verb>` and `awb.<verb>` are reserved names for equipped tools.
-META_VERBS = ("craft", "call", "list", "search", "delete", "inspect", "update", "equip", "unequip", "rollback")
-RESERVED_NAMES = frozenset(f"awb{sep}{verb}" for verb in META_VERBS for sep in ("_", "."))
 
 
 class Armory:
@@ -26,6 +23,8 @@ class Armory:
         self.store = store
         self.config = config
         self.events = events
+        #: How errors name `call`, the path that reaches any tool, equipped or not.
+        self._call_tool = meta_tool_name("call", config.tool_names)
 
     def equipped(self) -> list[Tool]:
         """The equipped tools, in a stable order (by name)."""
@@ -37,7 +36,8 @@ class Armory:
             return tool
         if tool.status != "active":
             raise NotEquippable(
-                f"tool {tool.name!r} is {tool.status}; call it once (awb_call) to bring it back before equipping",
+                f"tool {tool.name!r} is {tool.status}; call it once ({self._call_tool}) to bring it back before "
+                "equipping",
                 tool_id=tool.tool_id,
                 status=tool.status,
             )
@@ -47,7 +47,7 @@ class Armory:
         if problems:
             raise NotEquippable(
                 f"tool {tool.name!r} cannot be an MCP tool of its own: {problems[0]}. It stays callable with "
-                "awb_call; to equip it, update its input_schema to a plain object schema",
+                f"{self._call_tool}; to equip it, update its input_schema to a plain object schema",
                 tool_id=tool.tool_id,
                 rule="input_schema_root",
             )
