@@ -59,11 +59,12 @@ def test_non_object_results_are_wrapped_like_the_sdk_does() -> None:
 def test_a_root_combinator_cannot_be_equipped_and_is_warned_at_craft(combinator: str) -> None:
     schema = {"type": "object", combinator: [{"required": ["x"]}] if combinator != "not" else {"required": ["x"]}}
     assert combinator in equip_problems(schema)[0]
-    assert "awb_call" in craft_warnings(schema)[0]
+    assert "awb_call" in craft_warnings(schema, "underscore")[0]
+    assert "awb.call" in craft_warnings(schema, "dotted")[0]
 
 
 def test_required_names_missing_from_properties_are_warned_for_gemini() -> None:
     schema = {"type": "object", "properties": {"x": {}}, "required": ["x", "y"]}
     assert equip_problems(schema) == []
-    assert "Gemini" in craft_warnings(schema)[0]
-    assert craft_warnings({"type": "object", "properties": {"x": {}}, "required": ["x"]}) == []
+    assert "Gemini" in craft_warnings(schema, "underscore")[0]
+    assert craft_warnings({"type": "object", "properties": {"x": {}}, "required": ["x"]}, "underscore") == []

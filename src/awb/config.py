@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, StringConstraints, ValidationError, field_validator
 
 from awb.errors import ConfigError
+from awb.meta_tools import ToolNames
 from awb.text import cap_text
 
 CONFIG_FILENAME = "awb.config.json"
@@ -158,7 +159,7 @@ class Config(BaseModel):
     auto_equip_long_term: bool = False
     dedupe: Literal["warn", "reject"] = "warn"
     dedupe_threshold: float = Field(0.85, ge=0, le=1)
-    tool_names: Literal["underscore", "dotted"] = "underscore"
+    tool_names: ToolNames = "underscore"
     #: "auto" serves piped stdin/stdout on the event loop (awb/server/stdio.py); "sdk" always uses the
     #: MCP SDK's own stdio transport.
     stdio_transport: Literal["auto", "sdk"] = "auto"

@@ -15,9 +15,9 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from awb.craft_shape import craft_fields
-from awb.equip import RESERVED_NAME_RULE, meta_tool_name
 from awb.errors import AdmissionFailed, ExecutionError, InvalidParams, LimitExceeded, OutputExceeded
 from awb.inventory.models import Example, Language, RuntimeName, normal_tags
+from awb.meta_tools import RESERVED_NAME_RULE, reserved_name
 from awb.sandbox.base import Limits, Runtime
 from awb.sandbox.host import HostBridge
 from awb.schema_bounds import json_equal
@@ -89,7 +89,7 @@ def valid_name(name: object) -> bool:
 def check_new_name(name: str) -> None:
     """The rule a new tool's name meets beyond `validate_request`'s (which updates of older records with
     such names must still pass): it is not a meta-tool's name in any case."""
-    meta = meta_tool_name(name)
+    meta = reserved_name(name)
     if meta is not None:
         raise InvalidParams(
             f"the name {name!r} is the meta-tool {meta}'s: {RESERVED_NAME_RULE}",

@@ -12,21 +12,8 @@ from awb.errors import LimitExceeded, NameConflict, NotEquippable
 from awb.events import Event, EventBus
 from awb.inventory.models import Tool
 from awb.inventory.store import Store
+from awb.meta_tools import RESERVED_NAME_RULE, meta_tool_name, reserved_name
 from awb.schema_rules import equip_problems
-
-#: Verbs of the meta-tools; `awb_<verb>` and `awb.<verb>`, in any case, are their names alone.
-META_VERBS = ("craft", "call", "list", "search", "delete", "inspect", "update", "equip", "unequip", "rollback")
-RESERVED_NAMES = frozenset(f"awb{sep}{verb}" for verb in META_VERBS for sep in ("_", "."))
-RESERVED_NAME_RULE = (
-    "no tool may take a meta-tool's name in any case (awb_call, AWB_CALL, Awb_Search ...): models and "
-    "some clients compare tool names without case, so it would pass for the meta-tool"
-)
-
-
-def meta_tool_name(name: str) -> str | None:
-    """The meta-tool `name` would pass for (`AWB_CALL` for `awb_call`), or None."""
-    folded = name.casefold()
-    return folded if folded in RESERVED_NAMES else None
 
 
 class Armory:
@@ -36,6 +23,8 @@ class Armory:
         self.store = store
         self.config = config
         self.events = events
+        #: How errors name `call`, the path that reaches any tool, equipped or not.
+        self._call_tool = meta_tool_name("call", config.tool_names)
 
     def equipped(self) -> list[Tool]:
         """The equipped tools, in a stable order (by name)."""
@@ -47,11 +36,12 @@ class Armory:
             return tool
         if tool.status != "active":
             raise NotEquippable(
-                f"tool {tool.name!r} is {tool.status}; call it once (awb_call) to bring it back before equipping",
+                f"tool {tool.name!r} is {tool.status}; call it once ({self._call_tool}) to bring it back before "
+                "equipping",
                 tool_id=tool.tool_id,
                 status=tool.status,
             )
-        meta = meta_tool_name(tool.name)
+        meta = reserved_name(tool.name)
         if meta is not None:
             # A record from before craft refused such names: it stays callable, listable and deletable.
             raise NameConflict(
@@ -63,7 +53,7 @@ class Armory:
         if problems:
             raise NotEquippable(
                 f"tool {tool.name!r} cannot be an MCP tool of its own: {problems[0]}. It stays callable with "
-                "awb_call; to equip it, update its input_schema to a plain object schema",
+                f"{self._call_tool}; to equip it, update its input_schema to a plain object schema",
                 tool_id=tool.tool_id,
                 rule="input_schema_root",
             )
@@ -95,7 +85,7 @@ class Armory:
         """Equip a long-term tool when the config asks for it and there is room; never raises."""
         if not self.config.auto_equip_long_term or tool.equipped or tool.memory_level != "long_term":
             return tool
-        if meta_tool_name(tool.name) or tool.status != "active" or equip_problems(tool.input_schema):
+        if reserved_name(tool.name) or tool.status != "active" or equip_problems(tool.input_schema):
             return tool
         if len(self.equipped()) >= self.config.max_equipped:
             return tool

@@ -15,11 +15,13 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from awb.clock import Clock
+from awb.config import Config
 from awb.crafting import CraftRequest
 from awb.errors import InvalidParams, NotEquippable, VersionConflict
 from awb.events import Event, EventBus
 from awb.inventory.models import Example, Language, RuntimeName, Tool, ToolVersion
 from awb.inventory.store import Store
+from awb.meta_tools import meta_tool_name
 from awb.sandbox.base import Runtime
 from awb.schema_rules import equip_problems
 
@@ -31,6 +33,7 @@ class Bench(Protocol):
     store: Store
     clock: Clock
     events: EventBus
+    config: Config
 
     def resolve(self, ref: str, *, allow_deleted: bool = False) -> Tool: ...
 
@@ -87,7 +90,8 @@ async def update(
         # An equipped tool with such a schema would silently drop out of every client's tool list.
         raise NotEquippable(
             f"tool {tool.name!r} is equipped and the new input_schema cannot be served as its own MCP tool: "
-            f"{problems[0]}. Unequip it first (it stays callable with awb_call)",
+            f"{problems[0]}. Unequip it first (it stays callable with "
+            f"{meta_tool_name('call', workbench.config.tool_names)})",
             tool_id=tool.tool_id,
             rule="input_schema_root",
         )

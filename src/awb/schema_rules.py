@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from awb.errors import InvalidParams
+from awb.meta_tools import ToolNames, meta_tool_name
 
 #: Claude Desktop, the Anthropic and OpenAI APIs all require tool names of this form.
 PORTABLE_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -142,11 +143,10 @@ def portability_problems(input_schema: Any) -> list[str]:
     return problems
 
 
-def craft_warnings(input_schema: dict[str, Any]) -> list[str]:
+def craft_warnings(input_schema: dict[str, Any], tool_names: ToolNames) -> list[str]:
     """What an agent is told after crafting a tool whose schema the model APIs would refuse."""
     blocking = equip_problems(input_schema)
     if blocking:
-        return [
-            f"{p}; this tool cannot be equipped as an MCP tool of its own, but awb_call reaches it" for p in blocking
-        ]
+        call = meta_tool_name("call", tool_names)
+        return [f"{p}; this tool cannot be equipped as an MCP tool of its own, but {call} reaches it" for p in blocking]
     return portability_problems(input_schema)

@@ -47,6 +47,7 @@ from awb.inventory.models import (
 from awb.inventory.open import open_store
 from awb.inventory.store import Store
 from awb.maintenance import Upkeep
+from awb.meta_tools import meta_tool_name
 from awb.sandbox.base import ExecutionSlots, Limits, Runtime
 from awb.sandbox.registry import build_runtimes, choose_python_runtime, limits_for
 from awb.search.duplicates import rank_similar
@@ -251,7 +252,7 @@ class Workbench:
         if close:
             raise DuplicateTool(
                 f"{close[0].name!r} ({close[0].tool_id}) already does this (similarity {close[0].score}); "
-                "reuse it, or update it with awb_update",
+                f"reuse it, or update it with {meta_tool_name('update', self.config.tool_names)}",
                 tool_id=close[0].tool_id,
                 name=close[0].name,
                 score=close[0].score,

@@ -51,6 +51,21 @@ async def test_the_list_shows_each_live_tool_with_its_runtime_version_status_tie
     assert "st-failing" in jsadder and "runtime_error" in jsadder and "0 / 1" in jsadder
 
 
+@pytest.mark.parametrize(("style", "craft"), [("underscore", "awb_craft"), ("dotted", "awb.craft")])
+async def test_an_empty_list_names_the_craft_meta_tool_as_the_server_serves_it(
+    config: Config, style: str, craft: str
+) -> None:
+    async with Workbench(config.model_copy(update={"tool_names": style})) as workbench:
+        panel = create_panel(workbench)
+        try:
+            transport = httpx.ASGITransport(app=panel)
+            async with httpx.AsyncClient(transport=transport, base_url=ORIGIN) as client:
+                html = (await client.get("/")).text
+        finally:
+            panel.close()
+    assert f"an agent crafts them with <code>{craft}</code>" in html
+
+
 async def test_filters_narrow_the_list_by_runtime_tier_and_tag(workbench: Workbench, client: httpx.AsyncClient) -> None:
     await workbench.craft(add_tool("adder", runtime="monty", tags=["math"]))
     await workbench.craft(

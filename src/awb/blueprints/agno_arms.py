@@ -31,6 +31,7 @@ from awb.blueprints.knowledge import DEFAULT_RESULTS, TOOL_NAME, KnowledgeLibrar
 from awb.blueprints.schema import Blueprint, McpArm, TavilySearchArm, WorkbenchArm
 from awb.blueprints.tavily import tavily_handler
 from awb.errors import AwbError, Unavailable, underlying
+from awb.meta_tools import served_names
 
 #: How Agno's MCP entrypoint and our own functions begin the text of a failed call.
 _FAILED = ("Error from MCP tool", "Error: ")
@@ -81,7 +82,7 @@ def mcp_toolkits(blueprint: Blueprint, options: RuntimeOptions) -> list[ArmTools
             target: ServerTarget = arm.url if arm.url is not None else list(arm.command or [])
             toolkits.append(ArmTools(arm.name, arm.tools, **_connection(arm.name, target, timeout)))
         elif isinstance(arm, WorkbenchArm) and options.workbench_target is not None:
-            allowed = None if arm.tools is None else [f"awb{sep}{name}" for name in arm.tools for sep in "_."]
+            allowed = None if arm.tools is None else [n for name in arm.tools for n in served_names(name)]
             connection = _connection(WORKBENCH_NAMESPACE, options.workbench_target, timeout)
             toolkits.append(ArmTools(WORKBENCH_NAMESPACE, allowed, **connection))
     return toolkits

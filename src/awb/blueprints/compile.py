@@ -25,6 +25,7 @@ from awb.blueprints.journal import RunJournal
 from awb.blueprints.knowledge import TOOL_NAMESPACE, KnowledgeLibrary, knowledge_handler, knowledge_spec
 from awb.blueprints.schema import Blueprint, McpArm, TavilySearchArm, WorkbenchArm, knowledge_base_error
 from awb.blueprints.tavily import DEFAULT_BASE_URL, tavily_handler, tavily_spec
+from awb.meta_tools import served_names
 
 if TYPE_CHECKING:
     from awb.agents.mcp_client import ServerTarget
@@ -96,7 +97,7 @@ class CompiledBlueprint:
                 allow[arm.name] = set(arm.tools) if arm.tools is not None else None
             elif isinstance(arm, WorkbenchArm) and self.options.workbench_target is not None:
                 targets[WORKBENCH_NAMESPACE] = self.options.workbench_target
-                allow[WORKBENCH_NAMESPACE] = {f"awb{sep}{t}" for t in arm.tools for sep in "_."} if arm.tools else None
+                allow[WORKBENCH_NAMESPACE] = {n for t in arm.tools for n in served_names(t)} if arm.tools else None
         # The SDK's client is imported by the first run that connects, not by a server that never runs one.
         from awb.agents.mcp_client import connect_servers
 

@@ -27,9 +27,10 @@ from pydantic_core import PydanticCustomError
 
 from awb.blueprints import catalog
 from awb.blueprints.errors import BlueprintInvalid
+from awb.meta_tools import META_VERBS
 
 #: Names of the workbench's meta-tools a `workbench` arm may narrow itself to.
-WORKBENCH_TOOLS = ("craft", "call", "list", "search", "delete", "inspect", "update", "rollback", "equip", "unequip")
+WORKBENCH_TOOLS: tuple[str, ...] = META_VERBS
 _NAME = r"^[A-Za-z][A-Za-z0-9_-]{0,39}$"
 _DOMAIN = re.compile(r"^(?=.{1,253}$)(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,63}(?<!-))+$")
 

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import ValidationError
 
 from awb.config import Config
-from awb.equip import RESERVED_NAME_RULE, meta_tool_name
 from awb.errors import InvalidParams
 from awb.inventory.models import Tool
+from awb.meta_tools import RESERVED_NAME_RULE, reserved_name
 from awb.schema_rules import equip_problems, normalise_input_schema, served_output_schema
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def served_tool(tool: Tool) -> types.Tool:
     from mcp_types.methods import serialize_server_result
     from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
 
-    meta = meta_tool_name(tool.name)
+    meta = reserved_name(tool.name)
     if meta is not None:  # equipped before the rule held (or imported so): it would pass for the meta-tool
         raise ValueError(
             f"named like the meta-tool {meta}: {RESERVED_NAME_RULE}; unequip it (awb_call still reaches it)"

@@ -22,25 +22,19 @@ from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
 
 from awb import __version__
-from awb.equip import meta_tool_name
 from awb.errors import AwbError, InvalidParams, ToolNotFound
 from awb.inventory.models import Tool
+from awb.meta_tools import META_VERBS, MetaVerb, meta_tool_name, reserved_name, served_names, verb_of
 from awb.schema_rules import MCP_INPUT_RULE, craft_warnings, structured_result
+from awb.server import guidance
 from awb.server.listing import EquippedListing, tool_names_warning
 from awb.server.notify import ListChangedNotifier
-from awb.server.schemas import DESCRIPTIONS, INPUT, META_TOOLS, OUTPUT
+from awb.server.schemas import INPUT, OUTPUT
 from awb.text import cap_text
 from awb.validation import SchemaTooExpensive, ToolSchema
 from awb.workbench import Workbench
 
 log = logging.getLogger("awb.mcp")
-
-INSTRUCTIONS = (
-    "Agent Workbench is a crafting table for tools. Search (awb_search) before you craft; craft (awb_craft) a "
-    "tool when none fits, with examples; call it with awb_call; inspect or delete it when it misbehaves. "
-    "Equip (awb_equip) the few tools you use often: they then appear as tools of their own. Evolve a tool "
-    "with awb_update; roll back with awb_rollback."
-)
 
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -95,10 +89,11 @@ class McpFace:
 
     def __init__(self, workbench: Workbench) -> None:
         self.workbench = workbench
-        self.separator = "_" if workbench.config.tool_names == "underscore" else "."
+        self.tool_names = workbench.config.tool_names
+        self._descriptions = guidance.descriptions(self.tool_names)
         # Compiled on first use: jsonschema is not imported before the server serves (see `_validator`).
         self._validators: dict[str, ToolSchema] = {}
-        self._handlers: dict[str, Handler] = {
+        self._handlers: dict[MetaVerb, Handler] = {
             "craft": self._craft,
             "call": self._call,
             "list": self._list,
@@ -118,7 +113,7 @@ class McpFace:
         self.server: Server[Any] = _Server(
             "agent-workbench",
             version=__version__,
-            instructions=INSTRUCTIONS,
+            instructions=guidance.instructions(self.tool_names),
             lifespan=self._lifespan,
             get_tool_input_schema=self._tool_input_schema,
             on_list_tools=self._on_list_tools,
@@ -127,14 +122,14 @@ class McpFace:
         )
         self.server.middleware.append(self.notifier.middleware)
 
-    def _validator(self, verb: str) -> ToolSchema:
+    def _validator(self, verb: MetaVerb) -> ToolSchema:
         validator = self._validators.get(verb)
         if validator is None:
             validator = self._validators[verb] = ToolSchema.compile(INPUT[verb], trusted=True)
         return validator
 
-    def meta_name(self, verb: str) -> str:
-        return f"awb{self.separator}{verb}"
+    def meta_name(self, verb: MetaVerb) -> str:
+        return meta_tool_name(verb, self.tool_names)
 
     def initialization_options(self) -> InitializationOptions:
         return self.server.create_initialization_options(NotificationOptions(tools_changed=True))
@@ -146,22 +141,18 @@ class McpFace:
             yield {}
 
     def _tool_input_schema(self, name: str) -> Mapping[str, Any] | None:
-        verb = self._verb(name)
-        if verb in INPUT:
+        verb = verb_of(name, self.tool_names)
+        if verb is not None:
             return INPUT[verb]
         tool = self._equipped(name)
         return None if tool is None else tool.input_schema
-
-    def _verb(self, name: str) -> str:
-        prefix = self.meta_name("")
-        return name[len(prefix) :] if name.startswith(prefix) else ""
 
     def _equipped(self, name: str) -> Tool | None:
         tool = self.workbench.store.get_by_name(name)
         if tool is None or not tool.equipped or tool.status != "active":
             return None
         # Never listed (see `served_tool`), so never a tool of its own: `AWB_CALL` is not awb_call's double.
-        return None if meta_tool_name(tool.name) else tool
+        return None if reserved_name(tool.name) else tool
 
     # --- protocol handlers --------------------------------------------------------------------
 
@@ -170,11 +161,11 @@ class McpFace:
         meta = [
             types.Tool(
                 name=self.meta_name(verb),
-                description=DESCRIPTIONS[verb],
+                description=self._descriptions[verb],
                 input_schema=INPUT[verb],
                 output_schema=OUTPUT[verb],
             )
-            for verb in META_TOOLS
+            for verb in META_VERBS
         ]
         return meta + self.equipped_listing.tools()
 
@@ -193,11 +184,11 @@ class McpFace:
         equip and unequip carry a `hint` to list tools again."""
         started = time.perf_counter()
         arguments = {} if arguments is None else arguments
-        verb = self._verb(name)
+        verb = verb_of(name, self.tool_names)
         try:
-            handler = self._handlers.get(verb)
-            if handler is None:
+            if verb is None:
                 return await self._call_equipped(name, arguments, started)
+            handler = self._handlers[verb]
             try:
                 problems = await self._validator(verb).problems_off_loop(arguments)
             except SchemaTooExpensive as exc:
@@ -206,10 +197,7 @@ class McpFace:
                 raise _invalid_arguments(name, problems)
             structured = await handler(arguments)
             if verb in _LIST_CHANGING and notified is not None and not notified():
-                structured["hint"] = (
-                    "The tool list changed, but this session gets no list_changed notification: list tools "
-                    "again to see it (awb_call reaches any tool by name meanwhile)."
-                )
+                structured["hint"] = guidance.list_changed_hint(self.tool_names)
         except AwbError as error:
             log.info("mcp %s -> %s (%.1f ms)", name, error.code, (time.perf_counter() - started) * 1000)
             return to_mcp_error(error)
@@ -225,17 +213,13 @@ class McpFace:
         )
 
     async def _call_equipped(self, name: str, arguments: dict[str, Any], started: float) -> types.CallToolResult:
-        """An equipped tool called by its own name: the same path as awb_call, as informative.
+        """An equipped tool called by its own name: the same path as the `call` meta-tool, as informative.
 
         structuredContent is the result (wrapped as {"result": ...} unless the tool's output schema
         describes an object, matching the listed outputSchema); the call's record is in `_meta`."""
         tool = self._equipped(name)
         if tool is None:
-            raise ToolNotFound(
-                f"no MCP tool named {name!r}; crafted tools that are not equipped are called with "
-                f"{self.meta_name('call')}",
-                name=name,
-            )
+            raise self._not_served(name)
         result = await self.workbench.call(tool.tool_id, arguments)
         log.debug("mcp %s ok (%.1f ms)", name, (time.perf_counter() - started) * 1000)
         record = result.model_dump(mode="json", exclude={"result"})
@@ -243,6 +227,24 @@ class McpFace:
             content=[types.TextContent(type="text", text=json_text(result.result))],
             structured_content=structured_result(tool.output_schema, result.result),
             _meta=record,
+        )
+
+    def _not_served(self, name: str) -> ToolNotFound:
+        """The error for a name this server does not serve, pointing at the name it serves instead."""
+        # The other style's name of a meta-tool (`awb_craft` on a dotted server): a client configured
+        # for another server, told the name that works here.
+        verb = next((v for v in META_VERBS if name in served_names(v)), None)
+        if verb is not None:
+            served = self.meta_name(verb)
+            return ToolNotFound(
+                f"no MCP tool named {name!r}; this server serves that meta-tool as {served} "
+                f'(tool_names: "{self.tool_names}")',
+                name=name,
+                served_as=served,
+            )
+        return ToolNotFound(
+            f"no MCP tool named {name!r}; crafted tools that are not equipped are called with {self.meta_name('call')}",
+            name=name,
         )
 
     # --- meta-tools ---------------------------------------------------------------------------
@@ -261,7 +263,7 @@ class McpFace:
             "version": tool.version,
             "runtime": tool.runtime,
             "similar": [s.model_dump(mode="json") for s in similar],
-            "warnings": craft_warnings(tool.input_schema),
+            "warnings": craft_warnings(tool.input_schema, self.tool_names),
             "equipped_tools": [t.name for t in self.workbench.equipped_tools()],
         }
 

@@ -25,6 +25,7 @@ from awb import __version__
 from awb.errors import AwbError, InvalidParams
 from awb.feed import EventFeed, open_feed
 from awb.inventory.models import MEMORY_LEVELS
+from awb.meta_tools import meta_tool_name
 from awb.safe_text import visible
 from awb.sandbox import staging
 from awb.text import cap_text
@@ -51,7 +52,12 @@ class Panel:
         self.runs = run_logs(workbench)
         self.streams = 0
         env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True))
-        env.globals.update(version=__version__, tiers=views.TIER_LABELS, runtimes=views.RUNTIME_LABELS)
+        env.globals.update(
+            version=__version__,
+            tiers=views.TIER_LABELS,
+            runtimes=views.RUNTIME_LABELS,
+            craft_tool=meta_tool_name("craft", self.config.tool_names),
+        )
         # Text tools wrote (paths, names, descriptions, messages) goes through `|visible` where it is shown.
         env.filters["visible"] = visible
         self.templates = Jinja2Templates(env=env)

@@ -24,7 +24,7 @@ def search_tools(
     q: Annotated[str, Query(description="Words describing the tool.", max_length=MAX_QUERY_CHARS)],
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 10,
 ) -> dict[str, Any]:
-    """The best `limit` tools for `q`: the result of `awb_search` (`query`, `mode`, `results`).
+    """The best `limit` tools for `q`: what the MCP `search` meta-tool returns (`query`, `mode`, `results`).
 
     A plain function: FastAPI runs it in a worker thread, so embedding the query never holds up the loop."""
     return workbench.search(q, limit=limit).model_dump(mode="json")

@@ -1,0 +1,50 @@
+"""The meta-tools' names: the one place that turns a meta-tool (`craft`, `call`, ...) into the name a
+workbench serves it under, `awb_call` or `awb.call` as `tool_names` says.
+
+Everything an agent reads that names a meta-tool (instructions, descriptions, hints, error messages)
+takes the name from here, so a server never points an agent at a name it does not serve.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+#: How meta-tools are named: `awb_craft` (every host accepts it) or the spec's `awb.craft`.
+ToolNames = Literal["underscore", "dotted"]
+
+#: The meta-tools, by the verb each is named after.
+MetaVerb = Literal["craft", "call", "list", "search", "delete", "inspect", "update", "rollback", "equip", "unequip"]
+META_VERBS: tuple[MetaVerb, ...] = get_args(MetaVerb)
+
+_SEPARATOR: dict[ToolNames, str] = {"underscore": "_", "dotted": "."}
+
+
+def meta_tool_name(verb: MetaVerb, tool_names: ToolNames) -> str:
+    """The name the meta-tool `verb` is served under."""
+    return f"awb{_SEPARATOR[tool_names]}{verb}"
+
+
+def served_names(verb: str) -> tuple[str, ...]:
+    """Every name the meta-tool `verb` may be served under, for clients that do not know a workbench's
+    `tool_names` (a blueprint's allowlist matches either)."""
+    return tuple(f"awb{_SEPARATOR[style]}{verb}" for style in get_args(ToolNames))
+
+
+def verb_of(name: str, tool_names: ToolNames) -> MetaVerb | None:
+    """The meta-tool served as `name` under `tool_names`, or None."""
+    return next((verb for verb in META_VERBS if meta_tool_name(verb, tool_names) == name), None)
+
+
+#: Names no equipped tool may take: a meta-tool's, in either style (the inventory may be shared by
+#: servers configured differently).
+RESERVED_NAMES = frozenset(name for verb in META_VERBS for name in served_names(verb))
+RESERVED_NAME_RULE = (
+    "no tool may take a meta-tool's name in any case (awb_call, AWB_CALL, Awb_Search ...): models and "
+    "some clients compare tool names without case, so it would pass for the meta-tool"
+)
+
+
+def reserved_name(name: str) -> str | None:
+    """The meta-tool name `name` would pass for, in any case (`awb_call` for `AWB_CALL`), or None."""
+    folded = name.casefold()
+    return folded if folded in RESERVED_NAMES else None
