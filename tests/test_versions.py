@@ -165,3 +165,29 @@ async def test_two_updates_built_on_the_same_version_do_not_lose_one_another(wor
     # Sent again, the update is built on version 2 and keeps its change.
     again = await workbench.update("add_numbers", description="Add two numbers, described anew")
     assert again.version == 3 and again.code == current.code
+
+
+async def test_a_rollback_from_a_version_another_writer_replaced_meanwhile_is_a_conflict(
+    workbench: Workbench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another server (or the CLI) makes version 3 current between the rollback's read and its write: the
+    rollback, built on version 2, is refused and version 3 stays current."""
+    await workbench.craft(add_tool())
+    await workbench.update("add_numbers", description="second")
+    await workbench.update("add_numbers", description="third")
+    tool = workbench.rollback("add_numbers", 2)
+    store, versions = workbench.store, workbench.store.versions
+
+    def versions_while_another_writer_moves_it(tool_id: str) -> Any:
+        history = versions(tool_id)
+        third = next(v for v in history if v.version == 3)
+        store.update(tool_id, version=3, parent_version=2, code=third.code, description=third.description)
+        return history
+
+    monkeypatch.setattr(store, "versions", versions_while_another_writer_moves_it)
+    with pytest.raises(VersionConflict) as conflict:
+        workbench.rollback("add_numbers", 1)
+    assert (conflict.value.details["based_on"], conflict.value.details["current"]) == (tool.version, 3)
+    monkeypatch.undo()
+    current = workbench.resolve("add_numbers")
+    assert (current.version, current.description) == (3, "third")

@@ -174,7 +174,17 @@ def rollback(workbench: Bench, ref: str, to_version: int) -> Tool:
         "runtime": target.runtime,
         "updated_at": now,
     }
-    workbench.store.update(tool.tool_id, **fields)
+    # Another server (or the CLI) may move the tool between the read and this write: the rollback is
+    # from the version it read, or it is refused, as an update is.
+    if not workbench.store.update_if(tool.tool_id, {"version": tool.version}, **fields):
+        current = workbench.resolve(tool.tool_id, allow_deleted=True)
+        raise VersionConflict(
+            f"tool {tool.name!r} changed during the rollback: version {current.version} is current now, not "
+            f"{tool.version}; send the rollback again",
+            tool_id=tool.tool_id,
+            based_on=tool.version,
+            current=current.version,
+        )
     workbench.events.publish(
         Event(
             "updated",
