@@ -191,3 +191,13 @@ async def test_a_rollback_from_a_version_another_writer_replaced_meanwhile_is_a_
     monkeypatch.undo()
     current = workbench.resolve("add_numbers")
     assert (current.version, current.description) == (3, "third")
+
+
+async def test_an_older_record_named_like_a_tool_id_can_still_be_updated(workbench: Workbench) -> None:
+    """New names may not look like tool ids; a record stored before that rule keeps working."""
+    tool = await workbench.craft(add_tool())
+    workbench.store.update(tool.tool_id, name="tool_0123456789abcdef")
+    with pytest.raises(InvalidParams, match="look like a tool id"):
+        await workbench.craft({**add_tool(), "name": "tool_0123456789abcdee"})
+    updated = await workbench.update(tool.tool_id, description="Add two numbers, again")
+    assert (updated.version, updated.name) == (2, "tool_0123456789abcdef")

@@ -87,8 +87,14 @@ def valid_name(name: object) -> bool:
 
 
 def check_new_name(name: str) -> None:
-    """The rule a new tool's name meets beyond `validate_request`'s (which updates of older records with
-    such names must still pass): it is not a meta-tool's name in any case."""
+    """The rules a new tool's name meets beyond `validate_request`'s (which updates of older records with
+    such names must still pass): it is not a meta-tool's name in any case, nor shaped like a tool id."""
+    if TOOL_ID_SHAPE.fullmatch(name):
+        # A reference is a tool_id or a name: a name shaped like the ids the workbench mints would make
+        # `awb_delete {"name": ...}` reach another tool (its id) and the other's id reach this one.
+        raise InvalidParams(
+            "a tool name may not look like a tool id (tool_ and 16 hex digits)", field="name", name=name
+        )
     meta = reserved_name(name)
     if meta is not None:
         raise InvalidParams(
@@ -107,12 +113,6 @@ def validate_request(request: CraftRequest, max_code_bytes: int) -> None:
             "tool names are 1-64 characters of letters, digits, '_' and '-', not starting with '-'",
             field="name",
             name=request.name,
-        )
-    if TOOL_ID_SHAPE.fullmatch(request.name):
-        # A reference is a tool_id or a name: a name shaped like the ids the workbench mints would make
-        # `awb_delete {"name": ...}` reach another tool (its id) and the other's id reach this one.
-        raise InvalidParams(
-            "a tool name may not look like a tool id (tool_ and 16 hex digits)", field="name", name=request.name
         )
     size = len(request.code.encode("utf-8", errors="surrogatepass"))
     if size > max_code_bytes:
