@@ -117,3 +117,17 @@ async def test_a_run_whose_tools_pass_the_cap_ends_with_the_error_and_sends_noth
     assert result.termination_reason == "model_error"
     assert result.error is not None and result.error["code"] == "too_many_functions"
     assert result.error["details"]["functions"] == MAX_FUNCTIONS + 6
+
+
+async def test_a_blueprint_run_that_meets_the_cap_is_the_blueprints_error_not_the_providers(
+    fake_provider: FakeProvider,
+) -> None:
+    """A blueprint run reports a run ended by the cap as `too_many_functions` (HTTP 422: the blueprint's
+    tools are to change), not as a model provider's failure (502)."""
+    from awb.blueprints.runner import _failure
+
+    with anyio.fail_after(30):
+        result = await run_loop(Wide, Question(question="q"), openai(fake_provider), big_toolbox(MAX_FUNCTIONS + 5))
+    error = _failure(result, None)  # type: ignore[arg-type]  # a model error never reads the blueprint
+    assert isinstance(error, TooManyFunctions) and error.http_status == 422
+    assert error.details["functions"] == MAX_FUNCTIONS + 6 and "128" in str(error)

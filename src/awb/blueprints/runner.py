@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, Field
 
-from awb.agents.errors import ModelError
+from awb.agents.errors import ModelError, TooManyFunctions
 from awb.agents.loop import run_loop
 from awb.agents.result import RunResult, Usage
 from awb.agents.toolbox import Toolbox
@@ -69,6 +69,9 @@ def _failure(result: RunResult, compiled: CompiledBlueprint) -> AwbError:
         spine = compiled.blueprint.spine
         limit = {"max_tool_calls": spine.max_tool_calls, "timeout_seconds": spine.timeout_seconds}.get(name)
         return GuardrailViolated(f"guardrail {name} ended the run", guardrail=name, limit=limit)
+    if error.get("code") == TooManyFunctions.code:
+        # Servers grew the agent's tools past what a provider takes mid-run: the blueprint's to change.
+        return TooManyFunctions(str(error.get("message")), **(error.get("details") or {}))
     if reason in ("model_error", "output_invalid"):
         return ModelError(str(error.get("message") or "the model provider failed"), reason=reason)
     return RunFailed(f"the run ended without an answer ({reason})", reason=reason)
