@@ -35,6 +35,13 @@ def test_file_values_override_defaults_and_relative_paths_follow_the_file(tmp_pa
     assert config.memory.promotion_threshold_medium == 5
 
 
+def test_relative_grants_are_anchored_at_the_config_files_folder_like_other_paths(tmp_path: Path) -> None:
+    path = tmp_path / "awb.config.json"
+    path.write_text(json.dumps({"sandbox": {"grants": {"writer": ["tools/out", "/srv/data"]}}}))
+    config = load_config(path, environ={})
+    assert config.sandbox.grants == {"writer": [str(tmp_path.resolve() / "tools" / "out"), "/srv/data"]}
+
+
 def test_environment_overrides_the_file_including_nested_fields(tmp_path: Path) -> None:
     path = tmp_path / "awb.config.json"
     path.write_text(json.dumps({"port": 9000}))

@@ -75,13 +75,22 @@ class SandboxConfig(_Section):
     #: Let `cpython` run where some kernel protections are missing (default: refuse and say why).
     allow_degraded_cpython: bool = False
     #: Directories a tool may read, by tool name. Granting is configuration, never an MCP call.
-    #: A tool's staged writes must also fall inside them.
+    #: A tool's staged writes must also fall inside them. Relative paths are anchored at the config file's folder.
     grants: dict[str, list[str]] = Field(default_factory=dict)
     #: The whole admission test of a craft or update (load check + every example), in milliseconds.
     admission_timeout_ms: int = Field(30_000, ge=100, le=3_600_000)
     #: Pending staged-write bytes one tool may hold, and all tools together.
     max_staged_bytes_per_tool: int = Field(16 * 1024 * 1024, ge=1024)
     max_staged_bytes_total: int = Field(64 * 1024 * 1024, ge=1024)
+
+    def anchored(self, base: Path) -> SandboxConfig:
+        # A grant is a directory like any other path in the file: a server an MCP host spawns from `/`
+        # must grant the workspace's `tools/out`, not `/tools/out`.
+        grants = {
+            name: [path if Path(path).is_absolute() else str(base / path) for path in dirs]
+            for name, dirs in self.grants.items()
+        }
+        return self.model_copy(update={"grants": grants}) if grants != self.grants else self
 
 
 class BlueprintsConfig(_Section):

@@ -1,0 +1,45 @@
+"""A workspace's awb.config.json read by the real `awb` executable, wherever it is run from."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+
+from clitools import AWB, clean_env, run_awb
+from journey import call
+
+pytestmark = pytest.mark.anyio
+
+WRITER = {
+    "name": "writer",
+    "description": "Write a note into the granted directory",
+    "code": "def run(params):\n    write_file(params['path'], 'note')\n    return params['path']\n",
+    "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+}
+
+
+async def test_relative_grants_follow_the_config_file_when_the_server_is_spawned_from_elsewhere(
+    tmp_path: Path,
+) -> None:
+    workspace = tmp_path / "ws"
+    (workspace / "tools" / "out").mkdir(parents=True)
+    config = workspace / "awb.config.json"
+    config.write_text(json.dumps({"sandbox": {"grants": {"writer": ["tools/out"]}}, "search": {"mode": "text"}}))
+    # As an MCP host spawns it: from `/`, the workspace named only by --config.
+    server = StdioServerParameters(command=AWB, args=["start", "--config", str(config)], env=clean_env(), cwd="/")
+    with anyio.fail_after(60):
+        async with Client(server) as client:
+            crafted = await call(client, "awb_craft", WRITER)
+            assert "is_error" not in crafted, crafted
+            for path in (str(workspace / "tools" / "out" / "absolute.txt"), "relative.txt"):
+                called = await call(client, "awb_call", {"name": "writer", "params": {"path": path}})
+                assert "is_error" not in called, called
+    listed = run_awb(tmp_path, "staged", "list", "--config", str(config), "--json")
+    assert listed.returncode == 0, listed.stderr
+    staged = sorted(write["path"] for write in json.loads(listed.stdout))
+    out = (workspace / "tools" / "out").resolve()
+    assert staged == [str(out / "absolute.txt"), str(out / "relative.txt")]
