@@ -28,6 +28,8 @@ from awb.text import cap_text
 CONFIG_FILENAME = "awb.config.json"
 ENV_PREFIX = "AWB_"
 ENV_NESTED_DELIMITER = "__"
+#: A variable's value that is JSON's null, as in the file: `AWB_SEARCH__EMBEDDING_PROVIDER=null`.
+ENV_NULL = "null"
 #: `AWB_*` names the workbench reads that are not config fields.
 ENV_NOT_FIELDS = frozenset({"AWB_CONFIG", "AWB_AGENTS_DIR"})
 #: Names of knowledge bases (`blueprints.knowledge`), as a blueprint's `heart.knowledge.knowledge_base` names them.
@@ -57,11 +59,17 @@ class MemoryConfig(_Section):
 class SearchConfig(_Section):
     #: `auto`: hybrid when the `embed` extra is installed, text otherwise (said at start and by `awb doctor`).
     mode: Literal["auto", "text", "hybrid"] = "auto"
-    #: `local` uses the bundled offline model from the `embed` extra; `none` disables embeddings.
+    #: `local` uses the bundled offline model from the `embed` extra; `none` (or null) disables embeddings.
     embedding_provider: Literal["local", "none"] = "local"
     #: `auto`: a PostgreSQL inventory whose server has the pgvector extension keeps vectors in an HNSW
     #: index and searches there; `off`: every server keeps its vectors in memory (`awb doctor` says which).
     pgvector: Literal["auto", "off"] = "auto"
+
+    @field_validator("embedding_provider", mode="before")
+    @classmethod
+    def _null_is_none(cls, value: Any) -> Any:
+        # The product spec's own example config says `"embedding_provider": null`: no provider.
+        return "none" if value is None else value
 
 
 class SandboxConfig(_Section):
@@ -271,15 +279,23 @@ def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
         """pydantic-settings' environment source over the given mapping, for the plain model `Config`."""
 
         def _load_env_vars(self) -> Mapping[str, str | None]:
-            return {key.lower(): value for key, value in known.items()}
+            return {key.lower(): None if value == ENV_NULL else value for key, value in known.items()}
 
     source = MappingEnvSource(
         Config,  # type: ignore[arg-type]  # a BaseModel: the source reads only its fields and model_config
         case_sensitive=False,
         env_prefix=ENV_PREFIX,
         env_nested_delimiter=ENV_NESTED_DELIMITER,
+        env_parse_none_str=ENV_NULL,
     )
-    return source()
+    overrides = source()
+    # The source leaves a top-level field that is null out (as if unset); it is null, as in the file:
+    # `AWB_PORT=null` is refused like `"port": null`, not quietly the default.
+    for key, value in known.items():
+        name = key.upper().removeprefix(ENV_PREFIX).lower()
+        if value == ENV_NULL and ENV_NESTED_DELIMITER not in name:
+            overrides.setdefault(name, None)
+    return overrides
 
 
 def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

@@ -14,6 +14,26 @@ from journey import call
 
 pytestmark = pytest.mark.anyio
 
+#: The product spec's example awb.config.json (its section 11), verbatim: its interface is a contract.
+SPEC_EXAMPLE_CONFIG = """\
+{
+  "port": 7777,
+  "inventory_path": "./inventory.db",
+  "max_tools": 1000,
+  "tool_execution_timeout_ms": 5000,
+  "memory": {
+    "promotion_threshold_medium": 5,
+    "promotion_threshold_long": 50,
+    "demotion_days_medium_to_short": 30,
+    "archive_days_short": 60
+  },
+  "search": {
+    "mode": "text",  
+    "embedding_provider": null
+  }
+}
+"""  # noqa: W291 - the spec's own trailing spaces, kept
+
 WRITER = {
     "name": "writer",
     "description": "Write a note into the granted directory",
@@ -43,3 +63,14 @@ async def test_relative_grants_follow_the_config_file_when_the_server_is_spawned
     staged = sorted(write["path"] for write in json.loads(listed.stdout))
     out = (workspace / "tools" / "out").resolve()
     assert staged == [str(out / "absolute.txt"), str(out / "relative.txt")]
+
+
+def test_the_product_specs_example_config_is_accepted_as_written(tmp_path: Path) -> None:
+    (tmp_path / "awb.config.json").write_text(SPEC_EXAMPLE_CONFIG)
+    result = run_awb(tmp_path, "doctor", "--quick", "--json")
+    checks = {check["check"]: check for check in json.loads(result.stdout)["checks"]}
+    assert checks["config"]["ok"], checks["config"]
+    # Port 7777, the example's, may be another program's on this machine: that is all that may fail.
+    assert {name for name, check in checks.items() if not check["ok"]} <= {"port"}, checks
+    listed = run_awb(tmp_path, "inventory", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
