@@ -323,9 +323,7 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
     environ = os.environ if environ is None else environ
     file = find_config_file(path, environ)
     data: dict[str, Any] = {}
-    source = "defaults"
     if file is not None:
-        source = str(file)
         try:
             loaded = json.loads(file.read_text(encoding="utf-8"))
         except FileNotFoundError as exc:
@@ -338,6 +336,14 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
         if not isinstance(loaded, dict):
             raise ConfigError(f"config file {file} must hold a JSON object", path=str(file))
         data = loaded
+    return config_from(data, file, environ)
+
+
+def config_from(data: dict[str, Any], file: Path | None, environ: Mapping[str, str] | None = None) -> Config:
+    """The config `file` holding `data` gives (`AWB_*` overrides applied, paths anchored at its folder),
+    whether or not the file is written yet: `awb init` checks what it will write before writing it."""
+    environ = os.environ if environ is None else environ
+    source = "defaults" if file is None else str(file)
     overrides = _env_overrides(environ)
     if overrides:
         source = f"{source} + AWB_* environment"
@@ -363,7 +369,10 @@ def with_overrides(config: Config, **overrides: Any) -> Config:
         raise _format_validation_error(exc, "the command line") from exc
 
 
-def default_config_json() -> str:
+def default_config_data() -> dict[str, Any]:
     """The config `awb init` writes: every field, at its default."""
-    data = Config().model_dump(mode="json")
-    return json.dumps(data, indent=2) + "\n"
+    return Config().model_dump(mode="json")
+
+
+def default_config_json() -> str:
+    return json.dumps(default_config_data(), indent=2) + "\n"

@@ -33,26 +33,44 @@ def init(
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing config.")] = False,
 ) -> None:
     """Create awb.config.json, the inventory database, a tools/ directory and .awb/.gitignore."""
-    from awb.config import default_config_json, load_config
-    from awb.workbench import Workbench
+    from awb.config import config_from, default_config_data, default_config_json
 
     config_path = directory / CONFIG_FILENAME
     if config_path.exists() and not force:
         fail(ConfigError(f"{config_path} already exists; use --force to overwrite it", path=str(config_path)))
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        config_path.write_text(default_config_json(), encoding="utf-8")
-        config = load_config(config_path)
+        # Everything that can be refused is checked before anything is written (the config as it will be
+        # loaded, with the environment's overrides, then the inventory it names), and the config file is
+        # written last: a failed init leaves no config behind, so running it again after a fix works.
+        config = config_from(default_config_data(), config_path)
+        _create_inventory(config)
         config.tools_dir.mkdir(parents=True, exist_ok=True)
-        Workbench(config, store=open_store(config)).store.close()
         state_dir = directory / ".awb"
-        state_dir.mkdir(exist_ok=True)
+        state_dir.mkdir(parents=True, exist_ok=True)
         (state_dir / ".gitignore").write_text(AWB_DIR_GITIGNORE, encoding="utf-8")
+        _write_atomically(config_path, default_config_json())
     except OSError as error:
         fail(ConfigError(f"cannot create the workbench in {directory}: {error.strerror or error}"))
     except AwbError as error:
         fail(error)
     say(f"created {config_path}, {config.inventory_path} and {config.tools_dir}/")
+
+
+def _create_inventory(config: Config) -> None:
+    """Open (creating it when absent) the inventory the config names: one that cannot be read is refused."""
+    from awb.workbench import Workbench
+
+    Workbench(config, store=open_store(config)).store.close()
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """`path` holds `text` whole or is left as it was (an interrupted write leaves no half a config)."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def start(
