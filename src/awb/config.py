@@ -325,9 +325,17 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
     data: dict[str, Any] = {}
     if file is not None:
         try:
-            loaded = json.loads(file.read_text(encoding="utf-8"))
+            # utf-8-sig: the byte-order mark some editors put first is not the file's content.
+            loaded = json.loads(file.read_text(encoding="utf-8-sig"))
         except FileNotFoundError as exc:
             raise ConfigError(f"config file not found: {file}", path=str(file)) from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"config file {file} is not UTF-8 text ({exc.reason} at byte {exc.start}): save it as UTF-8",
+                path=str(file),
+            ) from None
+        except OSError as exc:  # a directory, no permission, a device that fails
+            raise ConfigError(f"cannot read config file {file}: {exc.strerror or exc}", path=str(file)) from None
         except json.JSONDecodeError as exc:
             raise ConfigError(
                 f"config file {file} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",

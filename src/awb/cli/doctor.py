@@ -209,7 +209,10 @@ def _port_check(config: Config) -> dict[str, Any]:
         return _check("port", True, f"{where} free")
     from awb.cli.pidfile import inspect_pid_file
 
-    found = inspect_pid_file(config.pid_file)
+    try:
+        found = inspect_pid_file(config.pid_file)
+    except AwbError as error:
+        return _check("port", False, f"{where} in use; {error.message}")
     record = found.record if found is not None and found.alive else None
     if record is not None and record.port == config.port:
         return _check("port", True, f"{where} served by this workspace's awb ({record.describe()})")

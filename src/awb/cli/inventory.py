@@ -24,7 +24,7 @@ from awb.cli.common import (
 )
 from awb.cli.output import fail, note, print_code, print_json, say, table
 from awb.cli.transfer import register as register_transfer
-from awb.errors import ToolNotFound, UsageError
+from awb.errors import AwbError, ToolNotFound, UsageError
 
 if TYPE_CHECKING:
     from awb.browse import SearchResult, ToolPage
@@ -156,7 +156,10 @@ def _served_search(config: Config, query: str, limit: int) -> SearchResult | Non
     from awb.browse import SearchResult
     from awb.cli.pidfile import inspect_pid_file
 
-    found = inspect_pid_file(config.pid_file)
+    try:
+        found = inspect_pid_file(config.pid_file)
+    except AwbError:  # a pid file that cannot be read names no server to ask
+        return None
     server = found.record if found is not None and found.alive else None
     if server is None or server.transport != "http" or server.inventory != str(config.inventory_path):
         return None

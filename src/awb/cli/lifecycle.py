@@ -97,7 +97,10 @@ def start(
     config = config_for(config_path, inventory_path=inventory, port=port, host=host)
     from awb.cli.logs import setup_logging
 
-    setup_logging(config.log_file, verbose)
+    try:
+        setup_logging(config.log_file, verbose)
+    except AwbError as error:
+        fail(error)
     log.debug("config: %s", config.model_dump(mode="json"))
     # uvicorn turns SIGTERM into a graceful shutdown, then raises the signal again once it is done;
     # this handler makes that second one an exception, so the pid file is removed on the way out.

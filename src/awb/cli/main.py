@@ -153,8 +153,12 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as error:
         if output.DEBUG:
             raise
-        message = f"{type(error).__name__}: {error} (run with --debug for the traceback)"
-        output.report_error(AwbError(message), as_json)
+        failed = output.output_failure(error) if isinstance(error, OSError) else None
+        if failed is not None:  # not a fault of awb's: the output had nowhere to go (`> /dev/full`)
+            output.report_error(failed, as_json)
+        else:
+            message = f"{type(error).__name__}: {error} (run with --debug for the traceback)"
+            output.report_error(AwbError(message), as_json)
         code = 1
     if argv is None:
         # The `awb` process itself ends here. Its last garbage collection would walk every object typer,

@@ -6,14 +6,16 @@ for every command: `error (<code>): <message>` on stderr, or `{"error": {...}}` 
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import sys
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
-from awb.errors import AwbError, UsageError
+from awb.errors import AwbError, OutputFailed, UsageError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -40,6 +42,31 @@ def _console(stderr: bool) -> Console:
         width = None if stream.isatty() else PIPE_WIDTH
         _consoles[stderr] = Console(stderr=stderr, width=width, soft_wrap=not stream.isatty())
     return _consoles[stderr]
+
+
+#: What a write to a full or failing output raises (a pipe whose reader went away is `BrokenPipeError`).
+_OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+
+
+def output_failure(error: OSError) -> OutputFailed | None:
+    """The `OutputFailed` an error that reached the top of a command stands for, or None: a write that
+    failed on a full disk or a failing device and names no file is a write to stdout (`> /dev/full`),
+    since every file a command writes by name reports its own errors. What is still buffered for stdout
+    then goes to /dev/null, so that it does not fail again at exit."""
+    if error.filename is not None or error.errno not in _OUTPUT_ERRNOS:
+        return None
+    drop_stdout()
+    return OutputFailed(f"cannot write the output: {error.strerror or error}")
+
+
+def drop_stdout() -> None:
+    """Send whatever is left for stdout to /dev/null: nothing can reach the reader any more."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # a stdout with no descriptor (a test's capture): nothing to redirect
+        pass
 
 
 def say(message: str) -> None:

@@ -11,8 +11,8 @@ import typer
 
 from awb.cli.common import absent_inventory
 from awb.cli.export_sink import ExportSink
-from awb.cli.output import fail, note, print_json
-from awb.errors import AwbError, InvalidParams, UsageError
+from awb.cli.output import drop_stdout, fail, note, print_json
+from awb.errors import AwbError, InvalidParams, OutputFailed, UsageError
 
 if TYPE_CHECKING:
     from awb.config import Config
@@ -77,7 +77,9 @@ def register(inventory_app: typer.Typer) -> None:
             finally:
                 sessions.close()
         except OSError as exc:
-            fail(UsageError(f"cannot write {output}: {exc.strerror or exc}"))
+            if output is None:
+                drop_stdout()  # what is still buffered would fail again at exit
+            fail(OutputFailed(f"cannot write the export to {output or 'stdout'}: {exc.strerror or exc}"))
         finally:
             store.close()
         records = count - 1
