@@ -8,9 +8,13 @@ import json
 import subprocess
 from pathlib import Path
 
+import anyio
 import pytest
 
+from awb.config import Config
+from awb.workbench import Workbench
 from clitools import AWB, assert_one_error_line, clean_env, run_awb
+from support import ADD_CODE, add_tool
 
 
 def test_a_config_path_that_is_a_folder_is_one_config_error_line(tmp_path: Path) -> None:
@@ -95,3 +99,30 @@ def test_output_to_a_full_device_is_one_output_failed_line(tmp_path: Path, comma
         assert stderr.count("\n") == 0 and stderr.startswith("error (output_failed): cannot write the "), stderr
         assert stderr.endswith("No space left on device")
     assert result.returncode == 1
+
+
+@pytest.mark.parametrize("command", [("inventory", "export"), ("inventory", "inspect", "bulky_0")])
+def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path: Path, command: tuple[str, ...]) -> None:
+    assert run_awb(tmp_path, "init").returncode == 0
+
+    async def craft() -> None:
+        # Far more than a pipe holds (64 KiB), so the command is still writing when `head` leaves.
+        bulky = "# " + "padding " * 20_000 + "\n" + ADD_CODE
+        config = Config(inventory_path=tmp_path / ".awb" / "inventory.db", max_code_bytes=len(bulky))
+        async with Workbench(config) as workbench:
+            for n in range(3):
+                await workbench.craft(add_tool(f"bulky_{n}", code=bulky))
+
+    anyio.run(craft)
+    shell = subprocess.run(
+        ["bash", "-c", 'set -o pipefail; "$0" "$@" | head -1', AWB, *command],
+        cwd=tmp_path,
+        env=clean_env(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert shell.returncode == 0 and shell.stderr == "", shell
+    assert shell.stdout.count("\n") == 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import select
 import sys
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -37,10 +38,16 @@ def _console(stderr: bool) -> Console:
     if stderr not in _consoles:
         from rich.console import Console
 
+        class QuietConsole(Console):
+            def on_broken_pipe(self) -> None:
+                # rich's own exits 1; `awb` ends every command whose reader left (`| head -1`) the same way.
+                self.quiet = True
+                raise BrokenPipeError
+
         stream = sys.stderr if stderr else sys.stdout
         # A pipe gets full lines: rich would fold them at 80 columns and cut ids in half.
         width = None if stream.isatty() else PIPE_WIDTH
-        _consoles[stderr] = Console(stderr=stderr, width=width, soft_wrap=not stream.isatty())
+        _consoles[stderr] = QuietConsole(stderr=stderr, width=width, soft_wrap=not stream.isatty())
     return _consoles[stderr]
 
 
@@ -57,6 +64,17 @@ def output_failure(error: OSError) -> OutputFailed | None:
         return None
     drop_stdout()
     return OutputFailed(f"cannot write the output: {error.strerror or error}")
+
+
+def stdout_closed() -> bool:
+    """Whether stdout is a pipe or socket whose reader went away (`| head -1` has what it wanted)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        events = poller.poll(0)
+    except (OSError, ValueError, AttributeError):  # no descriptor (a test's capture), no poll here
+        return False
+    return any(event & (select.POLLERR | select.POLLHUP) for _, event in events)
 
 
 def drop_stdout() -> None:

@@ -74,8 +74,13 @@ def register(inventory_app: typer.Typer) -> None:
                     for line in export_lines(store, sessions):
                         file.write(line + "\n")
                         count += 1
+                    file.flush()  # stdout's last lines fail here, not at exit
             finally:
                 sessions.close()
+        except BrokenPipeError:
+            # The reader stopped reading (`| head -1`): it has what it wanted; end quietly, as a listing does.
+            drop_stdout()
+            raise typer.Exit(0) from None
         except OSError as exc:
             if output is None:
                 drop_stdout()  # what is still buffered would fail again at exit
