@@ -45,6 +45,25 @@ async def test_port_0_reports_the_port_bound_in_the_ready_line_and_the_pid_file(
                 assert any(t.name == "awb_craft" for t in (await client.list_tools()).tools)
 
 
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback here")
+def test_an_ipv6_servers_banner_writes_its_addresses_in_brackets(tmp_path: Path) -> None:
+    with http_server(workspace(tmp_path), "--host", "::1") as server:
+        banner = "".join(server.seen)
+        assert server.url == f"http://[::1]:{server.port}/mcp"
+        assert f"MCP on http://[::1]:{server.port}/mcp, REST on /api" in banner
+        assert f"web panel on http://[::1]:{server.port}/\n" in banner
+        assert "http://::1" not in banner
+
+
 def test_a_second_start_on_the_workspace_refuses_and_leaves_the_first_servers_pid_file(tmp_path: Path) -> None:
     root = workspace(tmp_path)
     with http_server(root) as first:

@@ -155,6 +155,7 @@ def _served_search(config: Config, query: str, limit: int) -> SearchResult | Non
 
     from awb.browse import SearchResult
     from awb.cli.pidfile import inspect_pid_file
+    from awb.server.address import http_url
 
     try:
         found = inspect_pid_file(config.pid_file)
@@ -164,8 +165,7 @@ def _served_search(config: Config, query: str, limit: int) -> SearchResult | Non
     if server is None or server.transport != "http" or server.inventory != str(config.inventory_path):
         return None
     host = "127.0.0.1" if server.host in ("", "0.0.0.0") else "::1" if server.host == "::" else server.host
-    host = f"[{host}]" if ":" in host else host
-    url = f"http://{host}:{server.port}/api/tools/search?" + urllib.parse.urlencode({"q": query, "limit": limit})
+    url = http_url(host, server.port, "/api/tools/search?") + urllib.parse.urlencode({"q": query, "limit": limit})
     headers = {"Authorization": f"Bearer {config.auth_token.get_secret_value()}"} if config.auth_token else {}
     try:
         with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as reply:

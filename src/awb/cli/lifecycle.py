@@ -147,8 +147,9 @@ def _serve_http(config: Config, started: float) -> None:
     from awb.server import sdk_modules
 
     sdk_modules.serve_first()  # the SDK's client and the rest come when something asks for them
+    from awb.server.address import http_url
     from awb.server.http_guard import check_exposure
-    from awb.server.transports import bind, serve_http
+    from awb.server.transports import MCP_PATH, bind, serve_http
     from awb.workbench import Workbench
 
     # The lock first: a second server on this workspace is refused before it touches the port.
@@ -165,9 +166,9 @@ def _serve_http(config: Config, started: float) -> None:
             # Plain lines, not `note`: the server prints nothing else through rich, and loading it for
             # these two costs start-up ~50 ms (a path with "[" in it is not taken for markup either).
             sys.stderr.write(
-                f"awb {__version__}: MCP on http://{config.host}:{port}/mcp, REST on /api "
+                f"awb {__version__}: MCP on {http_url(config.host, port, MCP_PATH)}, REST on /api "
                 f"(inventory {inventory})\n"
-                f"awb: web panel on http://{config.host}:{port}/\n"
+                f"awb: web panel on {http_url(config.host, port)}\n"
             )
             sys.stderr.flush()
             workbench = Workbench(config, store=open_store(config))
