@@ -12,7 +12,8 @@ import time
 from dataclasses import replace
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from awb.craft_shape import craft_fields
 from awb.errors import AdmissionFailed, ExecutionError, InvalidParams, LimitExceeded, OutputExceeded
@@ -67,6 +68,14 @@ class CraftRequest(BaseModel):
     )
     problem: str = Field("", max_length=MAX_PROBLEM_CHARS)
     created_by_agent: str = Field("", max_length=MAX_AGENT_CHARS)
+
+    @field_validator("description")
+    @classmethod
+    def _not_blank(cls, description: str) -> str:
+        # Whitespace says no more than "" (refused by min_length), and a search finds nothing by it.
+        if not description.strip():
+            raise PydanticCustomError("string_blank", "String should hold more than whitespace")
+        return description
 
 
 #: The ids the workbench mints (`tool_` and 16 hex digits).
