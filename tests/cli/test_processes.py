@@ -76,11 +76,12 @@ def test_a_second_start_on_the_workspace_refuses_and_leaves_the_first_servers_pi
         assert first.process.poll() is None
 
 
-def test_sigterm_removes_the_pid_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP (terminal closed)"])
+def test_sigterm_or_sighup_removes_the_pid_file(tmp_path: Path, stop: signal.Signals) -> None:
     root = workspace(tmp_path)
     with http_server(root) as server:
         assert pid_file(root).exists()
-        server.process.send_signal(signal.SIGTERM)
+        server.process.send_signal(stop)
         assert server.process.wait(timeout=20) == 0
         assert not pid_file(root).exists()
 

@@ -105,6 +105,8 @@ def start(
     # uvicorn turns SIGTERM into a graceful shutdown, then raises the signal again once it is done;
     # this handler makes that second one an exception, so the pid file is removed on the way out.
     signal.signal(signal.SIGTERM, _terminated)
+    # The terminal that started it closed: a stop like SIGTERM's (uvicorn's graceful one while it serves).
+    signal.signal(signal.SIGHUP, _hung_up)
     try:
         if transport == "http":
             _serve_http(config, started)
@@ -127,6 +129,10 @@ class _Terminated(Exception):
 
 def _terminated(signum: int, frame: object) -> None:
     raise _Terminated
+
+
+def _hung_up(signum: int, frame: object) -> None:
+    signal.raise_signal(signal.SIGTERM)
 
 
 def _serve_stdio(config: Config) -> None:
