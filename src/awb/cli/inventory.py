@@ -42,6 +42,8 @@ MEMORY_LEVELS = ("short_term", "medium_term", "long_term", "archived")
 SUMMARY_COLUMNS = ["name", "tool_id", "memory", "uses", "score", "description"]
 #: Calls shown by `inspect` in table form (the JSON has every recent call the workbench returns).
 RECENT_CALLS_SHOWN = 10
+#: Results of `awb inventory search` without --limit, as `awb_search`'s default.
+DEFAULT_SEARCH_LIMIT = 10
 
 
 def _summary_rows(tools: list[ToolSummary]) -> list[tuple[Any, ...]]:
@@ -118,13 +120,18 @@ def inventory_list(
 def inventory_search(
     query: Annotated[str, typer.Argument(help="Words describing the tool.")],
     config_path: ConfigOption = None,
-    limit: Annotated[int, typer.Option("--limit", "--top-k", help="At most this many.")] = 10,
+    limit: Annotated[int | None, typer.Option("--limit", help="At most this many (default 10).")] = None,
+    top_k: Annotated[int | None, typer.Option("--top-k", help="The same as --limit (the spec's name).")] = None,
     text: Annotated[
         bool, typer.Option("--text", help="Full-text ranking (BM25) only: never loads the embedding model.")
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Search tools by what they do (hybrid, as the server ranks them, when the inventory has vectors)."""
+    if limit is not None and top_k is not None and limit != top_k:
+        # As awb_search refuses them: the one setting given two values is a mistake, not a choice to guess.
+        fail(UsageError(f"--limit {limit} and --top-k {top_k} are the same setting; give one"), as_json)
+    limit = next((n for n in (limit, top_k) if n is not None), DEFAULT_SEARCH_LIMIT)
     config = _read(config_path, as_json)
     if config is not None and text:
         config = config.model_copy(update={"search": config.search.model_copy(update={"mode": "text"})})
