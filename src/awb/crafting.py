@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from awb.craft_shape import craft_fields
+from awb.craft_shape import craft_fields, looks_like_javascript
 from awb.errors import AdmissionFailed, ExecutionError, InvalidParams, LimitExceeded, OutputExceeded
 from awb.inventory.models import Example, Language, RuntimeName
 from awb.sandbox.base import Limits, Runtime
@@ -188,7 +188,12 @@ async def admit(
     try:
         await runtime.check(code, budget.limits())
     except ExecutionError as exc:
-        raise AdmissionFailed(f"the tool does not load: {exc.message}", check="load", error=exc.to_dict()) from None
+        hint = ""
+        if runtime.language == "python" and looks_like_javascript(code):
+            hint = '; the code looks like JavaScript: craft it with language "javascript"'
+        raise AdmissionFailed(
+            f"the tool does not load: {exc.message}{hint}", check="load", error=exc.to_dict()
+        ) from None
     report = []
     out_schema = ToolSchema.compile(output_schema) if output_schema else None
     for index, example in enumerate(examples):
