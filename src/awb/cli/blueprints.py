@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from awb.safe_text import visible
+
 if TYPE_CHECKING:
     from awb.blueprints.runner import RunReply
     from awb.blueprints.schema import Blueprint
@@ -60,7 +62,7 @@ def validate_command(
             {"valid": True, "blueprint_id": blueprint.blueprint_id(), "blueprint": blueprint.model_dump(mode="json")}
         )
     else:
-        typer.echo(f"valid: {blueprint.blueprint_id()} ({blueprint.name}, {blueprint.legs.mode})")
+        typer.echo(visible(f"valid: {blueprint.blueprint_id()} ({blueprint.name}, {blueprint.legs.mode})"))
 
 
 async def _run(config: Config, blueprint: Blueprint, message: str, session_id: str | None) -> RunReply:

@@ -250,11 +250,12 @@ def doctor(
     if as_json:
         print_json({"ok": ok, "checks": checks})
     else:
+        from awb.cli.safe_text import plain
 
-        def result(check: dict[str, Any]) -> str:
+        def result(check: dict[str, Any]) -> Any:
             if not check["ok"]:
-                return "[red]FAIL[/]"
-            return "[yellow]warn[/]" if check["warning"] else "[green]pass[/]"
+                return plain("FAIL", style="red")
+            return plain("warn", style="yellow") if check["warning"] else plain("pass", style="green")
 
         table("awb doctor", ["check", "result", "detail"], [(c["check"], result(c), c["detail"]) for c in checks])
     raise typer.Exit(0 if ok else 1)

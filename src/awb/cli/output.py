@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import typer
 
 from awb.errors import AwbError, OutputFailed, UsageError
+from awb.safe_text import visible
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -88,13 +89,18 @@ def drop_stdout() -> None:
 
 
 def say(message: str) -> None:
-    """A line for people on stdout (rich markup allowed)."""
-    _console(False).print(message)
+    """A line for people on stdout, shown literally: messages quote paths, names and text that may
+    hold `[` (console markup) or control characters."""
+    from awb.cli.safe_text import plain
+
+    _console(False).print(plain(message, multiline=True))
 
 
 def note(message: str) -> None:
-    """A line for people on stderr: progress, warnings, what a command did not do."""
-    _console(True).print(message)
+    """A line for people on stderr: progress, warnings, what a command did not do (literally, as `say`)."""
+    from awb.cli.safe_text import plain
+
+    _console(True).print(plain(message, multiline=True))
 
 
 def print_json(data: Any) -> None:
@@ -102,14 +108,18 @@ def print_json(data: Any) -> None:
 
 
 def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """A table on stdout. Every cell and the title are shown literally (`safe_text.plain`): no console
+    markup (`pip install 'agent-workbench[javascript]'` keeps its `[javascript]`), controls escaped. A
+    rich `Text` cell (a styled `plain(...)`) is shown as it is."""
     from rich.table import Table
 
-    view = Table(title=title, title_justify="left")
+    from awb.cli.safe_text import plain
+
+    view = Table(title=plain(title), title_justify="left")
     for column in columns:
-        view.add_column(column, no_wrap=column in ID_COLUMNS)
+        view.add_column(plain(column), no_wrap=column in ID_COLUMNS)
     for row in rows:
-        # A rich Text (e.g. `safe_text.plain` of tool-written text) is shown literally; other cells as text.
-        view.add_row(*("" if cell is None else cell if hasattr(cell, "spans") else str(cell) for cell in row))
+        view.add_row(*("" if cell is None else cell if hasattr(cell, "spans") else plain(str(cell)) for cell in row))
     _console(False).print(view)
 
 
@@ -131,7 +141,8 @@ def print_code(code: str, language: str = "") -> None:
 
 
 def error_line(error: AwbError) -> str:
-    return f"error ({error.code}): {error.message}"
+    # Messages quote what tools, agents and files hold: an escape sequence in one must not reach the terminal.
+    return visible(f"error ({error.code}): {error.message}")
 
 
 def report_error(error: AwbError, as_json: bool = False) -> None:
@@ -142,7 +153,7 @@ def report_error(error: AwbError, as_json: bool = False) -> None:
     typer.echo(error_line(error), err=True)
     if DEBUG:
         for key, value in error.details.items():
-            typer.echo(f"  {key}: {value}", err=True)
+            typer.echo(visible(f"  {key}: {value}"), err=True)
 
 
 def options_error(error: Exception, options: dict[str, str]) -> UsageError:
