@@ -96,6 +96,17 @@ def test_stop_stops_the_server_it_finds_in_the_pid_file(tmp_path: Path) -> None:
         assert not pid_file(root).exists()
 
 
+def test_stop_with_json_names_the_server_it_stopped(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    with http_server(root) as server:
+        stopped = run_awb(root, "stop", "--json")
+        assert stopped.returncode == 0, stopped.stderr
+        said = json.loads(stopped.stdout)
+        assert said["stopped"] is True and said["message"].startswith("stopped workbench")
+        assert (said["server"]["pid"], said["server"]["port"]) == (server.process.pid, server.port)
+        assert server.process.wait(timeout=20) == 0
+
+
 def test_stop_says_clearly_when_nothing_runs(tmp_path: Path) -> None:
     result = run_awb(tmp_path, "stop")
     assert result.returncode == 0

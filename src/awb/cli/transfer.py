@@ -46,6 +46,9 @@ def register(inventory_app: typer.Typer) -> None:
         config_path: ConfigOption = None,
         inventory_url: UrlOption = None,
         inventory: PathOption = None,
+        as_json: Annotated[
+            bool, typer.Option("--json", help="Errors as JSON on stderr (the export is JSON Lines).")
+        ] = False,
     ) -> None:
         """Write every tool with its versions, calls and staged writes, and every blueprint session, as JSON Lines."""
         from awb.blueprints.session_tables import open_session_store
@@ -65,7 +68,7 @@ def register(inventory_app: typer.Typer) -> None:
             sink = ExportSink(output, inventory_file, find_config_file(config_path))
             store = open_store(config)
         except AwbError as error:
-            fail(error)
+            fail(error, as_json)
         count = 0
         try:
             sessions = open_session_store(config, inventory=store)
@@ -84,7 +87,7 @@ def register(inventory_app: typer.Typer) -> None:
         except OSError as exc:
             if output is None:
                 drop_stdout()  # what is still buffered would fail again at exit
-            fail(OutputFailed(f"cannot write the export to {output or 'stdout'}: {exc.strerror or exc}"))
+            fail(OutputFailed(f"cannot write the export to {output or 'stdout'}: {exc.strerror or exc}"), as_json)
         finally:
             store.close()
         records = count - 1
