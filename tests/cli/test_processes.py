@@ -15,6 +15,7 @@ import pytest
 from mcp import Client
 
 from clitools import AWB, assert_one_error_line, clean_env, http_server, run_awb
+from support import free_port
 
 pytestmark = pytest.mark.anyio
 
@@ -245,3 +246,16 @@ def test_doctor_passes_the_port_its_own_workspace_server_holds_and_fails_one_ano
             assert row["ok"] is False
             assert "in use by another process" in str(row["detail"])
             assert f"this workspace's awb runs on port {server.port}" in str(row["detail"])
+
+
+def test_doctor_names_the_workspaces_running_server_whatever_port_it_took(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    configured = free_port()
+    with http_server(root) as server:  # on --port 0, not the configured port
+        result = run_awb(root, "doctor", "--quick", "--json", env=clean_env(AWB_PORT=str(configured)))
+        row = next(c for c in json.loads(result.stdout)["checks"] if c["check"] == "port")
+        assert row["ok"] is True, row
+        assert row["detail"] == (
+            f"127.0.0.1:{configured} free; this workspace's awb runs on port {server.port}: "
+            f"http://127.0.0.1:{server.port}/mcp (pid {server.process.pid}, http, port {server.port})"
+        )
