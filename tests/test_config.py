@@ -35,6 +35,27 @@ def test_file_values_override_defaults_and_relative_paths_follow_the_file(tmp_pa
     assert config.memory.promotion_threshold_medium == 5
 
 
+def test_relative_grants_are_anchored_at_the_config_files_folder_like_other_paths(tmp_path: Path) -> None:
+    path = tmp_path / "awb.config.json"
+    path.write_text(json.dumps({"sandbox": {"grants": {"writer": ["tools/out", "/srv/data"]}}}))
+    config = load_config(path, environ={})
+    assert config.sandbox.grants == {"writer": [str(tmp_path.resolve() / "tools" / "out"), "/srv/data"]}
+
+
+def test_a_null_embedding_provider_is_none_in_the_file_and_the_environment(tmp_path: Path) -> None:
+    path = tmp_path / "awb.config.json"
+    path.write_text(json.dumps({"search": {"mode": "text", "embedding_provider": None}}))
+    assert load_config(path, environ={}).search.embedding_provider == "none"
+    for environ in ({"AWB_SEARCH__EMBEDDING_PROVIDER": "null"}, {"AWB_SEARCH": '{"embedding_provider": null}'}):
+        assert load_config(None, environ=environ).search.embedding_provider == "none"
+
+
+def test_null_in_the_environment_is_null_as_in_the_file_never_quietly_the_default() -> None:
+    assert load_config(None, environ={"AWB_INVENTORY_URL": "null"}).inventory_url is None
+    with pytest.raises(ConfigError, match=r"port: Input should be a valid integer \(got None\)"):
+        load_config(None, environ={"AWB_PORT": "null"})
+
+
 def test_environment_overrides_the_file_including_nested_fields(tmp_path: Path) -> None:
     path = tmp_path / "awb.config.json"
     path.write_text(json.dumps({"port": 9000}))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from awb.craft_shape import craft_fields, description_from_code
-from awb.errors import InvalidParams
+from awb.errors import AdmissionFailed, InvalidParams
 from awb.inventory.models import ToolMetadata
 from awb.workbench import CraftRequest, Workbench
 from support import add_tool
@@ -78,3 +78,26 @@ def test_code_without_docstring_or_comment_needs_a_description() -> None:
 
 def test_a_description_taken_from_the_code_is_capped() -> None:
     assert len(description_from_code("# " + "word " * 1000)) == 1024
+
+
+JS_ADD = "function run(params) {\n  return params.a + params.b;\n}\n"
+
+
+async def test_javascript_runtime_alone_implies_the_language_in_either_shape(workbench: Workbench) -> None:
+    spec = {k: v for k, v in add_tool("js_spec", code=JS_ADD).items() if k != "tags"} | {"metadata": METADATA}
+    crafted = await workbench.craft(spec | {"runtime": "javascript"})
+    assert (crafted.language, crafted.runtime) == ("javascript", "javascript")
+    flat = await workbench.craft(add_tool("js_flat", code=JS_ADD, runtime="javascript"))
+    assert (flat.language, flat.runtime) == ("javascript", "javascript")
+    assert CraftRequest.model_validate(add_tool("w", runtime="wasm")).language == "wasm"
+    with pytest.raises(InvalidParams, match="runs javascript, not python"):
+        await workbench.craft(add_tool("js_python", code=JS_ADD, runtime="javascript", language="python"))
+
+
+async def test_javascript_crafted_as_python_is_refused_with_a_hint_to_say_its_language(workbench: Workbench) -> None:
+    with pytest.raises(AdmissionFailed) as refused:
+        await workbench.craft(add_tool("js_as_python", code=JS_ADD))
+    assert 'looks like JavaScript: craft it with language "javascript"' in refused.value.message
+    with pytest.raises(AdmissionFailed) as broken:
+        await workbench.craft(add_tool("broken_python", code="def run(params):\n    return (\n"))
+    assert "JavaScript" not in broken.value.message

@@ -107,6 +107,21 @@ async def test_the_tag_filter_matches_tags_exactly_case_included_once_trimmed(wo
     assert named("  ") == {"lower", "upper"}  # a blank filter filters nothing
 
 
+@pytest.mark.parametrize("blank", ["", "   ", "\n\t \u3000"])
+async def test_a_blank_description_is_refused_on_craft_and_update_as_an_empty_one_is(
+    workbench: Workbench, blank: str
+) -> None:
+    with pytest.raises(InvalidParams) as refused:
+        await workbench.craft(add_tool("blank", description=blank))
+    assert [error["path"] for error in refused.value.details["errors"]] == ["/description"]
+    await workbench.craft(add_tool("described"))
+    with pytest.raises(InvalidParams) as refused:
+        await workbench.update("described", description=blank)
+    assert [error["path"] for error in refused.value.details["errors"]] == ["/description"]
+    assert workbench.resolve("described").description == add_tool()["description"]
+    assert workbench.store.get_by_name("blank") is None
+
+
 async def test_an_update_over_the_limits_is_refused_and_the_tool_is_unchanged(workbench: Workbench) -> None:
     await workbench.craft(add_tool("steady"))
     with pytest.raises(InvalidParams):

@@ -29,6 +29,8 @@ from awb.text import cap_text
 CONFIG_FILENAME = "awb.config.json"
 ENV_PREFIX = "AWB_"
 ENV_NESTED_DELIMITER = "__"
+#: A variable's value that is JSON's null, as in the file: `AWB_SEARCH__EMBEDDING_PROVIDER=null`.
+ENV_NULL = "null"
 #: `AWB_*` names the workbench reads that are not config fields.
 ENV_NOT_FIELDS = frozenset({"AWB_CONFIG", "AWB_AGENTS_DIR"})
 #: Names of knowledge bases (`blueprints.knowledge`), as a blueprint's `heart.knowledge.knowledge_base` names them.
@@ -58,11 +60,17 @@ class MemoryConfig(_Section):
 class SearchConfig(_Section):
     #: `auto`: hybrid when the `embed` extra is installed, text otherwise (said at start and by `awb doctor`).
     mode: Literal["auto", "text", "hybrid"] = "auto"
-    #: `local` uses the bundled offline model from the `embed` extra; `none` disables embeddings.
+    #: `local` uses the bundled offline model from the `embed` extra; `none` (or null) disables embeddings.
     embedding_provider: Literal["local", "none"] = "local"
     #: `auto`: a PostgreSQL inventory whose server has the pgvector extension keeps vectors in an HNSW
     #: index and searches there; `off`: every server keeps its vectors in memory (`awb doctor` says which).
     pgvector: Literal["auto", "off"] = "auto"
+
+    @field_validator("embedding_provider", mode="before")
+    @classmethod
+    def _null_is_none(cls, value: Any) -> Any:
+        # The product spec's own example config says `"embedding_provider": null`: no provider.
+        return "none" if value is None else value
 
 
 class SandboxConfig(_Section):
@@ -76,13 +84,22 @@ class SandboxConfig(_Section):
     #: Let `cpython` run where some kernel protections are missing (default: refuse and say why).
     allow_degraded_cpython: bool = False
     #: Directories a tool may read, by tool name. Granting is configuration, never an MCP call.
-    #: A tool's staged writes must also fall inside them.
+    #: A tool's staged writes must also fall inside them. Relative paths are anchored at the config file's folder.
     grants: dict[str, list[str]] = Field(default_factory=dict)
     #: The whole admission test of a craft or update (load check + every example), in milliseconds.
     admission_timeout_ms: int = Field(30_000, ge=100, le=3_600_000)
     #: Pending staged-write bytes one tool may hold, and all tools together.
     max_staged_bytes_per_tool: int = Field(16 * 1024 * 1024, ge=1024)
     max_staged_bytes_total: int = Field(64 * 1024 * 1024, ge=1024)
+
+    def anchored(self, base: Path) -> SandboxConfig:
+        # A grant is a directory like any other path in the file: a server an MCP host spawns from `/`
+        # must grant the workspace's `tools/out`, not `/tools/out`.
+        grants = {
+            name: [path if Path(path).is_absolute() else str(base / path) for path in dirs]
+            for name, dirs in self.grants.items()
+        }
+        return self.model_copy(update={"grants": grants}) if grants != self.grants else self
 
 
 class BlueprintsConfig(_Section):
@@ -263,15 +280,23 @@ def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
         """pydantic-settings' environment source over the given mapping, for the plain model `Config`."""
 
         def _load_env_vars(self) -> Mapping[str, str | None]:
-            return {key.lower(): value for key, value in known.items()}
+            return {key.lower(): None if value == ENV_NULL else value for key, value in known.items()}
 
     source = MappingEnvSource(
         Config,  # type: ignore[arg-type]  # a BaseModel: the source reads only its fields and model_config
         case_sensitive=False,
         env_prefix=ENV_PREFIX,
         env_nested_delimiter=ENV_NESTED_DELIMITER,
+        env_parse_none_str=ENV_NULL,
     )
-    return source()
+    overrides = source()
+    # The source leaves a top-level field that is null out (as if unset); it is null, as in the file:
+    # `AWB_PORT=null` is refused like `"port": null`, not quietly the default.
+    for key, value in known.items():
+        name = key.upper().removeprefix(ENV_PREFIX).lower()
+        if value == ENV_NULL and ENV_NESTED_DELIMITER not in name:
+            overrides.setdefault(name, None)
+    return overrides
 
 
 def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -299,13 +324,19 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
     environ = os.environ if environ is None else environ
     file = find_config_file(path, environ)
     data: dict[str, Any] = {}
-    source = "defaults"
     if file is not None:
-        source = str(file)
         try:
-            loaded = json.loads(file.read_text(encoding="utf-8"))
+            # utf-8-sig: the byte-order mark some editors put first is not the file's content.
+            loaded = json.loads(file.read_text(encoding="utf-8-sig"))
         except FileNotFoundError as exc:
             raise ConfigError(f"config file not found: {file}", path=str(file)) from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"config file {file} is not UTF-8 text ({exc.reason} at byte {exc.start}): save it as UTF-8",
+                path=str(file),
+            ) from None
+        except OSError as exc:  # a directory, no permission, a device that fails
+            raise ConfigError(f"cannot read config file {file}: {exc.strerror or exc}", path=str(file)) from None
         except json.JSONDecodeError as exc:
             raise ConfigError(
                 f"config file {file} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
@@ -314,6 +345,14 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
         if not isinstance(loaded, dict):
             raise ConfigError(f"config file {file} must hold a JSON object", path=str(file))
         data = loaded
+    return config_from(data, file, environ)
+
+
+def config_from(data: dict[str, Any], file: Path | None, environ: Mapping[str, str] | None = None) -> Config:
+    """The config `file` holding `data` gives (`AWB_*` overrides applied, paths anchored at its folder),
+    whether or not the file is written yet: `awb init` checks what it will write before writing it."""
+    environ = os.environ if environ is None else environ
+    source = "defaults" if file is None else str(file)
     overrides = _env_overrides(environ)
     if overrides:
         source = f"{source} + AWB_* environment"
@@ -339,7 +378,10 @@ def with_overrides(config: Config, **overrides: Any) -> Config:
         raise _format_validation_error(exc, "the command line") from exc
 
 
-def default_config_json() -> str:
+def default_config_data() -> dict[str, Any]:
     """The config `awb init` writes: every field, at its default."""
-    data = Config().model_dump(mode="json")
-    return json.dumps(data, indent=2) + "\n"
+    return Config().model_dump(mode="json")
+
+
+def default_config_json() -> str:
+    return json.dumps(default_config_data(), indent=2) + "\n"

@@ -13,6 +13,12 @@ from typing import Any
 from awb.errors import InvalidParams
 
 METADATA_FIELDS = ("tags", "problem", "created_by_agent")
+#: Runtimes that run one language other than Python (the default language).
+LANGUAGE_OF_RUNTIME = {"javascript": "javascript", "wasm": "wasm"}
+#: What JavaScript starts a line with and Python never does: a function, a declaration, an export.
+_JAVASCRIPT = re.compile(
+    r"^[ \t]{0,50}(?:export[ \t]+)?(?:(?:async[ \t]+)?function\b|(?:const|let|var)[ \t]+[A-Za-z_$])", re.M
+)
 
 MAX_DERIVED_DESCRIPTION = 1024
 #: Only the head of the code is read for a description: a docstring or comment sits at the top.
@@ -24,6 +30,11 @@ _RUN_DOCSTRING = re.compile(_RUN_HEAD + r"(\"\"\"|''')\s{0,200}([^\n]*)")
 _MODULE_DOCSTRING = re.compile(r"[rRuU]?(\"\"\"|''')\s*([^\n]*)")
 #: A docstring that is a one-line string in single quotes ('...' or "..."), a docstring too.
 _RUN_ONE_LINE_DOCSTRING = re.compile(_RUN_HEAD + r"('(?:[^'\\\n]|\\.){0,500}'|\"(?:[^\"\\\n]|\\.){0,500}\")")
+
+
+def looks_like_javascript(code: str) -> bool:
+    """Whether code that Python could not load reads as JavaScript (`function run(params) {...}`)."""
+    return _JAVASCRIPT.search(code[:_HEAD_CHARS]) is not None
 
 
 def craft_fields(data: Any) -> Any:
@@ -50,6 +61,9 @@ def craft_fields(data: Any) -> Any:
                     field=key,
                 )
             fields[key] = value
+    if fields.get("language") is None and fields.get("runtime") in LANGUAGE_OF_RUNTIME:
+        # `runtime: "javascript"` alone says which language the code is in: only one runs there.
+        fields["language"] = LANGUAGE_OF_RUNTIME[fields["runtime"]]
     if fields.get("description") is None and isinstance(fields.get("code"), str):
         fields["description"] = description_from_code(fields["code"])
     return fields

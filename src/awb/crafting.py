@@ -13,8 +13,9 @@ from dataclasses import replace
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
-from awb.craft_shape import craft_fields
+from awb.craft_shape import craft_fields, looks_like_javascript
 from awb.errors import AdmissionFailed, ExecutionError, InvalidParams, LimitExceeded, OutputExceeded
 from awb.inventory.models import Example, Language, RuntimeName, normal_tags
 from awb.meta_tools import RESERVED_NAME_RULE, reserved_name
@@ -76,6 +77,14 @@ class CraftRequest(BaseModel):
         if isinstance(tags, list) and all(isinstance(tag, str) for tag in tags):
             return normal_tags(tags)
         return tags  # anything else is refused by the field's own type, with its path
+
+    @field_validator("description")
+    @classmethod
+    def _not_blank(cls, description: str) -> str:
+        # Whitespace says no more than "" (refused by min_length), and a search finds nothing by it.
+        if not description.strip():
+            raise PydanticCustomError("string_blank", "String should hold more than whitespace")
+        return description
 
 
 #: The ids the workbench mints (`tool_` and 16 hex digits).
@@ -201,7 +210,12 @@ async def admit(
     try:
         await runtime.check(code, budget.limits())
     except ExecutionError as exc:
-        raise AdmissionFailed(f"the tool does not load: {exc.message}", check="load", error=exc.to_dict()) from None
+        hint = ""
+        if runtime.language == "python" and looks_like_javascript(code):
+            hint = '; the code looks like JavaScript: craft it with language "javascript"'
+        raise AdmissionFailed(
+            f"the tool does not load: {exc.message}{hint}", check="load", error=exc.to_dict()
+        ) from None
     report = []
     out_schema = ToolSchema.compile(output_schema) if output_schema else None
     for index, example in enumerate(examples):

@@ -178,6 +178,12 @@ class AlreadyRunning(StartupFailed):
     code = "already_running"
 
 
+class OutputFailed(AwbError):
+    """What a command prints or writes could not be written: a full disk, a device that fails."""
+
+    code = "output_failed"
+
+
 class InventoryUnreadable(AwbError):
     """The inventory file exists but is not a SQLite inventory we can open."""
 

@@ -131,6 +131,14 @@ def test_agents_list_marks_subagents_and_reports_a_broken_module_in_one_line(tmp
     assert outcome.stderr == "broken.py: cannot import: ModuleNotFoundError: No module named 'no_such_module_here'\n"
 
 
+def test_agents_list_shows_an_escape_sequence_or_a_tab_in_a_prompt_escaped(tmp_path: Path) -> None:
+    (tmp_path / "team.py").write_text(team_module("Lead\x1b[2J the\tteam."))
+    outcome = runner.invoke(agents_app, ["list", "--agents-dir", str(tmp_path)])
+    assert outcome.exit_code == 0, outcome.output
+    assert "lead\ttools=math,files\tsubagents=sums\tLead\\x1b[2J the\\x09team." in outcome.stdout.splitlines()
+    assert "\x1b" not in outcome.stdout
+
+
 def test_agents_list_of_a_missing_directory_is_an_error_with_its_path(tmp_path: Path) -> None:
     missing = tmp_path / "nowhere"
     outcome = runner.invoke(agents_app, ["list", "--agents-dir", str(missing)])

@@ -11,6 +11,7 @@ import pytest
 
 from awb.config import load_config
 from awb.workbench import Workbench
+from clitools import assert_one_error_line
 from support import add_tool, awb_env
 
 pytestmark = pytest.mark.anyio
@@ -40,3 +41,18 @@ async def test_inventory_list_pages_and_search_takes_top_k(tmp_path: Path) -> No
     assert (rest["count"], rest["total"], rest["next_offset"]) == (1, 3, None)
     found = awb_json(tmp_path, "inventory", "search", "add numbers", "--top-k", "2")
     assert isinstance(found["results"], list) and len(found["results"]) == 2
+    same = awb_json(tmp_path, "inventory", "search", "add numbers", "--top-k", "1", "--limit", "1")
+    assert isinstance(same["results"], list) and len(same["results"]) == 1
+
+
+def test_search_refuses_a_limit_and_a_top_k_that_differ_as_awb_search_does(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "awb", "inventory", "search", "x", "--limit", "2", "--top-k", "3"],
+        env=awb_env(tmp_path),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "--limit 2 and --top-k 3 are the same setting" in assert_one_error_line(done, "usage_error")

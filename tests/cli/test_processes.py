@@ -15,6 +15,7 @@ import pytest
 from mcp import Client
 
 from clitools import AWB, assert_one_error_line, clean_env, http_server, run_awb
+from support import free_port
 
 pytestmark = pytest.mark.anyio
 
@@ -45,6 +46,25 @@ async def test_port_0_reports_the_port_bound_in_the_ready_line_and_the_pid_file(
                 assert any(t.name == "awb_craft" for t in (await client.list_tools()).tools)
 
 
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback here")
+def test_an_ipv6_servers_banner_writes_its_addresses_in_brackets(tmp_path: Path) -> None:
+    with http_server(workspace(tmp_path), "--host", "::1") as server:
+        banner = "".join(server.seen)
+        assert server.url == f"http://[::1]:{server.port}/mcp"
+        assert f"MCP on http://[::1]:{server.port}/mcp, REST on /api" in banner
+        assert f"web panel on http://[::1]:{server.port}/\n" in banner
+        assert "http://::1" not in banner
+
+
 def test_a_second_start_on_the_workspace_refuses_and_leaves_the_first_servers_pid_file(tmp_path: Path) -> None:
     root = workspace(tmp_path)
     with http_server(root) as first:
@@ -57,11 +77,12 @@ def test_a_second_start_on_the_workspace_refuses_and_leaves_the_first_servers_pi
         assert first.process.poll() is None
 
 
-def test_sigterm_removes_the_pid_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP (terminal closed)"])
+def test_sigterm_or_sighup_removes_the_pid_file(tmp_path: Path, stop: signal.Signals) -> None:
     root = workspace(tmp_path)
     with http_server(root) as server:
         assert pid_file(root).exists()
-        server.process.send_signal(signal.SIGTERM)
+        server.process.send_signal(stop)
         assert server.process.wait(timeout=20) == 0
         assert not pid_file(root).exists()
 
@@ -74,6 +95,17 @@ def test_stop_stops_the_server_it_finds_in_the_pid_file(tmp_path: Path) -> None:
         assert f"pid {server.process.pid}, http, port {server.port}" in stopped.stdout
         assert server.process.wait(timeout=20) == 0
         assert not pid_file(root).exists()
+
+
+def test_stop_with_json_names_the_server_it_stopped(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    with http_server(root) as server:
+        stopped = run_awb(root, "stop", "--json")
+        assert stopped.returncode == 0, stopped.stderr
+        said = json.loads(stopped.stdout)
+        assert said["stopped"] is True and said["message"].startswith("stopped workbench")
+        assert (said["server"]["pid"], said["server"]["port"]) == (server.process.pid, server.port)
+        assert server.process.wait(timeout=20) == 0
 
 
 def test_stop_says_clearly_when_nothing_runs(tmp_path: Path) -> None:
@@ -214,3 +246,16 @@ def test_doctor_passes_the_port_its_own_workspace_server_holds_and_fails_one_ano
             assert row["ok"] is False
             assert "in use by another process" in str(row["detail"])
             assert f"this workspace's awb runs on port {server.port}" in str(row["detail"])
+
+
+def test_doctor_names_the_workspaces_running_server_whatever_port_it_took(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    configured = free_port()
+    with http_server(root) as server:  # on --port 0, not the configured port
+        result = run_awb(root, "doctor", "--quick", "--json", env=clean_env(AWB_PORT=str(configured)))
+        row = next(c for c in json.loads(result.stdout)["checks"] if c["check"] == "port")
+        assert row["ok"] is True, row
+        assert row["detail"] == (
+            f"127.0.0.1:{configured} free; this workspace's awb runs on port {server.port}: "
+            f"http://127.0.0.1:{server.port}/mcp (pid {server.process.pid}, http, port {server.port})"
+        )

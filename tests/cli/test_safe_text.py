@@ -10,7 +10,7 @@ import pytest
 from awb.cli.safe_text import MARK_STYLE, code
 from awb.config import load_config
 from awb.workbench import Workbench
-from clitools import clean_env, run_awb
+from clitools import assert_one_error_line, clean_env, run_awb
 
 pytestmark = pytest.mark.anyio
 
@@ -62,3 +62,24 @@ async def test_inventory_tables_show_descriptions_tags_and_schemas_literally(tmp
     for shown in (inspected, listed):
         assert "Match [a-z]+ words \\u202eexe.txt" in shown and "\u202e" not in shown
     assert "[bold]loud[/bold]" in inspected and '"pattern": "^[a-z]+$"' in inspected
+
+
+def test_doctor_shows_an_install_hint_with_its_extra(tmp_path: Path) -> None:
+    # The javascript runtime made to look uninstalled: its row says how to install it, `[javascript]` and all.
+    hidden = tmp_path / "site"
+    hidden.mkdir()
+    (hidden / "sitecustomize.py").write_text("import sys\nsys.modules['quickjs'] = None\n")
+    result = run_awb(tmp_path, "doctor", "--quick", env=clean_env(PYTHONPATH=str(hidden)))
+    assert "pip install 'agent-workbench[javascript]'" in result.stdout, result.stdout
+
+
+def test_messages_show_brackets_literally_and_escape_sequences_escaped(tmp_path: Path) -> None:
+    workspace = "ws [bold]loud[/bold]"
+    created = run_awb(tmp_path, "init", workspace)
+    assert created.returncode == 0, created.stderr
+    assert f"created {workspace}/awb.config.json" in created.stdout
+    stopped = run_awb(tmp_path / workspace, "stop")
+    assert "[bold]loud[/bold]/.awb/awb.pid" in stopped.stdout
+    refused = run_awb(tmp_path, "inventory", "list", "--config", "\x1b[2Jgone.json")
+    assert "config file not found: \\x1b[2Jgone.json" in assert_one_error_line(refused, "config_invalid")
+    assert "\x1b" not in refused.stderr

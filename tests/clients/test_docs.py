@@ -7,6 +7,7 @@ import re
 import shlex
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -69,3 +70,28 @@ def test_the_claude_code_command_starts_what_the_mcp_servers_entry_names(tmp_pat
     assert words[:4] == ["claude", "mcp", "add", "workbench"] and words[4] == "--"
     entry = json.loads(snippets("config")["mcpServers"])["mcpServers"]["workbench"]
     assert words[5:] == [entry["command"], *entry["args"]]
+
+
+#: The guide's client rows, by the distribution each one's version is of (the MCP Inspector and
+#: LangChain's adapters run from npm and a venv of their own: their tests pin them).
+CLIENT_DISTRIBUTIONS = {
+    "official MCP SDK (`mcp.Client`)": "mcp",
+    "PydanticAI (`MCPToolset`)": "pydantic-ai-slim",
+    "OpenAI Agents SDK (`MCPServerStdio`)": "openai-agents",
+    "Agno (`MCPTools`)": "agno",
+    "fastmcp (`Client`)": "fastmcp-slim",
+}
+
+
+def test_the_guide_names_the_client_versions_installed_here() -> None:
+    rows = dict(re.findall(r"^\| ([^|]+?) \| ([0-9][^ |]*)", DOC.read_text(encoding="utf-8"), re.MULTILINE))
+    assert set(CLIENT_DISTRIBUTIONS) <= set(rows)
+    wrong = {}
+    for client, distribution in CLIENT_DISTRIBUTIONS.items():
+        try:
+            installed = metadata.version(distribution)
+        except metadata.PackageNotFoundError:  # the clients extra is not installed: its test skips too
+            continue
+        if rows[client] != installed:
+            wrong[client] = f"the guide says {rows[client]}, {installed} is installed"
+    assert wrong == {}

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from awb.errors import AwbError, ConfigError
+from awb.safe_text import visible
 
 if TYPE_CHECKING:
     from awb.agents.agent import Agent
@@ -177,7 +178,8 @@ def _list_line(agent: type[Agent], parents: list[str]) -> str:
     if parents:
         cells.append(f"(subagent of {','.join(parents)})")
     cells.append(_summary(agent))
-    return "\t".join(cells)
+    # Tab-separated for scripts; a tab or an escape sequence inside a cell (a prompt's) is shown escaped.
+    return "\t".join(visible(cell) for cell in cells)
 
 
 def _list_entry(agent: type[Agent], parents: list[str]) -> dict[str, object]:
@@ -231,7 +233,7 @@ def list_command(agents_dir: ListedAgentsDir = None, as_json: JsonList = False) 
         for agent, parents in listed:
             typer.echo(_list_line(agent, parents))
     for name, why in found.failures.items():
-        typer.echo(f"{name}: cannot import: {why}", err=True)
+        typer.echo(visible(f"{name}: cannot import: {why}"), err=True)
 
 
 artificer_app = typer.Typer(help="Artificer: run typed agents (same as `awb agents run`).", no_args_is_help=True)

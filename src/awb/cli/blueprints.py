@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from awb.safe_text import visible
+
 if TYPE_CHECKING:
     from awb.blueprints.runner import RunReply
     from awb.blueprints.schema import Blueprint
@@ -60,7 +62,7 @@ def validate_command(
             {"valid": True, "blueprint_id": blueprint.blueprint_id(), "blueprint": blueprint.model_dump(mode="json")}
         )
     else:
-        typer.echo(f"valid: {blueprint.blueprint_id()} ({blueprint.name}, {blueprint.legs.mode})")
+        typer.echo(visible(f"valid: {blueprint.blueprint_id()} ({blueprint.name}, {blueprint.legs.mode})"))
 
 
 async def _run(config: Config, blueprint: Blueprint, message: str, session_id: str | None) -> RunReply:
@@ -181,6 +183,7 @@ def list_command(config_path: ConfigOption = None, as_json: JsonOption = False) 
 def schemas_command(
     part: Annotated[str | None, typer.Option(help="Only this part: head, arms, legs, heart, spine, blueprint.")] = None,
     config_path: ConfigOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Errors as JSON on stderr (the schemas are JSON).")] = False,
 ) -> None:
     """The component schemas the builder uses (choices, ranges and JSON Schema), as JSON."""
     from awb.blueprints.components import component_schemas
@@ -191,7 +194,7 @@ def schemas_command(
     try:
         schemas = component_schemas(tuple(load_config(config_path).blueprints.knowledge))
     except AwbError as err:
-        fail(err)
+        fail(err, as_json)
     if part is not None and part not in schemas:
-        fail(InvalidParams(f"unknown part {part!r}; parts: {', '.join(schemas)}", part=part))
+        fail(InvalidParams(f"unknown part {part!r}; parts: {', '.join(schemas)}", part=part), as_json)
     print_json(schemas if part is None else schemas[part])

@@ -203,21 +203,40 @@ async def _doctor_checks(config: Config, config_path: Path | None, quick: bool =
 
 def _port_check(config: Config) -> dict[str, Any]:
     """The configured port is free, or this workspace's own server is the one serving it (the usual
-    case once `awb start --transport http` runs: that is not a problem to report)."""
-    where = f"{config.host}:{config.port}"
-    if _port_free(config.host, config.port):
-        return _check("port", True, f"{where} free")
+    case once `awb start --transport http` runs: that is not a problem to report). Whatever the port, a
+    server of this workspace that runs (its pid file says where: `--port 0` picks any port) is named
+    with its address."""
     from awb.cli.pidfile import inspect_pid_file
+    from awb.server.address import http_url
 
-    found = inspect_pid_file(config.pid_file)
+    where = f"{config.host}:{config.port}"
+    try:
+        found = inspect_pid_file(config.pid_file)
+    except AwbError as error:
+        found, unreadable = None, error.message
+    else:
+        unreadable = ""
     record = found.record if found is not None and found.alive else None
-    if record is not None and record.port == config.port:
-        return _check("port", True, f"{where} served by this workspace's awb ({record.describe()})")
+    running = ""
     if record is not None:
-        return _check(
-            "port", False, f"{where} in use by another process (this workspace's awb runs on port {record.port})"
-        )
-    return _check("port", False, f"{where} in use by another process (start awb with --port N, or --port 0)")
+        url = http_url(record.host or config.host, record.port, "/mcp")
+        running = f"this workspace's awb runs on port {record.port}: {url} ({record.describe()})"
+    if record is not None and record.port == config.port:
+        return _check("port", True, f"{where} served by this workspace's awb ({record.describe()}) at {url}")
+    free = _port_free(config.host, config.port)
+    if free:
+        detail = f"{where} free"
+    elif running:
+        detail = f"{where} in use by another process"
+    else:
+        detail = f"{where} in use by another process (start awb with --port N, or --port 0)"
+    if running:
+        detail += f"; {running}"
+    elif found is not None and not found.alive:
+        detail += f"; {found.problem} ({config.pid_file}; `awb stop` removes it)"
+    if unreadable:
+        detail += f"; {unreadable}"
+    return _check("port", free and not unreadable, detail)
 
 
 def doctor(
@@ -247,11 +266,12 @@ def doctor(
     if as_json:
         print_json({"ok": ok, "checks": checks})
     else:
+        from awb.cli.safe_text import plain
 
-        def result(check: dict[str, Any]) -> str:
+        def result(check: dict[str, Any]) -> Any:
             if not check["ok"]:
-                return "[red]FAIL[/]"
-            return "[yellow]warn[/]" if check["warning"] else "[green]pass[/]"
+                return plain("FAIL", style="red")
+            return plain("warn", style="yellow") if check["warning"] else plain("pass", style="green")
 
         table("awb doctor", ["check", "result", "detail"], [(c["check"], result(c), c["detail"]) for c in checks])
     raise typer.Exit(0 if ok else 1)

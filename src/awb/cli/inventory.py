@@ -24,7 +24,7 @@ from awb.cli.common import (
 )
 from awb.cli.output import fail, note, print_code, print_json, say, table
 from awb.cli.transfer import register as register_transfer
-from awb.errors import ToolNotFound, UsageError
+from awb.errors import AwbError, ToolNotFound, UsageError
 
 if TYPE_CHECKING:
     from awb.browse import SearchResult, ToolPage
@@ -42,6 +42,8 @@ MEMORY_LEVELS = ("short_term", "medium_term", "long_term", "archived")
 SUMMARY_COLUMNS = ["name", "tool_id", "memory", "uses", "score", "description"]
 #: Calls shown by `inspect` in table form (the JSON has every recent call the workbench returns).
 RECENT_CALLS_SHOWN = 10
+#: Results of `awb inventory search` without --limit, as `awb_search`'s default.
+DEFAULT_SEARCH_LIMIT = 10
 
 
 def _summary_rows(tools: list[ToolSummary]) -> list[tuple[Any, ...]]:
@@ -118,13 +120,18 @@ def inventory_list(
 def inventory_search(
     query: Annotated[str, typer.Argument(help="Words describing the tool.")],
     config_path: ConfigOption = None,
-    limit: Annotated[int, typer.Option("--limit", "--top-k", help="At most this many.")] = 10,
+    limit: Annotated[int | None, typer.Option("--limit", help="At most this many (default 10).")] = None,
+    top_k: Annotated[int | None, typer.Option("--top-k", help="The same as --limit (the spec's name).")] = None,
     text: Annotated[
         bool, typer.Option("--text", help="Full-text ranking (BM25) only: never loads the embedding model.")
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Search tools by what they do (hybrid, as the server ranks them, when the inventory has vectors)."""
+    if limit is not None and top_k is not None and limit != top_k:
+        # As awb_search refuses them: the one setting given two values is a mistake, not a choice to guess.
+        fail(UsageError(f"--limit {limit} and --top-k {top_k} are the same setting; give one"), as_json)
+    limit = next((n for n in (limit, top_k) if n is not None), DEFAULT_SEARCH_LIMIT)
     config = _read(config_path, as_json)
     if config is not None and text:
         config = config.model_copy(update={"search": config.search.model_copy(update={"mode": "text"})})
@@ -155,14 +162,17 @@ def _served_search(config: Config, query: str, limit: int) -> SearchResult | Non
 
     from awb.browse import SearchResult
     from awb.cli.pidfile import inspect_pid_file
+    from awb.server.address import http_url
 
-    found = inspect_pid_file(config.pid_file)
+    try:
+        found = inspect_pid_file(config.pid_file)
+    except AwbError:  # a pid file that cannot be read names no server to ask
+        return None
     server = found.record if found is not None and found.alive else None
     if server is None or server.transport != "http" or server.inventory != str(config.inventory_path):
         return None
     host = "127.0.0.1" if server.host in ("", "0.0.0.0") else "::1" if server.host == "::" else server.host
-    host = f"[{host}]" if ":" in host else host
-    url = f"http://{host}:{server.port}/api/tools/search?" + urllib.parse.urlencode({"q": query, "limit": limit})
+    url = http_url(host, server.port, "/api/tools/search?") + urllib.parse.urlencode({"q": query, "limit": limit})
     headers = {"Authorization": f"Bearer {config.auth_token.get_secret_value()}"} if config.auth_token else {}
     try:
         with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as reply:

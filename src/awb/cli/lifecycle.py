@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from awb import __version__
-from awb.cli.common import CONFIG_FILENAME, ConfigOption, InventoryOption, config_for, open_store
-from awb.cli.output import fail, say
+from awb.cli.common import CONFIG_FILENAME, ConfigOption, InventoryOption, JsonOption, config_for, open_store
+from awb.cli.output import fail, print_json, say
 from awb.cli.pidfile import ServerRecord, held, inspect_pid_file, is_awb_server
 from awb.errors import AwbError, ConfigError, NotAnAwbServer, UsageError
 
@@ -31,28 +31,56 @@ STOP_WAIT_SECONDS = 10
 def init(
     directory: Annotated[Path, typer.Argument(help="Where to create the workbench.")] = Path("."),
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing config.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Create awb.config.json, the inventory database, a tools/ directory and .awb/.gitignore."""
-    from awb.config import default_config_json, load_config
-    from awb.workbench import Workbench
+    from awb.config import config_from, default_config_data, default_config_json
 
     config_path = directory / CONFIG_FILENAME
     if config_path.exists() and not force:
-        fail(ConfigError(f"{config_path} already exists; use --force to overwrite it", path=str(config_path)))
+        fail(ConfigError(f"{config_path} already exists; use --force to overwrite it", path=str(config_path)), as_json)
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        config_path.write_text(default_config_json(), encoding="utf-8")
-        config = load_config(config_path)
+        # Everything that can be refused is checked before anything is written (the config as it will be
+        # loaded, with the environment's overrides, then the inventory it names), and the config file is
+        # written last: a failed init leaves no config behind, so running it again after a fix works.
+        config = config_from(default_config_data(), config_path)
+        _create_inventory(config)
         config.tools_dir.mkdir(parents=True, exist_ok=True)
-        Workbench(config, store=open_store(config)).store.close()
         state_dir = directory / ".awb"
-        state_dir.mkdir(exist_ok=True)
+        state_dir.mkdir(parents=True, exist_ok=True)
         (state_dir / ".gitignore").write_text(AWB_DIR_GITIGNORE, encoding="utf-8")
+        _write_atomically(config_path, default_config_json())
     except OSError as error:
-        fail(ConfigError(f"cannot create the workbench in {directory}: {error.strerror or error}"))
+        fail(ConfigError(f"cannot create the workbench in {directory}: {error.strerror or error}"), as_json)
     except AwbError as error:
-        fail(error)
-    say(f"created {config_path}, {config.inventory_path} and {config.tools_dir}/")
+        fail(error, as_json)
+    if as_json:
+        print_json(
+            {
+                "config": str(config_path.resolve()),
+                "inventory": _inventory_named(config),
+                "tools_dir": str(config.tools_dir),
+            }
+        )
+    else:
+        say(f"created {config_path}, {config.inventory_path} and {config.tools_dir}/")
+
+
+def _create_inventory(config: Config) -> None:
+    """Open (creating it when absent) the inventory the config names: one that cannot be read is refused."""
+    from awb.workbench import Workbench
+
+    Workbench(config, store=open_store(config)).store.close()
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """`path` holds `text` whole or is left as it was (an interrupted write leaves no half a config)."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(path)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def start(
@@ -66,31 +94,37 @@ def start(
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Debug logging: every request with its time, start-up steps.")
     ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Errors as JSON on stderr, for scripts.")] = False,
 ) -> None:
     """Start the MCP server (stdio by default; `--transport http` serves http://127.0.0.1:7777/mcp)."""
     if transport not in ("stdio", "http"):
-        fail(UsageError(f"unknown transport {transport!r}: use stdio or http"))
+        fail(UsageError(f"unknown transport {transport!r}: use stdio or http"), as_json)
     if transport == "stdio" and (port is not None or host is not None):
         # Silently serving stdio would leave whoever asked for a port waiting on one that never opens.
         given = [flag for flag, value in (("--port", port), ("--host", host)) if value is not None]
         verb = "apply" if len(given) > 1 else "applies"
-        fail(UsageError(f"{' and '.join(given)} {verb} to --transport http only; stdio serves no port"))
+        fail(UsageError(f"{' and '.join(given)} {verb} to --transport http only; stdio serves no port"), as_json)
     started = time.perf_counter()
-    config = config_for(config_path, inventory_path=inventory, port=port, host=host)
+    config = config_for(config_path, as_json, inventory_path=inventory, port=port, host=host)
     from awb.cli.logs import setup_logging
 
-    setup_logging(config.log_file, verbose)
+    try:
+        setup_logging(config.log_file, verbose)
+    except AwbError as error:
+        fail(error, as_json)
     log.debug("config: %s", config.model_dump(mode="json"))
     # uvicorn turns SIGTERM into a graceful shutdown, then raises the signal again once it is done;
     # this handler makes that second one an exception, so the pid file is removed on the way out.
     signal.signal(signal.SIGTERM, _terminated)
+    # The terminal that started it closed: a stop like SIGTERM's (uvicorn's graceful one while it serves).
+    signal.signal(signal.SIGHUP, _hung_up)
     try:
         if transport == "http":
             _serve_http(config, started)
         else:
             _serve_stdio(config)
     except AwbError as error:
-        fail(error)
+        fail(error, as_json)
     except (KeyboardInterrupt, _Terminated):
         pass
     except BaseExceptionGroup as group:
@@ -106,6 +140,10 @@ class _Terminated(Exception):
 
 def _terminated(signum: int, frame: object) -> None:
     raise _Terminated
+
+
+def _hung_up(signum: int, frame: object) -> None:
+    signal.raise_signal(signal.SIGTERM)
 
 
 def _serve_stdio(config: Config) -> None:
@@ -126,8 +164,9 @@ def _serve_http(config: Config, started: float) -> None:
     from awb.server import sdk_modules
 
     sdk_modules.serve_first()  # the SDK's client and the rest come when something asks for them
+    from awb.server.address import http_url
     from awb.server.http_guard import check_exposure
-    from awb.server.transports import bind, serve_http
+    from awb.server.transports import MCP_PATH, bind, serve_http
     from awb.workbench import Workbench
 
     # The lock first: a second server on this workspace is refused before it touches the port.
@@ -144,9 +183,9 @@ def _serve_http(config: Config, started: float) -> None:
             # Plain lines, not `note`: the server prints nothing else through rich, and loading it for
             # these two costs start-up ~50 ms (a path with "[" in it is not taken for markup either).
             sys.stderr.write(
-                f"awb {__version__}: MCP on http://{config.host}:{port}/mcp, REST on /api "
+                f"awb {__version__}: MCP on {http_url(config.host, port, MCP_PATH)}, REST on /api "
                 f"(inventory {inventory})\n"
-                f"awb: web panel on http://{config.host}:{port}/\n"
+                f"awb: web panel on {http_url(config.host, port)}\n"
             )
             sys.stderr.flush()
             workbench = Workbench(config, store=open_store(config))
@@ -165,33 +204,37 @@ def _inventory_named(config: Config) -> str:
     return str(config.inventory_path)
 
 
-def stop(config_path: ConfigOption = None) -> None:
+def stop(config_path: ConfigOption = None, as_json: JsonOption = False) -> None:
     """Stop the workspace's `awb start --transport http` server (checks its pid file first)."""
-    config = config_for(config_path)
-    found = inspect_pid_file(config.pid_file)
+    config = config_for(config_path, as_json)
+    try:
+        found = inspect_pid_file(config.pid_file)
+    except AwbError as error:
+        fail(error, as_json)
     if found is None:
-        say(f"no workbench is running (no pid file at {config.pid_file})")
+        _stopped(as_json, None, f"no workbench is running (no pid file at {config.pid_file})")
         return
     if not found.alive:
         config.pid_file.unlink(missing_ok=True)
-        say(f"no workbench is running ({found.problem}; removed {config.pid_file})")
+        _stopped(as_json, None, f"no workbench is running ({found.problem}; removed {config.pid_file})")
         return
     record = found.record
     if record is None:
-        fail(AwbError(f"not stopping: {found.problem}; pid file {config.pid_file}"))
+        fail(AwbError(f"not stopping: {found.problem}; pid file {config.pid_file}"), as_json)
     is_awb, cmdline = is_awb_server(record.pid)
     if not is_awb:
         fail(
             NotAnAwbServer(
                 f"not stopping pid {record.pid}: it is not an awb server ({cmdline}); pid file {config.pid_file}",
                 pid=record.pid,
-            )
+            ),
+            as_json,
         )
     try:
         os.kill(record.pid, signal.SIGTERM)
     except ProcessLookupError:
         config.pid_file.unlink(missing_ok=True)
-        say(f"no workbench is running (pid {record.pid} is gone; removed {config.pid_file})")
+        _stopped(as_json, None, f"no workbench is running (pid {record.pid} is gone; removed {config.pid_file})")
         return
     deadline = time.monotonic() + STOP_WAIT_SECONDS
     while time.monotonic() < deadline:
@@ -199,8 +242,19 @@ def stop(config_path: ConfigOption = None) -> None:
             break
         time.sleep(0.05)
     else:
-        fail(AwbError(f"workbench ({record.describe()}) did not stop within {STOP_WAIT_SECONDS} s", pid=record.pid))
-    say(f"stopped workbench ({record.describe()})")
+        late = AwbError(f"workbench ({record.describe()}) did not stop within {STOP_WAIT_SECONDS} s", pid=record.pid)
+        fail(late, as_json)
+    _stopped(as_json, record, f"stopped workbench ({record.describe()})")
+
+
+def _stopped(as_json: bool, record: ServerRecord | None, message: str) -> None:
+    """What `awb stop` did: `record` is the server it stopped, None when none was running."""
+    if as_json:
+        print_json(
+            {"stopped": record is not None, "server": None if record is None else record.__dict__, "message": message}
+        )
+    else:
+        say(message)
 
 
 def _alive(pid: int) -> bool:

@@ -9,6 +9,8 @@ import threading
 from collections import deque
 from pathlib import Path
 
+from awb.errors import StartupFailed
+
 #: How long a routine record may wait before it is written. Warnings and errors are written at once.
 FLUSH_SECONDS = 0.2
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -69,11 +71,18 @@ class BatchedHandler(logging.Handler):
 
 
 def setup_logging(log_file: Path | None, verbose: bool) -> None:
-    """Route the `awb` loggers to `log_file` (or stderr) through a `BatchedHandler`."""
+    """Route the `awb` loggers to `log_file` (or stderr) through a `BatchedHandler`; `StartupFailed` when
+    the log file cannot be opened for writing (a read-only folder, a directory, /proc)."""
     target: logging.Handler
     if log_file is not None:
-        log_file.parent.mkdir(parents=True, exist_ok=True)
-        target = logging.FileHandler(log_file)
+        try:
+            log_file.parent.mkdir(parents=True, exist_ok=True)
+            target = logging.FileHandler(log_file)
+        except OSError as error:
+            raise StartupFailed(
+                f"cannot write the log file {log_file} (`log_file`, AWB_LOG_FILE): {error.strerror or error}",
+                log_file=str(log_file),
+            ) from None
     else:
         target = logging.StreamHandler(sys.stderr)
     target.setFormatter(logging.Formatter(FORMAT))

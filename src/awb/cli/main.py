@@ -150,11 +150,21 @@ def main(argv: list[str] | None = None) -> None:
     except AwbError as error:
         output.report_error(error, as_json)
         code = error.exit_code
+    except BrokenPipeError as error:
+        if not output.stdout_closed():  # another pipe (an MCP server's): a failure, said as any other
+            _report_unexpected(error, as_json)
+            code = 1
+        else:  # the reader of the output stopped reading (`| head -1`): it has what it wanted
+            output.drop_stdout()
+            code = 0
     except Exception as error:
         if output.DEBUG:
             raise
-        message = f"{type(error).__name__}: {error} (run with --debug for the traceback)"
-        output.report_error(AwbError(message), as_json)
+        failed = output.output_failure(error) if isinstance(error, OSError) else None
+        if failed is not None:  # not a fault of awb's: the output had nowhere to go (`> /dev/full`)
+            output.report_error(failed, as_json)
+        else:
+            _report_unexpected(error, as_json)
         code = 1
     if argv is None:
         # The `awb` process itself ends here. Its last garbage collection would walk every object typer,
@@ -162,6 +172,14 @@ def main(argv: list[str] | None = None) -> None:
         # anyway; frozen, they are left out of it. Not when called with arguments (a test, a program
         # that goes on running).
         gc.freeze()
+        try:
+            sys.stdout.flush()  # the last of the output: a failure is said here, not by the interpreter's exit
+        except BrokenPipeError:  # its reader went away (`| head -1`)
+            output.drop_stdout()
+        except OSError as error:
+            output.drop_stdout()
+            output.report_error(output.output_failure(error) or AwbError(str(error)), as_json)
+            code = 1
         if output.NOTHING_TO_TEAR_DOWN:
             # A search that loaded the embedding model: freeing ONNX Runtime's session alone takes
             # ~15 ms, the rest of the teardown ~10 more, all for memory the system takes back. The
@@ -173,6 +191,13 @@ def main(argv: list[str] | None = None) -> None:
                     pass
             os._exit(code if isinstance(code, int) else 0)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _report_unexpected(error: Exception, as_json: bool) -> None:
+    if output.DEBUG:
+        raise error
+    message = f"{type(error).__name__}: {error} (run with --debug for the traceback)"
+    output.report_error(AwbError(message), as_json)
 
 
 if __name__ == "__main__":

@@ -6,14 +6,18 @@ for every command: `error (<code>): <message>` on stderr, or `{"error": {...}}` 
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import select
 import sys
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
-from awb.errors import AwbError, UsageError
+from awb.errors import AwbError, OutputFailed, UsageError
+from awb.safe_text import visible
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -35,21 +39,68 @@ def _console(stderr: bool) -> Console:
     if stderr not in _consoles:
         from rich.console import Console
 
+        class QuietConsole(Console):
+            def on_broken_pipe(self) -> None:
+                # rich's own exits 1; `awb` ends every command whose reader left (`| head -1`) the same way.
+                self.quiet = True
+                raise BrokenPipeError
+
         stream = sys.stderr if stderr else sys.stdout
         # A pipe gets full lines: rich would fold them at 80 columns and cut ids in half.
         width = None if stream.isatty() else PIPE_WIDTH
-        _consoles[stderr] = Console(stderr=stderr, width=width, soft_wrap=not stream.isatty())
+        _consoles[stderr] = QuietConsole(stderr=stderr, width=width, soft_wrap=not stream.isatty())
     return _consoles[stderr]
 
 
+#: What a write to a full or failing output raises (a pipe whose reader went away is `BrokenPipeError`).
+_OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+
+
+def output_failure(error: OSError) -> OutputFailed | None:
+    """The `OutputFailed` an error that reached the top of a command stands for, or None: a write that
+    failed on a full disk or a failing device and names no file is a write to stdout (`> /dev/full`),
+    since every file a command writes by name reports its own errors. What is still buffered for stdout
+    then goes to /dev/null, so that it does not fail again at exit."""
+    if error.filename is not None or error.errno not in _OUTPUT_ERRNOS:
+        return None
+    drop_stdout()
+    return OutputFailed(f"cannot write the output: {error.strerror or error}")
+
+
+def stdout_closed() -> bool:
+    """Whether stdout is a pipe or socket whose reader went away (`| head -1` has what it wanted)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        events = poller.poll(0)
+    except (OSError, ValueError, AttributeError):  # no descriptor (a test's capture), no poll here
+        return False
+    return any(event & (select.POLLERR | select.POLLHUP) for _, event in events)
+
+
+def drop_stdout() -> None:
+    """Send whatever is left for stdout to /dev/null: nothing can reach the reader any more."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # a stdout with no descriptor (a test's capture): nothing to redirect
+        pass
+
+
 def say(message: str) -> None:
-    """A line for people on stdout (rich markup allowed)."""
-    _console(False).print(message)
+    """A line for people on stdout, shown literally: messages quote paths, names and text that may
+    hold `[` (console markup) or control characters."""
+    from awb.cli.safe_text import plain
+
+    _console(False).print(plain(message, multiline=True))
 
 
 def note(message: str) -> None:
-    """A line for people on stderr: progress, warnings, what a command did not do."""
-    _console(True).print(message)
+    """A line for people on stderr: progress, warnings, what a command did not do (literally, as `say`)."""
+    from awb.cli.safe_text import plain
+
+    _console(True).print(plain(message, multiline=True))
 
 
 def print_json(data: Any) -> None:
@@ -57,14 +108,18 @@ def print_json(data: Any) -> None:
 
 
 def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """A table on stdout. Every cell and the title are shown literally (`safe_text.plain`): no console
+    markup (`pip install 'agent-workbench[javascript]'` keeps its `[javascript]`), controls escaped. A
+    rich `Text` cell (a styled `plain(...)`) is shown as it is."""
     from rich.table import Table
 
-    view = Table(title=title, title_justify="left")
+    from awb.cli.safe_text import plain
+
+    view = Table(title=plain(title), title_justify="left")
     for column in columns:
-        view.add_column(column, no_wrap=column in ID_COLUMNS)
+        view.add_column(plain(column), no_wrap=column in ID_COLUMNS)
     for row in rows:
-        # A rich Text (e.g. `safe_text.plain` of tool-written text) is shown literally; other cells as text.
-        view.add_row(*("" if cell is None else cell if hasattr(cell, "spans") else str(cell) for cell in row))
+        view.add_row(*("" if cell is None else cell if hasattr(cell, "spans") else plain(str(cell)) for cell in row))
     _console(False).print(view)
 
 
@@ -86,7 +141,8 @@ def print_code(code: str, language: str = "") -> None:
 
 
 def error_line(error: AwbError) -> str:
-    return f"error ({error.code}): {error.message}"
+    # Messages quote what tools, agents and files hold: an escape sequence in one must not reach the terminal.
+    return visible(f"error ({error.code}): {error.message}")
 
 
 def report_error(error: AwbError, as_json: bool = False) -> None:
@@ -97,7 +153,7 @@ def report_error(error: AwbError, as_json: bool = False) -> None:
     typer.echo(error_line(error), err=True)
     if DEBUG:
         for key, value in error.details.items():
-            typer.echo(f"  {key}: {value}", err=True)
+            typer.echo(visible(f"  {key}: {value}"), err=True)
 
 
 def options_error(error: Exception, options: dict[str, str]) -> UsageError:

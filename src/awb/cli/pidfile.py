@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from awb.errors import AlreadyRunning
+from awb.errors import AlreadyRunning, ConfigError, StartupFailed
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,12 @@ def _try_lock(fd: int) -> bool:
     return True
 
 
+def _unusable(path: Path, error: OSError) -> StartupFailed:
+    return StartupFailed(
+        f"cannot use the pid file {path} (`pid_file`, AWB_PID_FILE): {error.strerror or error}", pid_file=str(path)
+    )
+
+
 class PidFile:
     """Held by a running server: the lock, the record, and removing the file on the way out."""
 
@@ -78,9 +84,13 @@ class PidFile:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        """Take the workspace's lock or raise `AlreadyRunning` naming the server that holds it."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        """Take the workspace's lock or raise `AlreadyRunning` naming the server that holds it
+        (`StartupFailed` when the file cannot be made: a read-only workspace, a directory, /proc)."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as error:
+            raise _unusable(self.path, error) from None
         if not _try_lock(fd):
             text = os.read(fd, 4096).decode("utf-8", "replace")
             os.close(fd)
@@ -97,14 +107,17 @@ class PidFile:
     def write(self, record: ServerRecord) -> None:
         assert self._fd is not None, "acquire() first"
         data = json.dumps(record.__dict__).encode()
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, data, 0)
+        try:
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, data, 0)
+        except OSError as error:  # a full disk
+            raise _unusable(self.path, error) from None
 
     def release(self) -> None:
         """Remove the file (it is ours: we hold its lock), then let go of the lock."""
         if self._fd is None:
             return
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):  # gone already, or its folder made read-only since: nothing to do
             self.path.unlink()
         os.close(self._fd)
         self._fd = None
@@ -133,10 +146,15 @@ def inspect_pid_file(path: Path) -> Found | None:
     """None when there is no pid file; otherwise whether a server holds it. Never signals anything."""
     try:
         fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # nothing there, nor can there be
         return None
+    except OSError as error:
+        raise _unreadable(path, error) from None
     try:
-        text = os.read(fd, 4096).decode("utf-8", "replace")
+        try:
+            text = os.read(fd, 4096).decode("utf-8", "replace")
+        except OSError as error:  # a directory opens, but does not read
+            raise _unreadable(path, error) from None
         record = ServerRecord.parse(text)
         if _try_lock(fd):
             fcntl.flock(fd, fcntl.LOCK_UN)
@@ -150,6 +168,12 @@ def inspect_pid_file(path: Path) -> Found | None:
         return Found(record, alive=True)
     finally:
         os.close(fd)
+
+
+def _unreadable(path: Path, error: OSError) -> ConfigError:
+    return ConfigError(
+        f"cannot read the pid file {path} (`pid_file`, AWB_PID_FILE): {error.strerror or error}", pid_file=str(path)
+    )
 
 
 def is_awb_server(pid: int) -> tuple[bool, str]:

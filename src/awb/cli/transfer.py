@@ -11,8 +11,8 @@ import typer
 
 from awb.cli.common import absent_inventory
 from awb.cli.export_sink import ExportSink
-from awb.cli.output import fail, note, print_json
-from awb.errors import AwbError, InvalidParams, UsageError
+from awb.cli.output import drop_stdout, fail, note, print_json
+from awb.errors import AwbError, InvalidParams, OutputFailed, UsageError
 
 if TYPE_CHECKING:
     from awb.config import Config
@@ -46,6 +46,9 @@ def register(inventory_app: typer.Typer) -> None:
         config_path: ConfigOption = None,
         inventory_url: UrlOption = None,
         inventory: PathOption = None,
+        as_json: Annotated[
+            bool, typer.Option("--json", help="Errors as JSON on stderr (the export is JSON Lines).")
+        ] = False,
     ) -> None:
         """Write every tool with its versions, calls and staged writes, and every blueprint session, as JSON Lines."""
         from awb.blueprints.session_tables import open_session_store
@@ -65,7 +68,7 @@ def register(inventory_app: typer.Typer) -> None:
             sink = ExportSink(output, inventory_file, find_config_file(config_path))
             store = open_store(config)
         except AwbError as error:
-            fail(error)
+            fail(error, as_json)
         count = 0
         try:
             sessions = open_session_store(config, inventory=store)
@@ -74,10 +77,17 @@ def register(inventory_app: typer.Typer) -> None:
                     for line in export_lines(store, sessions):
                         file.write(line + "\n")
                         count += 1
+                    file.flush()  # stdout's last lines fail here, not at exit
             finally:
                 sessions.close()
+        except BrokenPipeError:
+            # The reader stopped reading (`| head -1`): it has what it wanted; end quietly, as a listing does.
+            drop_stdout()
+            raise typer.Exit(0) from None
         except OSError as exc:
-            fail(UsageError(f"cannot write {output}: {exc.strerror or exc}"))
+            if output is None:
+                drop_stdout()  # what is still buffered would fail again at exit
+            fail(OutputFailed(f"cannot write the export to {output or 'stdout'}: {exc.strerror or exc}"), as_json)
         finally:
             store.close()
         records = count - 1

@@ -45,6 +45,7 @@ def plan_command(
 
     from awb.agents.cli import resolve_servers
     from awb.cli.output import fail, options_error
+    from awb.cli.safe_text import plain
     from awb.errors import AwbError
     from awb.planner.budget import Budget
     from awb.planner.task import Mode, execute_mcp_task
@@ -58,7 +59,9 @@ def plan_command(
 
     def on_event(event: RunEvent) -> None:
         if progress and event.type in ("tool_call", "done") and event.depth == 0:
-            stderr.print(f"[dim]step {event.step}[/] {event.type} {event.data.get('tool', '')}", highlight=False)
+            # A tool's name comes from an MCP server: shown literally, never as markup or escape sequences.
+            line = plain(f"step {event.step}", style="dim") + plain(f" {event.type} {event.data.get('tool', '')}")
+            stderr.print(line, highlight=False)
 
     try:
         budget = Budget(

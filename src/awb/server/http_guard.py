@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from awb.config import Config
 from awb.errors import ConfigError
 from awb.panel_access import PANEL_COOKIE, PANEL_LOGIN, PANEL_STATIC, sign_in_location
+from awb.server.address import authority
 
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 _WILDCARD_BINDS = ("0.0.0.0", "::", "")
@@ -36,17 +37,12 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _authority(host: str) -> str:
-    """How a bind address appears in a Host header (IPv6 in brackets)."""
-    return f"[{host}]" if ":" in host and not host.startswith("[") else host
-
-
 def transport_security(config: Config) -> TransportSecuritySettings:
     """The Host/Origin allowlist: the loopback names, the bound address, and `allowed_hosts` /
     `allowed_origins` from the configuration. Entries are exact, or `name:*` for any port."""
     names = list(_LOOPBACK_NAMES)
-    if config.host not in _WILDCARD_BINDS and _authority(config.host) not in names:
-        names.append(_authority(config.host))
+    if config.host not in _WILDCARD_BINDS and authority(config.host) not in names:
+        names.append(authority(config.host))
     hosts = [*names, *(f"{name}:*" for name in names), *config.allowed_hosts]
     origins = [
         *(f"http://{name}" for name in names),

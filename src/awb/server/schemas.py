@@ -147,7 +147,7 @@ INPUT: dict[str, dict[str, Any]] = {
                 "type": "string",
                 "enum": ["python", "javascript", "wasm"],
                 "default": "python",
-                "description": "The code's language.",
+                "description": "The code's language; left out, the runtime's (javascript, wasm) or else python.",
             },
             "runtime": {
                 "type": "string",

@@ -18,6 +18,7 @@ from starlette.types import ASGIApp
 from awb import validation
 from awb.config import Config
 from awb.errors import AwbError, StartupFailed
+from awb.server.address import http_url
 from awb.server.deferred_faces import DeferredFaces
 from awb.server.http_guard import check_exposure, guard_http, transport_security
 from awb.server.http_limits import uvicorn_config
@@ -133,7 +134,7 @@ async def serve_http(workbench: Workbench, sock: socket.socket, started: float |
     # one first waits for, or starts, it.
     await workbench.start(warm_search=False)
     _say_search_mode(workbench)
-    url = f"http://{_url_host(host)}:{port}{MCP_PATH}"
+    url = http_url(host, port, MCP_PATH)
     async with workbench, anyio.create_task_group() as tasks:
         tasks.start_soon(_when_ready, server, url, started, workbench, face, faces)
         try:
@@ -173,10 +174,6 @@ async def _warm_other_runtimes(workbench: Workbench) -> None:
         except AwbError as error:
             log.warning("runtime %s not warmed: %s", name, error.message)
     log.debug("every runtime is warm")
-
-
-def _url_host(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
 
 
 def _say_search_mode(workbench: Workbench) -> None:

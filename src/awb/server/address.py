@@ -1,0 +1,16 @@
+"""How a server's address is written in a URL: an IPv6 address in brackets (`http://[::1]:7777/`).
+
+A module of its own, with nothing heavy to import: the CLI writes the start banner and finds a running
+server with it before (or without) loading the HTTP server.
+"""
+
+from __future__ import annotations
+
+
+def authority(host: str) -> str:
+    """`host` as the host part of a URL or a Host header: `::1` is `[::1]`, a name or IPv4 as it is."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def http_url(host: str, port: int, path: str = "/") -> str:
+    return f"http://{authority(host)}:{port}{path}"

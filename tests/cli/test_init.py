@@ -1,0 +1,38 @@
+"""`awb init`, run as the real executable: it checks everything first, then writes, so a failed init
+leaves nothing that stops the next one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from clitools import assert_one_error_line, clean_env, run_awb, snapshot
+
+
+def _initialised(workspace: Path) -> None:
+    assert (workspace / "awb.config.json").is_file()
+    assert (workspace / "tools").is_dir()
+    assert (workspace / ".awb" / ".gitignore").read_text().splitlines()[-1] == "*"
+
+
+def test_an_init_whose_config_would_not_load_writes_nothing_and_the_retry_succeeds(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    failed = run_awb(tmp_path, "init", str(workspace), env=clean_env(AWB_PORT="abc"))
+    assert "port" in assert_one_error_line(failed, "config_invalid")
+    assert not workspace.exists()
+    retried = run_awb(tmp_path, "init", str(workspace))
+    assert retried.returncode == 0, retried.stderr
+    _initialised(workspace)
+
+
+def test_an_init_over_an_unreadable_inventory_writes_no_config_and_the_retry_succeeds(tmp_path: Path) -> None:
+    inventory = tmp_path / ".awb" / "inventory.db"
+    inventory.parent.mkdir()
+    inventory.write_bytes(b"not a database, not even close" * 100)
+    before = snapshot(tmp_path)
+    failed = run_awb(tmp_path, "init")
+    assert_one_error_line(failed, "inventory_unreadable")
+    assert snapshot(tmp_path) == before
+    inventory.unlink()
+    retried = run_awb(tmp_path, "init")
+    assert retried.returncode == 0, retried.stderr
+    _initialised(tmp_path)
