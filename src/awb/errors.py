@@ -190,6 +190,12 @@ class InventoryUnreadable(AwbError):
     code = "inventory_unreadable"
 
 
+class StopFailed(AwbError):
+    """`awb stop` found a server it cannot stop: its pid file's record is unreadable, or it did not exit."""
+
+    code = "stop_failed"
+
+
 class NotAnAwbServer(AwbError):
     """`awb stop` found a pid file whose process is not an awb server: it signals nothing."""
 

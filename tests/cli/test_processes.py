@@ -128,6 +128,37 @@ def test_stop_reports_and_removes_a_stale_or_garbage_pid_file(tmp_path: Path, co
     assert not pid_file(root).exists()
 
 
+def test_stop_refuses_a_held_pid_file_whose_record_it_cannot_read_with_stop_failed(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    path = pid_file(root)
+    # A process holds the lock but its record is not one: stop cannot know whom it would signal.
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys\n"
+            f"f = open({str(path)!r}, 'w')\n"
+            "fcntl.flock(f, fcntl.LOCK_EX)\n"
+            "f.write('half a rec'); f.flush()\n"
+            "print('locked', flush=True)\n"
+            "sys.stdin.read()\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        refused = run_awb(root, "stop")
+        assert "record is unreadable" in assert_one_error_line(refused, "stop_failed")
+        assert holder.poll() is None and path.exists()
+    finally:
+        assert holder.stdin is not None and holder.stdout is not None
+        holder.stdin.close()
+        holder.wait(timeout=10)
+        holder.stdout.close()
+
+
 def test_stop_never_signals_a_process_that_is_not_an_awb_server(tmp_path: Path) -> None:
     root = workspace(tmp_path)
     path = pid_file(root)

@@ -16,7 +16,7 @@ from awb import __version__
 from awb.cli.common import CONFIG_FILENAME, ConfigOption, InventoryOption, JsonOption, config_for, open_store
 from awb.cli.output import fail, print_json, say
 from awb.cli.pidfile import ServerRecord, held, inspect_pid_file, is_awb_server
-from awb.errors import AwbError, ConfigError, NotAnAwbServer, UsageError
+from awb.errors import AwbError, ConfigError, NotAnAwbServer, StopFailed, UsageError
 
 if TYPE_CHECKING:
     from awb.config import Config
@@ -220,7 +220,7 @@ def stop(config_path: ConfigOption = None, as_json: JsonOption = False) -> None:
         return
     record = found.record
     if record is None:
-        fail(AwbError(f"not stopping: {found.problem}; pid file {config.pid_file}"), as_json)
+        fail(StopFailed(f"not stopping: {found.problem}; pid file {config.pid_file}"), as_json)
     is_awb, cmdline = is_awb_server(record.pid)
     if not is_awb:
         fail(
@@ -242,7 +242,7 @@ def stop(config_path: ConfigOption = None, as_json: JsonOption = False) -> None:
             break
         time.sleep(0.05)
     else:
-        late = AwbError(f"workbench ({record.describe()}) did not stop within {STOP_WAIT_SECONDS} s", pid=record.pid)
+        late = StopFailed(f"workbench ({record.describe()}) did not stop within {STOP_WAIT_SECONDS} s", pid=record.pid)
         fail(late, as_json)
     _stopped(as_json, record, f"stopped workbench ({record.describe()})")
 
