@@ -23,6 +23,7 @@ from awb.inventory.postgres import PostgresStore  # noqa: E402
 from awb.inventory.postgres_vectors import PgVectorIndex, table_name  # noqa: E402
 from awb.inventory.sqlite import SQLiteStore  # noqa: E402
 from awb.search.hybrid import HybridSearch  # noqa: E402
+from awb.search.relevance import RELEVANCE_FLOOR  # noqa: E402
 from awb.search.vector_index import VectorIndex  # noqa: E402
 from awb.workbench import Workbench  # noqa: E402
 
@@ -258,11 +259,16 @@ def test_hybrid_search_on_pgvector_ranks_as_on_sqlite(vector_url: str, tmp_path:
                 store.add_tool(tool)
                 engine.index_tool(tool)
         for query, wanted in QUERIES:
-            on_sqlite = [(t.name, s) for t, s in engines[0].search(query, 3)[1]]
-            on_pgvector = [(t.name, s) for t, s in engines[1].search(query, 3)[1]]
-            assert on_pgvector[0][0] == wanted
-            assert [n for n, _ in on_pgvector] == [n for n, _ in on_sqlite]
-            assert [s for _, s in on_pgvector] == pytest.approx([s for _, s in on_sqlite], abs=1e-4)
+            # Every tool's score, so that tools tied to float rounding (unrelated ones, ~0.01) cannot
+            # swap across the cut.
+            on_sqlite = [(t.name, s) for t, s in engines[0].search(query, len(tools))[1]]
+            on_pgvector = [(t.name, s) for t, s in engines[1].search(query, len(tools))[1]]
+            assert on_pgvector[0][0] == wanted == on_sqlite[0][0]
+            assert dict(on_pgvector) == pytest.approx(dict(on_sqlite), abs=1e-4)
+        # Scores are absolute on pgvector too: a query about nothing here scores under the floor.
+        unrelated = engines[1].search("quantum chromodynamics lattice", 3)[1]
+        assert unrelated and unrelated[0][1] < RELEVANCE_FLOOR
+        assert engines[1].search("quantum chromodynamics lattice", 3, matches_only=True)[1] == []
         assert isinstance(engines[0]._index, VectorIndex) and isinstance(engines[1]._index, PgVectorIndex)
     finally:
         lite.close()
