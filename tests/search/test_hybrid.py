@@ -123,7 +123,7 @@ def test_hybrid_ranks_the_wanted_tool_first_more_often_than_text(store: SQLiteSt
 def test_above_the_exact_limit_hybrid_ranks_and_scores_as_exact_search(
     store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Every tool is among the sketch's candidates here, so fusion must see the same cosines and range.
+    # Every tool is among the sketch's candidates here, so fusion must see the same cosines.
     engine = engine_with(store, ConceptEmbedder(), [make_tool(n, d) for n, d in TOOLS])
     exact = {query: [(tool.name, score) for tool, score in engine.search(query, 5)[1]] for query, _ in QUERIES}
     monkeypatch.setattr(vector_index, "EXACT_LIMIT", 0)

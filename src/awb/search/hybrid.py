@@ -333,9 +333,9 @@ class HybridSearch:
         index = self._vector_index()
         if isinstance(index, VectorIndex):
             with self._lock:
-                cosines, _ = index.nearest(query_vector, k, list(text_scores))
+                cosines = index.nearest(query_vector, k, list(text_scores))
         else:  # the database's index: searches on other threads need not wait for this round trip
-            cosines, _ = index.nearest(query_vector, k, list(text_scores))
+            cosines = index.nearest(query_vector, k, list(text_scores))
         relevance = cosines if wanted == "dense" else fuse(text_scores, cosines)
         # Materialise a window past `limit` so tier order can still move near ties and archived tools;
         # a listing's matches need no tool far under the floor (the tier bonus lifts by at most its top).
