@@ -74,8 +74,8 @@ def overlap_at_10(url: str, model_id: str, dim: int, queries: int = 50) -> float
         for _ in range(queries):
             query = rng.standard_normal(dim).astype(np.float32)
             query /= np.linalg.norm(query)
-            found, _ = index.nearest(query, 10)
-            truth, _ = exact.nearest(query, 10)
+            found = index.nearest(query, 10)
+            truth = exact.nearest(query, 10)
             shares.append(len(set(found) & set(truth)) / 10)
         return float(np.mean(shares))
     finally:

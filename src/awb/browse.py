@@ -43,9 +43,16 @@ class ToolPage(BaseModel):
 
 
 def search(
-    store: Store, engine: HybridSearch, query: str, *, limit: int | None = None, top_k: int | None = None
+    store: Store,
+    engine: HybridSearch,
+    query: str,
+    *,
+    limit: int | None = None,
+    top_k: int | None = None,
+    matches_only: bool = False,
 ) -> SearchResult:
-    """The best `limit` matches (`top_k` is the spec's name for it; default 10)."""
+    """The best `limit` matches (`top_k` is the spec's name for it; default 10). `matches_only`: in
+    hybrid mode only tools scoring at least `RELEVANCE_FLOOR` (text results all share a query word)."""
     limit = one_limit(limit, top_k)
     if not isinstance(query, str) or not query.strip():
         raise InvalidParams("the search query is empty", field="query")
@@ -58,7 +65,7 @@ def search(
     if limit < 1 or limit > MAX_LIMIT:
         raise InvalidParams(f"limit must be between 1 and {MAX_LIMIT}", limit=limit)
     if engine.mode == "hybrid":
-        mode, scored = engine.search(query, limit)
+        mode, scored = engine.search(query, limit, matches_only=matches_only)
         if mode == "hybrid":
             results = [tool.summary(score=round(score, 4)) for tool, score in scored]
             return SearchResult(query=query, mode="hybrid", results=results)
@@ -85,7 +92,8 @@ def list_page(
     offset: int = 0,
 ) -> ToolPage:
     """One page of the listing, with the number of all matches and where the next page starts.
-    `find(query, limit)` searches, for a listing filtered by a query."""
+    `find(query, limit)` searches for the matches of a listing filtered by a query: `search` with
+    `matches_only`, so that in hybrid mode as in text mode `total` counts matches, not the inventory."""
     if limit < 1 or limit > MAX_LIMIT:
         raise InvalidParams(f"limit must be between 1 and {MAX_LIMIT}", limit=limit)
     if offset < 0 or offset > MAX_OFFSET:

@@ -299,7 +299,7 @@ class Workbench:
         """One page of the listing, with the number of all matches and where the next page starts."""
         return browse.list_page(
             self.store,
-            lambda q, n: self.search(q, limit=n),
+            lambda q, n: self.search(q, limit=n, matches_only=True),
             memory_level=memory_level,
             tag=tag,
             query=query,
@@ -307,9 +307,12 @@ class Workbench:
             offset=offset,
         )
 
-    def search(self, query: str, *, limit: int | None = None, top_k: int | None = None) -> SearchResult:
-        """The best `limit` matches (`top_k` is the spec's name for it; default 10)."""
-        return browse.search(self.store, self.search_engine, query, limit=limit, top_k=top_k)
+    def search(
+        self, query: str, *, limit: int | None = None, top_k: int | None = None, matches_only: bool = False
+    ) -> SearchResult:
+        """The best `limit` matches (`top_k` is the spec's name for it; default 10); `matches_only`
+        drops, in hybrid mode, the tools scoring under `RELEVANCE_FLOOR` (a listing's matches)."""
+        return browse.search(self.store, self.search_engine, query, limit=limit, top_k=top_k, matches_only=matches_only)
 
     def inspect(self, ref: str) -> Inspection:
         tool = self.resolve(ref, allow_deleted=True)

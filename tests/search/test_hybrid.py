@@ -17,7 +17,8 @@ from awb.inventory.models import MemoryLevel, Tool  # noqa: E402
 from awb.inventory.sqlite import SQLiteStore  # noqa: E402
 from awb.search import vector_index  # noqa: E402
 from awb.search.embeddings import EmbedderUnavailable, create_embedder  # noqa: E402
-from awb.search.hybrid import DENSE_WEIGHT, HybridSearch, fuse  # noqa: E402
+from awb.search.hybrid import HybridSearch  # noqa: E402
+from awb.search.relevance import BM25_HALF, FLOOR_RELEVANCE, RELEVANCE_FLOOR, TEXT_WEIGHT, fuse, score  # noqa: E402
 
 CONCEPTS = {
     "image": "image picture photo photograph img png jpeg",
@@ -26,6 +27,7 @@ CONCEPTS = {
     "money": "currency money exchange dollars euros convert rate",
     "travel": "flight travel trip airline plane book",
     "text": "text words sentence translate language",
+    "count": "count counter tally",
 }
 _CONCEPT_OF = {word: i for i, words in enumerate(CONCEPTS.values()) for word in words.split()}
 
@@ -121,7 +123,7 @@ def test_hybrid_ranks_the_wanted_tool_first_more_often_than_text(store: SQLiteSt
 def test_above_the_exact_limit_hybrid_ranks_and_scores_as_exact_search(
     store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Every tool is among the sketch's candidates here, so fusion must see the same cosines and range.
+    # Every tool is among the sketch's candidates here, so fusion must see the same cosines.
     engine = engine_with(store, ConceptEmbedder(), [make_tool(n, d) for n, d in TOOLS])
     exact = {query: [(tool.name, score) for tool, score in engine.search(query, 5)[1]] for query, _ in QUERIES}
     monkeypatch.setattr(vector_index, "EXACT_LIMIT", 0)
@@ -140,16 +142,38 @@ def test_search_results_say_hybrid_when_an_embedder_is_there(store: SQLiteStore)
     assert hits[0][0].name == "word_counter"
 
 
-def test_fusion_divides_bm25_by_the_best_and_min_max_scales_cosine() -> None:
-    fused = fuse({"a": 10.0, "b": 5.0}, {"a": 0.2, "c": 0.6}, (0.2, 0.6))
-    assert fused["a"] == pytest.approx(DENSE_WEIGHT * 0.0 + (1 - DENSE_WEIGHT) * 1.0)
-    assert fused["b"] == pytest.approx((1 - DENSE_WEIGHT) * 0.5)
-    assert fused["c"] == pytest.approx(DENSE_WEIGHT * 1.0)
+def test_fusion_adds_saturating_bm25_to_the_cosine_whatever_the_other_tools_score() -> None:
+    fused = fuse({"a": BM25_HALF, "b": 3 * BM25_HALF}, {"a": 0.2, "c": 0.6})
+    assert fused["a"] == pytest.approx(0.2 + TEXT_WEIGHT / 2)
+    assert fused["b"] == pytest.approx(TEXT_WEIGHT * 3 / 4)  # no vector: the text part alone
+    assert fused["c"] == pytest.approx(0.6)
+    # Other tools, stronger or weaker, change nothing of a tool's relevance (min-max scaling did).
+    assert fuse({"a": BM25_HALF}, {"a": 0.2})["a"] == fused["a"]
+    assert fuse({"a": BM25_HALF, "d": 1000.0}, {"a": 0.2, "d": 0.99, "e": -0.3})["a"] == fused["a"]
 
 
-def test_fusion_survives_no_text_match_and_scores_equal_cosines_by_the_cosine_itself() -> None:
-    fused = fuse({}, {"a": 0.5, "b": 0.5}, (0.5, 0.5))
-    assert fused == {"a": pytest.approx(DENSE_WEIGHT * 0.5), "b": pytest.approx(DENSE_WEIGHT * 0.5)}
+def test_scores_rise_with_relevance_and_the_floor_is_where_the_curve_says() -> None:
+    relevances = [-0.2, 0.0, 0.1, 0.2, FLOOR_RELEVANCE, 0.4, 0.6, 1.0, 1.25]
+    scores = [score(r) for r in relevances]
+    assert scores == sorted(scores) and len(set(scores)) == len(scores)
+    assert all(0.0 < s < 1.0 or s == 1.0 for s in scores)
+    assert score(FLOOR_RELEVANCE) == pytest.approx(RELEVANCE_FLOOR)
+    assert score(0.1) < 0.1 and score(0.6) > 0.95
+
+
+def test_a_tool_with_the_same_cosine_scores_the_same_alone_or_among_others(store: SQLiteStore) -> None:
+    """The defect: min-max fusion gave the nearer of two tools 0.8 or more for any query at all."""
+    engine = engine_with(store, ConceptEmbedder(), [make_tool(n, d) for n, d in TOOLS[:2]])
+    for query in ("zzz qqq", "quantum chromodynamics lattice"):
+        hits = engine.search(query, 2)[1]
+        assert hits and all(s < RELEVANCE_FLOOR for _, s in hits), (query, hits)
+        assert engine.search(query, 2, matches_only=True)[1] == []
+    best = engine.search("will I need an umbrella", 2)[1]
+    assert best[0][0].name == "weather_forecast" and best[0][1] > 0.99
+    assert best[1][1] < RELEVANCE_FLOOR
+    assert [t.name for t, _ in engine.search("will I need an umbrella", 2, matches_only=True)[1]] == [
+        "weather_forecast"
+    ]
 
 
 def test_the_only_tool_of_an_inventory_scores_high_for_a_perfect_match_in_text_and_hybrid(

@@ -101,7 +101,7 @@ def inventory_list(
 
         return browse.list_page(
             store,
-            lambda q, n: _search(store, config, q, n),
+            lambda q, n: _search(store, config, q, n, matches_only=True),
             memory_level=memory_level,  # type: ignore[arg-type]
             tag=tag,
             query=query,
@@ -185,14 +185,14 @@ def _served_search(config: Config, query: str, limit: int) -> SearchResult | Non
         return None
 
 
-def _search(store: Store, config: Config, query: str, limit: int) -> SearchResult:
+def _search(store: Store, config: Config, query: str, limit: int, *, matches_only: bool = False) -> SearchResult:
     """The workbench's search on the store alone; hybrid loads the model only for an inventory with vectors."""
     from awb import browse
     from awb.cli import output
     from awb.search.hybrid import search_engine
 
     engine = search_engine(store, config.search, few_queries=True)
-    found = browse.search(store, engine, query, limit=limit)
+    found = browse.search(store, engine, query, limit=limit, matches_only=matches_only)
     # The model loaded here: nothing else of this process needs taking apart at its end (awb.cli.main).
     output.NOTHING_TO_TEAR_DOWN = bool(getattr(engine.embedder, "ready", False))
     return found

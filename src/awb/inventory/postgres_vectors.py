@@ -31,8 +31,6 @@ HNSW_MAX_DIM = 2000
 MIN_EF_SEARCH = 400
 #: pgvector refuses a larger hnsw.ef_search.
 MAX_EF_SEARCH = 1000
-#: hnsw.ef_search of the query for the tool farthest from the query (the low end of the range).
-FAR_EF_SEARCH = 16
 #: Serialises CREATE EXTENSION and the creation of a dimension's table across servers ("awb_pgv").
 PGVECTOR_LOCK = 0x6177625F706776
 TABLE_PREFIX = "tool_vectors_hnsw_"
@@ -247,17 +245,9 @@ class PgVectorIndex:
     def remove(self, tool_id: str) -> None:
         return None
 
-    def nearest(
-        self, query: npt.NDArray[np.float32], k: int, also: Sequence[str] = ()
-    ) -> tuple[dict[str, float], tuple[float, float]]:
-        """Cosines of the k nearest live tools (HNSW: approximate) and of the tools in `also` (exact), and
-        a (min, max) range, in one round trip.
-
-        Unlike the exact path, whose range is over every tool, the range here is over the cosines read:
-        the candidates, `also`, and the tool nearest to -query, which HNSW finds as it finds any
-        nearest, and which is the farthest from the query (cosine(-q, x) = -cosine(q, x)). So the
-        minimum is close to the true one rather than the farthest candidate's, and fusion scales
-        cosines about as the exact path does; every cosine returned lies within the range."""
+    def nearest(self, query: npt.NDArray[np.float32], k: int, also: Sequence[str] = ()) -> dict[str, float]:
+        """Cosines of the k nearest live tools (HNSW: approximate) and of the tools in `also` (exact),
+        in one round trip."""
         # Deleted tools stay in the table until purged, and a tool whose vector is of another model
         # (a model change before `awb reindex`) too: both are dropped after the index scan, which has
         # no WHERE clause (with one the planner may scan the table instead). Twice k are fetched, so
@@ -265,7 +255,6 @@ class PgVectorIndex:
         fetch = 2 * k
         ef_search = min(MAX_EF_SEARCH, max(fetch, MIN_EF_SEARCH))
         near = vector_text(query.tolist())
-        far = vector_text((-query).tolist())
         # A deleted tool is looked up by its key for each row read (a subquery per row: a join may be
         # planned as a scan of every tool).
         live = "(SELECT t.status FROM tools t WHERE t.tool_id = {0}.tool_id) <> 'deleted'"
@@ -276,29 +265,18 @@ class PgVectorIndex:
             "UNION ALL SELECT p.tool_id, 1 - (p.embedding <=> %(q)s::vector), 1 "
             f"  FROM {self.table} p WHERE p.tool_id = ANY(%(also)s) AND p.model_id = %(m)s AND {live.format('p')}"
         )
-        far_sql = (
-            f"SELECT '', 1 - (embedding <=> %(q)s::vector), 2 FROM {self.table} WHERE model_id = %(m)s "
-            f"AND tool_id = (SELECT tool_id FROM {self.table} ORDER BY embedding <=> %(f)s::vector LIMIT 1)"
-        )
-        args = {"q": near, "f": far, "m": self.model_id, "fetch": fetch, "also": list(also)}
+        args = {"q": near, "m": self.model_id, "fetch": fetch, "also": list(also)}
         with self._pool.connection() as conn, conn.pipeline():
-            # Four statements, one round trip. The farthest tool only bounds the range: a small
-            # ef_search finds one far enough. The settings stay on this pooled connection, where only
-            # these queries (each setting its own) read them.
-            conn.execute(f"SET hnsw.ef_search = {FAR_EF_SEARCH}")
-            far_rows = conn.execute(far_sql, args)
+            # Two statements, one round trip. The setting stays on this pooled connection, where only
+            # these queries (each setting its own) read it.
             conn.execute(f"SET hnsw.ef_search = {int(ef_search)}")
-            near_rows = conn.execute(sql, args)
-            rows = [*near_rows.fetchall(), *far_rows.fetchall()]
+            rows = conn.execute(sql, args).fetchall()
         ranked = sorted(((float(r[1]), str(r[0])) for r in rows if r[2] == 0), reverse=True)[:k]
         cosines = {tool_id: cosine for cosine, tool_id in ranked}
         cosines.update({str(r[0]): float(r[1]) for r in rows if r[2] == 1})
         if cosines:
             self._seen = True
-        read = [float(r[1]) for r in rows]
-        if not read:
-            return {}, (0.0, 0.0)
-        return cosines, (min(read), max(read))
+        return cosines
 
 
 __all__ = [

@@ -1,8 +1,9 @@
-"""Hybrid tool search: FTS5 BM25 and embedding cosine, score-normalised and fused, tier-aware.
+"""Hybrid tool search: FTS5 BM25 and embedding cosine fused into an absolute relevance, tier-aware.
 
 Every constant here was chosen on MetaTool (199 tools, 21,041 queries) with `benchmarks/retrieval.py`,
-tuned on a fixed 20% of the queries and checked on the other 80%; see docs/search.md for the numbers.
-Without an embedder (no `embed` extra, or embeddings disabled) search is BM25 only and says so.
+tuned on a fixed 20% of the queries and checked on the other 80%; see the README's Search section for
+the numbers. How the signals make a score is `awb.search.relevance`. Without an embedder (no `embed`
+extra, or embeddings disabled) search is BM25 only and says so.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from awb.inventory.rows import relative_to_best
 from awb.inventory.store import Store
 from awb.search.embeddings import Embedder, EmbedderUnavailable, create_embedder
 from awb.search.fts import search_words, split_identifier
+from awb.search.relevance import FLOOR_RELEVANCE, RELEVANCE_FLOOR, fuse, score
 from awb.search.vector_index import SEARCH_PATH, NearestIndex, VectorIndex
 
 if TYPE_CHECKING:
@@ -30,12 +32,6 @@ log = logging.getLogger("awb.search")
 
 Mode = Literal["text", "dense", "hybrid"]
 
-#: Fused score = DENSE_WEIGHT * min-max(cosine over all tools) + (1 - DENSE_WEIGHT) * BM25 / top BM25.
-#: MetaTool NDCG@10 is flat between 0.75 and 0.85 and falls off outside; reciprocal-rank fusion was
-#: 6 points of R@5 worse.
-DENSE_WEIGHT = 0.8
-#: Below this spread of cosines over the inventory, min-max scaling is not used (see `fuse`).
-MIN_COSINE_SPAN = 1e-6
 #: A tool's vector is the normalised sum of three views: its description (with problem and tags), its
 #: name in words plus description, and NAME_VIEW_WEIGHT times its name alone. +1.6 R@5 dense and +1.1
 #: hybrid on MetaTool against the description alone; 0.3-0.8 all do as well.
@@ -106,32 +102,6 @@ def tool_views(tool: Tool) -> tuple[str, str, str]:
     extra = " ".join(part for part in (tool.metadata.problem, " ".join(tool.metadata.tags)) if part)
     description = f"{tool.description} {extra}".strip()
     return description, f"{name}: {description}", name
-
-
-def fuse(
-    text_scores: dict[str, float], cosines: dict[str, float], cosine_range: tuple[float, float]
-) -> dict[str, float]:
-    """Score-normalised fusion: BM25 divided by the best BM25, cosine min-max scaled over all tools.
-
-    A tool missing from one signal gets 0 from it. Both parts land in [0, 1], so the weight means the
-    same thing whatever the inventory's size or BM25's scale.
-    """
-    top_text = max(text_scores.values(), default=0.0)
-    low, high = cosine_range
-    # One tool (or tools all equally far from the query) leaves min-max nothing to scale by: it would
-    # give a perfect match 0. The raw cosine, clipped to [0, 1], is then the dense part.
-    degenerate = high - low <= MIN_COSINE_SPAN
-    fused: dict[str, float] = {}
-    for tool_id in text_scores.keys() | cosines.keys():
-        text = text_scores.get(tool_id, 0.0) / top_text if top_text > 0 else 0.0
-        if tool_id not in cosines:
-            cosine = 0.0
-        elif degenerate:
-            cosine = min(max(cosines[tool_id], 0.0), 1.0)
-        else:
-            cosine = (cosines[tool_id] - low) / (high - low)
-        fused[tool_id] = DENSE_WEIGHT * cosine + (1 - DENSE_WEIGHT) * text
-    return fused
 
 
 def relative_text_scores(hits: list[tuple[Tool, float]]) -> list[tuple[Tool, float]]:
@@ -330,11 +300,15 @@ class HybridSearch:
         words = search_words(query)
         return relative_text_scores(self.store.search_text(words, limit=k)) if words else []
 
-    def search(self, query: str, limit: int = 10, *, mode: Mode | None = None) -> tuple[str, list[tuple[Tool, float]]]:
+    def search(
+        self, query: str, limit: int = 10, *, mode: Mode | None = None, matches_only: bool = False
+    ) -> tuple[str, list[tuple[Tool, float]]]:
         """The best `limit` tools for `query` with their scores, and the mode that produced them.
 
         `mode` forces one signal (the benchmark compares them); by default hybrid when an embedder
-        is available, else text.
+        is available, else text. In hybrid mode a score is absolute (`awb.search.relevance`), and
+        `matches_only` keeps the tools scoring at least `RELEVANCE_FLOOR`; a text search returns only
+        tools that share a word with the query anyway.
         """
         wanted: Mode = mode or self.mode
         k = max(limit * 3 + 20, MIN_CANDIDATES)
@@ -359,12 +333,17 @@ class HybridSearch:
         index = self._vector_index()
         if isinstance(index, VectorIndex):
             with self._lock:
-                cosines, cosine_range = index.nearest(query_vector, k, list(text_scores))
+                cosines = index.nearest(query_vector, k, list(text_scores))
         else:  # the database's index: searches on other threads need not wait for this round trip
-            cosines, cosine_range = index.nearest(query_vector, k, list(text_scores))
-        scores = cosines if wanted == "dense" else fuse(text_scores, cosines, cosine_range)
-        # Materialise a window past `limit` so tier order can still move near ties and archived tools.
-        window = sorted(scores, key=scores.__getitem__, reverse=True)[: limit + TIER_WINDOW]
+            cosines = index.nearest(query_vector, k, list(text_scores))
+        relevance = cosines if wanted == "dense" else fuse(text_scores, cosines)
+        # Materialise a window past `limit` so tier order can still move near ties and archived tools;
+        # a listing's matches need no tool far under the floor (the tier bonus lifts by at most its top).
+        ranked = sorted(relevance, key=relevance.__getitem__, reverse=True)
+        if matches_only and wanted == "hybrid":
+            lowest = FLOOR_RELEVANCE - max(TIER_BONUS.values())
+            ranked = [tool_id for tool_id in ranked if relevance[tool_id] >= lowest]
+        window = ranked[: limit + TIER_WINDOW]
         # One read for the window: on a shared store, a round trip per result would cost more than
         # the whole ranking.
         tools = self.store.get_many(window)
@@ -372,8 +351,15 @@ class HybridSearch:
         for tool_id in window:
             tool = tools.get(tool_id)
             if tool is not None and tool.status != "deleted":
-                hits.append((tool, scores[tool_id]))
-        return wanted, tier_order(hits)[:limit]
+                hits.append((tool, relevance[tool_id]))
+        ordered = tier_order(hits)[:limit]
+        if wanted == "dense":
+            return wanted, ordered
+        # The bonus is on the relevance scale, under the score: a near tie moves, the order stays the score's.
+        scored = [(tool, score(value)) for tool, value in ordered]
+        if matches_only:
+            scored = [(tool, value) for tool, value in scored if value >= RELEVANCE_FLOOR]
+        return wanted, scored
 
 
 def search_engine(store: Store, config: SearchConfig, *, few_queries: bool = False) -> HybridSearch:
@@ -388,11 +374,9 @@ def search_engine(store: Store, config: SearchConfig, *, few_queries: bool = Fal
 
 
 __all__ = [
-    "DENSE_WEIGHT",
     "HybridSearch",
     "SearchStatus",
     "VectorStore",
-    "fuse",
     "search_engine",
     "tier_order",
     "tool_views",

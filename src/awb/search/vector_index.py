@@ -25,8 +25,6 @@ EXACT_LIMIT = 20_000
 #: (and the results asked for). Recall for these values is in the README.
 SKETCH_CANDIDATE_SHARE = 1 / 25
 SKETCH_MIN_CANDIDATES = 2_000
-#: The tools farthest by the sketch whose exact cosines are read too, for the minimum cosine (see `nearest`).
-SKETCH_FAR = 256
 
 
 #: How vectors are searched, as `awb doctor` and `awb db status` say it.
@@ -45,9 +43,7 @@ class NearestIndex(Protocol):
 
     def remove(self, tool_id: str) -> None: ...
 
-    def nearest(
-        self, query: npt.NDArray[np.float32], k: int, also: Sequence[str] = ()
-    ) -> tuple[dict[str, float], tuple[float, float]]: ...
+    def nearest(self, query: npt.NDArray[np.float32], k: int, also: Sequence[str] = ()) -> dict[str, float]: ...
 
 
 class VectorIndex:
@@ -149,19 +145,15 @@ class VectorIndex:
             self._signs = signs
         return self._signs
 
-    def nearest(self, query: Vector, k: int, also: Sequence[str] = ()) -> tuple[dict[str, float], tuple[float, float]]:
-        """Cosines of the k nearest tools and of the tools in `also`, and (min, max) over every tool.
+    def nearest(self, query: Vector, k: int, also: Sequence[str] = ()) -> dict[str, float]:
+        """Cosines of the k nearest tools and of the tools in `also` (those that have a vector).
 
-        Above `exact_limit` the k nearest are the best of the sketch's candidates, and (min, max) are
-        taken over every cosine read: the candidates, `also`, and the SKETCH_FAR tools the sketch
-        puts farthest. Both are cosines of real tools, so every cosine returned lies within them, and
-        fusion's min-max scaling stays in [0, 1]; the max is the true one whenever the nearest tool is
-        a candidate, the min at most a little above the true one (measured with the recall)."""
+        Above `exact_limit` the k nearest are the best of the sketch's candidates; every cosine is exact."""
         import numpy as np
 
         count = len(self.ids)
         if not count:
-            return {}, (0.0, 0.0)
+            return {}
         k = min(k, count)
         if count <= self.exact_limit:
             scores = self.matrix @ query
@@ -171,23 +163,19 @@ class VectorIndex:
                 row = self.rows.get(tool_id)
                 if row is not None:
                     cosines[tool_id] = float(scores[row])
-            return cosines, (float(scores.min()), float(scores.max()))
-        candidates, far = self._candidates(query, k)
-        exact = self._buffer[np.concatenate([candidates, far])] @ query
-        near = exact[: len(candidates)]
+            return cosines
+        candidates = self._candidates(query, k)
+        near = self._buffer[candidates] @ query
         best = np.argpartition(-near, k - 1)[:k] if k < len(candidates) else np.arange(len(candidates))
         cosines = {self.ids[candidates[i]]: float(near[i]) for i in best}
-        low, high = float(exact.min()), float(exact.max())
         for tool_id in also:
             row = self.rows.get(tool_id)
             if row is not None and tool_id not in cosines:
-                cosine = float(self._buffer[row] @ query)
-                cosines[tool_id] = cosine
-                low, high = min(low, cosine), max(high, cosine)
-        return cosines, (low, high)
+                cosines[tool_id] = float(self._buffer[row] @ query)
+        return cosines
 
-    def _candidates(self, query: Vector, k: int) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
-        """Rows nearest to `query` by the sketch's Hamming distance, ascending, and the farthest."""
+    def _candidates(self, query: Vector, k: int) -> npt.NDArray[np.intp]:
+        """Rows nearest to `query` by the sketch's Hamming distance, ascending."""
         import numpy as np
 
         count = len(self.ids)
@@ -203,10 +191,8 @@ class VectorIndex:
         candidates = np.flatnonzero(distance <= cut)
         if len(candidates) > wanted:  # ties at the cut-off: keep the nearest `wanted`
             candidates = np.sort(candidates[np.argpartition(distance[candidates], wanted - 1)[:wanted]])
-        far_cut = int(np.searchsorted(cumulative, count - SKETCH_FAR))
-        far = np.flatnonzero(distance > far_cut)
         # Ascending rows: the rescoring reads the matrix front to back.
-        return candidates, far
+        return candidates
 
 
 __all__ = ["EXACT_LIMIT", "SEARCH_PATH", "NearestIndex", "VectorIndex"]

@@ -35,12 +35,15 @@ def descriptions(tool_names: ToolNames) -> dict[MetaVerb, str]:
         ),
         "call": "Run a crafted tool by tool_id or name with `params` (validated against its input_schema).",
         "list": (
-            "List tools in the inventory, hot ones first; filter by memory_level, tag or query. `total` counts "
-            "every match; pass `next_offset` back as `offset` for the next page."
+            f"List tools in the inventory, hot ones first; filter by memory_level, tag or query (ranked as "
+            f"{name('search')} ranks; in hybrid mode only tools scoring 0.5 or more). `total` counts every match; "
+            "pass `next_offset` back as `offset` for the next page."
         ),
         "search": (
-            "Find tools by what they do (full-text over name, description, problem and tags); `top_k` (or "
-            "`limit`) results. Search before crafting."
+            "Find tools by what they do (full-text over name, description, problem and tags, and by meaning when "
+            "`mode` is hybrid); `top_k` (or `limit`) results, best first. Search before crafting. In hybrid mode "
+            "`score` is absolute, 0 to 1: under 0.5 the tool probably does not do what the query asks (if the "
+            "best is, none fits: craft one); 0.9 and up is a close match. In text mode the best match scores 1."
         ),
         "delete": "Delete a tool (soft delete: it can no longer be called, but its record stays inspectable).",
         "inspect": (

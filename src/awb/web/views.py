@@ -109,7 +109,8 @@ def tool_list(workbench: Workbench, query: ListQuery) -> ToolList:
     tier = query.tier or None
     search_mode = None
     if query.q:
-        found = workbench.search(query.q, limit=LIST_LIMIT)
+        # A listing filtered by a query shows its matches, as `awb_list` does.
+        found = workbench.search(query.q, limit=LIST_LIMIT, matches_only=True)
         search_mode = found.mode
         tools = [t for t in (workbench.store.get(s.tool_id) for s in found.results) if t is not None]
         tools = [t for t in tools if t.status != "deleted"]
