@@ -27,6 +27,7 @@ from awb.inventory.models import Tool
 from awb.meta_tools import META_VERBS, MetaVerb, meta_tool_name, reserved_name, served_names, verb_of
 from awb.schema_rules import MCP_INPUT_RULE, craft_warnings, structured_result
 from awb.server import guidance
+from awb.server.heap import WarmUp
 from awb.server.listing import EquippedListing, tool_names_warning
 from awb.server.notify import ListChangedNotifier
 from awb.server.schemas import INPUT, OUTPUT
@@ -87,8 +88,10 @@ class _Server(Server[Any]):
 class McpFace:
     """Turns MCP requests into `Workbench` calls."""
 
-    def __init__(self, workbench: Workbench) -> None:
+    def __init__(self, workbench: Workbench, *, warm_up: WarmUp | None = None) -> None:
         self.workbench = workbench
+        #: A server's (not a library user's): freezes the heap after the first calls (awb.server.heap).
+        self._warm_up = warm_up
         self.tool_names = workbench.config.tool_names
         self._descriptions = guidance.descriptions(self.tool_names)
         # Compiled on first use: jsonschema is not imported before the server serves (see `_validator`).
@@ -183,6 +186,8 @@ class McpFace:
         `notified` says whether the caller hears about tool-list changes; when it does not, results of
         equip and unequip carry a `hint` to list tools again."""
         started = time.perf_counter()
+        if self._warm_up is not None:
+            self._warm_up.counted()
         arguments = {} if arguments is None else arguments
         verb = verb_of(name, self.tool_names)
         try:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import gc
 import ipaddress
 import logging
 import re
@@ -18,6 +17,7 @@ from starlette.types import ASGIApp
 from awb import validation
 from awb.config import Config
 from awb.errors import AwbError, StartupFailed
+from awb.server import heap
 from awb.server.address import http_url
 from awb.server.deferred_faces import DeferredFaces
 from awb.server.http_guard import check_exposure, guard_http, transport_security
@@ -31,19 +31,12 @@ log = logging.getLogger("awb.server")
 MCP_PATH = "/mcp"
 
 
-def _settle() -> None:
-    """After start-up: move everything loaded so far out of the collector's sight. A long-lived server
-    otherwise re-walks its whole import-time heap (SDK, pydantic schemas) in every full collection."""
-    gc.collect()
-    gc.freeze()
-
-
 async def serve_stdio(workbench: Workbench) -> None:
     """Serve one client on stdin/stdout until it disconnects. Nothing else may write to stdout."""
-    face = McpFace(workbench)
+    face = McpFace(workbench, warm_up=heap.WarmUp())
     await workbench.start(warm_all=True)
     validation.warm_up()  # everything a call needs is loaded before the host's first request
-    _settle()
+    heap.settle()
     _say_search_mode(workbench)
     sdk_transport = workbench.config.stdio_transport == "sdk"
     # Requests read before stdin closed are answered; a tool call may take its whole timeout.
@@ -120,7 +113,7 @@ async def serve_http(workbench: Workbench, sock: socket.socket, started: float |
     check_exposure(config)
     if host in ("0.0.0.0", "::") and not config.allowed_hosts:
         log.warning("bound to %s with no allowed_hosts: only loopback Host headers are accepted", host)
-    face = McpFace(workbench)
+    face = McpFace(workbench, warm_up=heap.WarmUp())
     # REST (/api) and the panel beside MCP (/mcp) in one ASGI app (awb.api.app.HttpApp), all of it behind
     # the HTTP guard. They are imported and built once MCP serves (a stdio server never loads them).
     faces = DeferredFaces(_mcp_app(face, config))
@@ -149,7 +142,7 @@ async def _when_ready(
 ) -> None:
     await _announce_when_ready(server, url, started)
     await faces.build(workbench, face)
-    _settle()  # after the faces, so what they loaded is frozen with the rest of the start-up heap
+    heap.settle()  # after the faces, so what they loaded is frozen with the rest of the start-up heap
     workbench.search_engine.warm_up()
     await _warm_other_runtimes(workbench)
     await _prepare_search(workbench)
