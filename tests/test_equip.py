@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from awb.clock import ManualClock
-from awb.config import Config, MemoryConfig
+from awb.config import Config, MemoryConfig, SearchConfig
 from awb.errors import DuplicateTool, InvalidParams, LimitExceeded, NameConflict, NotEquippable
 from awb.events import Event
 from awb.workbench import Workbench
@@ -93,6 +93,8 @@ async def test_an_older_record_named_like_a_meta_tool_loads_lists_calls_and_goes
         inventory_path=tmp_path / "inv.db",
         auto_equip_long_term=True,
         memory=MemoryConfig(promotion_threshold_medium=1, promotion_threshold_long=2),
+        # Text search: the record written straight to the store has no vector (`awb reindex` would make one).
+        search=SearchConfig(mode="text"),
     )
     async with Workbench(config, clock=clock) as workbench:
         older = (await workbench.craft({**UPPER, "name": "upper"})).model_copy(

@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import re
 import time
+import uuid
 from dataclasses import replace
+from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
@@ -17,7 +19,7 @@ from pydantic_core import PydanticCustomError
 
 from awb.craft_shape import craft_fields, looks_like_javascript
 from awb.errors import AdmissionFailed, ExecutionError, InvalidParams, LimitExceeded, OutputExceeded
-from awb.inventory.models import Example, Language, RuntimeName, normal_tags
+from awb.inventory.models import Capabilities, Example, Language, RuntimeName, Tool, ToolMetadata, normal_tags
 from awb.meta_tools import RESERVED_NAME_RULE, reserved_name
 from awb.sandbox.base import Limits, Runtime
 from awb.sandbox.host import HostBridge
@@ -250,3 +252,22 @@ async def admit(
         raise AdmissionFailed(
             f"{len(failed)} of {len(report)} examples failed; the tool was not admitted", examples=report
         )
+
+
+def new_tool(request: CraftRequest, runtime: str, *, read_dirs: list[str], now: datetime) -> Tool:
+    """The record of a tool crafted from `request` and admitted on `runtime`, with a fresh tool id."""
+    return Tool(
+        tool_id="tool_" + uuid.uuid4().hex[:16],
+        name=request.name,
+        description=request.description,
+        language=request.language,
+        runtime=runtime,
+        code=request.code,
+        input_schema=request.input_schema,
+        output_schema=request.output_schema,
+        examples=request.examples,
+        metadata=ToolMetadata(tags=request.tags, problem=request.problem, created_by_agent=request.created_by_agent),
+        capabilities=Capabilities(read_dirs=read_dirs),
+        created_at=now,
+        updated_at=now,
+    )

@@ -7,7 +7,6 @@ It knows nothing of MCP, HTTP or terminals. Faces turn their protocol into these
 from __future__ import annotations
 
 import logging
-import uuid
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -34,13 +33,11 @@ from awb.followers import journal_writer, search_follower
 from awb.inventory.memory import MemoryPolicy, TierChange
 from awb.inventory.models import (
     CallRecord,
-    Capabilities,
     Example,
     Language,
     MemoryLevel,
     RuntimeName,
     Tool,
-    ToolMetadata,
     ToolSummary,
     ToolVersion,
 )
@@ -212,24 +209,8 @@ class Workbench:
                 reason = exc.message.split(";")[0]
                 self.events.publish(Event("craft_rejected", None, {"name": request.name, "reason": reason}))
                 raise
-        now = self.clock.now()
-        tool = Tool(
-            tool_id="tool_" + uuid.uuid4().hex[:16],
-            name=request.name,
-            description=request.description,
-            language=request.language,
-            runtime=runtime.name,
-            code=request.code,
-            input_schema=request.input_schema,
-            output_schema=request.output_schema,
-            examples=request.examples,
-            metadata=ToolMetadata(
-                tags=request.tags, problem=request.problem, created_by_agent=request.created_by_agent
-            ),
-            capabilities=Capabilities(read_dirs=self.config.sandbox.grants.get(request.name, [])),
-            created_at=now,
-            updated_at=now,
-        )
+        grants = self.config.sandbox.grants.get(request.name, [])
+        tool = crafting.new_tool(request, runtime.name, read_dirs=grants, now=self.clock.now())
         try:
             # The cap is checked again where the row is written: concurrent crafts cannot pass it together.
             self.store.add_tool(tool, max_active=self.config.max_tools)
