@@ -274,3 +274,15 @@ def test_a_server_on_postgres_names_that_inventory_not_a_sqlite_path(tmp_path: P
     assert banner.rstrip().endswith(f"(inventory {clean_pg_url})")
     assert record["inventory"] == clean_pg_url
     assert ".db" not in banner
+
+
+def test_an_import_says_to_reindex_the_tools_it_brought_and_only_then(tmp_path: Path) -> None:
+    anyio.run(_fill, Config(inventory_path=tmp_path / "a.db"))
+    export = tmp_path / "out.jsonl"
+    source = ["--inventory", str(tmp_path / "a.db")]
+    assert runner.invoke(app, ["inventory", "export", *source, "-o", str(export)]).exit_code == 0
+    target = ["--inventory", str(tmp_path / "b.db")]
+    first = runner.invoke(app, ["inventory", "import", str(export), *target])
+    assert first.exit_code == 0 and "imported 3 tools" in first.output and "awb reindex" in first.output
+    again = runner.invoke(app, ["inventory", "import", str(export), *target])
+    assert again.exit_code == 0 and "imported 0 tools" in again.output and "reindex" not in again.output

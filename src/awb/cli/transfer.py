@@ -142,4 +142,7 @@ def register(inventory_app: typer.Typer) -> None:
                 f"imported {report.imported} tools ({report.calls} calls, {report.staged} staged writes) and "
                 f"{report.sessions} sessions; skipped {report.skipped} tools and {report.sessions_skipped} "
                 "sessions already present"
+                # Vectors are not exported: until they are made, hybrid search ranks these tools by text alone,
+                # under the relevance floor of a listing by query.
+                + ("; run `awb reindex` to give them their search vectors" if report.imported else "")
             )
