@@ -46,6 +46,19 @@ class Bench(Protocol):
     ) -> None: ...
 
 
+def _make_current(workbench: Bench, tool: Tool, fields: dict[str, Any], changed: str) -> None:
+    """Write `fields` as the tool's current version if `tool.version` still is current (compare-and-set),
+    else `VersionConflict`: `changed` says what happened, from `{based_on}` and `{current}`."""
+    if not workbench.store.update_if(tool.tool_id, {"version": tool.version}, **fields):
+        current = workbench.resolve(tool.tool_id, allow_deleted=True).version
+        raise VersionConflict(
+            f"tool {tool.name!r} " + changed.format(based_on=tool.version, current=current),
+            tool_id=tool.tool_id,
+            based_on=tool.version,
+            current=current,
+        )
+
+
 def _examples(raw: Any) -> list[Example]:
     if not isinstance(raw, list):
         raise InvalidParams("examples must be a list of {params, expected} objects", field="examples")
@@ -113,15 +126,13 @@ async def update(
     }
     # Fields left out are kept from the version this update was built on and tested with: it becomes
     # current only if that version still is (two updates at once each kept the other's fields out).
-    if not workbench.store.update_if(tool.tool_id, {"version": tool.version}, **fields):
-        current = workbench.resolve(tool.tool_id, allow_deleted=True)
-        raise VersionConflict(
-            f"tool {tool.name!r} changed while this update was tested: it was built on version {tool.version}, "
-            f"and version {current.version} is current now; send the update again",
-            tool_id=tool.tool_id,
-            based_on=tool.version,
-            current=current.version,
-        )
+    _make_current(
+        workbench,
+        tool,
+        fields,
+        "changed while this update was tested: it was built on version {based_on}, "
+        "and version {current} is current now; send the update again",
+    )
     workbench.store.add_version(
         tool.tool_id,
         ToolVersion(
@@ -176,15 +187,12 @@ def rollback(workbench: Bench, ref: str, to_version: int) -> Tool:
     }
     # Another server (or the CLI) may move the tool between the read and this write: the rollback is
     # from the version it read, or it is refused, as an update is.
-    if not workbench.store.update_if(tool.tool_id, {"version": tool.version}, **fields):
-        current = workbench.resolve(tool.tool_id, allow_deleted=True)
-        raise VersionConflict(
-            f"tool {tool.name!r} changed during the rollback: version {current.version} is current now, not "
-            f"{tool.version}; send the rollback again",
-            tool_id=tool.tool_id,
-            based_on=tool.version,
-            current=current.version,
-        )
+    _make_current(
+        workbench,
+        tool,
+        fields,
+        "changed during the rollback: version {current} is current now, not {based_on}; send the rollback again",
+    )
     workbench.events.publish(
         Event(
             "updated",

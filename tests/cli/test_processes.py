@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -128,41 +130,10 @@ def test_stop_reports_and_removes_a_stale_or_garbage_pid_file(tmp_path: Path, co
     assert not pid_file(root).exists()
 
 
-def test_stop_refuses_a_held_pid_file_whose_record_it_cannot_read_with_stop_failed(tmp_path: Path) -> None:
-    root = workspace(tmp_path)
-    path = pid_file(root)
-    # A process holds the lock but its record is not one: stop cannot know whom it would signal.
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import fcntl, sys\n"
-            f"f = open({str(path)!r}, 'w')\n"
-            "fcntl.flock(f, fcntl.LOCK_EX)\n"
-            "f.write('half a rec'); f.flush()\n"
-            "print('locked', flush=True)\n"
-            "sys.stdin.read()\n",
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
-        refused = run_awb(root, "stop")
-        assert "record is unreadable" in assert_one_error_line(refused, "stop_failed")
-        assert holder.poll() is None and path.exists()
-    finally:
-        assert holder.stdin is not None and holder.stdout is not None
-        holder.stdin.close()
-        holder.wait(timeout=10)
-        holder.stdout.close()
-
-
-def test_stop_never_signals_a_process_that_is_not_an_awb_server(tmp_path: Path) -> None:
-    root = workspace(tmp_path)
-    path = pid_file(root)
-    # Another program holds the lock and wrote its own pid: a pid file an awb server did not write.
+@contextlib.contextmanager
+def held_by_another_program(path: Path, record: str) -> Iterator[subprocess.Popen[str]]:
+    """A process that is not an awb server holds `path`'s lock, having written `record` (Python that
+    evaluates to the text) into it, until the block ends."""
     holder = subprocess.Popen(
         [
             sys.executable,
@@ -170,7 +141,7 @@ def test_stop_never_signals_a_process_that_is_not_an_awb_server(tmp_path: Path) 
             "import fcntl, json, os, sys\n"
             f"f = open({str(path)!r}, 'w')\n"
             "fcntl.flock(f, fcntl.LOCK_EX)\n"
-            "f.write(json.dumps({'pid': os.getpid(), 'transport': 'http', 'port': 1})); f.flush()\n"
+            f"f.write({record}); f.flush()\n"
             "print('locked', flush=True)\n"
             "sys.stdin.read()\n",
         ],
@@ -180,14 +151,31 @@ def test_stop_never_signals_a_process_that_is_not_an_awb_server(tmp_path: Path) 
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
-        refused = run_awb(root, "stop")
-        assert "is not an awb server" in assert_one_error_line(refused, "not_an_awb_server")
-        assert holder.poll() is None and path.exists()
+        yield holder
     finally:
         assert holder.stdin is not None and holder.stdout is not None
         holder.stdin.close()
         holder.wait(timeout=10)
         holder.stdout.close()
+
+
+def test_stop_refuses_a_held_pid_file_whose_record_it_cannot_read_with_stop_failed(tmp_path: Path) -> None:
+    path = pid_file(workspace(tmp_path))
+    # A process holds the lock but its record is not one: stop cannot know whom it would signal.
+    with held_by_another_program(path, "'half a rec'") as holder:
+        refused = run_awb(tmp_path, "stop")
+        assert "record is unreadable" in assert_one_error_line(refused, "stop_failed")
+        assert holder.poll() is None and path.exists()
+
+
+def test_stop_never_signals_a_process_that_is_not_an_awb_server(tmp_path: Path) -> None:
+    path = pid_file(workspace(tmp_path))
+    # Another program holds the lock and wrote its own pid: a pid file an awb server did not write.
+    record = "json.dumps({'pid': os.getpid(), 'transport': 'http', 'port': 1})"
+    with held_by_another_program(path, record) as holder:
+        refused = run_awb(tmp_path, "stop")
+        assert "is not an awb server" in assert_one_error_line(refused, "not_an_awb_server")
+        assert holder.poll() is None and path.exists()
 
 
 def test_a_port_in_use_is_one_error_line(tmp_path: Path) -> None:
