@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 from mcp import Client
 
-from support import ADD_CODE, ADD_SCHEMA
+from support import ADD_CODE, ADD_SCHEMA, Announcing, until_running
 
 
 async def call(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -15,6 +16,20 @@ async def call(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str
     if result.is_error:
         return {"is_error": True, **result.structured_content}
     return result.structured_content
+
+
+async def abandoned_call(client: Client, runtime: Announcing) -> dict[str, Any]:
+    """Call the WAITS tool and abandon the request once it runs (how the SDK client cancels); what
+    `awb_inspect` then says of the tool, once the server has recorded the call (bound it)."""
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(client.call_tool, "awb_call", {"name": "waits"})
+        await until_running(runtime)
+        tasks.cancel_scope.cancel()
+    with anyio.fail_after(10):  # the server hears of it in its own time
+        inspected = await call(client, "awb_inspect", {"name": "waits"})
+        while not inspected["recent_calls"]:
+            inspected = await call(client, "awb_inspect", {"name": "waits"})
+    return inspected
 
 
 async def run_journey(client: Client) -> str:

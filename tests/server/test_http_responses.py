@@ -12,8 +12,8 @@ from mcp import Client
 
 from awb.config import Config
 from awb.workbench import Workbench
-from journey import call
-from support import add_tool, announcing, until_running
+from journey import abandoned_call, call
+from support import add_tool, announcing
 
 pytestmark = pytest.mark.anyio
 
@@ -56,13 +56,6 @@ async def test_a_call_abandoned_over_http_is_recorded_as_cancelled(
             serving(workbench, answering(config, json_response)) as running,
             Client(f"{running.url}/mcp", mode=mode, cache=None) as session,  # type: ignore[arg-type]
         ):
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(session.call_tool, "awb_call", {"name": "waits"})
-                await until_running(runtime)
-                tasks.cancel_scope.cancel()
-            with anyio.fail_after(10):  # the server hears of it in its own time
-                inspected = await call(session, "awb_inspect", {"name": "waits"})
-                while not inspected["recent_calls"]:
-                    inspected = await call(session, "awb_inspect", {"name": "waits"})
+            inspected = await abandoned_call(session, runtime)
     [record] = inspected["recent_calls"]
     assert (record["ok"], record["error_code"]) == (False, "cancelled")
