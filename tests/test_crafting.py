@@ -93,6 +93,23 @@ async def test_the_spec_metadata_shape_and_the_mcp_face_normalise_tags_too(workb
     assert [t["tags"] for t in (listed.structured_content or {})["tools"]] == [["m"]]
 
 
+async def test_the_mcp_face_takes_tags_as_the_library_does_limits_counted_after_normalising(
+    workbench: Workbench,
+) -> None:
+    face = McpFace(workbench)
+    padded = "  " + "t" * MAX_TAG_CHARS + "  "
+    crafted = await face.call("awb_craft", add_tool("long_tag", tags=[padded, *["x"] * (MAX_TAGS + 8)]))
+    assert not crafted.is_error, crafted.structured_content
+    assert workbench.resolve("long_tag").metadata.tags == ["t" * MAX_TAG_CHARS, "x"]
+    over = await face.call(
+        "awb_craft",
+        add_tool("too_many", description="Sum two", tags=[f"t{i}" for i in range(MAX_TAGS + 1)]),
+    )
+    assert over.is_error and (over.structured_content or {})["error"]["code"] == "invalid_params"
+    too_long = await face.call("awb_craft", add_tool("too_long", description="Sum", tags=["t" * (MAX_TAG_CHARS + 1)]))
+    assert too_long.is_error and (too_long.structured_content or {})["error"]["code"] == "invalid_params"
+
+
 async def test_the_tag_filter_matches_tags_exactly_case_included_once_trimmed(workbench: Workbench) -> None:
     await workbench.craft(add_tool("lower", tags=["db"]))
     await workbench.craft(add_tool("upper", description="Sum two numbers", tags=["DB"]))

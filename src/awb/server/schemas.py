@@ -34,11 +34,15 @@ _INPUT_SCHEMA_FIELD = (
 _OUTPUT_SCHEMA_FIELD = (
     'Optional JSON Schema of run()\'s result; results that are not objects are served as {"result": ...}.'
 )
+# The limits hold once tags are normalised (trimmed, blank and repeated ones dropped: awb.crafting), so they
+# are said here and checked there: a schema limit would refuse " db " at 65 characters, or "db" sent twice.
 _TAGS: dict[str, Any] = {
     "type": "array",
-    "items": {"type": "string", "maxLength": MAX_TAG_CHARS},
-    "maxItems": MAX_TAGS,
-    "description": "Labels to filter and search by.",
+    "items": {"type": "string"},
+    "description": (
+        f"Labels to filter and search by: at most {MAX_TAGS}, each 1-{MAX_TAG_CHARS} characters once trimmed "
+        "(blank and repeated ones are dropped)."
+    ),
 }
 _PROBLEM: dict[str, Any] = {"type": "string", "description": "The problem this tool was made to solve."}
 _AGENT: dict[str, Any] = {"type": "string", "description": "Who crafted the tool (an agent's name)."}
