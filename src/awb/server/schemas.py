@@ -35,10 +35,12 @@ _OUTPUT_SCHEMA_FIELD = (
     'Optional JSON Schema of run()\'s result; results that are not objects are served as {"result": ...}.'
 )
 # The limits hold once tags are normalised (trimmed, blank and repeated ones dropped: awb.crafting), so they
-# are said here and checked there: a schema limit would refuse " db " at 65 characters, or "db" sent twice.
+# are said here and checked there: a schema limit at them would refuse " db " at 65 characters, or "db" sent
+# twice. The schema's own, far looser, only bounds the work a request can ask for.
 _TAGS: dict[str, Any] = {
     "type": "array",
-    "items": {"type": "string"},
+    "items": {"type": "string", "maxLength": 16 * MAX_TAG_CHARS},
+    "maxItems": 16 * MAX_TAGS,
     "description": (
         f"Labels to filter and search by: at most {MAX_TAGS}, each 1-{MAX_TAG_CHARS} characters once trimmed "
         "(blank and repeated ones are dropped)."
