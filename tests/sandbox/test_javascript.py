@@ -91,6 +91,22 @@ HOSTILE: list[tuple[str, str, set[str]]] = [
         {"output_exceeded"},
     ),
     ("return_itself", "function run(p) { const a = {b: [1]}; a.b.push(a); return a; }", {"runtime_error"}),
+    (
+        "to_json_deeply_nested",
+        "function run(p) { return {toJSON() { let a = 1; for (let i = 0; i < 2e5; i++) a = [a]; return a; }}; }",
+        {"output_exceeded"},
+    ),
+    (
+        "getter_deeply_nested",
+        "function run(p) { return {get v() { let a = 1; for (let i = 0; i < 2e5; i++) a = [a]; return a; }}; }",
+        {"output_exceeded"},
+    ),
+    (
+        "json_stringify_replaced",
+        "JSON.stringify = () => '{\"ok\": true, \"text\": \"' + '['.repeat(1e5) + '\"}';"
+        "function run(p) { let a = 1; for (let i = 0; i < 2e5; i++) a = [a]; return a; }",
+        {"output_exceeded"},
+    ),
 ]
 
 
@@ -140,6 +156,9 @@ async def test_a_result_nested_past_the_limit_is_refused_in_the_worker_and_one_a
     error = await failure(javascript, nest, {"n": 200_000}, host_factory())
     assert (error.code, str(error)) == ("output_exceeded", f"the result nests deeper than {MAX_RESULT_DEPTH} levels")
     assert javascript_worker.MAX_RESULT_DEPTH == MAX_RESULT_DEPTH
+    # What is measured is what is written: toJSON's result, not the object that has it.
+    shallow = "function run(p) { let a = 1; for (let i = 0; i < 200; i++) a = [a]; return {deep: a, toJSON: () => 1}; }"
+    assert (await javascript.execute(shallow, {}, LIMITS, host_factory())).value == 1
 
 
 @pytest.mark.parametrize(("signum", "named"), [(signal.SIGSEGV, "SIGSEGV (QuickJS"), (signal.SIGKILL, "SIGKILL")])

@@ -44,21 +44,22 @@ globalThis.log = (message) => { __awb_call("log", [String(message)]); };
 globalThis.readFile = globalThis.read_file = (path) => __awb_call("read_file", [String(path)]);
 globalThis.writeFile = globalThis.write_file = (path, data) => __awb_call("write_file", [String(path), String(data)]);
 // QuickJS's JSON.stringify recurses on the native stack, which a value nested some tens of thousands
-// deep overflows: the worker dies. A result may nest __awb_max_depth levels anyway, so it is measured
-// first, without recursion. A value that refers to itself is left to JSON.stringify, which says so.
-globalThis.__awb_too_deep = (value) => {
-  const stack = [[value, 0]];
-  const path = [];
-  while (stack.length) {
-    const [node, depth] = stack.pop();
-    if (node === null || typeof node !== "object") continue;
-    path.length = depth;
-    if (path.includes(node)) return false;
-    if (depth >= __awb_max_depth) return true;
-    path.push(node);
-    for (const key of Object.keys(node)) stack.push([node[key], depth + 1]);
-  }
-  return false;
+// deep overflows: the worker dies. A result may nest __awb_max_depth levels anyway, so the result is
+// serialised with a replacer that sees every value stringify is about to write (after toJSON, as each
+// getter returned it) and stops past that depth, long before the stack is at risk. The stringify is the
+// one this prelude found: tool code may replace JSON's.
+const __awb_stringify = JSON.stringify;
+const __awb_deep = new Error("too deep");
+globalThis.__awb_serialise = (value) => {
+  const depths = new WeakMap();
+  return __awb_stringify(value, function (key, item) {
+    if (item !== null && typeof item === "object") {
+      const depth = (depths.get(this) || 0) + 1;
+      if (depth > __awb_max_depth) throw __awb_deep;
+      depths.set(item, depth);
+    }
+    return item;
+  });
 };
 // Text crosses into Python as JSON: JSON.stringify escapes a lone surrogate, which the binding
 // could not convert (and would leave the interpreter in an error state). A UTF-8 byte count is never
@@ -76,15 +77,20 @@ CALL = r"""
 (function () {
   try {
     if (typeof run !== "function") {
-      return JSON.stringify({ ok: false, code: "runtime_error", message: "the tool's code does not define function run(params)" });
+      return __awb_stringify({ ok: false, code: "runtime_error", message: "the tool's code does not define function run(params)" });
     }
-    if (__awb_mode === "check") { return JSON.stringify({ ok: true, value: null }); }
+    if (__awb_mode === "check") { return __awb_stringify({ ok: true, value: null }); }
     const value = run(JSON.parse(__awb_params));
-    if (__awb_too_deep(value)) { return JSON.stringify({ ok: false, tooDeep: true }); }
-    const text = JSON.stringify(value === undefined ? null : value);
-    return JSON.stringify({ ok: true, text: text === undefined ? "null" : text });
+    let text;
+    try {
+      text = __awb_serialise(value === undefined ? null : value);
+    } catch (e) {
+      if (e === __awb_deep) { return __awb_stringify({ ok: false, tooDeep: true }); }
+      throw e;
+    }
+    return __awb_stringify({ ok: true, text: text === undefined ? "null" : text });
   } catch (e) {
-    return JSON.stringify({ ok: false, code: (e && e.awbCode) || null, message: String(e), stack: String((e && e.stack) || "") });
+    return __awb_stringify({ ok: false, code: (e && e.awbCode) || null, message: String(e), stack: String((e && e.stack) || "") });
   }
 })()
 """
