@@ -20,7 +20,7 @@ from pydantic_core import PydanticCustomError
 from awb.craft_shape import craft_fields, looks_like_javascript
 from awb.errors import AdmissionFailed, ExecutionError, InvalidParams, LimitExceeded, OutputExceeded
 from awb.inventory.models import Capabilities, Example, Language, RuntimeName, Tool, ToolMetadata, normal_tags
-from awb.meta_tools import RESERVED_NAME_RULE, reserved_name
+from awb.meta_tools import RESERVED_NAME_RULE, ToolNames, meta_tool_name, reserved_name
 from awb.sandbox.base import Limits, Runtime
 from awb.sandbox.host import HostBridge
 from awb.schema_bounds import json_equal
@@ -97,7 +97,7 @@ def valid_name(name: object) -> bool:
     return isinstance(name, str) and NAME_RE.fullmatch(name) is not None
 
 
-def check_new_name(name: str) -> None:
+def check_new_name(name: str, tool_names: ToolNames = "underscore") -> None:
     """The rules a new tool's name meets beyond `validate_request`'s (which updates of older records with
     such names must still pass): it is not a meta-tool's name in any case, nor shaped like a tool id."""
     if TOOL_ID_SHAPE.fullmatch(name):
@@ -106,10 +106,10 @@ def check_new_name(name: str) -> None:
         raise InvalidParams(
             "a tool name may not look like a tool id (tool_ and 16 hex digits)", field="name", name=name
         )
-    meta = reserved_name(name)
-    if meta is not None:
+    verb = reserved_name(name)
+    if verb is not None:
         raise InvalidParams(
-            f"the name {name!r} is the meta-tool {meta}'s: {RESERVED_NAME_RULE}",
+            f"the name {name!r} is the meta-tool {meta_tool_name(verb, tool_names)}'s: {RESERVED_NAME_RULE}",
             field="name",
             name=name,
             rule="reserved_name",

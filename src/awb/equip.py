@@ -41,8 +41,9 @@ class Armory:
                 tool_id=tool.tool_id,
                 status=tool.status,
             )
-        meta = reserved_name(tool.name)
-        if meta is not None:
+        verb = reserved_name(tool.name)
+        if verb is not None:
+            meta = meta_tool_name(verb, self.config.tool_names)
             # A record from before craft refused such names: it stays callable, listable and deletable.
             raise NameConflict(
                 f"tool {tool.name!r} cannot be equipped beside the meta-tool {meta}: {RESERVED_NAME_RULE}",

@@ -7,7 +7,7 @@ takes the name from here, so a server never points an agent at a name it does no
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Literal, cast, get_args
 
 #: How meta-tools are named: `awb_craft` (every host accepts it) or the spec's `awb.craft`.
 ToolNames = Literal["underscore", "dotted"]
@@ -39,12 +39,13 @@ def verb_of(name: str, tool_names: ToolNames) -> MetaVerb | None:
 #: servers configured differently).
 RESERVED_NAMES = frozenset(name for verb in META_VERBS for name in served_names(verb))
 RESERVED_NAME_RULE = (
-    "no tool may take a meta-tool's name in any case (awb_call, AWB_CALL, Awb_Search ...): models and "
-    "some clients compare tool names without case, so it would pass for the meta-tool"
+    "no tool may take a meta-tool's name in any case, in either style (_ or .): models and some clients "
+    "compare tool names without case, so it would pass for the meta-tool"
 )
 
 
-def reserved_name(name: str) -> str | None:
-    """The meta-tool name `name` would pass for, in any case (`awb_call` for `AWB_CALL`), or None."""
+def reserved_name(name: str) -> MetaVerb | None:
+    """The meta-tool `name` would pass for, in either style and any case (`call` for `AWB_CALL` or
+    `Awb.Call`), or None; `meta_tool_name` gives the name to show."""
     folded = name.casefold()
-    return folded if folded in RESERVED_NAMES else None
+    return cast(MetaVerb, folded[len("awb_") :]) if folded in RESERVED_NAMES else None

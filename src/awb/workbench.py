@@ -188,7 +188,7 @@ class Workbench:
             except ValidationError as exc:
                 raise InvalidParams.of_model("invalid craft request", exc) from None
         await self.validate_craft(request)
-        crafting.check_new_name(request.name)
+        crafting.check_new_name(request.name, self.config.tool_names)
         if self.store.get_by_name(request.name) is not None:
             raise NameConflict(f"a tool named {request.name!r} already exists", name=request.name)
         self.store.check_room(self.config.max_tools)

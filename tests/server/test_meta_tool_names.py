@@ -110,6 +110,9 @@ async def tour(client: Client, style: ToolNames, archive: Callable[[], Awaitable
     unknown = await t.call("no_such_tool", {})
     assert unknown["error"]["code"] == "tool_not_found" and call in unknown["error"]["message"]
     assert t.name("craft") in (await t.error("craft", {}, "invalid_params"))["message"]
+    # A meta-tool's name in another case (and, on a dotted server, style) is refused, naming it as served.
+    reserved = await t.error("craft", add_tool("AWB_CALL"), "invalid_params")
+    assert f"the meta-tool {call}'s" in reserved["message"]
 
     if archive is not None:
         await archive()

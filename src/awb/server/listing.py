@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from awb.config import Config
 from awb.errors import InvalidParams
 from awb.inventory.models import Tool
-from awb.meta_tools import RESERVED_NAME_RULE, reserved_name
+from awb.meta_tools import RESERVED_NAME_RULE, ToolNames, meta_tool_name, reserved_name
 from awb.schema_rules import equip_problems, normalise_input_schema, served_output_schema
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ class Equipped(Protocol):
     def equipped_tools(self) -> list[Tool]: ...
 
 
-def served_tool(tool: Tool) -> types.Tool:
+def served_tool(tool: Tool, tool_names: ToolNames = "underscore") -> types.Tool:
     """An equipped tool as `tools/list` shows it; `ValueError` when it cannot be served."""
     # The SDK's wire models load with the first equipped tool: `awb doctor` on an inventory with
     # nothing equipped never imports the MCP SDK (a second of CPU on a small machine).
@@ -46,11 +46,10 @@ def served_tool(tool: Tool) -> types.Tool:
     from mcp_types.methods import serialize_server_result
     from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
 
-    meta = reserved_name(tool.name)
-    if meta is not None:  # equipped before the rule held (or imported so): it would pass for the meta-tool
-        raise ValueError(
-            f"named like the meta-tool {meta}: {RESERVED_NAME_RULE}; unequip it (awb_call still reaches it)"
-        )
+    verb = reserved_name(tool.name)
+    if verb is not None:  # equipped before the rule held (or imported so): it would pass for the meta-tool
+        meta, call = meta_tool_name(verb, tool_names), meta_tool_name("call", tool_names)
+        raise ValueError(f"named like the meta-tool {meta}: {RESERVED_NAME_RULE}; unequip it ({call} still reaches it)")
     problems = equip_problems(tool.input_schema)
     if problems:
         raise ValueError(problems[0])
@@ -104,7 +103,7 @@ class EquippedListing:
 
     def _check(self, tool: Tool) -> types.Tool | None:
         try:
-            entry = served_tool(tool)
+            entry = served_tool(tool, self.workbench.config.tool_names)
         except Exception as error:  # whatever is wrong with the record, the listing goes on
             self.left_out[tool.tool_id] = str(error)
             log.error("equipped tool %s (%s) left out of tools/list: %s", tool.name, tool.tool_id, error)
