@@ -263,3 +263,12 @@ async def test_compiled_schemas_are_capped_and_an_evicted_one_compiles_again(
     with pytest.raises(InvalidParams, match="input_schema"):
         await workbench.call(tools[0].tool_id, {"a": "one", "b": 2})
     assert (await workbench.call(tools[0].tool_id, {"a": 2, "b": 2})).result == 4
+
+
+@pytest.mark.parametrize("blank", ["", "   ", "\t\n"])
+async def test_a_blank_listing_query_filters_nothing_as_an_empty_one_does(workbench: Workbench, blank: str) -> None:
+    await workbench.craft(add_tool())
+    page = workbench.list_page(query=blank)
+    assert (page.total, [t.name for t in page.tools]) == (1, ["add_numbers"])
+    with pytest.raises(InvalidParams, match="empty"):
+        workbench.search(blank or " ")  # a search, unlike a listing, needs something to look for

@@ -101,6 +101,8 @@ def list_page(
     if tag is not None:
         # Trimmed as stored tags are (`normal_tags`); a blank one filters nothing, as in the web panel.
         tag = tag.strip() or None
+    if query is not None and not query.strip():
+        query = None  # a blank query filters nothing, as "" does and as in the web panel (`search` refuses one)
     if query:
         hits = [
             h
