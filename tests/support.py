@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import socket
 import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,6 +57,21 @@ def awb_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     )
     env.update(extra)
     return env
+
+
+def awb_json(tmp_path: Path, *args: str, **extra_env: str) -> dict[str, Any]:
+    """`python -m awb ARGS --json` on this test's inventory (`awb_env`); what it printed, as JSON. It must succeed."""
+    done = subprocess.run(
+        [sys.executable, "-m", "awb", *args, "--json"],
+        env=awb_env(tmp_path, **extra_env),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
 
 
 def wait_for_ready(process: subprocess.Popen[bytes], timeout: float = 30.0) -> threading.Thread:

@@ -2,33 +2,16 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from awb.config import load_config
 from awb.workbench import Workbench
-from clitools import assert_one_error_line
-from support import add_tool, awb_env
+from clitools import assert_one_error_line, run_awb
+from support import add_tool, awb_env, awb_json
 
 pytestmark = pytest.mark.anyio
-
-
-def awb_json(tmp_path: Path, *args: str) -> dict[str, object]:
-    done = subprocess.run(
-        [sys.executable, "-m", "awb", *args, "--json"],
-        env=awb_env(tmp_path),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    result: dict[str, object] = json.loads(done.stdout)
-    return result
 
 
 async def test_inventory_list_pages_and_search_takes_top_k(tmp_path: Path) -> None:
@@ -46,13 +29,5 @@ async def test_inventory_list_pages_and_search_takes_top_k(tmp_path: Path) -> No
 
 
 def test_search_refuses_a_limit_and_a_top_k_that_differ_as_awb_search_does(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "awb", "inventory", "search", "x", "--limit", "2", "--top-k", "3"],
-        env=awb_env(tmp_path),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = run_awb(tmp_path, "inventory", "search", "x", "--limit", "2", "--top-k", "3", env=awb_env(tmp_path))
     assert "--limit 2 and --top-k 3 are the same setting" in assert_one_error_line(done, "usage_error")

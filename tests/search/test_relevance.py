@@ -194,12 +194,8 @@ async def test_inventory_list_query_counts_matches_in_hybrid_mode_as_in_text_mod
     tmp_path: Path, model: Embedder
 ) -> None:
     """`awb inventory list --query ... --json`: `total` is the matches, not the inventory, in either mode."""
-    import json
-    import subprocess
-    import sys
-
     from awb.config import load_config
-    from support import awb_env
+    from support import awb_env, awb_json
 
     hybrid_env = awb_env(tmp_path, AWB_SEARCH__MODE="hybrid")
     async with Workbench(load_config(None, environ=hybrid_env)) as workbench:
@@ -207,17 +203,7 @@ async def test_inventory_list_query_counts_matches_in_hybrid_mode_as_in_text_mod
             await workbench.craft({"name": name, "description": description, "code": CODE})
 
     def listed(mode: str, query: str) -> dict[str, Any]:
-        done = subprocess.run(
-            [sys.executable, "-m", "awb", "inventory", "list", "--query", query, "--json"],
-            env=awb_env(tmp_path, AWB_SEARCH__MODE=mode),
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-        result: dict[str, Any] = json.loads(done.stdout)
-        return result
+        return awb_json(tmp_path, "inventory", "list", "--query", query, AWB_SEARCH__MODE=mode)
 
     for mode in ("hybrid", "text"):
         weather = listed(mode, "weather")
