@@ -31,9 +31,14 @@ def served_names(verb: str) -> tuple[str, ...]:
 
 
 def verb_of(name: str, tool_names: ToolNames) -> MetaVerb | None:
-    """The meta-tool served as `name` under `tool_names`, or None."""
-    return next((verb for verb in META_VERBS if meta_tool_name(verb, tool_names) == name), None)
+    """The meta-tool served as `name` under `tool_names`, or None (a lookup: every MCP request asks)."""
+    return _SERVED[tool_names].get(name)
 
+
+#: Each style's served names, to their meta-tool.
+_SERVED: dict[ToolNames, dict[str, MetaVerb]] = {
+    style: {meta_tool_name(verb, style): verb for verb in META_VERBS} for style in get_args(ToolNames)
+}
 
 #: Names no equipped tool may take: a meta-tool's, in either style (the inventory may be shared by
 #: servers configured differently).
