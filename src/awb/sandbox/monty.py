@@ -5,7 +5,8 @@ Every call gets a fresh REPL session, so nothing a tool leaves in its globals re
 checking it out, the run and handing it back are three round trips to the worker, all on the call's
 thread, unless the runtime is idle (see `_Turn`, and `awb.sandbox.monty_spare` for the lone call).
 
-Each turn runs on a thread of the runtime's own, through pydantic-monty's blocking API, which waits
+Each turn runs on a thread of the runtime's own (`awb.sandbox.turn_threads`: woken without the event
+loop holding the GIL across the wake-up), through pydantic-monty's blocking API, which waits
 for the worker with the GIL released. Its asyncio API costs more CPU for the same turn (measured
 again with pydantic-monty 1.4: ~0.50 ms of process CPU for a trivial call against ~0.30), which on a
 loaded server is most of what a trivial call costs beyond the MCP request itself. What a call costs
@@ -30,7 +31,6 @@ import logging
 import os
 import signal
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pydantic_monty as pm
@@ -48,6 +48,7 @@ from awb.sandbox.loop_inbox import inbox_of
 from awb.sandbox.monty_host import MontyRun
 from awb.sandbox.monty_spare import IdleSpare, hand_back, limits_key
 from awb.sandbox.resident import ResidentPeak, WorkerFloors
+from awb.sandbox.turn_threads import TurnThreads
 
 SCRIPT_NAME = "tool.py"
 # The entry point is called in the same feed as the definition so that limits, host functions and
@@ -81,7 +82,7 @@ class MontyRuntime:
         self._pool_size = pool_size
         self._max_processes = max_processes or max(pool_size, 4)
         self._pool: pm.Monty | None = None
-        self._turns: ThreadPoolExecutor | None = None
+        self._turns: TurnThreads | None = None
         self._starting = asyncio.Lock()
         self._floors = WorkerFloors()
         self._spare = IdleSpare()
@@ -97,7 +98,7 @@ class MontyRuntime:
                     feed_duration_limit_grace=1.0,
                 )
                 await asyncio.to_thread(pool.__enter__)  # spawns the warm workers
-                self._turns = ThreadPoolExecutor(MAX_TURN_THREADS, thread_name_prefix="awb-monty")
+                self._turns = TurnThreads(MAX_TURN_THREADS, "awb-monty")
                 self._spare = IdleSpare()
                 self._pool = pool
 
@@ -111,7 +112,7 @@ class MontyRuntime:
 
             def shut_down() -> None:
                 # Turns still queued run and fail at checkout, so every waiting call gets an answer.
-                turns.shutdown(wait=False)
+                turns.shutdown()
                 spare.close()
                 pool.__exit__(None, None, None)
 
