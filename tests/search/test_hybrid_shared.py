@@ -52,3 +52,26 @@ def test_a_vector_stored_by_one_server_is_searched_by_another_and_leaves_with_a_
     finally:
         for store in stores:
             store.close()
+
+
+def test_a_server_with_a_model_embeds_what_a_text_only_server_crafted(clean_pg_url: str) -> None:
+    import threading
+
+    from awb.search.backfill import backfill
+
+    text_only, with_model = PostgresStore(clean_pg_url), PostgresStore(clean_pg_url)
+    try:
+        for name, description in (("weather_forecast", "Tomorrow's rain and temperature for a city."),):
+            text_only.add_tool(make_tool(name, description))  # a server without the embed extra stores no vector
+        deleted = make_tool("resize_image", "Scale a picture to new dimensions.")
+        text_only.add_tool(deleted)
+        text_only.update(deleted.tool_id, status="deleted")
+        engine = HybridSearch(with_model, ConceptEmbedder(), SearchConfig(mode="hybrid"))
+        assert with_model.tools_without_vector("fake-concepts-1", 10) == ["tool_weather_forecast"]
+        assert backfill(engine, threading.Event(), duty=1.0) == 1
+        assert with_model.tools_without_vector("fake-concepts-1", 10) == []
+        _, hits = engine.search("will I need an umbrella", 3, matches_only=True)
+        assert [t.name for t, _ in hits] == ["weather_forecast"]
+    finally:
+        text_only.close()
+        with_model.close()

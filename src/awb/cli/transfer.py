@@ -144,5 +144,9 @@ def register(inventory_app: typer.Typer) -> None:
                 "sessions already present"
                 # Vectors are not exported: until they are made, hybrid search ranks these tools by text alone,
                 # under the relevance floor of a listing by query.
-                + ("; run `awb reindex` to give them their search vectors" if report.imported else "")
+                + (
+                    "; a serving awb gives them their search vectors in the background (`awb reindex`: now)"
+                    if report.imported
+                    else ""
+                )
             )

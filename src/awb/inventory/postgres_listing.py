@@ -215,6 +215,16 @@ class PostgresListing:
             ).fetchone()
         return None if row is None else bytes(row[0])
 
+    def tools_without_vector(self, model_id: str, limit: int) -> list[str]:
+        """Live tools with no vector by `model_id`, oldest first."""
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT t.tool_id FROM tools t LEFT JOIN tool_vectors v ON v.tool_id = t.tool_id AND v.model_id = %s "
+                "WHERE t.status <> 'deleted' AND v.tool_id IS NULL ORDER BY t.seq LIMIT %s",
+                (model_id, limit),
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
     def vector_model_ids(self) -> dict[str, int]:
         with self._pool.connection() as conn:
             rows = conn.execute(

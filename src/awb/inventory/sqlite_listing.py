@@ -160,6 +160,13 @@ class SQLiteListing:
         with self._lock:
             return vectors.load_vectors(self._db, model_id)
 
+    def tools_without_vector(self, model_id: str, limit: int) -> list[str]:
+        """Live tools with no vector by `model_id`, oldest first."""
+        from awb.inventory import vectors
+
+        with self._lock:
+            return vectors.tools_without_vector(self._db, model_id, limit)
+
     def vector_model_ids(self) -> dict[str, int]:
         """Live tools with a vector, counted per embedding model."""
         from awb.inventory import vectors

@@ -53,6 +53,16 @@ def load_vectors(db: sqlite3.Connection, model_id: str) -> list[tuple[str, int, 
     return [(str(r[0]), int(r[1]), bytes(r[2])) for r in rows]
 
 
+def tools_without_vector(db: sqlite3.Connection, model_id: str, limit: int) -> list[str]:
+    """Live tools with no vector by `model_id` (imported, or crafted where search was text-only), oldest first."""
+    rows = db.execute(
+        "SELECT t.tool_id FROM tools t LEFT JOIN tool_vectors v ON v.tool_id = t.tool_id AND v.model_id = ? "
+        "WHERE t.status != 'deleted' AND v.tool_id IS NULL ORDER BY t.rowid LIMIT ?",
+        (model_id, limit),
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
 def vector_model_ids(db: sqlite3.Connection) -> dict[str, int]:
     """How many live tools carry a vector of each model."""
     rows = db.execute(
@@ -62,4 +72,12 @@ def vector_model_ids(db: sqlite3.Connection) -> dict[str, int]:
     return {str(r[0]): int(r[1]) for r in rows}
 
 
-__all__ = ["VECTORS_SQL", "delete_vector", "encode_vector", "load_vectors", "put_vector", "vector_model_ids"]
+__all__ = [
+    "VECTORS_SQL",
+    "delete_vector",
+    "encode_vector",
+    "load_vectors",
+    "put_vector",
+    "tools_without_vector",
+    "vector_model_ids",
+]

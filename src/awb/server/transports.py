@@ -17,6 +17,7 @@ from starlette.types import ASGIApp
 from awb import validation
 from awb.config import Config
 from awb.errors import AwbError, StartupFailed
+from awb.search.backfill import backfill_in_background
 from awb.server import heap
 from awb.server.address import http_url
 from awb.server.deferred_faces import DeferredFaces
@@ -42,8 +43,10 @@ async def serve_stdio(workbench: Workbench) -> None:
     # Requests read before stdin closed are answered; a tool call may take its whole timeout.
     drain_seconds = workbench.config.tool_execution_timeout_ms / 1000 + 5
     streams = serve_stdio_streams(sdk_transport=sdk_transport, drain_seconds=drain_seconds)
-    async with workbench, streams as (read_stream, write_stream):
+    async with workbench, streams as (read_stream, write_stream), anyio.create_task_group() as tasks:
+        tasks.start_soon(backfill_in_background, workbench.search_engine)
         await face.server.run(read_stream, write_stream, face.initialization_options())
+        tasks.cancel_scope.cancel()
 
 
 #: A host name as RFC 1123 spells it; anything else is refused before any lookup.
@@ -146,6 +149,7 @@ async def _when_ready(
     workbench.search_engine.warm_up()
     await _warm_other_runtimes(workbench)
     await _prepare_search(workbench)
+    await backfill_in_background(workbench.search_engine)
 
 
 async def _prepare_search(workbench: Workbench) -> None:
