@@ -3,6 +3,7 @@ only) get one from the next `awb start` in the background, and then show in a li
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import threading
@@ -58,11 +59,16 @@ def heard_embedded(lines: queue.Queue[str], seen: list[str] | None = None) -> No
 def test_a_tool_without_a_vector_is_embedded_by_the_server_and_then_listed_by_query(tmp_path: Path) -> None:
     assert run_awb(tmp_path, "init").returncode == 0
     anyio.run(craft_text_only, tmp_path / ".awb" / "inventory.db")
+    assert "a serving awb makes them in the background" in search_row(tmp_path)
     with http_server(tmp_path) as server:
         heard_embedded(server.lines, server.seen)
         assert anyio.run(listed, server.url, "weather forecast") == ["weather_forecast"]
-    doctor = run_awb(tmp_path, "doctor", "--quick")
-    assert "awb reindex" not in doctor.stdout
+    assert "reindex" not in search_row(tmp_path)
+
+
+def search_row(root: Path) -> str:
+    doctor = run_awb(root, "doctor", "--quick", "--json")
+    return next(check["detail"] for check in json.loads(doctor.stdout)["checks"] if check["check"] == "search")
 
 
 def test_over_stdio_too(tmp_path: Path) -> None:

@@ -195,7 +195,7 @@ async def _doctor_checks(config: Config, config_path: Path | None, quick: bool =
     if status["mode"] == "hybrid":
         detail += f"; vectors: {status['vector_path']}"
     if status.get("needs_reindex"):
-        detail += " (vectors from another model or missing: run `awb reindex`)"
+        detail += " (vectors from another model or missing: a serving awb makes them in the background, `awb reindex` at once)"
     checks.append(_check("search", True, detail))
     checks.append(_port_check(config))
     return checks
