@@ -1,8 +1,10 @@
 """Text written by tools, shown to a person without letting it spoof what they see.
 
-Control characters, ANSI escapes, bidirectional overrides, lone surrogates and other invisible code points
-are shown as `\\xNN` / `\\uNNNN` escapes (a backslash as `\\\\`), the same in the terminal (`awb staged`)
-and in the web panel, so what a person reads is what would be written.
+One-line text (names, paths, descriptions, messages) has its control characters, ANSI escapes,
+bidirectional overrides, lone surrogates and other invisible code points shown as `\\xNN` / `\\uNNNN`
+escapes (a backslash as `\\\\`), the same in the terminal and in the web panel, so what a person reads
+is what would be written. Code and staged contents keep their backslashes: `awb.safe_code` marks the
+same characters (`is_hidden`) there.
 """
 
 from __future__ import annotations
