@@ -225,3 +225,24 @@ def test_an_export_to_a_block_device_is_refused(workspace: Path) -> None:
         pytest.skip("making a device node needs CAP_MKNOD")
     line = assert_one_error_line(run_awb(workspace, "inventory", "export", "-o", "disk"), "usage_error")
     assert "it is a block device" in line
+
+
+def test_an_export_through_a_descriptor_open_on_the_inventory_is_refused(workspace: Path) -> None:
+    # `-o /dev/stdout 1<>.awb/inventory.db`: the descriptor is written through, so it is checked like a path.
+    inventory = workspace / ".awb" / "inventory.db"
+    kept = inventory.read_bytes()
+    with inventory.open("r+b") as opened:
+        result = subprocess.run(
+            [AWB, "inventory", "export", "-o", "/dev/stdout"],
+            cwd=workspace,
+            env=clean_env(),
+            stdout=opened,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert result.returncode == 2
+    assert "/dev/stdout is one of the workspace's own files" in result.stderr
+    assert inventory.read_bytes() == kept
