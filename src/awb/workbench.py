@@ -181,9 +181,8 @@ class Workbench:
         await crafting.check_examples(request)
 
     async def craft(self, request: CraftRequest | dict[str, Any], *, names: MetaNames | None = None) -> Tool:
-        """Check, admit and store a new tool. Its examples must pass in the sandbox first. `names`: how the
-        asking face words a meta-tool's action in its errors (`meta_tools.MetaNames`; as MCP serves them
-        by default), as for `update` and `equip`."""
+        """Check, admit and store a new tool. Its examples must pass in the sandbox first. `names` (here, in
+        `update` and `equip`): the asking face's words for a meta-tool's action; MCP's served names by default."""
         if not isinstance(request, CraftRequest):
             try:
                 request = CraftRequest.model_validate(request)
@@ -235,7 +234,7 @@ class Workbench:
         if close:
             raise DuplicateTool(
                 f"{close[0].name!r} ({close[0].tool_id}) already does this (similarity {close[0].score}); "
-                f"reuse it, or update it with {self.meta_names(names)('update')}",
+                f"reuse it, or update it with {(names or served_by(self.config.tool_names))('update')}",
                 tool_id=close[0].tool_id,
                 name=close[0].name,
                 score=close[0].score,
@@ -318,10 +317,6 @@ class Workbench:
         return tool.model_copy(update={"status": "deleted", "equipped": False, "updated_at": now})
 
     # --- equip, evolve, find near-duplicates, purge ---------------------------------------------
-
-    def meta_names(self, names: MetaNames | None = None) -> MetaNames:
-        """`names`, or the meta-tools as this workbench's MCP face serves them."""
-        return names or served_by(self.config.tool_names)
 
     def equipped_tools(self) -> list[Tool]:
         """The equipped set, by name: what the MCP face lists as first-class tools."""
