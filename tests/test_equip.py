@@ -12,6 +12,7 @@ from awb.clock import ManualClock
 from awb.config import Config, MemoryConfig, SearchConfig
 from awb.errors import DuplicateTool, InvalidParams, LimitExceeded, NameConflict, NotEquippable
 from awb.events import Event
+from awb.meta_tools import worded_by
 from awb.workbench import Workbench
 from support import ADD_SCHEMA, add_tool, awb_env
 
@@ -296,3 +297,52 @@ async def test_purge_from_the_cli_refuses_without_a_terminal_and_removes_with_ye
     assert '"count": 1' in done.stdout
     async with Workbench(config) as workbench:
         assert workbench.purge(deleted=True, dry_run=True) == []
+
+
+#: A root combinator: callable, but not servable as a tool of its own.
+COMBINATOR_SCHEMA = {"type": "object", "anyOf": [{"required": ["text"]}, {"required": ["x"]}]}
+
+
+async def test_refusals_word_the_way_to_a_tool_as_the_asking_face_does(tmp_path: Path) -> None:
+    # The CLI and the panel serve no MCP tools: a refusal they show names their own command, or the meta-tool
+    # where it is served; the MCP face (no `names`) names the meta-tool it serves, as before.
+    config = Config(
+        inventory_path=tmp_path / "inv.db", tool_names="dotted", dedupe="reject", search=SearchConfig(mode="text")
+    )
+    clock = ManualClock()
+    words = worded_by({"equip": "awb inventory equip"}, "dotted")
+    async with Workbench(config, clock=clock) as workbench:
+        await workbench.craft({**UPPER, "name": "upper"})
+        await workbench.craft(
+            {
+                "name": "picker",
+                "description": "Say which of two keys was given",
+                "code": "def run(params):\n    return sorted(params)\n",
+                "input_schema": COMBINATOR_SCHEMA,
+            }
+        )
+        refusals = []
+        for names in (words, None):
+            with pytest.raises(NotEquippable) as schema:
+                workbench.equip("picker", names=names)
+            workbench.equip("upper")
+            with pytest.raises(NotEquippable) as update:
+                await workbench.update("upper", input_schema=COMBINATOR_SCHEMA, names=names)
+            with pytest.raises(DuplicateTool) as duplicate:
+                await workbench.craft({**UPPER, "name": "uppercase"}, names=names)
+            refusals.append((schema.value, update.value, duplicate.value))
+        clock.advance(days=config.memory.archive_days_short + 1)
+        workbench.maintain()
+        with pytest.raises(NotEquippable) as archived:
+            workbench.equip("upper", names=words)
+    (schema, update, duplicate), (mcp_schema, mcp_update, mcp_duplicate) = refusals
+    assert "It stays callable with awb.call over MCP; to equip it" in schema.message
+    assert "Unequip it first (it stays callable with awb.call over MCP)" in update.message
+    assert duplicate.message.endswith("reuse it, or update it with awb.update over MCP")
+    assert "is archived; call it once (awb.call over MCP) to bring it back" in archived.value.message
+    assert "It stays callable with awb.call; to equip it" in mcp_schema.message
+    assert "Unequip it first (it stays callable with awb.call)" in mcp_update.message
+    assert mcp_duplicate.message.endswith("reuse it, or update it with awb.update")
+    # The same codes and details whoever asks: only the words differ.
+    for worded, served in zip((schema, update, duplicate), (mcp_schema, mcp_update, mcp_duplicate), strict=True):
+        assert (worded.code, worded.details) == (served.code, served.details)

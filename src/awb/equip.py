@@ -12,7 +12,7 @@ from awb.errors import LimitExceeded, NameConflict, NotEquippable
 from awb.events import Event, EventBus
 from awb.inventory.models import Tool
 from awb.inventory.store import Store
-from awb.meta_tools import RESERVED_NAME_RULE, meta_tool_name, reserved_name
+from awb.meta_tools import RESERVED_NAME_RULE, MetaNames, meta_tool_name, reserved_name, served_by
 from awb.schema_rules import equip_problems
 
 
@@ -23,21 +23,22 @@ class Armory:
         self.store = store
         self.config = config
         self.events = events
-        #: How errors name `call`, the path that reaches any tool, equipped or not.
-        self._call_tool = meta_tool_name("call", config.tool_names)
 
     def equipped(self) -> list[Tool]:
         """The equipped tools, in a stable order (by name)."""
         tools = self.store.list_tools(equipped=True, limit=max(self.config.max_equipped, 1) + 100)
         return sorted(tools, key=lambda t: t.name)
 
-    def equip(self, tool: Tool, now: datetime) -> Tool:
+    def equip(self, tool: Tool, now: datetime, names: MetaNames | None = None) -> Tool:
+        """Equip `tool`; a refusal says how to reach it meanwhile in `names`, the words of the face that
+        asked (the meta-tools as served, by default)."""
         if tool.equipped:
             return tool
+        # `call` is the path that reaches any tool, equipped or not.
+        call = (names or served_by(self.config.tool_names))("call")
         if tool.status != "active":
             raise NotEquippable(
-                f"tool {tool.name!r} is {tool.status}; call it once ({self._call_tool}) to bring it back before "
-                "equipping",
+                f"tool {tool.name!r} is {tool.status}; call it once ({call}) to bring it back before equipping",
                 tool_id=tool.tool_id,
                 status=tool.status,
             )
@@ -54,7 +55,7 @@ class Armory:
         if problems:
             raise NotEquippable(
                 f"tool {tool.name!r} cannot be an MCP tool of its own: {problems[0]}. It stays callable with "
-                f"{self._call_tool}; to equip it, update its input_schema to a plain object schema",
+                f"{call}; to equip it, update its input_schema to a plain object schema",
                 tool_id=tool.tool_id,
                 rule="input_schema_root",
             )

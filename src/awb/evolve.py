@@ -21,7 +21,7 @@ from awb.errors import InvalidParams, NotEquippable, VersionConflict
 from awb.events import Event, EventBus
 from awb.inventory.models import Example, Language, RuntimeName, Tool, ToolVersion
 from awb.inventory.store import Store
-from awb.meta_tools import meta_tool_name
+from awb.meta_tools import MetaNames, served_by
 from awb.sandbox.base import Runtime
 from awb.schema_rules import equip_problems
 
@@ -77,8 +77,10 @@ async def update(
     input_schema: dict[str, Any] | None = None,
     output_schema: dict[str, Any] | None = None,
     examples: list[Example] | list[dict[str, Any]] | None = None,
+    names: MetaNames | None = None,
 ) -> Tool:
-    """Admit a new version of `ref` (fields left out are kept) and make it current."""
+    """Admit a new version of `ref` (fields left out are kept) and make it current; a refusal words a
+    meta-tool's action in `names` (the asking face's words; as MCP serves them by default)."""
     tool = workbench.resolve(ref)
     if all(v is None for v in (code, description, input_schema, output_schema, examples)):
         raise InvalidParams(
@@ -104,7 +106,7 @@ async def update(
         raise NotEquippable(
             f"tool {tool.name!r} is equipped and the new input_schema cannot be served as its own MCP tool: "
             f"{problems[0]}. Unequip it first (it stays callable with "
-            f"{meta_tool_name('call', workbench.config.tool_names)})",
+            f"{(names or served_by(workbench.config.tool_names))('call')})",
             tool_id=tool.tool_id,
             rule="input_schema_root",
         )

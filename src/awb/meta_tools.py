@@ -2,11 +2,15 @@
 workbench serves it under, `awb_call` or `awb.call` as `tool_names` says.
 
 Everything an agent reads that names a meta-tool (instructions, descriptions, hints, error messages)
-takes the name from here, so a server never points an agent at a name it does not serve.
+takes the name from here, so a server never points an agent at a name it does not serve. A message that
+tells its reader to do what a meta-tool does (call the tool, update it) is worded by the face that
+answers (`MetaNames`): the MCP face by the name it serves, the CLI and the panel, which serve no MCP
+tools, by their own command, or by the meta-tool as an MCP client reaches it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Literal, cast, get_args
 
 #: How meta-tools are named: `awb_craft` (every host accepts it) or the spec's `awb.craft`.
@@ -22,6 +26,21 @@ _SEPARATOR: dict[ToolNames, str] = {"underscore": "_", "dotted": "."}
 def meta_tool_name(verb: MetaVerb, tool_names: ToolNames) -> str:
     """The name the meta-tool `verb` is served under."""
     return f"awb{_SEPARATOR[tool_names]}{verb}"
+
+
+#: How a face words a meta-tool's action in what it tells its reader: `names("call")`.
+MetaNames = Callable[[MetaVerb], str]
+
+
+def served_by(tool_names: ToolNames) -> MetaNames:
+    """The MCP face's words: each meta-tool by the name it is served under (`awb_call`)."""
+    return lambda verb: meta_tool_name(verb, tool_names)
+
+
+def worded_by(commands: Mapping[MetaVerb, str], tool_names: ToolNames) -> MetaNames:
+    """The words of a face that serves no MCP tools: its own command for an action it has
+    (`awb inventory equip`), else the meta-tool where it is served (`awb_call over MCP`)."""
+    return lambda verb: commands.get(verb) or f"{meta_tool_name(verb, tool_names)} over MCP"
 
 
 def served_names(verb: str) -> tuple[str, ...]:

@@ -1,10 +1,11 @@
 """Code written by tools (and so by language models), shown to a person exactly as it will run.
 
 `awb.safe_text.visible` escapes one-line text, a backslash doubled; code must keep its backslashes, so here
-each character that does not show as itself (`safe_text.is_hidden`: bidi overrides and isolates, zero-width
-and other format characters, C0/C1 controls and so ANSI escapes, ...), tabs and newlines apart, becomes a
-mark such as `⟨U+202E⟩` that each view styles apart from the code ("Trojan Source" cannot reorder or hide
-what a reviewer reads). Everything else, non-ASCII letters included, is shown as written.
+each character that does not show as itself (`awb.invisible`: bidi overrides and isolates, zero-width and
+other format characters, C0/C1 controls and so ANSI escapes, odd spaces, fillers, ...), tabs and newlines
+apart, becomes a mark such as `⟨U+202E⟩` that each view styles apart from the code ("Trojan Source" cannot
+reorder or hide what a reviewer reads). Everything else, non-ASCII letters and emoji sequences included, is
+shown as written. Staged contents are shown the same way.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterator
 
-from awb.safe_text import is_hidden
+from awb.invisible import hidden_indexes
 
 #: Characters that lay code out and are shown as they are.
 LAYOUT = frozenset("\n\t")
@@ -24,11 +25,11 @@ LINE_BREAKS = {"python": "\r", "javascript": "\r\u2028\u2029"}
 NAMED_IN_WARNING = 5
 
 
-def hidden(char: str) -> bool:
-    """Whether `char` is shown as a mark in code."""
-    # A printable character is never hidden (Python's printable leaves out every C* and Z* category but
-    # the space): the cheap test first, as nearly every character of code passes it.
-    return not char.isprintable() and char not in LAYOUT and is_hidden(char)
+def _marked_indexes(text: str) -> list[int]:
+    """Where the characters of `text` that are shown as marks are."""
+    if _plain(text):  # most code: the loop runs only when there may be something
+        return []
+    return [index for index in hidden_indexes(text) if text[index] not in LAYOUT]
 
 
 def _plain(text: str) -> bool:
@@ -49,9 +50,7 @@ def describe(char: str) -> str:
 
 def hidden_characters(code: str) -> list[str]:
     """The hidden characters of `code`, in order (one per occurrence)."""
-    if _plain(code):  # most code: the loop runs only when there may be something
-        return []
-    return [char for char in code if hidden(char)]
+    return [code[index] for index in _marked_indexes(code)]
 
 
 def warning(code: str) -> str | None:
@@ -85,17 +84,13 @@ def laid_out(code: str, language: str = "") -> str:
 
 def pieces(text: str) -> Iterator[tuple[str, bool]]:
     """`text` as runs of shown text (`False`) and single hidden characters (`True`), in order."""
-    if _plain(text):
-        yield text, False
-        return
     start = 0
-    for index, char in enumerate(text):
-        if hidden(char):
-            if start < index:
-                yield text[start:index], False
-            yield char, True
-            start = index + 1
-    if start < len(text):
+    for index in _marked_indexes(text):
+        if start < index:
+            yield text[start:index], False
+        yield text[index], True
+        start = index + 1
+    if start < len(text) or not text:
         yield text[start:], False
 
 

@@ -1,25 +1,20 @@
 """Text written by tools, shown to a person without letting it spoof what they see.
 
-Control characters, ANSI escapes, bidirectional overrides, lone surrogates and other invisible code points
-are shown as `\\xNN` / `\\uNNNN` escapes (a backslash as `\\\\`), the same in the terminal (`awb staged`)
-and in the web panel, so what a person reads is what would be written.
+One-line text (names, paths, descriptions, messages) has its control characters, ANSI escapes,
+bidirectional overrides, lone surrogates, odd spaces and other invisible code points (`awb.invisible`)
+shown as `\\xNN` / `\\uNNNN` escapes (a backslash as `\\\\`), the same in the terminal and in the web
+panel, so what a person reads is what would be written. Code and staged contents keep their backslashes:
+`awb.safe_code` marks the same characters there.
 """
 
 from __future__ import annotations
 
-import unicodedata
+from awb.invisible import HIDDEN_CATEGORIES, hidden_indexes, is_hidden
+
+__all__ = ["HIDDEN_CATEGORIES", "is_hidden", "visible"]
 
 #: Characters kept as they are in multi-line content.
 _LAYOUT = {"\n", "\t"}
-#: Unicode categories of characters that do not show as themselves: controls (C0 and C1, so an ANSI escape's
-#: ESC), format characters (bidi overrides and isolates, zero-width ones), surrogates, private use, unassigned
-#: code points, line and paragraph separators. `awb.safe_code` marks the same ones in code.
-HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
-
-
-def is_hidden(char: str) -> bool:
-    """Whether `char` would not be seen as itself, or would change how the text around it is seen."""
-    return unicodedata.category(char) in HIDDEN_CATEGORIES
 
 
 def _escape(char: str) -> str:
@@ -32,16 +27,17 @@ def _escape(char: str) -> str:
 
 
 def visible(text: str, *, multiline: bool = False) -> str:
-    """`text` with every control, format (bidi), surrogate and unassigned code point escaped;
-    `multiline` keeps newlines and tabs."""
+    """`text` with every hidden character (`awb.invisible`: controls, format characters such as bidi
+    overrides, odd spaces, fillers, surrogates, unassigned code points, ...) escaped and each backslash
+    doubled; emoji sequences are shown as written; `multiline` keeps newlines and tabs."""
     out = []
-    for char in text:
+    start = 0
+    for index in hidden_indexes(text):
+        char = text[index]
         if multiline and char in _LAYOUT:
-            out.append(char)
-        elif char == "\\":
-            out.append("\\\\")
-        elif is_hidden(char):
-            out.append(_escape(char))
-        else:
-            out.append(char)
+            continue
+        out.append(text[start:index].replace("\\", "\\\\"))
+        out.append(_escape(char))
+        start = index + 1
+    out.append(text[start:].replace("\\", "\\\\"))
     return "".join(out)

@@ -44,7 +44,7 @@ from awb.inventory.models import (
 from awb.inventory.open import open_store
 from awb.inventory.store import Store
 from awb.maintenance import Upkeep
-from awb.meta_tools import meta_tool_name
+from awb.meta_tools import MetaNames, served_by
 from awb.sandbox.base import ExecutionSlots, Limits, Runtime
 from awb.sandbox.registry import build_runtimes, choose_python_runtime, limits_for
 from awb.search.duplicates import rank_similar
@@ -180,8 +180,9 @@ class Workbench:
         crafting.validate_request(request, self.config.max_code_bytes)
         await crafting.check_examples(request)
 
-    async def craft(self, request: CraftRequest | dict[str, Any]) -> Tool:
-        """Check, admit and store a new tool. Its examples must pass in the sandbox first."""
+    async def craft(self, request: CraftRequest | dict[str, Any], *, names: MetaNames | None = None) -> Tool:
+        """Check, admit and store a new tool. Its examples must pass in the sandbox first. `names` (here, in
+        `update` and `equip`): the asking face's words for a meta-tool's action; MCP's served names by default."""
         if not isinstance(request, CraftRequest):
             try:
                 request = CraftRequest.model_validate(request)
@@ -200,7 +201,7 @@ class Workbench:
                 share = budget.limits(share=len(request.examples) + 1)
                 requested = await choose_python_runtime(self.runtimes, request.code, request.examples, share)  # type: ignore[assignment]
             runtime = self.runtime_for(request.language, requested)
-            self._refuse_duplicate(request)
+            self._refuse_duplicate(request, names)
             # The creation moment, for every face and process that watches (the web panel's toasts).
             self.events.publish(Event("craft_started", None, {"name": request.name, "runtime": runtime.name}))
             try:
@@ -224,7 +225,7 @@ class Workbench:
         self.events.publish(Event("crafted", tool.tool_id))
         return tool
 
-    def _refuse_duplicate(self, request: CraftRequest) -> None:
+    def _refuse_duplicate(self, request: CraftRequest, names: MetaNames | None) -> None:
         if self.config.dedupe != "reject":
             return
         close = [
@@ -233,7 +234,7 @@ class Workbench:
         if close:
             raise DuplicateTool(
                 f"{close[0].name!r} ({close[0].tool_id}) already does this (similarity {close[0].score}); "
-                f"reuse it, or update it with {meta_tool_name('update', self.config.tool_names)}",
+                f"reuse it, or update it with {(names or served_by(self.config.tool_names))('update')}",
                 tool_id=close[0].tool_id,
                 name=close[0].name,
                 score=close[0].score,
@@ -321,8 +322,8 @@ class Workbench:
         """The equipped set, by name: what the MCP face lists as first-class tools."""
         return self.armory.equipped()
 
-    def equip(self, ref: str) -> Tool:
-        return self.armory.equip(self.resolve(ref), self.clock.now())
+    def equip(self, ref: str, *, names: MetaNames | None = None) -> Tool:
+        return self.armory.equip(self.resolve(ref), self.clock.now(), names)
 
     def unequip(self, ref: str) -> Tool:
         return self.armory.unequip(self.resolve(ref), self.clock.now())
@@ -336,6 +337,7 @@ class Workbench:
         input_schema: dict[str, Any] | None = None,
         output_schema: dict[str, Any] | None = None,
         examples: list[Example] | list[dict[str, Any]] | None = None,
+        names: MetaNames | None = None,
     ) -> Tool:
         """A new immutable version of the tool, admitted only when its examples pass."""
         return await evolve.update(
@@ -346,6 +348,7 @@ class Workbench:
             input_schema=input_schema,
             output_schema=output_schema,
             examples=examples,
+            names=names,
         )
 
     def rollback(self, ref: str, to_version: int) -> Tool:

@@ -4,6 +4,10 @@ text; both say what is wrong in one line. The real executable, in a workspace ma
 from __future__ import annotations
 
 import json
+import os
+import socket
+import stat
+import subprocess
 from pathlib import Path
 
 import anyio
@@ -11,7 +15,7 @@ import pytest
 
 from awb.config import Config
 from awb.workbench import Workbench
-from clitools import assert_one_error_line, run_awb
+from clitools import AWB, assert_one_error_line, clean_env, run_awb
 from support import add_tool
 
 
@@ -119,3 +123,126 @@ def test_an_import_with_a_bad_record_is_one_line_and_creates_no_inventory(worksp
     )
     assert line.startswith("error (invalid_params): line 2 is not a valid record: memory_level: Input should be ")
     assert not target.exists()
+
+
+def export_header(text: str) -> dict[str, object]:
+    header: dict[str, object] = json.loads(text.splitlines()[0])
+    assert header["format"] == "awb-inventory", text
+    return header
+
+
+@pytest.mark.parametrize("output", ["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1", "to-stdout"])
+def test_an_export_to_a_name_of_stdout_writes_through_its_pipe(workspace: Path, output: str) -> None:
+    (workspace / "to-stdout").symlink_to("/dev/stdout")  # a link to the link is followed the same way
+    result = run_awb(workspace, "inventory", "export", "-o", output)
+    assert result.returncode == 0, result.stderr
+    assert export_header(result.stdout)["tools"] == 1
+    assert len(result.stdout.splitlines()) == 2
+    assert (workspace / "to-stdout").is_symlink()  # followed, never replaced
+
+
+def test_an_export_to_dev_stderr_comes_before_the_note(workspace: Path) -> None:
+    result = run_awb(workspace, "inventory", "export", "-o", "/dev/stderr")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    export_header(result.stderr)
+    assert result.stderr.splitlines()[2] == "exported 2 lines: the header and 1 record"
+
+
+def test_an_export_to_dev_stdout_appends_to_the_file_the_shell_opened_and_keeps_its_inode(workspace: Path) -> None:
+    # `awb inventory export -o /dev/stdout >> log`: the log is the shell's open file, not one to replace.
+    log = workspace / "log.txt"
+    log.write_text("earlier lines\n", encoding="utf-8")
+    inode = log.stat().st_ino
+    with log.open("a", encoding="utf-8") as appended:
+        result = subprocess.run(
+            [AWB, "inventory", "export", "-o", "/dev/stdout"],
+            cwd=workspace,
+            env=clean_env(),
+            stdout=appended,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert result.returncode == 0, result.stderr
+    text = log.read_text(encoding="utf-8")
+    assert text.startswith("earlier lines\n")
+    export_header(text.removeprefix("earlier lines\n"))
+    assert log.stat().st_ino == inode
+
+
+def test_an_export_to_stdout_that_is_a_socket_is_written(workspace: Path) -> None:
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        result = subprocess.run(
+            [AWB, "inventory", "export", "-o", "/dev/stdout"],
+            cwd=workspace,
+            env=clean_env(),
+            stdout=theirs,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        theirs.close()
+        ours.settimeout(10)
+        received = b"".join(iter(lambda: ours.recv(65536), b""))
+    export_header(received.decode("utf-8"))
+
+
+def test_an_export_to_a_fifo_or_a_character_device_is_written_in_place(workspace: Path) -> None:
+    fifo = workspace / "pipe"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader, so the export's open does not wait
+    try:
+        result = run_awb(workspace, "inventory", "export", "-o", "pipe")
+        assert result.returncode == 0, result.stderr
+        export_header(os.read(reader, 65536).decode("utf-8"))
+    finally:
+        os.close(reader)
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    for device in ("/dev/null", "/dev/zero"):
+        result = run_awb(workspace, "inventory", "export", "-o", device)
+        assert result.returncode == 0, result.stderr
+        assert stat.S_ISCHR(Path(device).stat().st_mode)
+
+
+def test_an_export_to_a_descriptor_that_is_not_open_is_one_error_line(workspace: Path) -> None:
+    line = assert_one_error_line(run_awb(workspace, "inventory", "export", "-o", "/dev/fd/9"), "usage_error")
+    assert line.endswith("cannot write /dev/fd/9: descriptor 9 is not open")
+
+
+def test_an_export_to_a_block_device_is_refused(workspace: Path) -> None:
+    disk = workspace / "disk"
+    try:
+        # Block major 240 is reserved for local use: no driver answers it, so nothing could be written.
+        os.mknod(disk, 0o600 | stat.S_IFBLK, os.makedev(240, 0))
+    except PermissionError:
+        pytest.skip("making a device node needs CAP_MKNOD")
+    line = assert_one_error_line(run_awb(workspace, "inventory", "export", "-o", "disk"), "usage_error")
+    assert "it is a block device" in line
+
+
+def test_an_export_through_a_descriptor_open_on_the_inventory_is_refused(workspace: Path) -> None:
+    # `-o /dev/stdout 1<>.awb/inventory.db`: the descriptor is written through, so it is checked like a path.
+    inventory = workspace / ".awb" / "inventory.db"
+    kept = inventory.read_bytes()
+    with inventory.open("r+b") as opened:
+        result = subprocess.run(
+            [AWB, "inventory", "export", "-o", "/dev/stdout"],
+            cwd=workspace,
+            env=clean_env(),
+            stdout=opened,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert result.returncode == 2
+    assert "/dev/stdout is one of the workspace's own files" in result.stderr
+    assert inventory.read_bytes() == kept

@@ -83,3 +83,27 @@ def test_messages_show_brackets_literally_and_escape_sequences_escaped(tmp_path:
     refused = run_awb(tmp_path, "inventory", "list", "--config", "\x1b[2Jgone.json")
     assert "config file not found: \\x1b[2Jgone.json" in assert_one_error_line(refused, "config_invalid")
     assert "\x1b" not in refused.stderr
+
+
+async def test_inspect_and_list_mark_fillers_and_odd_spaces_and_show_emoji_as_written(tmp_path: Path) -> None:
+    env = clean_env(
+        AWB_INVENTORY_PATH=str(tmp_path / "inventory.db"), AWB_PID_FILE=str(tmp_path / "awb.pid"), COLUMNS="400"
+    )
+    async with Workbench(load_config(None, environ=env)) as workbench:
+        await workbench.craft(
+            {
+                "name": "greeter",
+                "description": "Greets 👋🏽 with\u3000a\u00a0gap",
+                "code": 'def run(params):\n    \u3164 = "❤\ufe0f"\n    return \u3164\n',
+                "tags": ["👨\u200d👩\u200d👧"],
+            }
+        )
+    inspected = run_awb(tmp_path, "inventory", "inspect", "greeter", env=env).stdout
+    listed = run_awb(tmp_path, "inventory", "list", env=env).stdout
+    assert "Hidden characters. 2 invisible or control characters" in inspected
+    assert "U+3164 HANGUL FILLER (2)" in inspected
+    assert '    ⟨U+3164⟩ = "❤\ufe0f"\n    return ⟨U+3164⟩\n' in inspected
+    for shown in (inspected, listed):
+        assert "Greets 👋🏽 with\\u3000a\\xa0gap" in shown
+        assert "\u3164" not in shown and "\u3000" not in shown and "\u00a0" not in shown
+    assert "👨\u200d👩\u200d👧" in inspected

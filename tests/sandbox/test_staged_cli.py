@@ -102,8 +102,9 @@ def test_list_and_show_print_hostile_paths_and_contents_literally_and_escaped(tm
         shown = runner.invoke(staged_app, ["show", str(staged_id), "--config", str(config)], env={"COLUMNS": "400"})
         assert shown.exit_code == 0, shown.output
         assert "[blink]content[/blink]" in shown.output
-        assert "\\x1b]0;pwned\\x07" in shown.output
+        assert "⟨U+001B⟩]0;pwned⟨U+0007⟩" in shown.output
         assert "line one\n" in shown.output
+        assert "Hidden characters. 3 invisible or control characters" in shown.output
         outputs.append(shown.output)
     for output in outputs:
         assert "\x1b" not in output and "\x07" not in output and "\x9b" not in output and "\u202e" not in output
@@ -160,3 +161,28 @@ def test_ids_past_the_databases_integers_and_unknown_statuses_are_invalid_params
     assert not target.exists()
     listed = runner.invoke(staged_app, ["list", "--config", str(config), "--json"])
     assert [w["id"] for w in json.loads(listed.output)] == [staged_id]
+
+
+def test_show_prints_the_content_as_written_with_hidden_characters_marked(tmp_path: Path) -> None:
+    config = tmp_path / "awb.config.json"
+    config.write_text(json.dumps({"inventory_path": "inv.db"}))
+    store = SQLiteStore(tmp_path / "inv.db")
+    store.add_tool(granted_tool("tool_x", tmp_path / "out"))
+    content = "C:\\temp\\new été 漢字 🙂\nname\u202etxt.exe\u200b\r\n\\u202e stays text\n"
+    staged_id = store.stage_write("tool_x", str(tmp_path / "out" / "f.txt"), content, datetime.now(UTC), call_id="c1")
+    plain_id = store.stage_write("tool_x", str(tmp_path / "out" / "g.txt"), "a\\b\n", datetime.now(UTC), call_id="c2")
+    store.close()
+    runner = CliRunner()
+    shown = runner.invoke(staged_app, ["show", str(staged_id), "--config", str(config)], env={"COLUMNS": "400"})
+    assert shown.exit_code == 0, shown.output
+    assert "\u202e" not in shown.output and "\u200b" not in shown.output and "\r" not in shown.output
+    # One backslash for each written, letters as written, each hidden character a mark as in tool code.
+    body = shown.output.split("-" * 40 + "\n", 1)[1]
+    warning, marked = body.split("\n", 1)
+    assert marked == "C:\\temp\\new été 漢字 🙂\nname⟨U+202E⟩txt.exe⟨U+200B⟩⟨U+000D⟩\n\\u202e stays text\n\n"
+    assert warning == (
+        "Hidden characters. 3 invisible or control characters, shown as ⟨U+…⟩ marks: "
+        "U+202E RIGHT-TO-LEFT OVERRIDE, U+200B ZERO WIDTH SPACE, U+000D control."
+    )
+    clean = runner.invoke(staged_app, ["show", str(plain_id), "--config", str(config)], env={"COLUMNS": "400"})
+    assert clean.output.endswith("-" * 40 + "\na\\b\n\n") and "Hidden characters" not in clean.output

@@ -103,3 +103,25 @@ async def test_the_version_diff_schemas_and_examples_mark_hidden_characters_too(
     assert '"z⟨U+202E⟩yx"' in text_of(page)
     assert '"o⟨U+200B⟩k\\u001b[2J"' in text_of(page)  # JSON escapes C0 controls itself
     assert page.count('class="hidden-warning"') == 4  # source, diff, input schema, examples
+
+
+async def test_fillers_and_odd_spaces_are_marked_and_emoji_sequences_shown_as_written(
+    workbench: Workbench, client: httpx.AsyncClient
+) -> None:
+    # U+3164 is a Python name that shows as nothing; U+00A0 and U+2800 look like spaces.
+    code = 'def run(params):\n    \u3164 = "👩🏽\u200d💻 ❤\ufe0f"\n    return \u3164 + "\u00a0\u2800"\n'
+    await workbench.craft(
+        {**TROJAN_TOOL, "description": "Emoji 👨\u200d👩\u200d👧 and\u00a0a gap", "code": code, "examples": []}
+    )
+    page = (await client.get("/tools/gate")).text
+    for raw in ("\u3164", "\u00a0", "\u2800"):
+        assert raw not in page
+    source = text_of(block(page, "source"))
+    assert '    ⟨U+3164⟩ = "👩🏽\u200d💻 ❤\ufe0f"\n' in source
+    assert '    return ⟨U+3164⟩ + "⟨U+00A0⟩⟨U+2800⟩"\n' in source
+    warning = re.search(r'<p class="hidden-warning" role="note">(.*?)</p>', page)
+    assert warning is not None and warning.group(1).endswith(
+        "4 invisible or control characters, shown as ⟨U+…⟩ marks: U+3164 HANGUL FILLER (2), "
+        "U+00A0 NO-BREAK SPACE, U+2800 BRAILLE PATTERN BLANK."
+    )
+    assert "Emoji 👨\u200d👩\u200d👧 and\\xa0a gap" in page  # one-line text escapes what code marks

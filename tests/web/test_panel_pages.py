@@ -196,6 +196,22 @@ async def test_equip_and_unequip_from_the_list(workbench: Workbench, client: htt
     assert not workbench.resolve("adder").equipped
 
 
+async def test_an_equip_refusal_names_the_call_as_an_mcp_client_reaches_it_not_as_if_the_panel_served_it(
+    workbench: Workbench, client: httpx.AsyncClient, clock: ManualClock
+) -> None:
+    # A root combinator is callable but cannot be an MCP tool of its own; an archived tool needs a call first.
+    either = {"type": "object", "anyOf": [{"required": ["a"]}, {"required": ["b"]}]}
+    await workbench.craft({**add_tool("picker"), "input_schema": either, "examples": []})
+    refused = await client.post("/tools/picker/equip", data={"return_to": "/"}, headers=POST)
+    assert refused.status_code == 409, refused.text
+    assert "It stays callable with awb_call over MCP; to equip it" in refused.text
+    assert "callable with awb_call;" not in refused.text
+    clock.advance(days=workbench.config.memory.archive_days_short + 1)
+    workbench.maintain()
+    archived = await client.post("/tools/picker/equip", data={"return_to": "/"}, headers=POST)
+    assert "is archived; call it once (awb_call over MCP) to bring it back" in archived.text
+
+
 async def test_delete_asks_first_then_removes_the_tool(workbench: Workbench, client: httpx.AsyncClient) -> None:
     tool = await workbench.craft(add_tool("adder"))
     confirm = await client.get(f"/tools/{tool.tool_id}/delete")

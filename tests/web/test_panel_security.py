@@ -3,6 +3,7 @@ rebinding), the API token when one is configured, and tool text always escaped."
 
 from __future__ import annotations
 
+import html as html_entities
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 
 from awb.clock import ManualClock
 from awb.config import Config
-from awb.safe_text import visible
+from awb.safe_code import shown
 from awb.web import create_panel
 from awb.workbench import Workbench
 from conftest import ORIGIN
@@ -147,37 +148,62 @@ async def test_signing_in_refuses_another_origin_and_an_outside_next(
 SPOOF = "hello\u001b[31mred\u202eevil\u2066"
 
 
-async def test_the_staged_write_review_shows_controls_and_bidi_overrides_as_escapes_like_the_cli(
+def staged_diff(page: str) -> str:
+    """What a person reads of the first staged write's diff: tags left out, entities decoded."""
+    start = page.index("<code>", page.index('aria-label="Diff of '))
+    return html_entities.unescape(re.sub(r"<[^>]*>", "", page[start : page.index("</code>", start)]))
+
+
+async def test_the_staged_write_review_shows_the_content_as_written_with_hidden_characters_marked(
     workbench: Workbench, client: httpx.AsyncClient, note_writer: dict[str, Any], notes: Path
 ) -> None:
     target = notes / "re\u202eport.txt"
     await workbench.craft(note_writer)
-    await workbench.call("note_writer", {"path": str(target), "text": f"{SPOOF}\nC:\\temp\n"})
+    await workbench.call("note_writer", {"path": str(target), "text": f"{SPOOF}\nC:\\temp\\new été\n"})
     html = (await client.get("/staged")).text
     for raw in ("\u001b", "\u202e", "\u2066"):
         assert raw not in html
-    # The same escapes `awb staged show` prints (awb.safe_text.visible), a backslash doubled.
-    assert visible(SPOOF) == "hello\\x1b[31mred\\u202eevil\\u2066"
-    assert "+hello\\x1b[31mred\\u202eevil\\u2066" in html
-    assert "+C:\\\\temp" in html
+    # Marked as tool code is (and as `awb staged show` prints it); backslashes and letters as written.
+    assert shown(SPOOF) == "hello⟨U+001B⟩[31mred⟨U+202E⟩evil⟨U+2066⟩"
+    diff = staged_diff(html)
+    assert "+hello⟨U+001B⟩[31mred⟨U+202E⟩evil⟨U+2066⟩\n" in diff
+    assert "+C:\\temp\\new été\n" in diff
+    assert '<span class="hidden-char" title="U+202E RIGHT-TO-LEFT OVERRIDE">⟨U+202E⟩</span>' in html
+    assert (
+        '<p class="hidden-warning" role="note"><strong>Hidden characters.</strong> 3 invisible or control '
+        "characters, shown as ⟨U+…⟩ marks: U+001B control, U+202E RIGHT-TO-LEFT OVERRIDE, "
+        "U+2066 LEFT-TO-RIGHT ISOLATE.</p>"
+    ) in html
+    # The path is one line of text: escaped, so it cannot forge a line of the diff.
     assert f"<code>{notes}/re\\u202eport.txt</code>" in html
     [write] = workbench.store.staged_writes("pending")
     done = await client.post(f"/staged/{write['id']}/apply", headers={"Origin": ORIGIN})
-    assert target.read_text() == f"{SPOOF}\nC:\\temp\n"  # escaped on the page, written as it is
+    assert target.read_text() == f"{SPOOF}\nC:\\temp\\new été\n"  # marked on the page, written as it is
     notice = (await client.get(done.headers["location"])).text
     assert "\u202e" not in notice and "re\\u202eport.txt" in notice
 
 
-async def test_the_staged_diff_against_an_existing_file_escapes_both_sides(
+async def test_the_staged_diff_against_an_existing_file_marks_both_sides(
     workbench: Workbench, client: httpx.AsyncClient, note_writer: dict[str, Any], notes: Path
 ) -> None:
     target = notes / "todo.txt"
-    target.write_text("keep\u202e me\n")
+    target.write_text("keep\u202e me\nold \\n\n")
     await workbench.craft(note_writer)
     await workbench.call("note_writer", {"path": str(target), "text": f"keep\u202e me\n{SPOOF}\n"})
     html = (await client.get("/staged")).text
     assert "\u202e" not in html and "\u001b" not in html
-    assert "keep\\u202e me" in html and "+hello\\x1b[31mred" in html
+    diff = staged_diff(html)
+    assert " keep⟨U+202E⟩ me\n-old \\n\n+hello⟨U+001B⟩[31mred" in diff
+    assert "3 invisible or control characters" not in html and "4 invisible or control characters" in html
+
+
+async def test_a_staged_path_with_a_newline_cannot_forge_a_line_of_the_diff(
+    workbench: Workbench, client: httpx.AsyncClient, note_writer: dict[str, Any], notes: Path
+) -> None:
+    await workbench.craft(note_writer)
+    await workbench.call("note_writer", {"path": str(notes / "a\n+++ b"), "text": "x\n"})
+    diff = staged_diff((await client.get("/staged")).text)
+    assert diff.splitlines()[:2] == ["--- /dev/null", f"+++ {notes}/a\\x0a+++ b"]
 
 
 async def test_tool_written_text_on_other_pages_is_shown_escaped(

@@ -15,6 +15,7 @@ import typer
 
 from awb.cli.output import fail, note
 from awb.errors import AwbError, ConfigError, InventoryUnreadable
+from awb.meta_tools import MetaNames, MetaVerb, worded_by
 
 if TYPE_CHECKING:
     from awb.config import Config
@@ -32,6 +33,18 @@ ConfigOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts (errors as JSON on stderr).")]
 ToolArgument = Annotated[str, typer.Argument(help="tool_id or name.")]
 InventoryOption = Annotated[Path | None, typer.Option("--inventory", help="Path of the inventory database.")]
+
+
+#: The CLI's own command for each meta-tool's action it has: what a CLI error tells a person to run. The
+#: others (craft, call, update) are named as an MCP client reaches them (`meta_tools.worded_by`).
+CLI_COMMANDS: dict[MetaVerb, str] = {
+    verb: f"awb inventory {verb}" for verb in ("list", "search", "inspect", "delete", "rollback", "equip", "unequip")
+}
+
+
+def cli_names(config: Config) -> MetaNames:
+    """How CLI errors word a meta-tool's action (`Workbench.equip(..., names=...)`)."""
+    return worded_by(CLI_COMMANDS, config.tool_names)
 
 
 def config_for(path: Path | None, as_json: bool = False, **overrides: Any) -> Config:

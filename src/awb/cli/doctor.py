@@ -104,9 +104,10 @@ class _Equipped:
 
 
 def _listing_checks(store: Store, config: Config) -> list[dict[str, Any]]:
+    from awb.cli.common import cli_names
     from awb.server.listing import listing_checks  # the MCP SDK loads only when a tool is equipped
 
-    return [{"warning": False, **check} for check in listing_checks(_Equipped(store, config))]
+    return [{"warning": False, **check} for check in listing_checks(_Equipped(store, config), cli_names(config))]
 
 
 def _inventory_check(config: Config) -> tuple[dict[str, Any], Any]:

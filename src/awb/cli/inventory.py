@@ -17,6 +17,7 @@ from awb.cli.common import (
     ConfigOption,
     JsonOption,
     ToolArgument,
+    cli_names,
     config_for,
     inventory_missing,
     with_store,
@@ -282,7 +283,10 @@ def inventory_versions(tool: ToolArgument, config_path: ConfigOption = None, as_
 def inventory_equip(tool: ToolArgument, config_path: ConfigOption = None, as_json: JsonOption = False) -> None:
     """Equip a tool: running servers list it as its own MCP tool and notify their clients."""
     config = config_for(config_path, as_json)
-    _print_equip(with_workbench(config, as_json, lambda wb: (wb.equip(tool), wb.equipped_tools())), as_json)
+    _print_equip(
+        with_workbench(config, as_json, lambda wb: (wb.equip(tool, names=cli_names(config)), wb.equipped_tools())),
+        as_json,
+    )
 
 
 @inventory_app.command("unequip")

@@ -1,7 +1,8 @@
 """`awb staged list|show|apply|discard`: a person reviews what tools asked to write.
 
 Mounted by the main CLI as `awb staged`; a thin layer over `awb.sandbox.staging`. Paths and contents
-come from tool code: they are printed as plain text with control characters escaped (`safe_text`).
+come from tool code: paths are printed as plain text with control characters escaped (`safe_text`), a
+content as written with each hidden character a `⟨U+202E⟩` mark after a warning line (`safe_code`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from awb.cli.common import ConfigOption, JsonOption, config_for, inventory_missing, open_store
-from awb.cli.output import print_text, report_error, say, table
+from awb.cli.output import print_code, print_text, report_error, say, table
 from awb.errors import AwbError, InvalidParams
 from awb.sandbox import staging
 
@@ -119,7 +120,8 @@ def show_command(staged_id: int, config: ConfigOption = None, as_json: JsonOptio
         + plain(f"{write.path}  ({write.size} bytes, {write.status}, by {name}, call {write.call_id or '-'})")
     )
     say("-" * 40)
-    print_text(plain(write.content, multiline=True))
+    # The content as written, hidden characters as marks after a line that counts them: as a tool's code.
+    print_code(write.content)
 
 
 def _change(action: str, staged_id: int, config_path: Path | None, as_json: bool, force: bool = False) -> None:

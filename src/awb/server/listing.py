@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from awb.config import Config
 from awb.errors import InvalidParams
 from awb.inventory.models import Tool
-from awb.meta_tools import RESERVED_NAME_RULE, ToolNames, meta_tool_name, reserved_name
+from awb.meta_tools import RESERVED_NAME_RULE, MetaNames, ToolNames, meta_tool_name, reserved_name, served_by
 from awb.schema_rules import equip_problems, normalise_input_schema, served_output_schema
 
 if TYPE_CHECKING:
@@ -38,8 +38,9 @@ class Equipped(Protocol):
     def equipped_tools(self) -> list[Tool]: ...
 
 
-def served_tool(tool: Tool, tool_names: ToolNames = "underscore") -> types.Tool:
-    """An equipped tool as `tools/list` shows it; `ValueError` when it cannot be served."""
+def served_tool(tool: Tool, tool_names: ToolNames = "underscore", names: MetaNames | None = None) -> types.Tool:
+    """An equipped tool as `tools/list` shows it; `ValueError` when it cannot be served, worded in `names`
+    (the meta-tools as served by default; `awb doctor` gives the CLI's)."""
     # The SDK's wire models load with the first equipped tool: `awb doctor` on an inventory with
     # nothing equipped never imports the MCP SDK (a second of CPU on a small machine).
     import mcp_types as types
@@ -48,7 +49,7 @@ def served_tool(tool: Tool, tool_names: ToolNames = "underscore") -> types.Tool:
 
     verb = reserved_name(tool.name)
     if verb is not None:  # equipped before the rule held (or imported so): it would pass for the meta-tool
-        meta, call = meta_tool_name(verb, tool_names), meta_tool_name("call", tool_names)
+        meta, call = meta_tool_name(verb, tool_names), (names or served_by(tool_names))("call")
         raise ValueError(f"named like the meta-tool {meta}: {RESERVED_NAME_RULE}; unequip it ({call} still reaches it)")
     problems = equip_problems(tool.input_schema)
     if problems:
@@ -84,8 +85,9 @@ def served_tool(tool: Tool, tool_names: ToolNames = "underscore") -> types.Tool:
 class EquippedListing:
     """Equipped tools as MCP tools, each checked once per version of its record."""
 
-    def __init__(self, workbench: Equipped) -> None:
+    def __init__(self, workbench: Equipped, names: MetaNames | None = None) -> None:
         self.workbench = workbench
+        self.names = names
         self._served: dict[tuple[str, int, str, str], types.Tool | None] = {}
         #: tool_id -> why it is left out of the listing.
         self.left_out: dict[str, str] = {}
@@ -103,7 +105,7 @@ class EquippedListing:
 
     def _check(self, tool: Tool) -> types.Tool | None:
         try:
-            entry = served_tool(tool, self.workbench.config.tool_names)
+            entry = served_tool(tool, self.workbench.config.tool_names, self.names)
         except Exception as error:  # whatever is wrong with the record, the listing goes on
             self.left_out[tool.tool_id] = str(error)
             log.error("equipped tool %s (%s) left out of tools/list: %s", tool.name, tool.tool_id, error)
@@ -112,10 +114,10 @@ class EquippedListing:
         return entry
 
 
-def listing_checks(workbench: Equipped) -> list[dict[str, Any]]:
-    """`awb doctor`'s checks of what MCP clients are shown: equipped tools that cannot be listed, and
-    tool names some hosts refuse."""
-    listing = EquippedListing(workbench)
+def listing_checks(workbench: Equipped, names: MetaNames | None = None) -> list[dict[str, Any]]:
+    """`awb doctor`'s checks of what MCP clients are shown: equipped tools that cannot be listed (why,
+    worded in `names`), and tool names some hosts refuse."""
+    listing = EquippedListing(workbench, names)
     listing.tools()
     broken = [f"{tool_id}: {why}" for tool_id, why in listing.left_out.items()]
     checks: list[dict[str, Any]] = [

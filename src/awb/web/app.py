@@ -25,7 +25,7 @@ from awb import __version__
 from awb.errors import AwbError, InvalidParams
 from awb.feed import EventFeed, open_feed
 from awb.inventory.models import MEMORY_LEVELS
-from awb.meta_tools import meta_tool_name
+from awb.meta_tools import MetaVerb, meta_tool_name, worded_by
 from awb.safe_text import visible
 from awb.sandbox import staging
 from awb.text import cap_text
@@ -40,6 +40,17 @@ HERE = Path(__file__).parent
 MAX_FORM_BYTES = 16 * 1024
 
 Handler = Callable[[Request], Awaitable[Response]]
+#: The panel's own control for each meta-tool's action it has: what its error pages tell a person to use.
+#: The others (craft, call, update) are named as an MCP client reaches them (`meta_tools.worded_by`).
+PANEL_CONTROLS: dict[MetaVerb, str] = {
+    "list": "the Active Tools page",
+    "search": "the Active Tools page's Search box",
+    "inspect": "the tool's page",
+    "equip": "the Equip button",
+    "unequip": "the Unequip button",
+    "delete": "the Delete button",
+    "rollback": "a version's Roll back button on the tool's page",
+}
 
 
 class Panel:
@@ -51,6 +62,7 @@ class Panel:
         self.feed = feed or open_feed(workbench.store, workbench.events)
         self.runs = run_logs(workbench)
         self.streams = 0
+        self.meta_names = worded_by(PANEL_CONTROLS, self.config.tool_names)
         env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True))
         env.globals.update(
             version=__version__,
@@ -170,7 +182,7 @@ class Panel:
         return _back("/", "deleted", tool.name)
 
     async def equip(self, request: Request) -> Response:
-        tool = self.workbench.equip(request.path_params["ref"])
+        tool = self.workbench.equip(request.path_params["ref"], names=self.meta_names)
         return _back(await _return_to(request), "equipped", tool.name)
 
     async def unequip(self, request: Request) -> Response:

@@ -223,11 +223,11 @@ def staged_views(workbench: Workbench, status: str | None) -> list[StagedView]:
 
 
 def _staged_diff(current: str, write: staging.StagedWrite, before_name: str, after_name: str) -> CodeBlock | None:
-    # A person applies what this shows: controls and bidi overrides are escaped (as `awb staged show`
-    # does), so the diff cannot look like other text than the bytes it writes.
-    return highlighted_diff(
-        visible(current, multiline=True), visible(write.content, multiline=True), before_name, visible(after_name)
-    )
+    # A person applies what this shows: both sides as written, each hidden character (control, bidi
+    # override, invisible space, ...) a mark counted in the diff's warning, as tool code is shown (and as
+    # `awb staged show` prints it), so the diff cannot look like other text than the bytes it writes. The
+    # names head the diff's own lines: escaped, so a newline in a path cannot forge a line of it.
+    return highlighted_diff(current, write.content, before_name, visible(after_name))
 
 
 def _staged_view(write: staging.StagedWrite, tool_name: str) -> StagedView:
