@@ -16,7 +16,7 @@ from awb import __version__
 from awb.cli.common import CONFIG_FILENAME, ConfigOption, InventoryOption, JsonOption, config_for, open_store
 from awb.cli.output import fail, print_json, say
 from awb.cli.pidfile import ServerRecord, held, inspect_pid_file, is_awb_server
-from awb.errors import AwbError, ConfigError, NotAnAwbServer, StopFailed, UsageError
+from awb.errors import AwbError, ConfigError, NotAnAwbServer, OutputFailed, StopFailed, UsageError
 
 if TYPE_CHECKING:
     from awb.config import Config
@@ -149,7 +149,11 @@ def _hung_up(signum: int, frame: object) -> None:
 def _serve_stdio(config: Config) -> None:
     import anyio
 
+    from awb.cli.output import stdout_held_closed
     from awb.server import sdk_modules
+
+    if stdout_held_closed():  # `awb start >&-`: said before a runtime or the inventory is touched
+        raise OutputFailed("cannot serve MCP on stdio: standard output is closed")
 
     sdk_modules.serve_first()
     from awb.server.transports import serve_stdio

@@ -127,6 +127,8 @@ def main(argv: list[str] | None = None) -> None:
     # imported by any search, otherwise starts a thread per core that spins on import, ~65 ms of CPU
     # a command pays for and another process's core loses. An explicit setting wins.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    if argv is None:
+        output.hold_standard_streams()
     args = list(sys.argv[1:] if argv is None else argv)
     # `--debug` counts wherever it is written (`awb start --debug` as well as `awb --debug start`).
     if "--debug" in args:

@@ -7,6 +7,7 @@ for every command: `error (<code>): <message>` on stderr, or `{"error": {...}}` 
 from __future__ import annotations
 
 import errno
+import io
 import json
 import os
 import select
@@ -53,7 +54,57 @@ def _console(stderr: bool) -> Console:
 
 
 #: What a write to a full or failing output raises (a pipe whose reader went away is `BrokenPipeError`).
-_OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+_OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EBADF})
+
+
+class _ClosedOutput(io.TextIOBase):
+    """sys.stdout when the caller closed it (`awb ... >&-`): every write fails as a write to a closed
+    descriptor does, so a command that has output says it could not write it (`output_failed`)."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "standard output is closed")
+
+    def fileno(self) -> int:
+        return 1  # held on /dev/null (hold_standard_streams)
+
+    @property
+    def buffer(self) -> Any:  # the stdio transport writes bytes
+        raise OSError(errno.EBADF, "standard output is closed")
+
+    def isatty(self) -> bool:
+        return False
+
+
+def stdout_held_closed() -> bool:
+    """Whether the caller closed stdout (`>&-`): nothing written to it reaches anyone."""
+    return isinstance(sys.stdout, _ClosedOutput)
+
+
+def hold_standard_streams() -> None:
+    """Hold each standard descriptor the caller closed (`>&-`, `2>&-`, `<&-`) on /dev/null before anything
+    is opened: the next file opened would otherwise take its number, and the inventory database opened as
+    descriptor 1 would get whatever is meant for stdout, a sandbox worker's included. Output to a closed
+    stdout then fails with `output_failed`; with stderr closed there is nowhere to say anything."""
+    closed = []
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            closed.append(fd)
+    for fd in closed:
+        null = os.open(os.devnull, os.O_RDWR)
+        if null != fd:
+            os.dup2(null, fd)
+            os.close(null)
+    if 0 in closed:
+        sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115 - the process's own stdin
+    if 1 in closed:
+        sys.stdout = _ClosedOutput()
+    if 2 in closed:
+        sys.stderr = open(2, "w", encoding="utf-8", closefd=False)  # noqa: SIM115 - the process's own stderr
 
 
 def output_failure(error: OSError) -> OutputFailed | None:
