@@ -112,6 +112,10 @@ class BlueprintsConfig(_Section):
     #: Let blueprints start MCP servers by command (`mcp` arms with `command`). Off: a blueprint posted
     #: over HTTP would otherwise run any program on this machine.
     allow_mcp_commands: bool = False
+    #: Let blueprints posted over HTTP reach MCP servers at loopback, private or link-local addresses
+    #: (cloud metadata) when the server is bound off loopback; bound to loopback, every caller is on
+    #: this machine and reaches them anyway, so it is not asked.
+    allow_private_mcp_urls: bool = False
     #: Compiled blueprints kept in memory, by id.
     cache_size: int = Field(256, ge=1, le=100_000)
     #: Knowledge bases a blueprint's `heart.knowledge` may name: name -> a directory of text and

@@ -202,11 +202,19 @@ class NotAnAwbServer(AwbError):
     code = "not_an_awb_server"
 
 
+#: The most of an underlying error's text a message carries.
+UNDERLYING_CHARS = 200
+
+
 def underlying(error: BaseException) -> str:
     """What went wrong, for a message: the first error inside an exception group (anyio's task groups
     wrap a transport's failure as "unhandled errors in a TaskGroup (1 sub-exception)", which says
-    nothing), with its type."""
+    nothing), with its type; its first line only, capped. The lines after the first can quote what the
+    other end sent (pydantic's `input_value=b'...'` for a body that is not JSON-RPC), and a URL a blueprint
+    names may be any address: its answer must not come back to whoever named it."""
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
-    text = str(error).strip()
+    text = str(error).strip().split("\n", 1)[0].strip()
+    if len(text) > UNDERLYING_CHARS:
+        text = text[: UNDERLYING_CHARS - 1] + "…"
     return f"{type(error).__name__}: {text}" if text else type(error).__name__

@@ -16,7 +16,7 @@ from awb.api.app import create_api
 
 from .blueprints_data import TAVILY, blueprint
 from .conftest import OPENAI_KEY, TAVILY_KEY, Api, make_service
-from .fakes import FakeServer, answer, tool_call, user_text, uvicorn_serving
+from .fakes import FakeServer, answer, serving, tool_call, user_text, uvicorn_serving
 
 TINY_SERVER = Path(__file__).parents[1] / "agents" / "tiny_mcp_server.py"
 
@@ -321,3 +321,19 @@ def test_an_invalid_inline_blueprint_gets_the_same_field_level_errors(api: Api) 
     # A request wrong beside its blueprint stays a malformed request.
     both = api.post("/api/agents/run", {"blueprint": data, "message": ""})
     assert (both.status_code, both.json()["error"]["code"]) == (400, "bad_request")
+
+
+def test_an_mcp_url_that_answers_with_something_else_is_a_502_that_never_quotes_its_answer(
+    api: Api, fake_model: FakeServer
+) -> None:
+    """A blueprint may name any URL: what answers there (a metadata service, an internal page) must not
+    come back in the error, only that it is not an MCP server."""
+    with serving(FakeServer()) as internal:
+        internal.responder = lambda body: (200, "SECRET-INTERNAL-DATA " * 3)
+        arm = {"type": "mcp", "name": "internal", "url": f"{internal.url}/latest/meta-data"}
+        response = api.post("/api/agents/run", {"message": "hi", "blueprint": blueprint(arms=[arm])})
+    assert internal.requests, "the server did connect"
+    assert response.status_code == 502
+    error = response.json()["error"]
+    assert error["code"] == "server_unavailable" and "cannot reach MCP server 'internal'" in error["message"]
+    assert "SECRET" not in response.text and "\n" not in error["message"]

@@ -242,3 +242,16 @@ def test_request_bodies_are_capped_even_when_chunked(api: Api) -> None:
         headers={"content-type": "application/json"},
     )
     assert sized.status_code == 413
+
+
+def test_errors_the_framework_raises_carry_codes_that_say_what_to_fix(api: Api) -> None:
+    wrong_method = api.client.delete("/api/blueprints")
+    assert wrong_method.status_code == 405 and wrong_method.headers["allow"]
+    assert wrong_method.json()["error"]["code"] == "method_not_allowed"
+    deep = api.client.post(
+        "/api/agents/run", content=b"[" * 100_000 + b"]" * 100_000, headers={"content-type": "application/json"}
+    )
+    assert deep.status_code == 400
+    assert deep.json()["error"]["code"] == "bad_request" and "nested too deeply" in deep.json()["error"]["message"]
+    unknown = api.get("/api/no-such-thing")
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "not_found"

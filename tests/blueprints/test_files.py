@@ -59,3 +59,28 @@ def test_any_text_saves_and_loads_back_to_the_same_id(tmp_path: Path, prompt: st
 def test_file_names_outside_the_directory_are_refused(tmp_path: Path, name: str) -> None:
     with pytest.raises(BlueprintNotFound):
         BlueprintFiles(tmp_path).load(name)
+
+
+def test_a_scan_reads_again_only_the_files_that_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Listing and every uncached id lookup scan the directory: unchanged files are not parsed again."""
+    from awb.blueprints import files as files_module
+
+    files = BlueprintFiles(tmp_path / "blueprints")
+    original = parse_yaml(SOURCE)
+    kept, edited = files.save(original), files.save(parse_yaml(SOURCE.replace("Round Trip", "Other")))
+    reads: list[str] = []
+    real = files_module.read_blueprint_text
+    monkeypatch.setattr(
+        files_module, "read_blueprint_text", lambda path, source: reads.append(source) or real(path, source)
+    )
+    assert len(files.scan()) == 2 and sorted(reads) == sorted([kept.name, edited.name])
+    reads.clear()
+    assert files.find(original.blueprint_id()) == original
+    assert files.find("bp_00000000000000000000") is None
+    assert sorted(entry.file for entry in files.scan()) == sorted([kept.name, edited.name])
+    assert reads == []
+    edited.write_text("not: [a blueprint", encoding="utf-8")
+    listed = {entry.file: entry for entry in files.scan()}
+    assert reads == [edited.name] and listed[edited.name].error is not None
+    kept.unlink()
+    assert [entry.file for entry in files.scan()] == [edited.name]

@@ -80,3 +80,37 @@ def test_json_schema_is_exported_for_the_whole_blueprint_and_each_part() -> None
     }
     assert schemas["head"]["properties"]["provider"]["enum"] == ["openai", "anthropic"]
     assert schemas["arms"]["items"]["discriminator"]["propertyName"] == "type"
+
+
+def _unbounded(node: Any, defs: dict[str, Any], path: str, seen: frozenset[str] = frozenset()) -> list[str]:
+    """Paths in a JSON Schema where a list has no maxItems or a text no maxLength (nor a fixed set of values)."""
+    if not isinstance(node, dict):
+        return []
+    ref = node.get("$ref", "")
+    if ref:
+        name = ref.rsplit("/", 1)[1]
+        return [] if name in seen else _unbounded(defs[name], defs, path, seen | {name})
+    found = []
+    kind = node.get("type")
+    if kind == "array" and "maxItems" not in node:
+        found.append(path)
+    if kind == "string" and "maxLength" not in node and "const" not in node:
+        pattern = node.get("pattern", "")
+        if "enum" not in node and (not pattern or "+" in pattern or "*" in pattern):
+            found.append(path)
+    for branch in node.get("anyOf", []) + node.get("oneOf", []):
+        found += _unbounded(branch, defs, path, seen)
+    for key, child in node.get("properties", {}).items():
+        found += _unbounded(child, defs, f"{path}.{key}", seen)
+    found += _unbounded(node.get("items"), defs, f"{path}[]", seen)
+    return found
+
+
+def test_every_list_and_text_in_a_blueprint_is_bounded() -> None:
+    """A valid blueprint stays small: each saved one is read back by every listing and id lookup."""
+    whole = part_schemas()["blueprint"]
+    assert _unbounded(whole, whole["$defs"], "blueprint") == []
+    arm = {"type": "mcp", "name": "docs", "url": "http://127.0.0.1:9/mcp", "tools": [f"t{i}" for i in range(201)]}
+    assert "arms[0].tools" in _errors(_data(arms=[arm]))
+    arm["tools"] = ["x" * 129]
+    assert "arms[0].tools[0]" in _errors(_data(arms=[arm]))

@@ -166,3 +166,31 @@ async def test_with_a_token_the_panel_signs_in_through_its_cookie_behind_the_gua
         assert (await client.get("/")).status_code == 200
         assert (await client.get("/api/blueprints", headers={"Authorization": f"Bearer {token}"})).status_code == 200
     assert seen == ["/login", "/static/panel.css", "/", "/api/blueprints"]
+
+
+async def test_every_response_forbids_framing_and_sniffing_refusals_included(tmp_path: Path) -> None:
+    """Another site's page may not frame anything this server serves (a framed panel's forms are
+    same-origin, so a disguised click would pass the CSRF check), nor have a browser guess a type."""
+    from awb.server.http_guard import guard_http
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        own = [(b"content-security-policy", b"default-src 'none'")] if scope["path"] == "/strict" else []
+        await send({"type": "http.response.start", "status": 200, "headers": own})
+        await send({"type": "http.response.body", "body": b"<b>ok</b>"})
+
+    config = Config(inventory_path=tmp_path / "inventory.db", pid_file=tmp_path / "pid")
+    transport = httpx.ASGITransport(app=guard_http(app, config))
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:7777") as client:
+        answers = [
+            await client.get("/"),
+            await client.get("/api/docs"),
+            await client.post("/mcp", json={}),
+            await client.get("/", headers={"Host": "attacker.example"}),
+            await client.get("/", headers={"Origin": "http://attacker.example"}),
+        ]
+        for answer in answers:
+            assert answer.headers["x-frame-options"] == "DENY", answer.request.url
+            assert answer.headers["x-content-type-options"] == "nosniff"
+            assert answer.headers["content-security-policy"] == "frame-ancestors 'none'"
+        strict = await client.get("/strict")
+        assert strict.headers.get_list("content-security-policy") == ["default-src 'none'"]

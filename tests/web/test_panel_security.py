@@ -264,3 +264,21 @@ async def test_signing_in_returns_to_the_page_that_asked_for_it(
                 assert posted.status_code == 303 and posted.headers["location"] == "/login"
         finally:
             panel.close()
+
+
+async def test_panel_pages_run_only_their_own_script_and_may_not_be_framed(
+    workbench: Workbench, client: httpx.AsyncClient
+) -> None:
+    await workbench.craft(add_tool("adder"))
+    for path in ("/", "/tools/adder", "/staged", "/runs", "/login", "/static/panel.js", "/tools/missing"):
+        page = await client.get(path)
+        policy = page.headers["content-security-policy"]
+        directives = dict(d.strip().split(" ", 1) for d in policy.split(";"))
+        assert directives["script-src"] == "'self'" and directives["style-src"] == "'self'", path
+        assert directives["frame-ancestors"] == "'none'" and directives["form-action"] == "'self'"
+        assert "unsafe" not in policy
+        assert page.headers["x-frame-options"] == "DENY"
+        assert page.headers["x-content-type-options"] == "nosniff"
+    # Nothing inline for the policy to block: no <script> bodies, no style or event-handler attributes.
+    html = (await client.get("/tools/adder")).text
+    assert not re.search(r"<script(?![^>]*\bsrc=)[^>]*>|\sstyle=|\son[a-z]+=", html)

@@ -38,6 +38,9 @@ class HttpServer:
 
     url: str
     headers: dict[str, str] = field(default_factory=dict)
+    #: Connect only to public addresses (`awb.agents.public_reach`): the URL came from someone who may
+    #: not reach this machine's own network.
+    public_only: bool = False
 
     def __repr__(self) -> str:  # headers often hold credentials
         return f"HttpServer(url={self.url!r}, headers=[{', '.join(self.headers)}])"
@@ -71,10 +74,16 @@ async def _open(stack: AsyncExitStack, target: ServerTarget, watch: ListWatch) -
         if getattr(message, "method", None) == _LIST_CHANGED:
             watch.stale = True
 
-    if isinstance(target, HttpServer) and target.headers:
+    if isinstance(target, HttpServer) and (target.headers or target.public_only):
         # The SDK's own defaults: 30 s per operation, 5 min for a server-sent event stream to speak.
         timeout = httpx2.Timeout(30.0, read=300.0)
-        http = await stack.enter_async_context(httpx2.AsyncClient(headers=target.headers, timeout=timeout))
+        if target.public_only:
+            from awb.agents.public_reach import public_only_client
+
+            client = public_only_client(target.headers, timeout)
+        else:
+            client = httpx2.AsyncClient(headers=target.headers, timeout=timeout)
+        http = await stack.enter_async_context(client)
         transport = streamable_http_client(target.url, http_client=http)
         return await stack.enter_async_context(Client(transport, message_handler=on_message))
     return await stack.enter_async_context(Client(client_target(target), message_handler=on_message))

@@ -20,12 +20,14 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from awb import __version__
+from awb.agents.addresses import is_loopback_bind
 from awb.api.errors import BodyLimit, http_error, request_invalid
 from awb.api.routes import agents, blueprints, builder, tools
 from awb.blueprints.compile import RuntimeOptions
 from awb.blueprints.schema import Blueprint
 from awb.blueprints.service import BlueprintService
 from awb.blueprints.session_tables import open_session_store
+from awb.config import Config
 from awb.workbench import Workbench
 
 if TYPE_CHECKING:
@@ -104,6 +106,18 @@ class HttpApp:
             await self.fallback(scope, receive, send)
 
 
+def runtime_options(config: Config, mcp_server: ServerTarget | None) -> RuntimeOptions:
+    """What the server lends blueprints posted to it over HTTP."""
+    return RuntimeOptions(
+        environ=dict(os.environ),
+        tavily_base_url=config.blueprints.tavily_base_url,
+        workbench_target=mcp_server,
+        allow_mcp_commands=config.blueprints.allow_mcp_commands,
+        # Off loopback, callers come from elsewhere: they may not reach this machine's network through it.
+        allow_private_mcp_urls=config.blueprints.allow_private_mcp_urls or is_loopback_bind(config.host),
+    )
+
+
 def http_app(
     workbench: Workbench, mcp_app: ASGIApp, mcp_server: ServerTarget, *, panel: ASGIApp = _not_found
 ) -> tuple[HttpApp, BlueprintService]:
@@ -113,11 +127,6 @@ def http_app(
     The caller closes the returned service (its session store) when the server stops.
     """
     config = workbench.config
-    options = RuntimeOptions(
-        environ=dict(os.environ),
-        tavily_base_url=config.blueprints.tavily_base_url,
-        workbench_target=mcp_server,
-        allow_mcp_commands=config.blueprints.allow_mcp_commands,
-    )
+    options = runtime_options(config, mcp_server)
     service = BlueprintService(config, open_session_store(config, inventory=workbench.store), options=options)
     return HttpApp(mcp_app, create_api(service, workbench), panel), service

@@ -63,10 +63,27 @@ async def request_invalid(request: Request, exc: Exception) -> Response:
     return error_response(400, "bad_request", f"malformed request: {summary}", errors=errors)
 
 
+#: Codes for the statuses the framework raises itself (routing, body parsing): each says what to fix.
+HTTP_CODES = {
+    400: "bad_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "limit_exceeded",
+    415: "unsupported_media_type",
+}
+
+
 async def http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    code = {404: "not_found", 413: "limit_exceeded"}.get(exc.status_code, "http_error")
-    return error_response(exc.status_code, code, str(exc.detail))
+    code = HTTP_CODES.get(exc.status_code, "http_error")
+    message = str(exc.detail)
+    if exc.status_code == 400 and message == "There was an error parsing the body":
+        # FastAPI's words for any body its JSON parser gave up on (nesting too deep included).
+        message = "the body is not JSON this server can read (malformed, or nested too deeply)"
+    response = error_response(exc.status_code, code, message)
+    # Keep the exception's own headers (a 405's Allow says which methods would do).
+    response.headers.update(exc.headers or {})
+    return response
 
 
 class BodyLimit:

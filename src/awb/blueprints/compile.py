@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import BaseModel, Field
 
+from awb.agents.addresses import plainly_private
 from awb.agents.agent import Agent
 from awb.agents.budget import Budget
 from awb.agents.models.base import Model
@@ -61,6 +62,9 @@ class RuntimeOptions:
     workbench_target: ServerTarget | None = None
     #: Blueprints posted over HTTP must not start programs on the server unless it says so.
     allow_mcp_commands: bool = False
+    #: Off: `mcp` arms connect only to public addresses (`awb.agents.public_reach`); the REST face turns
+    #: it off when callers may come from elsewhere (a bind off loopback).
+    allow_private_mcp_urls: bool = True
     #: The knowledge bases `heart.knowledge` may name (`blueprints.knowledge`).
     knowledge: KnowledgeLibrary | None = None
 
@@ -89,18 +93,20 @@ class CompiledBlueprint:
     @asynccontextmanager
     async def open_toolbox(self, journal: RunJournal) -> AsyncIterator[Toolbox]:
         """Connect the arms for one run; every tool comes out guarded and logged by `journal`."""
+        # The SDK's client is imported by the first run that connects, not by a server that never runs one.
+        from awb.agents.mcp_client import HttpServer, connect_servers
+
         targets: dict[str, ServerTarget] = {}
         allow: dict[str, set[str] | None] = {}
+        public_only = not self.options.allow_private_mcp_urls
         for arm in self.blueprint.arms:
             if isinstance(arm, McpArm):
-                targets[arm.name] = arm.url if arm.url is not None else list(arm.command or [])
+                url = arm.url if arm.url is None or not public_only else HttpServer(arm.url, public_only=True)
+                targets[arm.name] = url if url is not None else list(arm.command or [])
                 allow[arm.name] = set(arm.tools) if arm.tools is not None else None
             elif isinstance(arm, WorkbenchArm) and self.options.workbench_target is not None:
                 targets[WORKBENCH_NAMESPACE] = self.options.workbench_target
                 allow[WORKBENCH_NAMESPACE] = {n for t in arm.tools for n in served_names(t)} if arm.tools else None
-        # The SDK's client is imported by the first run that connects, not by a server that never runs one.
-        from awb.agents.mcp_client import connect_servers
-
         box = Toolbox()
         async with connect_servers(targets) as connected:
             for spec in connected.specs("tool"):
@@ -171,6 +177,16 @@ def check_runtime(blueprint: Blueprint, options: RuntimeOptions) -> None:
                     "message": "this server does not start MCP servers by command "
                     "(blueprints.allow_mcp_commands is off); use url",
                     "type": "command_not_allowed",
+                }
+            )
+        private = plainly_private(arm.url) if isinstance(arm, McpArm) and arm.url is not None else None
+        if private is not None and not options.allow_private_mcp_urls:
+            errors.append(
+                {
+                    "path": f"arms[{index}].url",
+                    "message": f"{private} is not a public address; this server reaches MCP servers at public "
+                    "addresses only (blueprints.allow_private_mcp_urls is off)",
+                    "type": "url_not_allowed",
                 }
             )
         if isinstance(arm, WorkbenchArm) and options.workbench_target is None:

@@ -1,10 +1,16 @@
 """Blueprints as YAML files in one directory: unique names (agent name + timestamp), listing by scan,
 loading with validation. Written files load back to the same blueprint (and the same id).
+
+A scan reads again only the files that changed since the last one: listing, and every lookup of an id
+that is not cached, scan the whole directory, and parsing hundreds of saved files on each such request
+took seconds of CPU per request (and held the GIL from the event loop meanwhile).
 """
 
 from __future__ import annotations
 
 import re
+import threading
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -118,10 +124,22 @@ def _slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:60] or "agent"
 
 
+@dataclass(frozen=True)
+class _Read:
+    """One file as the last scan read it; `stamp` says whether it is still that file."""
+
+    stamp: tuple[int, int, int]
+    entry: BlueprintFile
+    blueprint: Blueprint | None
+
+
 class BlueprintFiles:
     def __init__(self, directory: Path, *, knowledge_bases: tuple[str, ...] = ()) -> None:
         self.directory = directory
         self.knowledge_bases = knowledge_bases
+        self._reads: dict[str, _Read] = {}
+        # Scans run on worker threads, several at once.
+        self._lock = threading.Lock()
 
     def save(self, blueprint: Blueprint) -> Path:
         """Write a new file `<name>-<UTC timestamp>.yaml`; never overwrites one."""
@@ -152,34 +170,58 @@ class BlueprintFiles:
             raise BlueprintNotFound(f"no blueprint file {file!r}", file=file) from None
         return parse_yaml(text, source=file, knowledge_bases=self.knowledge_bases)
 
-    def scan(self) -> list[BlueprintFile]:
-        """Every YAML file in the directory, newest first, each loaded (or with its error)."""
+    def _read(self, path: Path) -> _Read | None:
+        """The file's entry (and blueprint, when it validates): the last scan's while the file is unchanged."""
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            return None  # removed since the directory was listed
+        stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        with self._lock:
+            known = self._reads.get(path.name)
+        if known is not None and known.stamp == stamp:
+            return known
+        saved_at = datetime.fromtimestamp(stat.st_mtime, UTC)
+        try:
+            blueprint = self.load(path.name)
+        except AwbError as err:
+            read = _Read(stamp, BlueprintFile(file=path.name, saved_at=saved_at, error=err.to_dict()), None)
+        else:
+            entry = BlueprintFile(
+                file=path.name,
+                blueprint_id=blueprint.blueprint_id(),
+                name=blueprint.name,
+                mode=blueprint.legs.mode,
+                saved_at=saved_at,
+            )
+            read = _Read(stamp, entry, blueprint)
+        with self._lock:
+            self._reads[path.name] = read
+        return read
+
+    def _scan(self) -> list[_Read]:
         if not self.directory.is_dir():
             return []
         found = []
         for path in self.directory.iterdir():
-            if not path.is_file() or not _FILE_NAME.match(path.name):
+            if not _FILE_NAME.match(path.name) or not path.is_file():
                 continue
-            saved_at = datetime.fromtimestamp(path.stat().st_mtime, UTC)
-            try:
-                blueprint = self.load(path.name)
-            except AwbError as err:
-                found.append(BlueprintFile(file=path.name, saved_at=saved_at, error=err.to_dict()))
-                continue
-            found.append(
-                BlueprintFile(
-                    file=path.name,
-                    blueprint_id=blueprint.blueprint_id(),
-                    name=blueprint.name,
-                    mode=blueprint.legs.mode,
-                    saved_at=saved_at,
-                )
-            )
-        found.sort(key=lambda f: (f.saved_at, f.file), reverse=True)
+            read = self._read(path)
+            if read is not None:
+                found.append(read)
+        names = {read.entry.file for read in found}
+        with self._lock:
+            for gone in [name for name in self._reads if name not in names]:
+                del self._reads[gone]
+        found.sort(key=lambda r: (r.entry.saved_at, r.entry.file), reverse=True)
         return found
 
+    def scan(self) -> list[BlueprintFile]:
+        """Every YAML file in the directory, newest first, each loaded (or with its error)."""
+        return [read.entry for read in self._scan()]
+
     def find(self, blueprint_id: str) -> Blueprint | None:
-        for entry in self.scan():
-            if entry.blueprint_id == blueprint_id:
-                return self.load(entry.file)
+        for read in self._scan():
+            if read.blueprint is not None and read.entry.blueprint_id == blueprint_id:
+                return read.blueprint
         return None

@@ -32,6 +32,11 @@ from awb.meta_tools import META_VERBS
 #: Names of the workbench's meta-tools a `workbench` arm may narrow itself to.
 WORKBENCH_TOOLS: tuple[str, ...] = META_VERBS
 _NAME = r"^[A-Za-z][A-Za-z0-9_-]{0,39}$"
+#: Every list and text in a blueprint is bounded, so a valid one stays small (well under 1 MB): each
+#: saved file is read back by listings and lookups.
+MAX_ARM_TOOLS = 200
+MAX_TOOL_NAME_CHARS = 128
+MAX_COMMAND_WORDS = 100
 _DOMAIN = re.compile(r"^(?=.{1,253}$)(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,63}(?<!-))+$")
 
 
@@ -63,8 +68,11 @@ class Head(_Part):
         }
     )
 
-    provider: str = Field(description="Model provider.", json_schema_extra={"enum": list(catalog.PROVIDERS)})
+    provider: str = Field(
+        max_length=100, description="Model provider.", json_schema_extra={"enum": list(catalog.PROVIDERS)}
+    )
     model: str = Field(
+        max_length=100,
         description="Model name; the provider's own list is in /api/components/schemas.",
         json_schema_extra={"enum": list(_ALL_MODELS)},
     )
@@ -114,9 +122,13 @@ class McpArm(_Part):
     type: Literal["mcp"]
     name: str = Field(pattern=_NAME, description="Namespace of the server's tools: `<name>.<tool>`.")
     url: str | None = Field(None, pattern=r"^https?://[^\s]+$", max_length=2000)
-    command: list[Annotated[str, Field(min_length=1)]] | None = Field(None, min_length=1)
+    command: list[Annotated[str, Field(min_length=1, max_length=4096)]] | None = Field(
+        None, min_length=1, max_length=MAX_COMMAND_WORDS
+    )
     #: Only these tools of the server are offered to the agent (all when absent).
-    tools: list[str] | None = None
+    tools: list[Annotated[str, Field(min_length=1, max_length=MAX_TOOL_NAME_CHARS)]] | None = Field(
+        None, max_length=MAX_ARM_TOOLS
+    )
 
     @model_validator(mode="after")
     def _one_target(self) -> McpArm:
@@ -129,7 +141,9 @@ class WorkbenchArm(_Part):
     """This workbench's own meta-tools, so the agent can craft, find and reuse tools."""
 
     type: Literal["workbench"]
-    tools: list[str] | None = Field(None, json_schema_extra={"items": {"enum": list(WORKBENCH_TOOLS)}})
+    tools: list[Annotated[str, Field(max_length=MAX_TOOL_NAME_CHARS)]] | None = Field(
+        None, max_length=MAX_ARM_TOOLS, json_schema_extra={"items": {"enum": list(WORKBENCH_TOOLS)}}
+    )
 
     @field_validator("tools")
     @classmethod
@@ -246,7 +260,9 @@ class Spine(_Part):
     max_tool_calls: int = Field(10, ge=catalog.MAX_TOOL_CALLS_RANGE[0], le=catalog.MAX_TOOL_CALLS_RANGE[1])
     timeout_seconds: int = Field(60, ge=catalog.TIMEOUT_SECONDS_RANGE[0], le=catalog.TIMEOUT_SECONDS_RANGE[1])
     #: Web tools may only search and return these domains (and their subdomains); empty = any.
-    allowed_domains: list[Annotated[str, AfterValidator(_domain)]] = Field(default_factory=list, max_length=100)
+    allowed_domains: list[Annotated[str, Field(max_length=300), AfterValidator(_domain)]] = Field(
+        default_factory=list, max_length=100
+    )
 
     @field_validator("allowed_domains")
     @classmethod

@@ -5,6 +5,8 @@ API, the web panel), so no path is served around it. DNS-rebinding protection is
 address: a Host or Origin header not on the allowlist is refused. The allowlist is built once, by
 `transport_security`, and given both to this gate and to the MCP SDK's own check on /mcp, so the two
 always agree.
+It also gives every response the headers that keep a browser from misusing what it serves
+(`security_headers`): no framing by another site (clickjacking the panel's buttons), no content sniffing.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from http.cookies import CookieError, SimpleCookie
 
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from awb.config import Config
 from awb.errors import ConfigError
@@ -26,6 +28,24 @@ from awb.server.address import authority
 
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 _WILDCARD_BINDS = ("0.0.0.0", "::", "")
+
+#: Every response: another site's page may not frame ours (a framed panel is same-origin, so its forms
+#: pass the CSRF check: a click on a disguised "Apply" would write a file), nor make a browser guess a
+#: type (a tool's text served as JSON read as HTML). A face may send a stricter Content-Security-Policy
+#: of its own (the panel does); it is kept.
+SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"same-origin"),
+)
+_FRAME_POLICY = (b"content-security-policy", b"frame-ancestors 'none'")
+
+
+def security_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """`headers` (ASGI, lower-case names) with `SECURITY_HEADERS`, and a CSP when the response set none."""
+    names = {name.lower() for name, _ in headers}
+    added = [header for header in (*SECURITY_HEADERS, _FRAME_POLICY) if header[0] not in names]
+    return [*headers, *added]
 
 
 def is_loopback(host: str) -> bool:
@@ -86,6 +106,8 @@ class HttpGuard:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
+        if scope["type"] == "http":
+            send = _with_security_headers(send)
         refusal = self._refusal(Headers(scope=scope), scope)
         if refusal is None:
             await self.app(scope, receive, send)
@@ -135,6 +157,15 @@ class HttpGuard:
         return scheme.lower() == "bearer" and hmac.compare_digest(credentials.strip().encode("utf-8"), self._token)
 
 
+def _with_security_headers(send: Send) -> Send:
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": security_headers(list(message.get("headers", [])))}
+        await send(message)
+
+    return sending
+
+
 def _sign_in(scope: Scope) -> str:
     query = bytes(scope.get("query_string", b"")).decode("latin-1")
     return sign_in_location(str(scope.get("method", "")), str(scope.get("path", "")), query)
@@ -146,4 +177,12 @@ def guard_http(app: ASGIApp, config: Config) -> HttpGuard:
     return HttpGuard(app, transport_security(config), token)
 
 
-__all__ = ["HttpGuard", "check_exposure", "guard_http", "is_loopback", "transport_security"]
+__all__ = [
+    "SECURITY_HEADERS",
+    "HttpGuard",
+    "check_exposure",
+    "guard_http",
+    "is_loopback",
+    "security_headers",
+    "transport_security",
+]
