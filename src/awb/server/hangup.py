@@ -1,0 +1,85 @@
+"""A 2026-07-28 MCP request answered with one JSON body is cancelled when its client hangs up.
+
+The SDK serves such a request in the ASGI task and never reads the request's channel again once it
+has the body, so it does not hear the client go away: a dropped call ran on to its time limit and was
+recorded `timeout`. (With SSE responses the SDK watches for it itself; a handshake-era client cancels
+with `notifications/cancelled`.) `HangUpCancels` listens on the channel in the request's stead and
+cancels the request's handler when the client disconnects, so the call path records it `cancelled`.
+"""
+
+from __future__ import annotations
+
+import anyio
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+_VERSION_HEADER = b"mcp-protocol-version"
+_HANDSHAKE_VERSIONS = frozenset(version.encode("ascii") for version in HANDSHAKE_PROTOCOL_VERSIONS)
+_DISCONNECT: Message = {"type": "http.disconnect"}
+
+
+def single_exchange(scope: Scope) -> bool:
+    """A POST the SDK serves in its ASGI task (2026-07-28 and later): one with a protocol-version header
+    that names no handshake-era revision, routed as the SDK's session manager routes it."""
+    if scope["method"] != "POST":
+        return False
+    for name, value in scope["headers"]:
+        if name == _VERSION_HEADER:
+            return value not in _HANDSHAKE_VERSIONS
+    return False
+
+
+class HangUpCancels:
+    """ASGI middleware around the MCP app: with `listen` (JSON-response mode), cancels a single-exchange
+    request's handler when its client disconnects before the answer is sent."""
+
+    def __init__(self, app: ASGIApp, *, listen: bool) -> None:
+        self.app = app
+        self._listen = listen
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and self._listen and single_exchange(scope):
+            await self._listening(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+    async def _listening(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async with anyio.create_task_group() as tasks:
+            listener = _Listener(receive, tasks.cancel_scope)
+            tasks.start_soon(listener.listen)
+            await self.app(scope, listener.receive, send)
+            tasks.cancel_scope.cancel()
+
+
+class _Listener:
+    """The request's one reader of `receive`: the app's until the body is in, then its own.
+
+    Once the body is in, the only message left is `http.disconnect` (a server also says it once the
+    response is complete); an app that asks again hears it when it comes."""
+
+    def __init__(self, receive: Receive, handler: anyio.CancelScope) -> None:
+        self._receive, self._handler = receive, handler
+        self._body_read = anyio.Event()
+        self._gone = anyio.Event()
+
+    async def receive(self) -> Message:
+        if self._body_read.is_set():
+            await self._gone.wait()
+            return _DISCONNECT
+        message = await self._receive()
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            self._body_read.set()  # the body is in, or the client left while sending it
+        if message["type"] == "http.disconnect":
+            self._gone.set()
+        return message
+
+    async def listen(self) -> None:
+        await self._body_read.wait()
+        if not self._gone.is_set():
+            while (await self._receive())["type"] != "http.disconnect":
+                pass  # no other message comes after the body; nothing to do with one if it did
+            self._gone.set()
+        self._handler.cancel()
+
+
+__all__ = ["HangUpCancels", "single_exchange"]
