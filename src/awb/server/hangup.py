@@ -5,12 +5,14 @@ has the body, so it does not hear the client go away: a dropped call ran on to i
 recorded `timeout`. (With SSE responses the SDK watches for it itself; a handshake-era client cancels
 with `notifications/cancelled`.) `HangUpCancels` listens on the channel in the request's stead and
 cancels the request's handler when the client disconnects, so the call path records it `cancelled`.
+A client that hangs up while still sending its request is let go without an error in the log.
 """
 
 from __future__ import annotations
 
 import anyio
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 _VERSION_HEADER = b"mcp-protocol-version"
@@ -31,17 +33,25 @@ def single_exchange(scope: Scope) -> bool:
 
 class HangUpCancels:
     """ASGI middleware around the MCP app: with `listen` (JSON-response mode), cancels a single-exchange
-    request's handler when its client disconnects before the answer is sent."""
+    request's handler when its client disconnects before the answer is sent. On every request, a client
+    that left while sending it is let go quietly: the SDK raises `ClientDisconnect` for it, which the
+    server would log as an exception, traceback and all, each time a client does it."""
 
     def __init__(self, app: ASGIApp, *, listen: bool) -> None:
         self.app = app
         self._listen = listen
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and self._listen and single_exchange(scope):
-            await self._listening(scope, receive, send)
-        else:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        try:
+            if self._listen and single_exchange(scope):
+                await self._listening(scope, receive, send)
+            else:
+                await self.app(scope, receive, send)
+        except* ClientDisconnect:
+            pass  # nobody is left to answer
 
     async def _listening(self, scope: Scope, receive: Receive, send: Send) -> None:
         async with anyio.create_task_group() as tasks:
