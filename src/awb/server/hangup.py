@@ -10,6 +10,8 @@ A client that hangs up while still sending its request is let go without an erro
 
 from __future__ import annotations
 
+import asyncio
+
 import anyio
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import ClientDisconnect
@@ -18,6 +20,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 _VERSION_HEADER = b"mcp-protocol-version"
 _HANDSHAKE_VERSIONS = frozenset(version.encode("ascii") for version in HANDSHAKE_PROTOCOL_VERSIONS)
 _DISCONNECT: Message = {"type": "http.disconnect"}
+#: How long a request runs before its client is listened for. Listening takes a task of its own, which
+#: costs more than everything else this layer does for a fast call; a call that ends sooner never pays
+#: for it, and a client that hangs up is heard at most this late (a dropped call used to run on for
+#: its whole time limit).
+LISTEN_AFTER = 0.2
 
 
 def single_exchange(scope: Scope) -> bool:
@@ -54,42 +61,65 @@ class HangUpCancels:
             pass  # nobody is left to answer
 
     async def _listening(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async with anyio.create_task_group() as tasks:
-            listener = _Listener(receive, tasks.cancel_scope)
-            tasks.start_soon(listener.listen)
-            await self.app(scope, listener.receive, send)
-            tasks.cancel_scope.cancel()
+        handler = anyio.CancelScope()
+        listener = _Listener(receive, handler)
+        with handler:
+            timer = asyncio.get_running_loop().call_later(LISTEN_AFTER, listener.due)
+            try:
+                await self.app(scope, listener.receive, send)
+            finally:
+                timer.cancel()
+                listener.close()
 
 
 class _Listener:
-    """The request's one reader of `receive`: the app's until the body is in, then its own.
+    """The request's one reader of `receive`: the app's until the body is in; after that, once the
+    request has run `LISTEN_AFTER` seconds (or the app asks again), a task's that waits for the client to
+    disconnect and then cancels the request's handler.
 
-    Once the body is in, the only message left is `http.disconnect` (a server also says it once the
-    response is complete); an app that asks again hears it when it comes."""
+    After the body the only message left is `http.disconnect` (a server also says it once the response
+    is complete); an app that asks again hears it from the task when it comes."""
 
     def __init__(self, receive: Receive, handler: anyio.CancelScope) -> None:
         self._receive, self._handler = receive, handler
-        self._body_read = anyio.Event()
-        self._gone = anyio.Event()
+        self._body_read = False
+        self._due = False
+        self._task: asyncio.Task[None] | None = None
+        self._gone = asyncio.Event()
 
     async def receive(self) -> Message:
-        if self._body_read.is_set():
+        if self._body_read:
+            self._start()
             await self._gone.wait()
             return _DISCONNECT
         message = await self._receive()
         if message["type"] != "http.request" or not message.get("more_body", False):
-            self._body_read.set()  # the body is in, or the client left while sending it
-        if message["type"] == "http.disconnect":
-            self._gone.set()
+            self._body_read = True  # the body is in, or the client left while sending it
+            if self._due:
+                self._start()
         return message
 
-    async def listen(self) -> None:
-        await self._body_read.wait()
-        if not self._gone.is_set():
-            while (await self._receive())["type"] != "http.disconnect":
-                pass  # no other message comes after the body; nothing to do with one if it did
-            self._gone.set()
+    def due(self) -> None:
+        """The request has run long enough to be worth listening on (a timer's callback)."""
+        self._due = True
+        if self._body_read:
+            self._start()
+        # Otherwise the app is still reading the body, and hears a disconnect itself; listening
+        # starts once the body is in.
+
+    def _start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._listen())
+
+    async def _listen(self) -> None:
+        while (await self._receive())["type"] != "http.disconnect":
+            pass  # no other message comes after the body; nothing to do with one if it did
+        self._gone.set()
         self._handler.cancel()
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
 
 
 __all__ = ["HangUpCancels", "single_exchange"]
