@@ -80,3 +80,33 @@ async def test_clients_that_give_the_same_name_from_one_address_share_one_share(
                 while slots.active:
                     await anyio.sleep(0.005)
     assert refused["error"]["details"]["scope"] == "client"
+
+
+async def test_clients_a_stateless_server_cannot_tell_apart_are_held_only_by_the_server_cap(tmp_path: Path) -> None:
+    # Behind one address (a load balancer's), they would otherwise all be one client with one share.
+    config = Config(
+        inventory_path=tmp_path / "inventory.db",
+        search=SearchConfig(mode="text"),
+        stateless_http=True,
+        tool_execution_timeout_ms=1000,  # the waiting calls end by their time limit, not by cancelling
+    )
+    config.sandbox.max_concurrent = 4
+    async with Workbench(config) as workbench:
+        await announcing(workbench)
+        await workbench.craft(add_tool())
+        slots = workbench._slots
+        with anyio.fail_after(60):
+            async with (
+                serving(workbench, config) as running,
+                _client(f"{running.url}/mcp", "legacy", "agent-a") as client,
+            ):
+                async with anyio.create_task_group() as calls:
+                    for _ in range(3):
+                        calls.start_soon(client.call_tool, "awb_call", {"name": "waits"})
+                    while slots.active < 3:
+                        await anyio.sleep(0.005)
+                    served = await call(client, "awb_call", ADD)
+                    calls.cancel_scope.cancel()
+                while slots.active:
+                    await anyio.sleep(0.005)
+    assert served["result"] == 5
