@@ -8,8 +8,8 @@ configured, one JSON body each by default), and the SDK's `MCPServer` with one `
 SDK's own `run_streamable_http_async` with its defaults (SSE responses; `--echo-json-response` gives it
 JSON responses too, for a like-for-like comparison), log level WARNING for both, so neither writes an
 access-log line per request. The same client code drives both: `--clients` concurrent SDK clients,
-each with its own session, calling in a loop for `--seconds`. Rounds alternate between the servers so
-a busy machine slows both alike; the table gives calls/s per round, the workbench's ratio to the echo
+each with its own name (2026-07-28 clients have no session: the workbench tells them apart by it),
+calling in a loop for `--seconds`. Rounds alternate between the servers so a busy machine slows both alike; the table gives calls/s per round, the workbench's ratio to the echo
 server, each server's CPU per call (its process tree, sandbox workers included), which a busy machine
 disturbs far less than throughput, and the clients' CPU per call (one process drives them all: on a
 small machine they share its cores with the server). It also times `awb start` from spawn to its
@@ -39,6 +39,7 @@ from typing import Any
 
 import anyio
 from mcp import Client
+from mcp_types import Implementation
 from rich.console import Console
 from rich.table import Table
 
@@ -151,9 +152,11 @@ async def load(
     done = 0
     failures = 0
 
-    async def client() -> None:
+    async def client(n: int) -> None:
         nonlocal done, failures
-        async with Client(url) as session:
+        # Each its own name: 2026-07-28 clients have no session, and the workbench tells them apart by
+        # address and name (one client may hold only its share of the execution slots).
+        async with Client(url, client_info=Implementation(name=f"load-client-{n}", version="1")) as session:
             await session.call_tool(tool, arguments)  # warm: the session is set up before the clock
             await ready.wait()
             while time.perf_counter() < stop:
@@ -165,8 +168,8 @@ async def load(
     ready = anyio.Event()
     stop = float("inf")
     async with anyio.create_task_group() as tasks:
-        for _ in range(clients):
-            tasks.start_soon(client)
+        for n in range(clients):
+            tasks.start_soon(client, n)
         await anyio.sleep(1.0)  # let every client connect and make its first call
         cpu_before = tree_cpu_seconds(server_pid)
         client_before = time.process_time()

@@ -31,6 +31,7 @@ from typing import Any
 
 import anyio
 from mcp import Client
+from mcp_types import Implementation
 from rich.console import Console
 from rich.table import Table
 
@@ -212,9 +213,10 @@ async def calls_per_second(urls: list[str], seconds: float) -> float:
     done = 0
     deadline = time.perf_counter() + seconds
 
-    async def client(url: str) -> None:
+    async def client(url: str, n: int) -> None:
         nonlocal done
-        async with Client(url) as session:
+        # Each its own name: the workbench tells sessionless clients apart by address and name.
+        async with Client(url, client_info=Implementation(name=f"load-client-{n}", version="1")) as session:
             while time.perf_counter() < deadline:
                 result = await session.call_tool("awb_call", {"name": "load_probe", "params": {"x": 1}})
                 assert not result.is_error, result
@@ -223,7 +225,7 @@ async def calls_per_second(urls: list[str], seconds: float) -> float:
     started = time.perf_counter()
     async with anyio.create_task_group() as tasks:
         for n in range(CLIENTS):
-            tasks.start_soon(client, urls[n % len(urls)])
+            tasks.start_soon(client, urls[n % len(urls)], n)
     return done / (time.perf_counter() - started)
 
 

@@ -80,6 +80,10 @@ class SandboxConfig(_Section):
     pool_size: int = Field(2, ge=1, le=64)
     #: Executions allowed at once; past it a call fails fast with `busy`.
     max_concurrent: int = Field(8, ge=1, le=256)
+    #: Executions one client may hold at once (an MCP session; with none, one address and client name);
+    #: past it that client's calls fail fast with `busy`, so the rest stay free for other clients.
+    #: None: three quarters of `max_concurrent`; `max_concurrent` or more: no per-client share.
+    max_concurrent_per_client: int | None = Field(None, ge=1, le=256)
     max_log_bytes: int = Field(64 * 1024, ge=1024)
     #: Let `cpython` run where some kernel protections are missing (default: refuse and say why).
     allow_degraded_cpython: bool = False
@@ -91,6 +95,13 @@ class SandboxConfig(_Section):
     #: Pending staged-write bytes one tool may hold, and all tools together.
     max_staged_bytes_per_tool: int = Field(16 * 1024 * 1024, ge=1024)
     max_staged_bytes_total: int = Field(64 * 1024 * 1024, ge=1024)
+
+    @property
+    def per_client_share(self) -> int:
+        """`max_concurrent_per_client`, or by default what leaves a quarter of the slots to other clients."""
+        if self.max_concurrent_per_client is not None:
+            return self.max_concurrent_per_client
+        return max(1, self.max_concurrent * 3 // 4)
 
     def anchored(self, base: Path) -> SandboxConfig:
         # A grant is a directory like any other path in the file: a server an MCP host spawns from `/`

@@ -82,7 +82,8 @@ class Workbench:
         self.events.subscribe(search_follower(lambda: self.search_engine, self.store))
         self.events.subscribe(journal_writer(self.store, self.clock))
         self.runtimes: dict[str, Runtime] = runtimes or build_runtimes(self.config)
-        self._slots = ExecutionSlots(self.config.sandbox.max_concurrent, "tool")
+        sandbox = self.config.sandbox
+        self._slots = ExecutionSlots(sandbox.max_concurrent, "tool", per_client=sandbox.per_client_share)
         memory = self.config.memory
         self.upkeep = Upkeep(
             self.store, self.policy, self.clock, self.events, memory.maintenance_every_calls, memory.calls_kept_per_tool

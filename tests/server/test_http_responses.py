@@ -45,6 +45,7 @@ async def test_a_request_is_answered_as_configured_and_clients_take_either(
     [
         ("legacy", True),  # 2025-11-25: the client POSTs notifications/cancelled
         ("auto", False),  # 2026-07-28: the client drops the request's SSE stream
+        ("auto", True),  # 2026-07-28: the client drops the request awaiting its JSON body
     ],
 )
 async def test_a_call_abandoned_over_http_is_recorded_as_cancelled(

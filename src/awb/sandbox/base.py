@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -64,26 +65,61 @@ class Runtime(Protocol):
         ...
 
 
+#: Whom the running task executes for: an opaque key a face sets for each request (an MCP session, a
+#: client's address and name), or None where there is no one else to share with (stdio, a library user).
+executing_for: ContextVar[Hashable | None] = ContextVar("awb_executing_for", default=None)
+
+
 class ExecutionSlots:
     """A cap on executions at once. Past it a call fails fast with `busy` rather than queueing,
-    so a burst of slow tools cannot pile up work the server would finish long after anyone waits."""
+    so a burst of slow tools cannot pile up work the server would finish long after anyone waits.
 
-    def __init__(self, limit: int, what: str) -> None:
+    With `per_client` below `limit`, one client (`executing_for`) holds at most `per_client` of them, so
+    a client that fires many calls at once leaves room for the others instead of making them all busy.
+    Slots are never taken back from a running call, so that room has to be kept free beforehand."""
+
+    def __init__(self, limit: int, what: str, per_client: int | None = None) -> None:
         self.limit = limit
         self.what = what
         self.active = 0
+        self.per_client = per_client if per_client is not None and per_client < limit else None
+        self._held: dict[Hashable, int] = {}
 
     @contextmanager
     def take(self) -> Iterator[None]:
         if self.active >= self.limit:
             raise Busy(
-                f"{self.active} {self.what} executions are running, the maximum; try again shortly", limit=self.limit
+                f"{self.active} {self.what} executions are running, the maximum; try again shortly",
+                limit=self.limit,
+                scope="server",
             )
+        per_client = self.per_client
+        client = None if per_client is None else executing_for.get()
+        if client is None or per_client is None:
+            self.active += 1
+            try:
+                yield
+            finally:
+                self.active -= 1
+            return
+        held = self._held.get(client, 0)
+        if held >= per_client:
+            raise Busy(
+                f"this client has {held} {self.what} executions running, its share of the {self.limit} "
+                "this server runs at once (sandbox.max_concurrent_per_client); try again when one ends",
+                limit=self.limit,
+                per_client=per_client,
+                scope="client",
+            )
+        self._held[client] = held + 1
         self.active += 1
         try:
             yield
         finally:
             self.active -= 1
+            held = self._held.pop(client) - 1
+            if held:
+                self._held[client] = held
 
 
 def encode_output(value: Any, max_output_bytes: int) -> str:

@@ -25,8 +25,10 @@ from awb import __version__
 from awb.errors import AwbError, InvalidParams, ToolNotFound
 from awb.inventory.models import Tool
 from awb.meta_tools import META_VERBS, MetaVerb, meta_tool_name, reserved_name, served_names, verb_of
+from awb.sandbox.base import executing_for
 from awb.schema_rules import MCP_INPUT_RULE, craft_warnings, structured_result
 from awb.server import guidance
+from awb.server.clients import client_of
 from awb.server.heap import WarmUp
 from awb.server.listing import EquippedListing, tool_names_warning
 from awb.server.notify import ListChangedNotifier
@@ -176,7 +178,12 @@ class McpFace:
         return types.ListToolsResult(tools=self.list_tools())
 
     async def _on_call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        return await self.call(params.name, params.arguments, notified=lambda: self.notifier.can_notify(ctx))
+        # Whatever the call runs (a tool, a craft's examples) counts against this client's share of slots.
+        client = executing_for.set(client_of(ctx))
+        try:
+            return await self.call(params.name, params.arguments, notified=lambda: self.notifier.can_notify(ctx))
+        finally:
+            executing_for.reset(client)
 
     async def call(
         self, name: str, arguments: dict[str, Any] | None, *, notified: Callable[[], bool] | None = None

@@ -21,6 +21,7 @@ from awb.search.backfill import backfill_in_background
 from awb.server import heap
 from awb.server.address import http_url
 from awb.server.deferred_faces import DeferredFaces
+from awb.server.hangup import HangUpCancels
 from awb.server.http_guard import check_exposure, guard_http, transport_security
 from awb.server.http_limits import uvicorn_config
 from awb.server.mcp import McpFace
@@ -90,9 +91,10 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def _mcp_app(face: McpFace, config: Config) -> ASGIApp:
-    """The MCP face's ASGI app, with the SDK's own DNS-rebinding check set from the same allowlist."""
+    """The MCP face's ASGI app, with the SDK's own DNS-rebinding check set from the same allowlist.
+    A request whose client hangs up is let go (`HangUpCancels`)."""
     settings = transport_security(config)
-    return face.server.streamable_http_app(
+    app = face.server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         host=config.host,
         transport_security=settings,
@@ -101,6 +103,7 @@ def _mcp_app(face: McpFace, config: Config) -> ASGIApp:
         max_sessions=config.http.max_sessions,
         session_idle_timeout=config.http.session_idle_timeout_seconds,
     )
+    return HangUpCancels(app, listen=config.http.json_response)
 
 
 def http_app(face: McpFace, config: Config) -> ASGIApp:

@@ -1,0 +1,112 @@
+"""Each HTTP client's share of the execution slots (`sandbox.max_concurrent_per_client`), with real SDK
+clients on loopback: one client that fills its share is refused more, and another is still served."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+from http_support import serving
+from mcp import Client
+from mcp_types import Implementation
+
+from awb.config import Config, SearchConfig
+from awb.workbench import Workbench
+from journey import call
+from support import add_tool, announcing
+
+pytestmark = pytest.mark.anyio
+
+ADD = {"name": "add_numbers", "params": {"a": 2, "b": 3}}
+
+
+def _client(url: str, mode: str, name: str) -> Client:
+    # A handshake-era client is its session; a 2026-07-28 client has none, and is told apart by its name.
+    return Client(url, mode=mode, cache=None, client_info=Implementation(name=name, version="1"))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_client_that_fills_its_share_is_busy_and_another_client_is_still_served(
+    tmp_path: Path, mode: str
+) -> None:
+    config = Config(inventory_path=tmp_path / "inventory.db", search=SearchConfig(mode="text"))
+    config.sandbox.max_concurrent = 4  # a client's share: 3 by default
+    async with Workbench(config) as workbench:
+        await announcing(workbench)
+        await workbench.craft(add_tool())
+        slots = workbench._slots
+        with anyio.fail_after(60):
+            async with (
+                serving(workbench, config) as running,
+                _client(f"{running.url}/mcp", mode, "agent-a") as greedy,
+                _client(f"{running.url}/mcp", mode, "agent-b") as other,
+            ):
+                async with anyio.create_task_group() as calls:
+                    for _ in range(3):
+                        calls.start_soon(greedy.call_tool, "awb_call", {"name": "waits"})
+                    while slots.active < 3:  # the three calls run, each in its slot
+                        await anyio.sleep(0.005)
+                    refused = await call(greedy, "awb_call", ADD)
+                    served = await call(other, "awb_call", ADD)
+                    calls.cancel_scope.cancel()  # the client gives up its waiting calls
+                while slots.active:
+                    await anyio.sleep(0.005)
+    assert refused["is_error"] and refused["error"]["code"] == "busy"
+    assert refused["error"]["details"] == {"limit": 4, "per_client": 3, "scope": "client"}
+    assert served["result"] == 5
+
+
+async def test_clients_that_give_the_same_name_from_one_address_share_one_share(tmp_path: Path) -> None:
+    config = Config(inventory_path=tmp_path / "inventory.db", search=SearchConfig(mode="text"))
+    config.sandbox.max_concurrent = 4
+    async with Workbench(config) as workbench:
+        await announcing(workbench)
+        await workbench.craft(add_tool())
+        slots = workbench._slots
+        with anyio.fail_after(60):
+            async with (
+                serving(workbench, config) as running,
+                _client(f"{running.url}/mcp", "auto", "agent-a") as first,
+                _client(f"{running.url}/mcp", "auto", "agent-a") as twin,
+            ):
+                async with anyio.create_task_group() as calls:
+                    for _ in range(3):
+                        calls.start_soon(first.call_tool, "awb_call", {"name": "waits"})
+                    while slots.active < 3:
+                        await anyio.sleep(0.005)
+                    refused = await call(twin, "awb_call", ADD)
+                    calls.cancel_scope.cancel()
+                while slots.active:
+                    await anyio.sleep(0.005)
+    assert refused["error"]["details"]["scope"] == "client"
+
+
+async def test_clients_a_stateless_server_cannot_tell_apart_are_held_only_by_the_server_cap(tmp_path: Path) -> None:
+    # Behind one address (a load balancer's), they would otherwise all be one client with one share.
+    config = Config(
+        inventory_path=tmp_path / "inventory.db",
+        search=SearchConfig(mode="text"),
+        stateless_http=True,
+        tool_execution_timeout_ms=1000,  # the waiting calls end by their time limit, not by cancelling
+    )
+    config.sandbox.max_concurrent = 4
+    async with Workbench(config) as workbench:
+        await announcing(workbench)
+        await workbench.craft(add_tool())
+        slots = workbench._slots
+        with anyio.fail_after(60):
+            async with (
+                serving(workbench, config) as running,
+                _client(f"{running.url}/mcp", "legacy", "agent-a") as client,
+            ):
+                async with anyio.create_task_group() as calls:
+                    for _ in range(3):
+                        calls.start_soon(client.call_tool, "awb_call", {"name": "waits"})
+                    while slots.active < 3:
+                        await anyio.sleep(0.005)
+                    served = await call(client, "awb_call", ADD)
+                    calls.cancel_scope.cancel()
+                while slots.active:
+                    await anyio.sleep(0.005)
+    assert served["result"] == 5
