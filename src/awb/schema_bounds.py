@@ -1,9 +1,12 @@
 """The parts of schema validation whose cost is not one keyword's worth: regular expressions (compiled
 programs that stay in memory) and `uniqueItems` (jsonschema compares items pairwise).
 
-Patterns run on RE2. A schema's patterns are compiled once and kept, in a cache bounded by the size of
-the programs it holds, not by their number: a pattern of a dozen characters (`\\pL{300}`) compiles to
-~4 MB, so 4,096 cached ones could hold gigabytes. A pattern given as a value (`format: "regex"`) is
+Patterns run on RE2. Compiling one holds the GIL for as long as it takes, and the time grows with the
+program, not with the pattern's length (`\\pL{300}`: 360,000 instructions, ~0.5 s at RE2's default 8 MB):
+every compile is held within `MAX_PROGRAM_MEMORY` (one that would need more fails in ~15 ms), and a
+schema's patterns within `MAX_SCHEMA_INSTRUCTIONS` in all, so checking or recompiling a schema's
+patterns costs tens of milliseconds at most. A schema's patterns are compiled once and kept, in a cache
+bounded by the size of the programs it holds, not by their number. A pattern given as a value (`format: "regex"`) is
 compiled to be checked and let go: client input never enters the cache. The re2 module keeps a cache
 of its own (the last 128 programs `re2.compile` made, up to 1 GiB): it is emptied after each compile,
 so what this module does not hold is freed.
@@ -23,9 +26,14 @@ from typing import Any
 
 import re2
 
+#: RE2's memory for one program and its matching caches: ~60,000 instructions (a pattern Python's `re`
+#: also accepts, which a schema's must be, compiles within ~40 ms here; typical ones take a few hundred).
+MAX_PROGRAM_MEMORY = 1 << 20
+#: Instructions the distinct patterns of one schema may compile to, in all.
+MAX_SCHEMA_INSTRUCTIONS = 50_000
 RE2_OPTIONS = re2.Options()
 RE2_OPTIONS.log_errors = False
-RE2_OPTIONS.max_mem = 8 << 20
+RE2_OPTIONS.max_mem = MAX_PROGRAM_MEMORY
 #: RE2 program instructions the cache may hold in all (~10 bytes each, before the matching caches
 #: RE2 grows per program within `max_mem`): typical schema patterns are tens to hundreds.
 CACHED_INSTRUCTIONS = 2_000_000

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 from awb.errors import InvalidParams
 from awb.quick_check import Check, quick_check
-from awb.schema_bounds import compile_pattern, is_regex, unique_items
+from awb.schema_bounds import MAX_PROGRAM_MEMORY, MAX_SCHEMA_INSTRUCTIONS, compile_pattern, is_regex, unique_items
 from awb.schema_rules import DATA_KEYWORDS, NAME_MAPS
 from awb.text import cap_text
 
@@ -76,6 +76,8 @@ def check_tool_schema(schema: Any, field: str) -> None:
             f"{field} is {size} bytes, over the {MAX_SCHEMA_BYTES}-byte limit", field=field, limit=MAX_SCHEMA_BYTES
         )
     keywords: set[str] = set()
+    patterns: set[str] = set()
+    instructions = 0
     for node, depth in _schema_nodes(schema):
         if depth > MAX_SCHEMA_DEPTH:
             raise InvalidParams(f"{field} nests deeper than {MAX_SCHEMA_DEPTH} levels", field=field)
@@ -89,7 +91,18 @@ def check_tool_schema(schema: Any, field: str) -> None:
                     field=field,
                 )
         for pattern in _patterns(node):
-            _check_pattern(pattern, field)
+            if pattern in patterns:
+                continue
+            patterns.add(pattern)
+            instructions += _check_pattern(pattern, field)
+            if instructions > MAX_SCHEMA_INSTRUCTIONS:
+                # Compiling holds the GIL: the schema stops costing the server here, not after its last pattern.
+                raise InvalidParams(
+                    f"the patterns in {field} compile to more than {MAX_SCHEMA_INSTRUCTIONS} RE2 instructions "
+                    "in all; use fewer or simpler patterns",
+                    field=field,
+                    limit=MAX_SCHEMA_INSTRUCTIONS,
+                )
     if "unevaluatedProperties" in keywords and "patternProperties" in keywords:
         raise InvalidParams(f"{field} may not combine unevaluatedProperties with patternProperties", field=field)
     import jsonschema
@@ -128,15 +141,18 @@ def _patterns(node: dict[str, Any]) -> Iterable[str]:
         yield from node["patternProperties"]
 
 
-def _check_pattern(pattern: str, field: str) -> None:
+def _check_pattern(pattern: str, field: str) -> int:
+    """The RE2 instructions `pattern` compiles to; `invalid_params` if it does not compile."""
     if len(pattern) > MAX_PATTERN_CHARS:
         raise InvalidParams(f"a pattern in {field} is over {MAX_PATTERN_CHARS} characters", field=field)
     try:
-        compile_pattern(pattern)
-    except re2.error:
+        return int(compile_pattern(pattern).programsize)
+    except re2.error as exc:
+        why = "it compiles to too large a program" if "too large" in str(exc) else "it does not compile"
         raise InvalidParams(
-            f"pattern {cap_text(pattern, 200)!r} in {field} is not supported: patterns run on a linear-time "
-            "engine (RE2), without backreferences or lookaround",
+            f"pattern {cap_text(pattern, 200)!r} in {field} is not supported ({why}): patterns run on a "
+            "linear-time engine (RE2), without backreferences or lookaround, within "
+            f"{MAX_PROGRAM_MEMORY >> 20} MB per pattern",
             field=field,
         ) from None
 
