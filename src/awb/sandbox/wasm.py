@@ -129,14 +129,23 @@ class WasmRuntime:
         # It keeps ticking after close() while a module still runs (a call abandoned at its wall-clock
         # limit): without ticks that module would never reach its epoch deadline, and its thread would
         # never end.
+        # The epoch follows the wall clock: a turn this thread got late (the GIL held elsewhere; a busy
+        # server let a looping module run 28 times its limit, past the call that had given up on it) makes
+        # up the ticks it missed, so a module's deadline is its time limit however busy the server is.
         engine = self._engine
+        origin, ticked = time.monotonic(), 0
         while True:
             with self._clock:
-                self._clock.wait_for(lambda: self._active > 0 or self._stop.is_set())
                 if self._active == 0:
-                    return
+                    self._clock.wait_for(lambda: self._active > 0 or self._stop.is_set())
+                    if self._active == 0:
+                        return
+                    origin, ticked = time.monotonic(), 0  # time no module ran is no module's
             time.sleep(TICK_S)
-            engine.increment_epoch()
+            due = int((time.monotonic() - origin) / TICK_S)
+            while ticked < due:
+                engine.increment_epoch()
+                ticked += 1
 
     @contextlib.contextmanager
     def _ticking(self) -> Iterator[None]:
