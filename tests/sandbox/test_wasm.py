@@ -269,6 +269,7 @@ async def test_a_module_is_stopped_at_its_time_limit_however_busy_the_server_is(
     # a looping module ran several times its limit, past the call that had given up on it.
     runtime = WasmRuntime()
     await runtime.start()
+    await runtime.check(wat.LOOP, LIMITS)  # compiled before the server gets busy: only the run is timed
     stop = threading.Event()
 
     def busy() -> None:
@@ -299,3 +300,22 @@ async def test_a_module_is_stopped_at_its_time_limit_however_busy_the_server_is(
         await runtime.close()
     assert info.value.code == "timeout"
     assert ran < 1.5, ran
+
+
+async def test_a_module_made_to_be_slow_to_compile_takes_no_server_cpu_and_holds_up_no_other_module(
+    wasm: WasmRuntime, host_factory: Any
+) -> None:
+    # Compiled in the server, each of these took seconds of its CPU, on after its call had failed, and
+    # a module queued behind them timed out (and was then refused as too slow).
+    limits = Limits(timeout_ms=1000)
+    cpu = time.process_time()
+    with anyio.fail_after(30):
+        first, second, ordinary = await asyncio.gather(
+            failure(wasm, wat.locals_bomb(400, seed=1), {}, host_factory(), limits),
+            failure(wasm, wat.locals_bomb(400, seed=2), {}, host_factory(), limits),
+            wasm.execute(wat.constant({"fresh": True}), {}, limits, host_factory()),  # sent after them
+        )
+    cpu = time.process_time() - cpu
+    assert ordinary.value == {"fresh": True}
+    assert {first.code, second.code} <= {"memory_exceeded", "timeout"}, (first, second)
+    assert cpu < 0.25, cpu  # the compiling happened in compile processes, which are gone
