@@ -218,3 +218,21 @@ async def test_tool_code_reshaping_every_object_cannot_reshape_the_report_of_its
     result = await javascript.execute(code, {"n": 7}, LIMITS, host_factory())
     assert result.value == "real 7"
     await assert_still_serves(javascript, host_factory)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "function run(p) { for (;;) console.log('x'.repeat(1000)); }",
+        "function run(p) { for (;;) { try { console.log('é'.repeat(1000)); } catch (e) { return 'caught'; } } }",
+    ],
+    ids=["uncaught", "caught"],
+)
+async def test_printing_past_the_log_cap_stops_the_run_in_output_exceeded(
+    javascript: JavaScriptRuntime, host_factory: Any, code: str
+) -> None:
+    # console.log went quiet past the cap and the run went on: a tool printing in a loop ran to its time
+    # limit and the call ended in `timeout`, where the other runtimes stop it in `output_exceeded`.
+    with anyio.fail_after(20):
+        error = await failure(javascript, code, {}, host_factory(), SHORT)
+    assert error.code == "output_exceeded", error

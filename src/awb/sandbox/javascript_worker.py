@@ -69,12 +69,15 @@ globalThis.__awb_serialise = (value) => {
 // Text crosses into Python as JSON: JSON.stringify escapes a lone surrogate, which the binding
 // could not convert (and would leave the interpreter in an error state). A UTF-8 byte count is never
 // below the UTF-16 length, so text past the cap in UTF-16 units is over it without leaving QuickJS.
+// Past the cap console.log throws, as printing does in the other runtimes: a tool printing in a loop
+// stops there (it ran on to its time limit, and the call ended in `timeout`). Caught or not, the call
+// ends in `output_exceeded`.
 let __awb_units = 0;
+const __awb_over = () => { __awb_print_over(); throw new Error("printed output is over the " + __awb_log_cap + "-byte cap"); };
 globalThis.console = { log: (...parts) => {
   const text = parts.map(String).join(" ");
   __awb_units += text.length + 1;
-  if (__awb_units > __awb_log_cap) { __awb_print_over(); return; }
-  __awb_print(JSON.stringify(text));
+  if (__awb_units > __awb_log_cap || !__awb_print(__awb_stringify(text))) { __awb_over(); }
 } };
 """
 
@@ -147,14 +150,16 @@ def run_job(inp: BinaryIO, out: BinaryIO, job: dict[str, Any]) -> dict[str, Any]
             refused[str(error.get("code"))] = error
         return json.dumps(reply)
 
-    def print_(encoded: str) -> None:
+    def print_(encoded: str) -> bool:
+        """Keep a printed line; False when it would pass the log cap."""
         text = json.loads(encoded).encode("utf-8", "replace").decode("utf-8")
         size = len(text.encode("utf-8")) + 1
         if printed_size[0] + size > max_log:
             printed_size[1] = True
-            return
+            return False
         printed_size[0] += size
         printed.append(text + "\n")
+        return True
 
     context = quickjs.Context()
     context.set_memory_limit(memory)
