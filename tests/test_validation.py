@@ -16,9 +16,9 @@ import pytest
 from mcp import Client
 
 from awb.errors import InvalidParams
-from awb.schema_bounds import PatternCache
+from awb.schema_bounds import PatternCache, SchemaTooExpensive
 from awb.server.mcp import McpFace
-from awb.validation import MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH, SchemaTooExpensive, ToolSchema
+from awb.validation import MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH, ToolSchema
 from awb.workbench import Workbench
 from journey import call
 from support import add_tool

@@ -29,7 +29,17 @@ if TYPE_CHECKING:
 
 from awb.errors import InvalidParams
 from awb.quick_check import Check, quick_check
-from awb.schema_bounds import MAX_PROGRAM_MEMORY, MAX_SCHEMA_INSTRUCTIONS, compile_pattern, is_regex, unique_items
+from awb.schema_bounds import (
+    MAX_PROGRAM_MEMORY,
+    MAX_SCHEMA_INSTRUCTIONS,
+    SchemaTooExpensive,
+    additional_properties_keyword,
+    compile_pattern,
+    is_regex,
+    pattern_keyword,
+    pattern_properties_keyword,
+    unique_items,
+)
 from awb.schema_rules import DATA_KEYWORDS, NAME_MAPS
 from awb.text import cap_text
 
@@ -54,10 +64,6 @@ _CHEAP_KEYWORDS = frozenset(
         "deprecated", "readOnly", "writeOnly",
     }
 )  # fmt: skip
-
-
-class SchemaTooExpensive(Exception):
-    """A validation that ran out of its time budget or recursed too deep."""
 
 
 # --- the checks at craft and update ------------------------------------------------------------
@@ -157,48 +163,6 @@ def _check_pattern(pattern: str, field: str) -> int:
         ) from None
 
 
-def _search(pattern: str, text: str) -> bool:
-    try:
-        return compile_pattern(pattern).search(text) is not None
-    except re2.error:
-        raise SchemaTooExpensive(f"pattern {cap_text(pattern, 200)!r} is not supported") from None
-
-
-# --- keywords that match patterns, on RE2 --------------------------------------------------------
-
-
-def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    from jsonschema import ValidationError
-
-    if validator.is_type(instance, "string") and not _search(pattern, instance):
-        yield ValidationError(f"{cap_text(repr(instance), 200)} does not match {cap_text(repr(pattern), 200)}")
-
-
-def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any, schema: Any) -> Iterator[Any]:
-    if not validator.is_type(instance, "object"):
-        return
-    for pattern, subschema in patterns.items():
-        for key, value in instance.items():
-            if _search(pattern, key):
-                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
-
-
-def _additional_properties(validator: Any, additional: Any, instance: Any, schema: Any) -> Iterator[Any]:
-    if not validator.is_type(instance, "object"):
-        return
-    known = schema.get("properties", {})
-    patterns = list(schema.get("patternProperties", {}))
-    extras = [key for key in instance if key not in known and not any(_search(p, key) for p in patterns)]
-    if validator.is_type(additional, "object"):
-        for key in extras:
-            yield from validator.descend(instance[key], additional, path=key)
-    elif additional is False and extras:
-        from jsonschema import ValidationError
-
-        names = ", ".join(repr(cap_text(key, 64)) for key in extras[:10])
-        yield ValidationError(f"additional properties are not allowed ({names} unexpected)")
-
-
 def _check_budget() -> None:
     """Raise `SchemaTooExpensive` once this thread's validation is past its deadline."""
     if time.monotonic() > _budget.deadline:
@@ -238,9 +202,9 @@ def _engine() -> _Engine:
 
     keywords = {
         **Draft202012Validator.VALIDATORS,
-        "pattern": _pattern,
-        "patternProperties": _pattern_properties,
-        "additionalProperties": _additional_properties,
+        "pattern": pattern_keyword,
+        "patternProperties": pattern_properties_keyword,
+        "additionalProperties": additional_properties_keyword,
         "uniqueItems": unique_items(_check_budget),
     }
     validator_class = jsonschema.validators.extend(  # type: ignore[no-untyped-call]

@@ -26,6 +26,7 @@ from awb.errors import AwbError, InvalidParams, ToolNotFound
 from awb.inventory.models import Tool
 from awb.meta_tools import META_VERBS, MetaVerb, meta_tool_name, reserved_name, served_names, verb_of
 from awb.safe_text import Verbatim
+from awb.schema_bounds import SchemaTooExpensive
 from awb.schema_rules import MCP_INPUT_RULE, craft_warnings, structured_result
 from awb.server import guidance
 from awb.server.heap import WarmUp
@@ -33,7 +34,7 @@ from awb.server.listing import EquippedListing, tool_names_warning
 from awb.server.notify import ListChangedNotifier
 from awb.server.schemas import INPUT, OUTPUT
 from awb.text import cap_text
-from awb.validation import SchemaTooExpensive, ToolSchema
+from awb.validation import ToolSchema
 from awb.workbench import Workbench
 
 log = logging.getLogger("awb.mcp")
