@@ -1,8 +1,10 @@
-"""What a schema's patterns may cost the server: RE2 holds the GIL while it compiles, so every
-compile and every schema's patterns in all are bounded before they can stall the event loop."""
+"""What checking a tool's schema may cost the server: RE2 holds the GIL while it compiles, so every
+compile and every schema's patterns in all are bounded; the check against JSON Schema's own schema
+costs per subschema, so their number is bounded and the check runs off the event loop."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import anyio
@@ -10,10 +12,11 @@ import pytest
 import re2
 from mcp import Client
 
-from awb import schema_bounds
+from awb import crafting, schema_bounds
 from awb.errors import InvalidParams
 from awb.schema_bounds import MAX_SCHEMA_INSTRUCTIONS
 from awb.server.mcp import McpFace
+from awb.validation import MAX_SCHEMA_NODES
 from awb.workbench import Workbench
 from journey import call
 from support import add_tool
@@ -93,3 +96,46 @@ async def test_a_craft_with_costly_patterns_leaves_other_clients_answered(workbe
                 group.start_soon(other)
     assert replies["craft"]["error"]["code"] == "invalid_params"
     assert replies["list"]["count"] == 0
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "anyOf": [{}] * 15_000},  # 60 KB: 10 s of jsonschema's metaschema check
+        {
+            "type": "object",
+            "properties": {f"p{i}": {"properties": {f"q{j}": {} for j in range(20)}} for i in range(60)},
+        },
+    ],
+    ids=["flat", "nested"],
+)
+async def test_a_schema_of_too_many_subschemas_is_refused_before_it_is_checked(
+    workbench: Workbench, schema: dict[str, Any]
+) -> None:
+    with anyio.fail_after(5), pytest.raises(InvalidParams, match="subschemas") as refused:
+        await workbench.craft(add_tool("many", input_schema=schema))
+    assert refused.value.details == {"field": "input_schema", "limit": MAX_SCHEMA_NODES}
+    described = {f"p{i}": {"type": "string", "description": f"field {i}"} for i in range(MAX_SCHEMA_NODES - 1)}
+    tool = await workbench.craft(
+        add_tool("wide", input_schema={"type": "object", "properties": described}, examples=[])
+    )
+    assert len(tool.input_schema["properties"]) == MAX_SCHEMA_NODES - 1
+
+
+async def test_a_tool_schema_is_checked_off_the_event_loop(
+    workbench: Workbench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    threads: list[threading.Thread] = []
+    check = crafting.check_tool_schema
+
+    def watched(schema: Any, field: str) -> None:
+        threads.append(threading.current_thread())
+        check(schema, field)
+
+    monkeypatch.setattr(crafting, "check_tool_schema", watched)
+    await workbench.craft(add_tool("checked", examples=[]))
+    assert threads and threading.current_thread() not in threads
+    with pytest.raises(InvalidParams, match="not a valid JSON Schema"):
+        await workbench.craft(
+            add_tool("broken", input_schema={"type": "object", "properties": {"a": {"type": "nope"}}})
+        )
