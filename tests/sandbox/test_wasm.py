@@ -319,3 +319,19 @@ async def test_a_module_made_to_be_slow_to_compile_takes_no_server_cpu_and_holds
     assert ordinary.value == {"fresh": True}
     assert {first.code, second.code} <= {"memory_exceeded", "timeout"}, (first, second)
     assert cpu < 0.25, cpu  # the compiling happened in compile processes, which are gone
+
+
+async def test_a_call_abandoned_while_its_module_compiles_ends_the_compile_process(
+    wasm: WasmRuntime, host_factory: Any
+) -> None:
+    with anyio.fail_after(30):
+        call = asyncio.ensure_future(wasm.execute(wat.locals_bomb(400, seed=3), {}, LIMITS, host_factory()))
+        while not wasm._compilers._running:
+            await asyncio.sleep(0.01)
+        [process] = wasm._compilers._running
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        await process.wait()
+    assert process.returncode is not None
+    assert (await wasm.execute(wat.constant(1), {}, LIMITS, host_factory())).value == 1

@@ -43,6 +43,7 @@ class Compilers:
         self._python = python or sys.executable
         self._spare: asyncio.Task[asyncio.subprocess.Process] | None = None
         self._running: set[asyncio.subprocess.Process] = set()
+        self._ending: set[asyncio.Future[None]] = set()
         self._closed = False
         self.layers: dict[str, bool] = {}
 
@@ -56,11 +57,14 @@ class Compilers:
         self._closed = True
         spare, self._spare = self._spare, None
         if spare is not None:
-            spare.cancel()
-            with contextlib.suppress(BaseException):
+            # Waited for, not cancelled: a process cancelled while it starts would be left to asyncio.
+            with contextlib.suppress(Exception):
                 await _end(await spare)
         for process in list(self._running):
             await _end(process)
+        for ending in list(self._ending):
+            with contextlib.suppress(Exception):
+                await ending
 
     async def compile(self, code: str, limits: Limits) -> bytes:
         """The compiled artifact of `code` (WAT or base64): `timeout` past the call's time limit, counted
@@ -75,16 +79,28 @@ class Compilers:
             return await self._drive(process, source, limits)
         finally:
             self._running.discard(process)
-            await _end(process)
+            # Shielded: a cancelled call (its client gone) still ends and reaps its compile process.
+            await asyncio.shield(_end(process))
 
     async def _take(self) -> asyncio.subprocess.Process:
         spare, self._spare = self._spare, None
         if not self._closed:
             self._spare = asyncio.get_running_loop().create_task(self._spawn())
-        if spare is not None:
-            with contextlib.suppress(Unavailable):
-                return await spare
-        return await self._spawn()
+        if spare is None:
+            return await self._spawn()
+        try:
+            return await asyncio.shield(spare)
+        except Unavailable:
+            return await self._spawn()
+        except asyncio.CancelledError:
+            spare.add_done_callback(self._end_once_started)  # the spare started for this call goes too
+            raise
+
+    def _end_once_started(self, spare: asyncio.Task[asyncio.subprocess.Process]) -> None:
+        if not spare.cancelled() and spare.exception() is None:
+            ending = asyncio.ensure_future(_end(spare.result()))
+            self._ending.add(ending)
+            ending.add_done_callback(self._ending.discard)
 
     async def _spawn(self) -> asyncio.subprocess.Process:
         process = await asyncio.create_subprocess_exec(
@@ -104,6 +120,9 @@ class Compilers:
         except (TimeoutError, asyncio.IncompleteReadError, ValueError):
             await _end(process)
             raise Unavailable("a wasm compile process did not start (is wasmtime importable?)") from None
+        except BaseException:  # cancelled (a call abandoned while its process starts): the process goes too
+            await asyncio.shield(_end(process))
+            raise
         raw = ready.get("layers") if isinstance(ready, dict) else None
         self.layers = {str(k): bool(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
         return process
