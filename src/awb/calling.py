@@ -28,8 +28,9 @@ from awb.sandbox.base import Execution, ExecutionSlots, Runtime
 from awb.sandbox.host import HostBridge
 from awb.sandbox.registry import limits_for
 from awb.sandbox.staging import protected_paths
+from awb.schema_bounds import SchemaTooExpensive
 from awb.text import MAX_RESULT_DEPTH, cap_text, nesting_depth
-from awb.validation import SchemaTooExpensive, ToolSchema
+from awb.validation import ToolSchema
 
 log = logging.getLogger("awb.workbench")
 

@@ -23,10 +23,10 @@ from awb.inventory.models import Capabilities, Example, Language, RuntimeName, T
 from awb.meta_tools import RESERVED_NAME_RULE, ToolNames, meta_tool_name, reserved_name
 from awb.sandbox.base import Limits, Runtime
 from awb.sandbox.host import HostBridge
-from awb.schema_bounds import json_equal
+from awb.schema_bounds import SchemaTooExpensive, json_equal
 from awb.schema_rules import normalise_schemas
 from awb.text import MAX_RESULT_DEPTH, nesting_depth
-from awb.validation import VALIDATION_SECONDS, SchemaTooExpensive, ToolSchema, check_tool_schema
+from awb.validation import VALIDATION_SECONDS, ToolSchema, check_tool_schema
 
 #: Tool names: what the spec allows (`^[A-Za-z0-9_-]{1,64}$`, matched whole: no trailing newline),
 #: and never a leading '-' (it reads as an option on every command line).

@@ -41,3 +41,8 @@ def visible(text: str, *, multiline: bool = False) -> str:
         start = index + 1
     out.append(text[start:].replace("\\", "\\\\"))
     return "".join(out)
+
+
+class Verbatim(str):
+    """Text the server wrote itself (a traceback's frames), logged as it is: `awb.cli.logs` escapes every
+    other argument of a log line, since requests and tools choose what those say."""

@@ -29,7 +29,17 @@ if TYPE_CHECKING:
 
 from awb.errors import InvalidParams
 from awb.quick_check import Check, quick_check
-from awb.schema_bounds import compile_pattern, is_regex, unique_items
+from awb.schema_bounds import (
+    MAX_PROGRAM_MEMORY,
+    MAX_SCHEMA_INSTRUCTIONS,
+    SchemaTooExpensive,
+    additional_properties_keyword,
+    compile_pattern,
+    is_regex,
+    pattern_keyword,
+    pattern_properties_keyword,
+    unique_items,
+)
 from awb.schema_rules import DATA_KEYWORDS, NAME_MAPS
 from awb.text import cap_text
 
@@ -37,6 +47,10 @@ T = TypeVar("T")
 
 MAX_SCHEMA_BYTES = 64 * 1024
 MAX_SCHEMA_DEPTH = 64
+#: Subschemas a tool's schema may hold. Checking a schema against JSON Schema's own (jsonschema's
+#: metaschema, with dynamic references) costs ~0.5-1 ms a subschema: 60 KB of `anyOf: [{}, ...]`, 15,000
+#: of them, took 10 s on the event loop. A schema whose properties have descriptions holds a few hundred.
+MAX_SCHEMA_NODES = 1000
 MAX_PATTERN_CHARS = 1000
 #: Validation errors reported per check, and the length of each message (they quote the input).
 MAX_REPORTED_ERRORS = 20
@@ -56,10 +70,6 @@ _CHEAP_KEYWORDS = frozenset(
 )  # fmt: skip
 
 
-class SchemaTooExpensive(Exception):
-    """A validation that ran out of its time budget or recursed too deep."""
-
-
 # --- the checks at craft and update ------------------------------------------------------------
 
 
@@ -76,9 +86,15 @@ def check_tool_schema(schema: Any, field: str) -> None:
             f"{field} is {size} bytes, over the {MAX_SCHEMA_BYTES}-byte limit", field=field, limit=MAX_SCHEMA_BYTES
         )
     keywords: set[str] = set()
-    for node, depth in _schema_nodes(schema):
+    patterns: set[str] = set()
+    instructions = 0
+    for count, (node, depth) in enumerate(_schema_nodes(schema), 1):
         if depth > MAX_SCHEMA_DEPTH:
             raise InvalidParams(f"{field} nests deeper than {MAX_SCHEMA_DEPTH} levels", field=field)
+        if count > MAX_SCHEMA_NODES:
+            raise InvalidParams(
+                f"{field} has more than {MAX_SCHEMA_NODES} subschemas", field=field, limit=MAX_SCHEMA_NODES
+            )
         keywords.update(node)
         for key in ("$ref", "$dynamicRef"):
             ref = node.get(key)
@@ -89,20 +105,44 @@ def check_tool_schema(schema: Any, field: str) -> None:
                     field=field,
                 )
         for pattern in _patterns(node):
-            _check_pattern(pattern, field)
+            if pattern in patterns:
+                continue
+            patterns.add(pattern)
+            instructions += _check_pattern(pattern, field)
+            if instructions > MAX_SCHEMA_INSTRUCTIONS:
+                # Compiling holds the GIL: the schema stops costing the server here, not after its last pattern.
+                raise InvalidParams(
+                    f"the patterns in {field} compile to more than {MAX_SCHEMA_INSTRUCTIONS} RE2 instructions "
+                    "in all; use fewer or simpler patterns",
+                    field=field,
+                    limit=MAX_SCHEMA_INSTRUCTIONS,
+                )
     if "unevaluatedProperties" in keywords and "patternProperties" in keywords:
         raise InvalidParams(f"{field} may not combine unevaluatedProperties with patternProperties", field=field)
-    import jsonschema
-    import referencing.exceptions
+    _check_against_the_metaschema(schema, field)
 
+
+def _check_against_the_metaschema(schema: dict[str, Any], field: str) -> None:
+    """`Draft202012Validator.check_schema`, within the validation time budget (checked at every keyword)."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import best_match
+
+    meta = _engine().validator_class(
+        Draft202012Validator.META_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER
+    )
+    _budget.deadline = time.monotonic() + VALIDATION_SECONDS
     try:
-        jsonschema.Draft202012Validator.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        raise InvalidParams(
-            f"{field} is not a valid JSON Schema: {cap_text(exc.message, MAX_ERROR_MESSAGE_CHARS)}", field=field
-        ) from None
-    except (RecursionError, referencing.exceptions.Unresolvable):
+        error = best_match(meta.iter_errors(schema))
+    except SchemaTooExpensive:
+        raise InvalidParams(f"{field} takes too long to check", field=field, reason="validation_limit") from None
+    except (RecursionError, _unresolvable()):
         raise InvalidParams(f"{field} is not a valid JSON Schema", field=field) from None
+    finally:
+        _budget.deadline = float("inf")
+    if error is not None:
+        raise InvalidParams(
+            f"{field} is not a valid JSON Schema: {cap_text(error.message, MAX_ERROR_MESSAGE_CHARS)}", field=field
+        )
 
 
 def _schema_nodes(schema: dict[str, Any]) -> Iterator[tuple[dict[str, Any], int]]:
@@ -128,59 +168,20 @@ def _patterns(node: dict[str, Any]) -> Iterable[str]:
         yield from node["patternProperties"]
 
 
-def _check_pattern(pattern: str, field: str) -> None:
+def _check_pattern(pattern: str, field: str) -> int:
+    """The RE2 instructions `pattern` compiles to; `invalid_params` if it does not compile."""
     if len(pattern) > MAX_PATTERN_CHARS:
         raise InvalidParams(f"a pattern in {field} is over {MAX_PATTERN_CHARS} characters", field=field)
     try:
-        compile_pattern(pattern)
-    except re2.error:
+        return int(compile_pattern(pattern).programsize)
+    except re2.error as exc:
+        why = "it compiles to too large a program" if "too large" in str(exc) else "it does not compile"
         raise InvalidParams(
-            f"pattern {cap_text(pattern, 200)!r} in {field} is not supported: patterns run on a linear-time "
-            "engine (RE2), without backreferences or lookaround",
+            f"pattern {cap_text(pattern, 200)!r} in {field} is not supported ({why}): patterns run on a "
+            "linear-time engine (RE2), without backreferences or lookaround, within "
+            f"{MAX_PROGRAM_MEMORY >> 20} MB per pattern",
             field=field,
         ) from None
-
-
-def _search(pattern: str, text: str) -> bool:
-    try:
-        return compile_pattern(pattern).search(text) is not None
-    except re2.error:
-        raise SchemaTooExpensive(f"pattern {cap_text(pattern, 200)!r} is not supported") from None
-
-
-# --- keywords that match patterns, on RE2 --------------------------------------------------------
-
-
-def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    from jsonschema import ValidationError
-
-    if validator.is_type(instance, "string") and not _search(pattern, instance):
-        yield ValidationError(f"{cap_text(repr(instance), 200)} does not match {cap_text(repr(pattern), 200)}")
-
-
-def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any, schema: Any) -> Iterator[Any]:
-    if not validator.is_type(instance, "object"):
-        return
-    for pattern, subschema in patterns.items():
-        for key, value in instance.items():
-            if _search(pattern, key):
-                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
-
-
-def _additional_properties(validator: Any, additional: Any, instance: Any, schema: Any) -> Iterator[Any]:
-    if not validator.is_type(instance, "object"):
-        return
-    known = schema.get("properties", {})
-    patterns = list(schema.get("patternProperties", {}))
-    extras = [key for key in instance if key not in known and not any(_search(p, key) for p in patterns)]
-    if validator.is_type(additional, "object"):
-        for key in extras:
-            yield from validator.descend(instance[key], additional, path=key)
-    elif additional is False and extras:
-        from jsonschema import ValidationError
-
-        names = ", ".join(repr(cap_text(key, 64)) for key in extras[:10])
-        yield ValidationError(f"additional properties are not allowed ({names} unexpected)")
 
 
 def _check_budget() -> None:
@@ -222,9 +223,9 @@ def _engine() -> _Engine:
 
     keywords = {
         **Draft202012Validator.VALIDATORS,
-        "pattern": _pattern,
-        "patternProperties": _pattern_properties,
-        "additionalProperties": _additional_properties,
+        "pattern": pattern_keyword,
+        "patternProperties": pattern_properties_keyword,
+        "additionalProperties": additional_properties_keyword,
         "uniqueItems": unique_items(_check_budget),
     }
     validator_class = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
@@ -314,6 +315,11 @@ class ToolSchema:
 #: validation waits its turn (its time budget starts when it runs).
 VALIDATION_THREADS = 4
 _limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter] = weakref.WeakKeyDictionary()
+
+
+async def off_loop(fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)` in one of the validation threads (the craft-time checks of a schema run there)."""
+    return await _off_loop(fn, *args)
 
 
 async def _off_loop(fn: Callable[..., T], *args: Any) -> T:

@@ -50,6 +50,7 @@ from awb.sandbox.registry import build_runtimes, choose_python_runtime, limits_f
 from awb.search.duplicates import rank_similar
 from awb.search.fts import search_words
 from awb.search.hybrid import search_engine
+from awb.validation import off_loop
 from awb.validation import schema_errors as schema_errors
 
 log = logging.getLogger("awb.workbench")
@@ -178,7 +179,8 @@ class Workbench:
         return runtime
 
     async def validate_craft(self, request: CraftRequest) -> None:
-        crafting.validate_request(request, self.config.max_code_bytes)
+        # Checking a schema is bounded but not free (up to its time budget): off the event loop.
+        await off_loop(crafting.validate_request, request, self.config.max_code_bytes)
         await crafting.check_examples(request)
 
     async def craft(self, request: CraftRequest | dict[str, Any], *, names: MetaNames | None = None) -> Tool:

@@ -11,7 +11,8 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from awb.cli.logs import BatchedHandler
+from awb.cli.logs import BatchedHandler, VisibleFormatter
+from awb.safe_text import Verbatim
 from journey import call
 from support import awb_env
 
@@ -88,3 +89,54 @@ async def test_a_verbose_stdio_server_logs_every_request_to_the_log_file(tmp_pat
     # A call that succeeds is a debug line (one per request is the server's busiest log); errors are info.
     assert "DEBUG awb.mcp: mcp awb_list ok" in text
     assert "mcp awb_inspect -> tool_not_found" in text
+
+
+FORGED = "x\x1b]0;pwned\x07\x1b[2K\r2026-01-01 00:00:00,000 INFO awb.server: staged write 7 applied\nok \u202e"
+
+
+@pytest.mark.anyio
+async def test_what_a_client_chooses_cannot_write_a_log_line_or_drive_the_terminal(tmp_path: Path) -> None:
+    # A requested tool name went into the server's log as it came: an MCP client could end the line,
+    # write one that reads as the server's, and send escape sequences to the terminal of `awb start`.
+    log_file = tmp_path / "awb.log"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "awb", "start", "--transport", "stdio"],
+        env=awb_env(tmp_path, AWB_LOG_FILE=str(log_file)),
+    )
+    with anyio.fail_after(60):
+        async with Client(params) as client:
+            assert (await client.call_tool(FORGED, {})).is_error
+    text = log_file.read_text()
+    assert "\x1b" not in text and "\r" not in text and "\u202e" not in text
+    [line] = [line for line in text.splitlines() if "pwned" in line or "staged write" in line]
+    shown = (
+        "x\\x1b]0;pwned\\x07\\x1b[2K\\x0d2026-01-01 00:00:00,000 INFO awb.server: staged write 7 applied\\x0aok \\u202e"
+    )
+    assert line.split(" INFO awb.mcp: ", 1)[1].startswith(f"mcp {shown} -> tool_not_found (")
+
+
+def test_log_arguments_are_escaped_while_format_strings_numbers_and_tracebacks_are_kept(tmp_path: Path) -> None:
+    target = logging.FileHandler(tmp_path / "plain.log")
+    target.setFormatter(VisibleFormatter("%(levelname)s %(message)s"))
+    logger = logging.getLogger("awb.test.visible")
+    logger.propagate = False
+    logger.handlers[:] = [target]
+    logger.setLevel(logging.INFO)
+    logger.info("call %s cancelled after %.1f ms (%d), %r", "a\nb\\c é", 1.25, 3, "q\x1b")
+    logger.error("frames:\n%s", Verbatim("  File x\n    line"))
+    try:
+        raise RuntimeError("boom\x1b[2J")
+    except RuntimeError:
+        logger.exception("failed")
+    target.close()
+    lines = (tmp_path / "plain.log").read_text().splitlines()
+    assert lines[:6] == [
+        "INFO call a\\x0ab\\\\c é cancelled after 1.2 ms (3), 'q\\x1b'",
+        "ERROR frames:",
+        "  File x",
+        "    line",
+        "ERROR failed",
+        "Traceback (most recent call last):",
+    ]
+    assert lines[-1] == "RuntimeError: boom\\x1b[2J"

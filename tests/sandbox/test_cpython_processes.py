@@ -106,3 +106,41 @@ async def test_large_non_ascii_host_replies_cross_the_supervisor_whole(
     code = "def run(params):\n    data = read_file('wide.txt')\n    return [len(data), data[-1]]\n"
     value = (await cpython.execute(code, {}, Limits(timeout_ms=10_000, memory_mb=200), host_factory())).value
     assert value == [len(text), "😀"]
+
+
+DEEP_TREE = """
+import os
+def run(params):
+    fd = os.open(os.environ['TMPDIR'], os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(params['depth']):
+        os.mkdir('d', dir_fd=fd)
+        inner = os.open('d', os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    return params['depth']
+"""
+
+
+async def test_a_tree_deeper_than_the_recursion_limit_left_in_scratch_does_not_end_the_zygote(
+    cpython: CPythonRuntime, host_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The zygote empties a finished worker's scratch for the next one; a directory chain past Python's
+    # recursion limit made that raise, which ended the zygote and every cpython call in flight.
+    zygote = cpython._zygote
+    assert zygote is not None
+    used = []
+    checkout = cpython._checkout
+
+    async def remembered() -> Any:
+        worker = await checkout()
+        used.append(worker)
+        return worker
+
+    monkeypatch.setattr(cpython, "_checkout", remembered)
+    with anyio.fail_after(20):
+        assert (await cpython.execute(DEEP_TREE, {"depth": 3000}, LIMITS, host_factory())).value == 3000
+        while not (used[0].exited.done() or zygote.dead):  # the zygote has reaped the worker, or died
+            await anyio.sleep(0.01)
+        assert not zygote.dead
+        assert (await cpython.execute("def run(params):\n    return 1\n", {}, LIMITS, host_factory())).value == 1
+    assert cpython._zygote is zygote

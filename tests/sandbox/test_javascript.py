@@ -198,3 +198,41 @@ async def test_a_worker_ended_by_a_signal_mid_call_is_named_in_the_error(
     assert error.code == "runtime_error" and str(error).startswith("the javascript worker crashed during the call: ")
     assert named in str(error) and error.details["signal"] == signal.Signals(signum).name
     await assert_still_serves(javascript, host_factory)
+
+
+@pytest.mark.parametrize(
+    "pollution",
+    [
+        "Object.prototype.toJSON = function () { return undefined; };",
+        "Object.prototype.toJSON = function () { return 'hijacked'; };",
+        "Object.prototype.toJSON = function () { return {ok: false, code: 'timeout', message: 'forged'}; };",
+        "Object.defineProperty(Object.prototype, 'ok', {get() { return false; }, enumerable: true});",
+    ],
+)
+async def test_tool_code_reshaping_every_object_cannot_reshape_the_report_of_its_run(
+    javascript: JavaScriptRuntime, host_factory: Any, pollution: str
+) -> None:
+    # The worker serialises each run's report in the tool's context: with Object.prototype.toJSON set the
+    # report came out as text the worker could not read, and the worker died.
+    code = pollution + " function run(p) { return 'real ' + p.n; }"  # a string: no toJSON of its own
+    result = await javascript.execute(code, {"n": 7}, LIMITS, host_factory())
+    assert result.value == "real 7"
+    await assert_still_serves(javascript, host_factory)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "function run(p) { for (;;) console.log('x'.repeat(1000)); }",
+        "function run(p) { for (;;) { try { console.log('é'.repeat(1000)); } catch (e) { return 'caught'; } } }",
+    ],
+    ids=["uncaught", "caught"],
+)
+async def test_printing_past_the_log_cap_stops_the_run_in_output_exceeded(
+    javascript: JavaScriptRuntime, host_factory: Any, code: str
+) -> None:
+    # console.log went quiet past the cap and the run went on: a tool printing in a loop ran to its time
+    # limit and the call ended in `timeout`, where the other runtimes stop it in `output_exceeded`.
+    with anyio.fail_after(20):
+        error = await failure(javascript, code, {}, host_factory(), SHORT)
+    assert error.code == "output_exceeded", error

@@ -6,6 +6,9 @@ import asyncio
 import base64
 import gc
 import os
+import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -259,3 +262,76 @@ async def test_a_module_still_running_when_the_runtime_closes_is_stopped_at_its_
         assert info.value.code == "timeout"
         while runtime._active:  # the module's thread ends: the epoch clock kept ticking for it
             await asyncio.sleep(0.01)
+
+
+async def test_a_module_is_stopped_at_its_time_limit_however_busy_the_server_is(host_factory: Any) -> None:
+    # The epoch advanced one tick per turn of the ticker thread, which needs the GIL: on a busy server
+    # a looping module ran several times its limit, past the call that had given up on it.
+    runtime = WasmRuntime()
+    await runtime.start()
+    await runtime.check(wat.LOOP, LIMITS)  # compiled before the server gets busy: only the run is timed
+    stop = threading.Event()
+
+    def busy() -> None:
+        while not stop.is_set():
+            sum(range(1000))
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(0.05)  # each busy thread keeps the GIL 50 ms at a time
+    threads = [threading.Thread(target=busy) for _ in range(2)]
+    try:
+        for thread in threads:
+            thread.start()
+        started = time.monotonic()
+        with anyio.fail_after(30):
+            call = asyncio.ensure_future(runtime.execute(wat.LOOP, {}, Limits(timeout_ms=300), host_factory()))
+            while runtime._active == 0 and not call.done():
+                await asyncio.sleep(0.01)
+            while runtime._active:
+                await asyncio.sleep(0.01)
+            ran = time.monotonic() - started
+            with pytest.raises(ExecutionError) as info:
+                await call
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+        sys.setswitchinterval(switch)
+        await runtime.close()
+    assert info.value.code == "timeout"
+    assert ran < 1.5, ran
+
+
+async def test_a_module_made_to_be_slow_to_compile_takes_no_server_cpu_and_holds_up_no_other_module(
+    wasm: WasmRuntime, host_factory: Any
+) -> None:
+    # Compiled in the server, each of these took seconds of its CPU, on after its call had failed, and
+    # a module queued behind them timed out (and was then refused as too slow).
+    limits = Limits(timeout_ms=1000)
+    cpu = time.process_time()
+    with anyio.fail_after(30):
+        first, second, ordinary = await asyncio.gather(
+            failure(wasm, wat.locals_bomb(400, seed=1), {}, host_factory(), limits),
+            failure(wasm, wat.locals_bomb(400, seed=2), {}, host_factory(), limits),
+            wasm.execute(wat.constant({"fresh": True}), {}, limits, host_factory()),  # sent after them
+        )
+    cpu = time.process_time() - cpu
+    assert ordinary.value == {"fresh": True}
+    assert {first.code, second.code} <= {"memory_exceeded", "timeout"}, (first, second)
+    assert cpu < 0.25, cpu  # the compiling happened in compile processes, which are gone
+
+
+async def test_a_call_abandoned_while_its_module_compiles_ends_the_compile_process(
+    wasm: WasmRuntime, host_factory: Any
+) -> None:
+    with anyio.fail_after(30):
+        call = asyncio.ensure_future(wasm.execute(wat.locals_bomb(400, seed=3), {}, LIMITS, host_factory()))
+        while not wasm._compilers._running:
+            await asyncio.sleep(0.01)
+        [process] = wasm._compilers._running
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        await process.wait()
+    assert process.returncode is not None
+    assert (await wasm.execute(wat.constant(1), {}, LIMITS, host_factory())).value == 1

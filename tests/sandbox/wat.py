@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 
 
@@ -78,3 +79,50 @@ def read_file(path: str) -> str:
         data=path,
         imports='(import "awb" "read_file" (func $read (param i32 i32) (result i64)))',
     )
+
+
+def _leb(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _section(number: int, items: list[bytes]) -> bytes:
+    content = _leb(len(items)) + b"".join(items)
+    return bytes([number]) + _leb(len(content)) + content
+
+
+def _body(code: bytes, locals_: bytes = b"\x00") -> bytes:
+    return _leb(len(locals_) + len(code)) + locals_ + code
+
+
+def locals_bomb(functions: int, seed: int = 0) -> str:
+    """Base64 of a module of a few kilobytes whose `functions` functions each declare 50,000 locals: a
+    handful of bytes each in the binary, ~10 ms and ~5 MB each to compile."""
+    types = [
+        b"\x60\x00\x01\x7e",
+        b"\x60\x01\x7f\x01\x7f",
+        b"\x60\x02\x7f\x7f\x01\x7e",
+    ]  # ()->i64 (i32)->i32 (i32,i32)->i64
+    exports = [b"\x06memory\x02\x00", b"\x05alloc\x00\x00", b"\x03run\x00\x01"]
+    bodies = [
+        _body(b"\x41\x00\x0b"),  # alloc: i32.const 0
+        _body(b"\x42" + _leb(seed % 64) + b"\x0b"),  # run: i64.const seed (a distinct module per seed)
+        *[_body(b"\x20" + _leb(49_999) + b"\x0b", b"\x01" + _leb(50_000) + b"\x7e")] * functions,
+    ]
+    binary = b"".join(
+        (
+            b"\x00asm\x01\x00\x00\x00",
+            _section(1, types),
+            _section(3, [b"\x01", b"\x02", *[b"\x00"] * functions]),
+            _section(5, [b"\x00\x01"]),
+            _section(7, exports),
+            _section(10, bodies),
+        )
+    )
+    return base64.b64encode(binary).decode()

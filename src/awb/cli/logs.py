@@ -1,5 +1,6 @@
 """Server logging: to stderr or the log file (never stdout, the stdio wire), written in batches by a
-thread of its own so that the line every MCP request logs costs the request almost nothing."""
+thread of its own so that the line every MCP request logs costs the request almost nothing. What a log
+line quotes is shown literally (`VisibleFormatter`)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import sys
 import threading
 from collections import deque
 from pathlib import Path
+from typing import Any
 
 from awb.errors import StartupFailed
+from awb.safe_text import Verbatim, visible
 
 #: How long a routine record may wait before it is written. Warnings and errors are written at once.
 FLUSH_SECONDS = 0.2
@@ -70,6 +73,50 @@ class BatchedHandler(logging.Handler):
             self.target.handle(record)
 
 
+class _Shown:
+    """A log argument as `%s` and `%r` show it, with control and invisible characters escaped."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def __str__(self) -> str:
+        return _escaped(str(self.value))
+
+    def __repr__(self) -> str:
+        text = repr(self.value)  # a string's repr escapes its own; another object's may not
+        return text if text.isprintable() else visible(text)
+
+
+def _escaped(text: str) -> str:
+    if text.isascii() and text.isprintable() and "\\" not in text:
+        return text  # nothing to escape: the common case, at C speed
+    return visible(text)
+
+
+def _shown(value: object) -> object:
+    return value if value is None or isinstance(value, int | float | Verbatim) else _Shown(value)
+
+
+class VisibleFormatter(logging.Formatter):
+    """Log lines quote what clients and tools chose (a requested tool name, an error's message, a path):
+    those arguments are shown with control characters, ANSI escapes and bidirectional overrides escaped
+    (`\\x1b`, `\\u202e`), so no request can end a line and write one that reads as the server's, or
+    drive the terminal `awb start` writes to. Format strings and numbers stay as they are, and tracebacks
+    keep their lines."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        if isinstance(record.args, tuple):
+            record.args = tuple(_shown(arg) for arg in record.args)
+        elif isinstance(record.args, dict):
+            record.args = {key: _shown(arg) for key, arg in record.args.items()}
+        return super().format(record)
+
+    def formatException(self, ei: Any) -> str:
+        return visible(super().formatException(ei), multiline=True)
+
+
 def setup_logging(log_file: Path | None, verbose: bool) -> None:
     """Route the `awb` loggers to `log_file` (or stderr) through a `BatchedHandler`; `StartupFailed` when
     the log file cannot be opened for writing (a read-only folder, a directory, /proc)."""
@@ -85,7 +132,7 @@ def setup_logging(log_file: Path | None, verbose: bool) -> None:
             ) from None
     else:
         target = logging.StreamHandler(sys.stderr)
-    target.setFormatter(logging.Formatter(FORMAT))
+    target.setFormatter(VisibleFormatter(FORMAT))
     # The logging HOWTO's "Optimization" settings: no caller lookup, no thread or process names we
     # never print.
     logging._srcfile = None

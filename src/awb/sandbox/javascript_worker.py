@@ -50,6 +50,11 @@ globalThis.writeFile = globalThis.write_file = (path, data) => __awb_call("write
 // one this prelude found: tool code may replace JSON's.
 const __awb_stringify = JSON.stringify;
 const __awb_deep = new Error("too deep");
+// The report of a run goes out as an object without a prototype, built with the functions this prelude
+// found: tool code that sets Object.prototype.toJSON (or getters there) reshapes every object it serialises,
+// and made the report something the worker could not read (the worker died).
+const __awb_assign = Object.assign, __awb_bare = Object.create;
+const __awb_report = (fields) => __awb_stringify(__awb_assign(__awb_bare(null), fields));
 globalThis.__awb_serialise = (value) => {
   const depths = new WeakMap();
   return __awb_stringify(value, function (key, item) {
@@ -64,12 +69,15 @@ globalThis.__awb_serialise = (value) => {
 // Text crosses into Python as JSON: JSON.stringify escapes a lone surrogate, which the binding
 // could not convert (and would leave the interpreter in an error state). A UTF-8 byte count is never
 // below the UTF-16 length, so text past the cap in UTF-16 units is over it without leaving QuickJS.
+// Past the cap console.log throws, as printing does in the other runtimes: a tool printing in a loop
+// stops there (it ran on to its time limit, and the call ended in `timeout`). Caught or not, the call
+// ends in `output_exceeded`.
 let __awb_units = 0;
+const __awb_over = () => { __awb_print_over(); throw new Error("printed output is over the " + __awb_log_cap + "-byte cap"); };
 globalThis.console = { log: (...parts) => {
   const text = parts.map(String).join(" ");
   __awb_units += text.length + 1;
-  if (__awb_units > __awb_log_cap) { __awb_print_over(); return; }
-  __awb_print(JSON.stringify(text));
+  if (__awb_units > __awb_log_cap || !__awb_print(__awb_stringify(text))) { __awb_over(); }
 } };
 """
 
@@ -77,20 +85,20 @@ CALL = r"""
 (function () {
   try {
     if (typeof run !== "function") {
-      return __awb_stringify({ ok: false, code: "runtime_error", message: "the tool's code does not define function run(params)" });
+      return __awb_report({ ok: false, code: "runtime_error", message: "the tool's code does not define function run(params)" });
     }
-    if (__awb_mode === "check") { return __awb_stringify({ ok: true, value: null }); }
+    if (__awb_mode === "check") { return __awb_report({ ok: true, value: null }); }
     const value = run(JSON.parse(__awb_params));
     let text;
     try {
       text = __awb_serialise(value === undefined ? null : value);
     } catch (e) {
-      if (e === __awb_deep) { return __awb_stringify({ ok: false, tooDeep: true }); }
+      if (e === __awb_deep) { return __awb_report({ ok: false, tooDeep: true }); }
       throw e;
     }
-    return __awb_stringify({ ok: true, text: text === undefined ? "null" : text });
+    return __awb_report({ ok: true, text: text === undefined ? "null" : text });
   } catch (e) {
-    return __awb_stringify({ ok: false, code: (e && e.awbCode) || null, message: String(e), stack: String((e && e.stack) || "") });
+    return __awb_report({ ok: false, code: (e && e.awbCode) || null, message: String(e), stack: String((e && e.stack) || "") });
   }
 })()
 """
@@ -142,14 +150,16 @@ def run_job(inp: BinaryIO, out: BinaryIO, job: dict[str, Any]) -> dict[str, Any]
             refused[str(error.get("code"))] = error
         return json.dumps(reply)
 
-    def print_(encoded: str) -> None:
+    def print_(encoded: str) -> bool:
+        """Keep a printed line; False when it would pass the log cap."""
         text = json.loads(encoded).encode("utf-8", "replace").decode("utf-8")
         size = len(text.encode("utf-8")) + 1
         if printed_size[0] + size > max_log:
             printed_size[1] = True
-            return
+            return False
         printed_size[0] += size
         printed.append(text + "\n")
+        return True
 
     context = quickjs.Context()
     context.set_memory_limit(memory)
@@ -164,7 +174,8 @@ def run_job(inp: BinaryIO, out: BinaryIO, job: dict[str, Any]) -> dict[str, Any]
         context.set("__awb_params", json.dumps(job.get("params") or {}))
         context.set("__awb_mode", str(job.get("mode", "run")))
         context.eval(str(job.get("code", "")))
-        outcome = json.loads(context.eval(CALL))
+        report = context.eval(CALL)
+        outcome = json.loads(report) if isinstance(report, str) else None
     except quickjs.StackOverflow as exc:
         return _error("runtime_error", f"stack overflow: {_first_line(exc)}", exception="StackOverflow")
     except quickjs.JSException as exc:
@@ -173,6 +184,8 @@ def run_job(inp: BinaryIO, out: BinaryIO, job: dict[str, Any]) -> dict[str, Any]
         return _error("memory_exceeded", f"the tool went over its {limits.get('memory_mb')} MB memory limit")
     except (SystemError, UnicodeError, ValueError) as exc:  # the binding could not convert a value
         return _error("runtime_error", f"the tool produced a value that cannot leave QuickJS: {_first_line(exc)}")
+    if not isinstance(outcome, dict):  # whatever tool code did to the report, the worker reads no further
+        return _error("runtime_error", "the tool's code changed how its result is reported")
     if printed_size[1]:
         return _error("output_exceeded", f"console output is over the {max_log}-byte cap")
     if outcome.get("tooDeep"):

@@ -15,9 +15,10 @@ imports (module "awb", all optional)
   read_file(ptr: i32, len: i32) -> i64             path in, file text out (packed ptr/len, via alloc)
   write_file(path_ptr, path_len, data_ptr, data_len: i32) -> i64
                                                    stages a write; returns the staging receipt as JSON
-Compiling happens off the event loop, on two dedicated threads, within the call's time limit, and a
-module's source is capped at MAX_MODULE_CHARS; a module that failed to compile in time is remembered
-and refused at once afterwards.
+Compiling happens in a compile process of its own (`awb.sandbox.wasm_compile`), ended at the call's
+time limit and held within a memory budget; the server loads the artifact it sends back. A module's
+source is capped at MAX_MODULE_CHARS; a module that failed to compile in time is remembered and refused
+at once afterwards.
 A refused host call (e.g. a read outside the granted directories) traps the module; the call ends in
 that host error (`sandbox_violation`, ...). A module whose declared minimum is over the limit does not
 start (`memory_exceeded`). Growing memory past the limit makes `memory.grow` return -1, as the
@@ -29,8 +30,6 @@ WebAssembly spec says: wasmtime's Python API cannot make a refused grow trap (it
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
 import contextvars
 import hashlib
@@ -40,7 +39,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from awb.errors import (
@@ -51,6 +49,8 @@ from awb.errors import (
     Unavailable,
 )
 from awb.sandbox.base import Execution, ExecutionSlots, HostFunctions, Limits, encode_output
+from awb.sandbox.wasm_compile import Compilers
+from awb.sandbox.wasm_engine import engine_config
 from awb.sandbox.wasm_host import (
     WasmCall,
     current_call,
@@ -67,7 +67,6 @@ TICK_S = 0.005
 MODULE_CACHE_SIZE = 64
 #: Largest module source accepted (WAT text or base64), before anything is parsed.
 MAX_MODULE_CHARS = 8 * 1024 * 1024
-COMPILE_THREADS = 2
 #: Modules whose compilation ran past the time limit, refused without compiling again.
 SLOW_MODULES_REMEMBERED = 256
 #: Table entries cost host memory that the store's memory limit does not count; modules use a few thousand.
@@ -99,7 +98,7 @@ class WasmRuntime:
         self._ticker: threading.Thread | None = None
         self._clock = threading.Condition()
         self._active = 0
-        self._compiler: ThreadPoolExecutor | None = None
+        self._compilers = Compilers()
         self._too_slow: OrderedDict[str, None] = OrderedDict()
 
     async def start(self) -> None:
@@ -110,16 +109,10 @@ class WasmRuntime:
             raise Unavailable(missing, runtime=self.name)
         import wasmtime
 
-        config = wasmtime.Config()
-        config.epoch_interruption = True
-        config.max_wasm_stack = 512 * 1024
-        # The GC proposal's heap (structs, arrays) lives beside linear memory, outside the store's memory
-        # limit: modules that use it do not compile.
-        config.wasm_gc = False
-        self._engine = wasmtime.Engine(config)
+        self._engine = wasmtime.Engine(engine_config())
         self._linker = make_linker(self._engine)
         self._stop.clear()
-        self._compiler = ThreadPoolExecutor(COMPILE_THREADS, thread_name_prefix="awb-wasm-compile")
+        self._compilers.start()
         self._ticker = threading.Thread(target=self._tick, name="awb-wasm-epoch", daemon=True)
         self._ticker.start()
 
@@ -129,14 +122,23 @@ class WasmRuntime:
         # It keeps ticking after close() while a module still runs (a call abandoned at its wall-clock
         # limit): without ticks that module would never reach its epoch deadline, and its thread would
         # never end.
+        # The epoch follows the wall clock: a turn this thread got late (the GIL held elsewhere; a busy
+        # server let a looping module run 28 times its limit, past the call that had given up on it) makes
+        # up the ticks it missed, so a module's deadline is its time limit however busy the server is.
         engine = self._engine
+        origin, ticked = time.monotonic(), 0
         while True:
             with self._clock:
-                self._clock.wait_for(lambda: self._active > 0 or self._stop.is_set())
                 if self._active == 0:
-                    return
+                    self._clock.wait_for(lambda: self._active > 0 or self._stop.is_set())
+                    if self._active == 0:
+                        return
+                    origin, ticked = time.monotonic(), 0  # time no module ran is no module's
             time.sleep(TICK_S)
-            engine.increment_epoch()
+            due = int((time.monotonic() - origin) / TICK_S)
+            while ticked < due:
+                engine.increment_epoch()
+                ticked += 1
 
     @contextlib.contextmanager
     def _ticking(self) -> Iterator[None]:
@@ -156,15 +158,19 @@ class WasmRuntime:
         if self._ticker is not None:
             await asyncio.to_thread(self._ticker.join, 2)
             self._ticker = None
-        if self._compiler is not None:
-            self._compiler.shutdown(wait=False, cancel_futures=True)
-            self._compiler = None
+        await self._compilers.close()
         self._engine = None
         self._linker = None
         self._modules.clear()
 
     def protections(self) -> dict[str, bool]:
-        return {"engine_isolation": True, "epoch_deadline": True, "memory_limit": True, "no_filesystem": True}
+        return {
+            "engine_isolation": True,
+            "epoch_deadline": True,
+            "memory_limit": True,
+            "no_filesystem": True,
+            "compile_process": True,
+        }
 
     async def execute(self, code: str, params: dict[str, Any], limits: Limits, host: HostFunctions) -> Execution:
         started = time.perf_counter()
@@ -221,44 +227,32 @@ class WasmRuntime:
             slow = key in self._too_slow
         if slow:
             raise ToolTimeout("the module took too long to compile before; refused", limit_ms=limits.timeout_ms)
-        assert self._compiler is not None
-        future = asyncio.get_running_loop().run_in_executor(self._compiler, self._compile, code)
         try:
-            module = await asyncio.wait_for(future, limits.timeout_ms / 1000)
-        except TimeoutError:
-            # The compiling thread cannot be interrupted; it finishes in the background and its
-            # module is dropped. Remember the module so that retries do not queue behind it.
+            artifact = await self._compilers.compile(code, limits)
+        except ToolTimeout:
+            # Its compile process is gone; remembered so that retries do not spend the time again.
             with self._lock:
                 self._too_slow[key] = None
                 while len(self._too_slow) > SLOW_MODULES_REMEMBERED:
                     self._too_slow.popitem(last=False)
-            raise ToolTimeout(
-                f"the module did not compile within {limits.timeout_ms} ms", limit_ms=limits.timeout_ms
-            ) from None
+            raise
+        module = await asyncio.to_thread(self._load, artifact)
         with self._lock:
             self._modules[key] = module
             while len(self._modules) > MODULE_CACHE_SIZE:
                 self._modules.popitem(last=False)
         return module
 
-    def _compile(self, code: str) -> Any:
+    def _load(self, artifact: bytes) -> Any:
+        """The module a compile process compiled. Loading trusts the artifact as native code: it comes
+        from our own compile process, which runs the same wasmtime on the same module (a compiler bug
+        that took it over would have taken the server over when it compiled in the server)."""
         import wasmtime
 
-        text = code.strip()
-        source: str | bytes
-        if text.startswith("("):
-            source = text
-        else:
-            try:
-                source = base64.b64decode(text, validate=True)
-            except (binascii.Error, ValueError):
-                raise ToolRuntimeError("wasm code must be WAT text or base64 of a WebAssembly binary") from None
         try:
-            return wasmtime.Module(self._engine, source)
+            return wasmtime.Module.deserialize(self._engine, artifact)
         except wasmtime.WasmtimeError as exc:
-            raise ToolRuntimeError(f"the module does not compile: {first_line(exc)}") from None
-        except UnicodeEncodeError:
-            raise ToolRuntimeError("the module's text is not valid Unicode (a lone surrogate)") from None
+            raise ToolRuntimeError(f"the compiled module does not load: {first_line(exc)}") from None
 
     def _run_ticking(
         self, module: Any, params: dict[str, Any], limits: Limits, call: WasmCall, check: bool

@@ -25,7 +25,9 @@ from awb import __version__
 from awb.errors import AwbError, InvalidParams, ToolNotFound
 from awb.inventory.models import Tool
 from awb.meta_tools import META_VERBS, MetaVerb, meta_tool_name, reserved_name, served_names, verb_of
+from awb.safe_text import Verbatim
 from awb.sandbox.base import executing_for
+from awb.schema_bounds import SchemaTooExpensive
 from awb.schema_rules import MCP_INPUT_RULE, craft_warnings, structured_result
 from awb.server import guidance
 from awb.server.clients import client_of
@@ -34,7 +36,7 @@ from awb.server.listing import EquippedListing, tool_names_warning
 from awb.server.notify import ListChangedNotifier
 from awb.server.schemas import INPUT, OUTPUT
 from awb.text import cap_text
-from awb.validation import SchemaTooExpensive, ToolSchema
+from awb.validation import ToolSchema
 from awb.workbench import Workbench
 
 log = logging.getLogger("awb.mcp")
@@ -216,7 +218,7 @@ class McpFace:
         except Exception as error:  # the server must survive anything a tool or agent does
             # The frames, and the message capped: an exception can carry megabytes of tool output.
             frames = "".join(traceback.format_tb(error.__traceback__))
-            log.error("mcp %s failed unexpectedly: %s\n%s", name, cap_text(repr(error), 2000), frames)
+            log.error("mcp %s failed unexpectedly: %s\n%s", name, cap_text(repr(error), 2000), Verbatim(frames))
             return to_mcp_error(AwbError(f"internal error: {type(error).__name__}: {error}"))
         log.debug("mcp %s ok (%.1f ms)", name, (time.perf_counter() - started) * 1000)
         return types.CallToolResult(

@@ -57,7 +57,11 @@ SPARE_SCRATCH = 8
 
 
 def _emptied(directory: str) -> bool:
-    """Remove everything inside `directory`; True when it is empty afterwards."""
+    """Remove everything inside `directory`; True when it is empty afterwards.
+
+    The tree is the tool's: anything that makes emptying it fail (a chain of directories deeper than
+    Python's recursion limit made `shutil.rmtree` raise RecursionError, which ended the zygote and every
+    call in flight) only means the scratch is not reused; unmounting it drops whatever it holds."""
     try:
         for entry in os.scandir(directory):
             if entry.is_dir(follow_symlinks=False):
@@ -65,8 +69,14 @@ def _emptied(directory: str) -> bool:
             else:
                 os.unlink(entry.path)
         return not os.listdir(directory)
-    except OSError:
+    except Exception:
         return False
+
+
+def _remove_tree(path: str) -> None:
+    """`shutil.rmtree` for a tree a tool made: `ignore_errors` does not cover its RecursionError."""
+    with contextlib.suppress(Exception):
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def interpreter_paths() -> list[str]:
@@ -179,7 +189,7 @@ class Zygote:
             with contextlib.suppress(OSError):
                 os.rmdir(scratch)
         else:
-            shutil.rmtree(scratch, ignore_errors=True)
+            _remove_tree(scratch)
 
     def spawn(self, request_id: int) -> None:
         scratch = self._new_scratch()
@@ -328,7 +338,7 @@ class Zygote:
         if self.cgroups is not None:
             self.cgroups.close()
         if self.base and not self.available.get("mount_namespace"):
-            shutil.rmtree(self.base, ignore_errors=True)
+            _remove_tree(self.base)
 
     def serve(self) -> None:
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
