@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, ValidationError
 
-from awb.agents.actions import Action, Done
+from awb.agents.actions import Action, Done, check_nesting
 from awb.agents.agent import Agent
 from awb.agents.context import Context, to_text
 from awb.agents.errors import MalformedAction, ModelError, validation_errors
@@ -161,7 +161,7 @@ class _Run:
         attributes = chat_attributes(self.model, self.settings.temperature, self.settings.max_tokens)
         with span(f"chat {attributes['gen_ai.request.model'] or 'model'}", attributes) as current:
             try:
-                return await self.model.call(prompt, tools)
+                return check_nesting(await self.model.call(prompt, tools))
             except MalformedAction as err:
                 current.set_attribute("error.type", err.code)
                 reply = err.details.get("reply")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from awb.agents.context import to_text
 from awb.agents.toolbox import Handler, ToolOutcome, ToolSpec
+from awb.safe_copy import CopyRules, safe_copy
 
 log = logging.getLogger("awb.blueprints")
 
@@ -26,6 +27,9 @@ SUMMARY_CHARS = 300
 REDACTED = "***"
 #: What a tool call past `max_tool_calls` returns instead of running.
 LIMIT_REACHED = "guardrail max_tool_calls: the tool-call limit is reached"
+#: Bounds of one walk over a logged value (a tool call's arguments, a violation's context).
+_MAX_DEPTH = 32
+_MAX_VALUES = 100_000
 _SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|passwd|authorization|cookie|credential)", re.I)
 
 
@@ -37,19 +41,32 @@ class LogEntry(BaseModel):
 
 
 def redact(value: Any, secrets: tuple[str, ...] = ()) -> Any:
-    """A copy with secret-looking keys masked and known secret values cut out of strings."""
-    if isinstance(value, Mapping):
-        return {str(k): REDACTED if _SECRET_KEY.search(str(k)) else redact(v, secrets) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [redact(v, secrets) for v in value]
-    if isinstance(value, str):
+    """A copy with secret-looking keys masked and known secret values cut out of strings; bounded
+    (`awb.safe_copy`): what nests too deep, is past the walk's budget or holds itself is a marker."""
+    return safe_copy(value, _rules(secrets))
+
+
+def _rules(secrets: tuple[str, ...], *, max_chars: int | None = None) -> CopyRules:
+    def text(value: str) -> str:
         for secret in secrets:
             value = value.replace(secret, REDACTED)
-    return value
+        # Cut after the secrets are out, so no part of one is left at the cut.
+        return value if max_chars is None else value[: max_chars + 1]
+
+    def masked(key: object, value: object) -> bool:
+        return _SECRET_KEY.search(str(key)) is not None
+
+    return CopyRules(max_depth=_MAX_DEPTH, max_values=_MAX_VALUES, text=text, masked=masked, mask=REDACTED)
 
 
 def summarize(payload: Any, secrets: tuple[str, ...] = ()) -> str:
-    text = str(redact(to_text(payload), secrets))
+    """At most SUMMARY_CHARS of `payload` as text, secrets masked; only what can show is walked."""
+    rules = _rules(secrets)
+    if isinstance(payload, str):
+        text = rules.text(payload)
+    else:
+        shown = safe_copy(payload, replace(_rules(secrets, max_chars=SUMMARY_CHARS), max_values=SUMMARY_CHARS))
+        text = rules.text(to_text(shown))  # keys are text too
     return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
 
 
