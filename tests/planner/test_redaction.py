@@ -79,4 +79,4 @@ def test_a_payload_sharing_its_parts_is_redacted_in_bounded_work(monkeypatch: py
     text = json.dumps(redact_payload(shared))
     assert "ABCDEFGH" not in text
     assert text.count(MASK) <= 10_000
-    assert "past the first 10000 values" in text
+    assert "more items]" in text
