@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from awb.workbench import Workbench
 
 REPO = Path(__file__).resolve().parent.parent
+#: Where the web panel is served in its tests (the default bind and port); what its Origin checks expect.
+ORIGIN = "http://127.0.0.1:7777"
 
 ADD_CODE = "def run(params):\n    return params['a'] + params['b']\n"
 ADD_SCHEMA: dict[str, Any] = {

@@ -135,6 +135,11 @@ class BlueprintsConfig(_Section):
     #: How knowledge bases are searched: `text` (BM25) indexes a base in well under a second; `hybrid` also
     #: embeds every passage (with the `embed` extra), which costs tens of milliseconds per passage or more.
     knowledge_search: Literal["text", "hybrid"] = "text"
+    #: Characters a run's log keeps of one value an agent or a tool sent (a call's arguments, an error);
+    #: longer text is cut with a marker giving its size and SHA-256.
+    log_value_chars: int = Field(4000, ge=256, le=10_000_000)
+    #: Characters one run's log keeps in all; past them, each value keeps 160.
+    log_run_chars: int = Field(256_000, ge=4096, le=100_000_000)
 
     def anchored(self, base: Path) -> BlueprintsConfig:
         relative = {name: base / path for name, path in self.knowledge.items() if not path.is_absolute()}

@@ -38,3 +38,16 @@ def test_trimming_is_deterministic() -> None:
 
 def test_empty_memory_says_so() -> None:
     assert "(empty)" in Context("s", "t").render()
+
+
+def test_a_payload_json_cannot_encode_is_remembered_as_its_safe_copy() -> None:
+    """A tool's result nested past the encoder's stack, or holding itself, is an observation, not a crash."""
+    deep: object = "bottom"
+    for _ in range(100_000):
+        deep = [deep]
+    loop: list[object] = ["top"]
+    loop.append(loop)
+    context = Context("system", "task", max_chars=100_000)
+    assert "nested deeper than" in context.add("tool_result", "deep", deep).text
+    assert context.add("tool_result", "loop", loop).text == '["top", "[cut: a value that contains itself]"]'
+    assert context.add("tool_result", "keys", {1: "a", "b": 2}).text == '{"1": "a", "b": 2}'

@@ -259,3 +259,18 @@ async def test_plain_string_input_fills_the_single_input_field() -> None:
     with anyio.fail_after(10):
         await run_agent(Reader, "how are you?", model=model, servers=servers())
     assert '"question": "how are you?"' in model.seen[0][0].body
+
+
+async def test_an_action_nested_past_the_limit_is_fed_back_and_the_run_goes_on() -> None:
+    """Arguments 300 levels deep broke the run's records (pydantic stops at about 250): a ValueError."""
+    deep: object = "x"
+    for _ in range(300):
+        deep = {"a": deep}
+    call = {"action": "call_tool", "tool": "files.read", "arguments": {"path": deep}}
+    model = ScriptedModel([call, {"action": "done", "output": {"answer": "a"}}])
+    with anyio.fail_after(10):
+        result = await run_agent(Reader, "q", model=model, servers=servers())
+    assert result.termination_reason == "done" and result.tool_calls == []
+    assert result.steps[0].rejected[0].code == "malformed_action"
+    assert "the arguments of the call_tool action nest deeper than 64 levels" in model.seen[1][0].body
+    assert len(result.model_dump_json()) < 10_000

@@ -107,3 +107,44 @@ async def test_events_carry_large_values_cut_and_the_result_in_full_once() -> No
     for cut in (reply.data["action"]["arguments"]["text"], call.data["arguments"]["text"]):
         assert cut.startswith("ZZZ") and cut.endswith("more characters]") and len(cut) < 5000
     assert len(stream) < len(BIG) + 50_000
+
+
+async def test_a_subagents_large_values_are_written_once_in_the_event_stream() -> None:
+    """The subagent's own `done` carried its result in full, and the lead's `done` again in its record."""
+    spawn = {"action": "spawn_subagent", "agent": "writer", "input": {"text": "x"}}
+    save = {"action": "call_tool", "tool": "notes.save", "arguments": {"text": BIG}}
+    script = [spawn, save, {"action": "done", "output": {"saved": OUT}}, {"action": "done", "output": {"saved": "ok"}}]
+    result, events = await run(Lead, script)
+    assert result.ok
+    stream = "\n".join(event.model_dump_json() for event in events)
+    assert stream.count(BIG) == 1 and stream.count(OUT) == 1
+    [told] = [event for event in events if event.type == "done" and event.depth == 1]
+    final = events[-1].data["result"]
+    assert told.agent == "writer" and events.index(told) < len(events) - 1
+    where = "…[in the lead run's result at subagent_calls[0]"
+    assert told.data["result"]["tool_calls"][0]["arguments"]["text"] == (
+        f"{where}.tool_calls[0].arguments.text: 1000002 characters]"
+    )
+    assert told.data["result"]["output"]["saved"] == f"{where}.output.saved: 1000002 characters]"
+    # The places named hold them, and the subagent's ending is still a RunResult a watcher can read.
+    assert final["subagent_calls"][0]["tool_calls"][0]["arguments"]["text"] == BIG
+    assert final["subagent_calls"][0]["output"]["saved"] == OUT
+    ending = RunResult.model_validate(told.data["result"])
+    assert (ending.agent, ending.termination_reason, ending.iterations) == ("writer", "done", 2)
+    assert ending.tool_calls[0].name == "notes.save" and ending.tool_calls[0].ok
+
+
+async def test_what_only_a_subagents_ending_holds_stays_in_its_done_event() -> None:
+    spawn = {"action": "spawn_subagent", "agent": "writer", "input": {"text": "x"}}
+    save = {"action": "call_tool", "tool": "notes.save", "arguments": {"text": "small"}}
+    script = [
+        spawn,
+        save,
+        *[{"action": "done", "output": {"wrong": 1}}] * 3,
+        {"action": "done", "output": {"saved": "ok"}},
+    ]
+    result, events = await run(Lead, script)
+    assert result.ok and result.subagent_calls[0].termination_reason == "output_invalid"
+    [told] = [event for event in events if event.type == "done" and event.depth == 1]
+    partial = told.data["result"]["partial"]  # not in the lead's record of the call: kept as it is
+    assert partial["last_output"] == {"wrong": 1} and partial["observations"]

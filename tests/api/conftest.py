@@ -49,10 +49,18 @@ class Api:
 
 
 def make_service(
-    tmp_path: Path, fake_model: FakeServer, fake_tavily: FakeServer, *, inventory_url: str | None = None
+    tmp_path: Path,
+    fake_model: FakeServer,
+    fake_tavily: FakeServer,
+    *,
+    inventory_url: str | None = None,
+    blueprints: dict[str, Any] | None = None,
 ) -> BlueprintService:
     config = Config(
-        inventory_path=tmp_path / "inventory.db", inventory_url=inventory_url, blueprints_dir=tmp_path / "blueprints"
+        inventory_path=tmp_path / "inventory.db",
+        inventory_url=inventory_url,
+        blueprints_dir=tmp_path / "blueprints",
+        blueprints=blueprints or {},
     )
     environ = {
         "OPENAI_API_KEY": OPENAI_KEY,

@@ -3,6 +3,7 @@ guardrails, sessions, logs, and the error mapping."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import sys
@@ -86,20 +87,45 @@ def test_allowed_domains_go_out_as_include_domains_and_other_results_are_dropped
     assert all(v["data"]["guardrail"] == "allowed_domains" and v["at"] for v in violations)
 
 
-def test_a_large_tool_argument_is_in_a_runs_log_once_and_not_in_its_reply(
+def test_a_large_tool_argument_reaches_the_tool_whole_and_its_log_cut_with_size_and_hash(
     api: Api, fake_model: FakeServer, fake_tavily: FakeServer
 ) -> None:
+    """The log stored every argument whole: a model could make a run store megabytes per call."""
     query = "q" * 100_000
     fake_model.queue(tool_call("tavily__search", {"query": query}), answer("done"))
     fake_tavily.queue(tavily_results("https://example.com/x"))
     response = api.post(
         "/api/agents/run", {"blueprint": blueprint(arms=[TAVILY]), "message": "go", "session_id": "big"}
     )
-    assert response.status_code == 200 and query not in response.text  # the reply names the calls only
+    assert response.status_code == 200 and "q" * 5000 not in response.text  # the reply names the calls only
+    assert [(c["tool"], c["success"]) for c in response.json()["tool_calls"]] == [("tavily.search", True)]
+    assert fake_tavily.requests[0]["body"]["query"] == query
     logs = api.get("/api/agents/logs", session_id="big")
-    assert logs.text.count(query) == 1
+    assert len(logs.text) < 10_000
     [call] = [e for e in logs.json()["entries"] if e["kind"] == "tool_call"]
-    assert call["data"]["arguments"]["query"] == query
+    prefix, marker = call["data"]["arguments"]["query"].split("…[cut: ")
+    assert prefix == "q" * len(prefix) and 3900 < len(prefix) < 4000
+    assert marker == f"100000 characters in all, sha256 {hashlib.sha256(query.encode()).hexdigest()}]"
+
+
+def test_the_log_limits_are_the_configured_ones(
+    tmp_path: Path, fake_model: FakeServer, fake_tavily: FakeServer
+) -> None:
+    service = make_service(
+        tmp_path, fake_model, fake_tavily, blueprints={"log_value_chars": 300, "log_run_chars": 5000}
+    )
+    fake_model.queue(*(tool_call("tavily__search", {"query": f"{i}" + "q" * 2000}) for i in range(5)), answer("ok"))
+    fake_tavily.responder = lambda body: tavily_results("https://example.com/x")
+    with uvicorn_serving(create_api(service)) as url, httpx.Client(base_url=url, timeout=30) as client:
+        data = blueprint(arms=[TAVILY])
+        reply = client.post("/api/agents/run", json={"blueprint": data, "message": "go", "session_id": "cfg"})
+        assert reply.status_code == 200, reply.text
+        entries = client.get("/api/agents/logs", params={"session_id": "cfg"}).json()["entries"]
+    service.close()
+    queries = [e["data"]["arguments"]["query"] for e in entries if e["kind"] == "tool_call"]
+    assert [q.split("q")[0] for q in queries] == ["0", "1", "2", "3", "4"]
+    assert all(len(q.split("…[cut: ")[0]) < 300 for q in queries)
+    assert sum(len(json.dumps(e["data"])) for e in entries) < 5000 + 10 * 400
 
 
 def test_tool_call_limit_ends_the_run_with_422_naming_the_guardrail_and_logs_it(

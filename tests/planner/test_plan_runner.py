@@ -170,3 +170,13 @@ async def test_a_plan_waiting_on_a_tool_ends_at_its_deadline_and_the_call_is_can
     assert elapsed < 0.5 + 0.4, elapsed
     assert cancelled.is_set(), "the in-flight call was left running after the plan ended"
     assert result.calls == [CallMade("slow", "hang", "plan", "cancelled")]
+
+
+async def test_a_plan_returning_a_value_nested_thousands_deep_fails_with_output_exceeded() -> None:
+    """Its JSON encoding recursed past the stack: a RecursionError out of the runner ended the run.
+    (The CPython runtime's worker refuses such a result itself.)"""
+    code = "x = 'bottom'\nfor i in range(5000):\n    x = [x]\nreturn x"
+    with anyio.fail_after(60):
+        result = await run_python_plan(code, tools=planner_toolbox([]), runtime="monty")
+    assert not result.success and result.error_code == "output_exceeded"
+    assert result.error == "the plan's result nests deeper than 64 levels; return flatter data"

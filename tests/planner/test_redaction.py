@@ -1,6 +1,13 @@
 from __future__ import annotations
 
+import json
+from typing import Any
+
+import pytest
+
+from awb.planner import redaction
 from awb.planner.redaction import MASK, redact_payload, redact_text
+from awb.safe_copy import CYCLE
 
 
 def test_values_under_secret_keys_are_masked_at_any_depth() -> None:
@@ -54,3 +61,22 @@ def test_token_counts_are_kept_and_tokens_themselves_are_masked() -> None:
     assert redact_payload(usage) == usage
     secrets = {"token": 123456, "otp_token": 42, "access_tokens": ["abc"], "tokens_secret": 7, "id_tokens": True}
     assert redact_payload(secrets) == dict.fromkeys(secrets, MASK)
+
+
+def test_a_payload_that_holds_itself_is_redacted_with_a_marker_where_it_comes_round() -> None:
+    payload: dict[str, Any] = {"api_key": "k", "note": "Bearer abcdefghijkl"}
+    payload["again"] = payload
+    assert redact_payload(payload) == {"api_key": MASK, "note": f"{MASK}", "again": CYCLE}
+
+
+@pytest.mark.timeout(30)
+def test_a_payload_sharing_its_parts_is_redacted_in_bounded_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A list holding one list twice, forty levels down, is 2**40 strings to a plain walk."""
+    monkeypatch.setattr(redaction, "MAX_VALUES", 10_000, raising=False)
+    shared: list[Any] = ["sk-ABCDEFGHIJKLMNOPQRSTUVWX"]
+    for _ in range(40):
+        shared = [shared, shared]
+    text = json.dumps(redact_payload(shared))
+    assert "ABCDEFGH" not in text
+    assert text.count(MASK) <= 10_000
+    assert "more items]" in text

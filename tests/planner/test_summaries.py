@@ -73,3 +73,15 @@ def test_a_huge_single_value_is_clipped_to_fit() -> None:
     summary = summarize_payload("blob", {"text": "x" * 200_000}, max_chars=1000)
     assert len(json.dumps(summary)) <= 1000
     assert summary["truncated"] is True
+
+
+def test_a_payload_json_cannot_encode_is_measured_and_summarised_as_its_safe_copy() -> None:
+    deep: object = "bottom"
+    for _ in range(100_000):
+        deep = {"a": deep}
+    loop: list[object] = list(range(10))
+    loop.append(loop)
+    assert needs_summary(deep, 300) and not needs_summary(loop, 300)
+    for payload in (deep, loop):
+        summary = summarize_payload("odd", payload, max_chars=2000)
+        assert len(json.dumps(summary)) <= 2000

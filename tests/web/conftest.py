@@ -14,8 +14,7 @@ from awb.clock import ManualClock
 from awb.config import Config
 from awb.web import Panel, create_panel
 from awb.workbench import Workbench
-
-ORIGIN = "http://127.0.0.1:7777"
+from support import ORIGIN
 
 NOTE_WRITER: dict[str, Any] = {
     "name": "note_writer",

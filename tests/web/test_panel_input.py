@@ -17,8 +17,7 @@ from awb.inventory.sqlite import SQLiteStore
 from awb.web import stream
 from awb.web.numbers import whole_number
 from awb.workbench import Workbench
-from conftest import ORIGIN
-from support import add_tool
+from support import ORIGIN, add_tool
 
 pytestmark = pytest.mark.anyio
 

@@ -14,8 +14,7 @@ from awb.config import Config, SearchConfig
 from awb.errors import ExecutionError, InvalidParams
 from awb.web import create_panel
 from awb.workbench import Workbench
-from conftest import ORIGIN
-from support import add_tool
+from support import ORIGIN, add_tool
 
 pytestmark = pytest.mark.anyio
 

@@ -17,8 +17,7 @@ from awb.config import Config
 from awb.safe_code import shown
 from awb.web import create_panel
 from awb.workbench import Workbench
-from conftest import ORIGIN
-from support import add_tool
+from support import ORIGIN, add_tool
 
 pytestmark = pytest.mark.anyio
 

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError
 
 from awb.agents.errors import MalformedAction, validation_errors
+from awb.text import MAX_RESULT_DEPTH, nesting_depth
 
 
 class _Action(BaseModel):
@@ -67,3 +68,27 @@ def parse_action(data: object) -> Action:
             "the reply is not one valid action",
             errors=validation_errors(err),
         ) from None
+
+
+#: How deeply an action's arguments, input or output may nest: the run's records are written by encoders
+#: that recurse (pydantic's stops at about 250 levels, and the run with it), so deeper is refused as a
+#: tool's result is (`awb.text.MAX_RESULT_DEPTH`).
+MAX_ACTION_DEPTH = MAX_RESULT_DEPTH
+
+
+def check_nesting(action: Action) -> Action:
+    """`action`, or `MalformedAction` when its free-form part nests deeper than MAX_ACTION_DEPTH."""
+    field: str = ""
+    value: Any = None
+    if isinstance(action, CallTool):
+        field, value = "arguments", action.arguments
+    elif isinstance(action, SpawnSubagent):
+        field, value = "input", action.input
+    elif isinstance(action, Done):
+        field, value = "output", action.output
+    if nesting_depth(value, MAX_ACTION_DEPTH) > MAX_ACTION_DEPTH:
+        raise MalformedAction(
+            f"the {field} of the {action.action} action nest deeper than {MAX_ACTION_DEPTH} levels",
+            limit=MAX_ACTION_DEPTH,
+        )
+    return action

@@ -7,9 +7,10 @@ exceeds the budget. Trimming depends only on what was added, so a run replays id
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from awb.safe_copy import safe_dumps
 
 Kind = Literal["tool_result", "tool_error", "subagent_output", "subagent_error", "note", "feedback"]
 
@@ -31,7 +32,8 @@ class Observation:
 def to_text(payload: Any) -> str:
     if isinstance(payload, str):
         return payload
-    return json.dumps(payload, ensure_ascii=False, sort_keys=True, default=str)
+    # A payload from a tool or a model nested past the encoder's stack is written as its safe copy.
+    return safe_dumps(payload, ensure_ascii=False, sort_keys=True, default=str)
 
 
 @dataclass

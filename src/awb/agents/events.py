@@ -19,8 +19,9 @@ class RunEvent(BaseModel):
     """`data` by type: `model_reply` {action, not_run, usage}; `rejected` {code, message};
     `tool_call` {tool, arguments}; `tool_result` {tool, ok, duration_seconds, error};
     `subagent` {agent, phase: started|finished, termination_reason}; `done` {result} (the `RunResult`
-    as JSON; at depth 1 a subagent's ending). Actions, arguments and inputs are cut (`awb.text.bounded`):
-    events are for watching a run; `done`'s result has them in full."""
+    as JSON; at depth 1 a subagent's ending, whose large values are markers naming where the top-level
+    `done`'s result has them: `awb.agents.repeats.written_elsewhere`). Actions, arguments and inputs are
+    cut (`awb.text.bounded`): events are for watching a run; the top-level `done`'s result has them in full."""
 
     type: EventType
     agent: str

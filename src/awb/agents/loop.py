@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, ValidationError
 
-from awb.agents.actions import Action, Done
+from awb.agents.actions import Action, Done, check_nesting
 from awb.agents.agent import Agent
 from awb.agents.context import Context, to_text
 from awb.agents.errors import MalformedAction, ModelError, validation_errors
@@ -24,6 +24,7 @@ from awb.agents.executor import ActionExecutor
 from awb.agents.models.base import Model, Prompt
 from awb.agents.models.functions import function_overflow
 from awb.agents.models.settings import ModelSettings
+from awb.agents.repeats import written_elsewhere
 from awb.agents.result import (
     Ending,
     PartialOutput,
@@ -161,7 +162,7 @@ class _Run:
         attributes = chat_attributes(self.model, self.settings.temperature, self.settings.max_tokens)
         with span(f"chat {attributes['gen_ai.request.model'] or 'model'}", attributes) as current:
             try:
-                return await self.model.call(prompt, tools)
+                return check_nesting(await self.model.call(prompt, tools))
             except MalformedAction as err:
                 current.set_attribute("error.type", err.code)
                 reply = err.details.get("reply")
@@ -219,6 +220,7 @@ class _Run:
             started = anyio.current_time()
             model = self.scope.own_model(sub) or self.model
             result = await run_loop(sub, task, model, self.tools, depth=1, scope=self.scope)
+            index = len(self.subagent_calls)
             record = SubagentCallRecord(
                 agent=sub.mode,
                 input=task.model_dump(mode="json"),
@@ -235,6 +237,17 @@ class _Run:
             self.usage.add(result.usage)
             if self.executor.spawning is not None:
                 self.executor.spawning.subagent = record
+            # The subagent's ending, its large values named where this run's own result (told last) has them.
+            told = written_elsewhere(
+                result.model_dump(mode="json"),
+                RunResult,
+                record,
+                where=f"the {self.agent.mode} run's result",
+                at=f"subagent_calls[{index}]",
+            )
+            await self.scope.tell(
+                RunEvent(type="done", agent=sub.mode, depth=1, step=result.iterations, data={"result": told})
+            )
             await self._tell("subagent", agent=sub.mode, phase="finished", termination_reason=result.termination_reason)
             if result.ok:
                 return ToolOutcome(ok=True, payload=result.output)
@@ -273,7 +286,8 @@ async def run_loop(
     """Run `agent` on an already validated `task`; tools are narrowed to the agent's allowlist.
 
     `scope` carries what a run shares with its subagents (ledger, events, settings); a new one
-    with the agent's budget is made when none is given.
+    with the agent's budget is made when none is given. A top-level run (`depth` 0) tells its `done`
+    event here; a subagent's is told by its parent, which knows where its result holds the values.
     """
     scope = scope or RunScope(agent.budget)
     run = _Run(agent, task, model, tools, scope, depth)
@@ -312,13 +326,14 @@ async def run_loop(
         duration_seconds=anyio.current_time() - started,
         partial=None if reason == "done" else run.partial(),
     )
-    await scope.tell(
-        RunEvent(
-            type="done",
-            agent=agent.mode,
-            depth=depth,
-            step=run.iterations,
-            data={"result": result.model_dump(mode="json")},
+    if depth == 0:  # a subagent's ending is told by its parent, which knows where its values are
+        await scope.tell(
+            RunEvent(
+                type="done",
+                agent=agent.mode,
+                depth=depth,
+                step=run.iterations,
+                data={"result": result.model_dump(mode="json")},
+            )
         )
-    )
     return result

@@ -3,6 +3,9 @@
 The step ledger, the `tool_calls` and `subagent_calls` lists, a step's action and the run's output all
 name the same arguments and outputs, so a 5 MB argument was written three times (and again in each
 subagent record). In the JSON, a large value met again is a marker naming where it is in full.
+
+A run's events write it once too: a subagent's own `done` event names, for each large value its parent's
+result holds (in the subagent's record), where that result has it (`written_elsewhere`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from pydantic import BaseModel
 #: a marker would save.
 REPEAT_MIN_CHARS = 1000
 REPEAT_MARKER = "…[a repeat of {path}: {chars} characters]"
+#: A large value written in full in another document (the run's final result), where that names.
+ELSEWHERE_MARKER = "…[in {where}: {chars} characters]"
 
 
 def without_repeats(data: dict[str, Any], model: type[BaseModel]) -> dict[str, Any]:
@@ -28,10 +33,25 @@ def without_repeats(data: dict[str, Any], model: type[BaseModel]) -> dict[str, A
     return _Repeats().record(data, model, "")
 
 
+def written_elsewhere(
+    data: dict[str, Any], model: type[BaseModel], reference: BaseModel, *, where: str, at: str
+) -> dict[str, Any]:
+    """`data` (`model` dumped as JSON) with each large value that `reference` holds too replaced by
+    `ELSEWHERE_MARKER`, naming the place: `where` (the document that holds `reference`), then `at` (the
+    path of `reference` in it) and the value's path inside `reference`. Only slots a string may stand in
+    for are replaced, so the JSON still validates as `model`."""
+    seed = _Repeats()
+    seed.record(reference.model_dump(mode="json"), type(reference), at)
+    known = {digest: f"{where} at {path}" for digest, path in seed.seen.items()}
+    return _Repeats(known).record(data, model, "")
+
+
 class _Repeats:
-    def __init__(self) -> None:
+    def __init__(self, elsewhere: dict[bytes, str] | None = None) -> None:
         #: Digest of a large value's JSON -> the path of its first appearance.
         self.seen: dict[bytes, str] = {}
+        #: Digest of a large value's JSON -> where another document has it in full.
+        self.elsewhere = elsewhere or {}
 
     def record(self, data: dict[str, Any], model: type[BaseModel], path: str) -> dict[str, Any]:
         fields = model.model_fields
@@ -67,6 +87,9 @@ class _Repeats:
         if len(text) < REPEAT_MIN_CHARS:
             return value
         digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        where = self.elsewhere.get(digest)
+        if where is not None:
+            return ELSEWHERE_MARKER.format(where=where, chars=len(text))
         first = self.seen.setdefault(digest, path)
         if first != path:
             return REPEAT_MARKER.format(path=first, chars=len(text))

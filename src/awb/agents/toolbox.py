@@ -11,6 +11,8 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from awb.safe_copy import safe_dumps
+
 
 @dataclass(frozen=True)
 class ToolSpec:
@@ -37,7 +39,7 @@ class ToolOutcome:
         if isinstance(payload, str) and payload.startswith("{"):
             try:
                 payload = json.loads(payload)
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or JSON nested past the decoder's stack
                 pass
         if isinstance(payload, dict):
             error = payload.get("error")
@@ -45,7 +47,7 @@ class ToolOutcome:
                 return str(error["message"])
             if isinstance(payload.get("message"), str):
                 return str(payload["message"])
-        text = payload if isinstance(payload, str) else json.dumps(payload, default=str)
+        text = payload if isinstance(payload, str) else safe_dumps(payload, default=str)
         return text[:1000]
 
 

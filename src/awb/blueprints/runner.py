@@ -17,18 +17,12 @@ from awb.agents.result import RunResult, Usage
 from awb.agents.toolbox import Toolbox
 from awb.blueprints.compile import CompiledBlueprint, Turn, TurnInput
 from awb.blueprints.errors import GuardrailViolated, RunFailed
-from awb.blueprints.journal import RunJournal
+from awb.blueprints.journal import LogLimits, RunJournal, ToolCallSummary
 from awb.blueprints.sessions import SessionStore, check_run_input
 from awb.errors import AwbError
 
 #: Loop endings that are a spine guardrail, by the guardrail's name.
 _GUARDRAILS = {"max_tool_calls": "max_tool_calls", "timeout": "timeout_seconds", "max_iterations": "max_iterations"}
-
-
-class ToolCallSummary(BaseModel):
-    tool: str
-    duration_ms: float
-    success: bool
 
 
 class RunReply(BaseModel):
@@ -78,15 +72,23 @@ def _failure(result: RunResult, compiled: CompiledBlueprint) -> AwbError:
 
 
 async def run_blueprint(
-    compiled: CompiledBlueprint, message: str, *, session_id: str | None, store: SessionStore
+    compiled: CompiledBlueprint,
+    message: str,
+    *,
+    session_id: str | None,
+    store: SessionStore,
+    log_limits: LogLimits | None = None,
 ) -> RunReply:
-    """One message through the blueprint. Raises `GuardrailViolated`, `ModelError` or another `AwbError`."""
+    """One message through the blueprint, its log kept within `log_limits`. Raises `GuardrailViolated`,
+    `ModelError` or another `AwbError`."""
     check_run_input(message, session_id)
     blueprint = compiled.blueprint
     session_id = session_id or uuid.uuid4().hex
     memory = blueprint.heart.memory
     history = await anyio.to_thread.run_sync(store.history, session_id, memory.history_length) if memory.enabled else []
-    journal = RunJournal(uuid.uuid4().hex, blueprint.spine.max_tool_calls, compiled.options.secrets())
+    journal = RunJournal(
+        uuid.uuid4().hex, blueprint.spine.max_tool_calls, compiled.options.secrets(), log_limits or LogLimits()
+    )
     journal.log(
         "run_start",
         blueprint_id=compiled.blueprint_id,
@@ -136,17 +138,12 @@ async def run_blueprint(
     usage = Usage()
     for result in results:
         usage.add(result.usage)
-    calls = [
-        ToolCallSummary(tool=e.data["tool"], duration_ms=e.data["duration_ms"], success=e.data["success"])
-        for e in journal.entries
-        if e.kind == "tool_call"
-    ]
     return RunReply(
         response=response,
         session_id=session_id,
         run_id=journal.run_id,
         blueprint_id=compiled.blueprint_id,
         latency_ms=latency_ms,
-        tool_calls=calls,
+        tool_calls=journal.calls,
         usage=usage,
     )

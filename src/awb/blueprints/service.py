@@ -17,7 +17,7 @@ from awb.blueprints.components import component_schemas
 from awb.blueprints.errors import BlueprintInvalid, BlueprintNotFound
 from awb.blueprints.files import BlueprintFile, BlueprintFiles
 from awb.blueprints.improve import ImprovedInstructions, ImproveRequest, improve_instructions
-from awb.blueprints.journal import LogEntry
+from awb.blueprints.journal import LogEntry, log_limits
 from awb.blueprints.knowledge import KnowledgeLibrary
 from awb.blueprints.runner import RunReply, run_blueprint
 from awb.blueprints.schema import Blueprint, validate_blueprint
@@ -50,6 +50,7 @@ class BlueprintService:
         self.knowledge_bases = options.knowledge_bases()
         self.files = BlueprintFiles(config.blueprints_dir, knowledge_bases=self.knowledge_bases)
         self._cache: OrderedDict[str, CompiledBlueprint] = OrderedDict()
+        self.log_limits = log_limits(config)
         self.cache_hits = 0
 
     # --- compile and cache ------------------------------------------------------------------
@@ -116,7 +117,9 @@ class BlueprintService:
             compiled, hit = await self.get(blueprint_id)
         else:
             compiled, hit = self.compile(blueprint), False
-        reply = await run_blueprint(compiled, message, session_id=session_id, store=self.sessions)
+        reply = await run_blueprint(
+            compiled, message, session_id=session_id, store=self.sessions, log_limits=self.log_limits
+        )
         return reply, hit
 
     async def logs(self, session_id: str) -> list[LogEntry]:

@@ -136,7 +136,7 @@ async def _run_agno(
 
     from awb.blueprints.agno_target import compile_to_agno, run_agno, workspace_workbench
     from awb.blueprints.compile import RuntimeOptions
-    from awb.blueprints.journal import RunJournal
+    from awb.blueprints.journal import RunJournal, log_limits
     from awb.blueprints.knowledge import KnowledgeLibrary
     from awb.config import find_config_file
 
@@ -148,7 +148,7 @@ async def _run_agno(
         allow_mcp_commands=True,
         knowledge=knowledge,
     )
-    journal = RunJournal(uuid.uuid4().hex, blueprint.spine.max_tool_calls, options.secrets())
+    journal = RunJournal(uuid.uuid4().hex, blueprint.spine.max_tool_calls, options.secrets(), log_limits(config))
     # Agno's sessions sit beside the inventory, so `--session-id` goes on where the last run stopped.
     memory = None if str(config.inventory_path) == ":memory:" else config.inventory_path.parent / "agno.db"
     session_id = session_id or uuid.uuid4().hex

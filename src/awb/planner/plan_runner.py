@@ -27,6 +27,7 @@ from awb.planner.cpython_plan import PlanHost, cpython_source
 from awb.planner.redaction import redact_payload
 from awb.sandbox.base import Limits, Runtime
 from awb.sandbox.monty import print_cap_hit
+from awb.text import MAX_RESULT_DEPTH, nesting_depth
 
 #: Called for every bridged tool call: (server, tool, payload, ok, duration_ms).
 CallObserver = Callable[[str, str, dict[str, Any], bool, float], None]
@@ -334,7 +335,10 @@ class _NotJson(Exception):
 
 def _json_value(value: Any, max_bytes: int) -> Any:
     """The plan's result as JSON, as a CPython plan's is: a set, an object or NaN is `invalid_output`,
-    not its text (`"{1, 2}"`), so a plan gets the same answer in either runtime."""
+    not its text (`"{1, 2}"`), so a plan gets the same answer in either runtime. A result nested past
+    MAX_RESULT_DEPTH is `output_exceeded`, as a tool's is (the encoders recurse)."""
+    if nesting_depth(value, MAX_RESULT_DEPTH) > MAX_RESULT_DEPTH:
+        raise _OutputTooLarge(f"the plan's result nests deeper than {MAX_RESULT_DEPTH} levels; return flatter data")
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False)
         size = len(text.encode("utf-8"))

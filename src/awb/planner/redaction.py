@@ -11,6 +11,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from awb.safe_copy import CopyRules, safe_copy
+
 MASK = "[REDACTED]"
 DEFAULT_SENSITIVE_KEYS: tuple[str, ...] = (
     "token",
@@ -25,7 +27,10 @@ DEFAULT_SENSITIVE_KEYS: tuple[str, ...] = (
     "credential",
 )
 #: Deeper than this, a payload is cut rather than walked: redaction must never be a stack overflow.
-_MAX_DEPTH = 64
+MAX_DEPTH = 64
+#: Values one redaction visits at most (a 1 MB JSON result holds at most about half a million), so a
+#: value that shares its parts (a list holding itself twice, forty levels down) costs no more than this.
+MAX_VALUES = 1_000_000
 
 _CREDENTIAL_PATTERNS = re.compile(
     "|".join(
@@ -60,10 +65,23 @@ def redact_text(text: str) -> str:
 def redact_payload(payload: Any, sensitive_keys: Iterable[str] = DEFAULT_SENSITIVE_KEYS) -> Any:
     """A copy of `payload` with secrets masked; the input is never changed.
 
-    Dicts, lists and tuples are walked; strings are scrubbed; other scalars pass as they are.
+    Dicts, lists and tuples are walked; strings are scrubbed; other scalars pass as they are. The walk
+    is bounded (`awb.safe_copy`): parts nested past `MAX_DEPTH`, past `MAX_VALUES` values, or that
+    contain themselves are replaced by a marker, never walked.
     """
     keys = tuple(sensitive_keys)
-    return _redact(payload, keys, 0)
+    #: Whether each key met is sensitive: rows of a result repeat the same few keys.
+    sensitive: dict[str, bool] = {}
+
+    def masked(key: object, value: object) -> bool:
+        if not isinstance(key, str) or value is None:
+            return False
+        known = sensitive.get(key)
+        if known is None:
+            known = sensitive[key] = is_sensitive_key(key, keys)
+        return known and not _a_count(key, value, keys)
+
+    return safe_copy(payload, CopyRules(MAX_DEPTH, MAX_VALUES, text=redact_text, masked=masked, mask=MASK))
 
 
 def _a_count(key: str, value: Any, keys: tuple[str, ...]) -> bool:
@@ -75,22 +93,3 @@ def _a_count(key: str, value: Any, keys: tuple[str, ...]) -> bool:
     if "tokens" not in name.split("_") and "token_count" not in name:
         return False
     return all(_normalise(fragment) == "token" for fragment in keys if _normalise(fragment) in name)
-
-
-def _redact(value: Any, keys: tuple[str, ...], depth: int) -> Any:
-    if depth > _MAX_DEPTH:
-        return MASK
-    if isinstance(value, str):
-        return redact_text(value)
-    if isinstance(value, dict):
-        return {
-            k: (
-                MASK
-                if isinstance(k, str) and is_sensitive_key(k, keys) and v is not None and not _a_count(k, v, keys)
-                else _redact(v, keys, depth + 1)
-            )
-            for k, v in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [_redact(item, keys, depth + 1) for item in value]
-    return value

@@ -6,7 +6,6 @@ redacted items, aggregates over every item, and where the whole payload was stor
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections import Counter
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from awb.planner.redaction import redact_payload
+from awb.safe_copy import safe_dumps
 
 Purpose = Literal["for_planning", "for_user", "for_debug"]
 #: Results serialised above this many bytes are summarised before they reach the model.
@@ -71,7 +71,7 @@ def summarize_payload(
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+    return safe_dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
 
 
 def _rows(payload: Any) -> list[Any] | None:
