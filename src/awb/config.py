@@ -189,6 +189,10 @@ class Config(BaseModel):
     pid_file: Path = Path(".awb/awb.pid")
     max_tools: int = Field(1000, ge=1)
     max_code_bytes: int = Field(65536, ge=16)
+    #: Versions kept per tool: a new version past it removes the oldest (never the current one).
+    max_versions_per_tool: int = Field(100, ge=1)
+    #: Soft-deleted tools kept (inspectable until purged): a delete past it purges the longest-deleted.
+    max_deleted_tools: int = Field(1000, ge=0)
     tool_execution_timeout_ms: int = Field(5000, ge=10, le=600_000)
     tool_memory_mb: int = Field(100, ge=8, le=16384)
     max_output_bytes: int = Field(1024 * 1024, ge=64)

@@ -1,6 +1,7 @@
 """Evolving a tool: new immutable versions that must pass their examples, and rollback to an earlier one.
 
-The tool record always holds its current version; `tool_versions` holds every version ever admitted.
+The tool record always holds its current version; `tool_versions` holds the versions admitted, up to
+`max_versions_per_tool` of them: a new version past it removes the oldest, never the current one.
 `parent_version` is the version that was current before this one became current (by update or rollback).
 What `update` and `rollback` return is the record with `parent_version` the version current when the
 request came: a rollback to the version already current changes nothing, and returns `parent_version`
@@ -46,10 +47,16 @@ class Bench(Protocol):
     ) -> None: ...
 
 
-def _make_current(workbench: Bench, tool: Tool, fields: dict[str, Any], changed: str) -> None:
+def _make_current(workbench: Bench, tool: Tool, fields: dict[str, Any], changed: str, *, stored: bool = False) -> None:
     """Write `fields` as the tool's current version if `tool.version` still is current (compare-and-set),
-    else `VersionConflict`: `changed` says what happened, from `{based_on}` and `{current}`."""
-    if not workbench.store.update_if(tool.tool_id, {"version": tool.version}, **fields):
+    and, with `stored`, if version `fields["version"]` is still kept (not pruned meanwhile); else
+    `VersionConflict`: `changed` says what happened, from `{based_on}` and `{current}`."""
+    store = workbench.store
+    cas = store.update_to_version if stored else store.update_if
+    if not cas(tool.tool_id, {"version": tool.version}, **fields):
+        kept = store.versions(tool.tool_id) if stored else []
+        if stored and all(v.version != fields["version"] for v in kept):
+            raise _no_version(tool, fields["version"], kept)
         current = workbench.resolve(tool.tool_id, allow_deleted=True).version
         raise VersionConflict(
             f"tool {tool.name!r} " + changed.format(based_on=tool.version, current=current),
@@ -57,6 +64,16 @@ def _make_current(workbench: Bench, tool: Tool, fields: dict[str, Any], changed:
             based_on=tool.version,
             current=current,
         )
+
+
+def _no_version(tool: Tool, to_version: int, history: list[ToolVersion]) -> InvalidParams:
+    # The tool exists, so tool_not_found would mislead: the argument is what is wrong.
+    return InvalidParams(
+        f"tool {tool.name!r} has no version {to_version} (its versions: {', '.join(str(v.version) for v in history)})",
+        field="to_version",
+        tool_id=tool.tool_id,
+        versions=[v.version for v in history],
+    )
 
 
 def _examples(raw: Any) -> list[Example]:
@@ -147,6 +164,7 @@ async def update(
             runtime=runtime.name,
             created_at=now,
         ),
+        keep=workbench.config.max_versions_per_tool,
     )
     workbench.events.publish(
         Event("updated", tool.tool_id, {"version": number, "previous": tool.version, "equipped": tool.equipped})
@@ -155,7 +173,7 @@ async def update(
 
 
 def rollback(workbench: Bench, ref: str, to_version: int) -> Tool:
-    """Make an earlier (or any other admitted) version current again. Nothing is deleted; a rollback to
+    """Make an earlier (or any other kept) version current again. Nothing is deleted; a rollback to
     the current version is a no-op (see the module's docstring for what it returns)."""
     tool = workbench.resolve(ref)
     if not isinstance(to_version, int) or isinstance(to_version, bool) or to_version < 1:
@@ -163,14 +181,7 @@ def rollback(workbench: Bench, ref: str, to_version: int) -> Tool:
     history = workbench.store.versions(tool.tool_id)
     target = next((v for v in history if v.version == to_version), None)
     if target is None:
-        # The tool exists, so tool_not_found would mislead: the argument is what is wrong.
-        raise InvalidParams(
-            f"tool {tool.name!r} has no version {to_version} (its versions: "
-            f"{', '.join(str(v.version) for v in history)})",
-            field="to_version",
-            tool_id=tool.tool_id,
-            versions=[v.version for v in history],
-        )
+        raise _no_version(tool, to_version, history)
     if target.version == tool.version:
         # Nothing moves: no write, no event. The version current before this request is this one (the
         # record's own parent_version is older news: it would read as a move from it).
@@ -194,6 +205,8 @@ def rollback(workbench: Bench, ref: str, to_version: int) -> Tool:
         tool,
         fields,
         "changed during the rollback: version {current} is current now, not {based_on}; send the rollback again",
+        # An update elsewhere may prune the target meanwhile: it is made current only while it is kept.
+        stored=True,
     )
     workbench.events.publish(
         Event(

@@ -1,4 +1,5 @@
-"""Forgetting for good: purge removes archived and soft-deleted tools with everything recorded about them."""
+"""Forgetting for good: purge removes archived and soft-deleted tools with everything recorded about them,
+and a delete past `max_deleted_tools` purges the longest-deleted ones."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from datetime import timedelta
 from awb.clock import Clock
 from awb.errors import InvalidParams
 from awb.events import Event, EventBus
-from awb.inventory.models import ToolSummary
+from awb.inventory.models import Tool, ToolSummary
 from awb.inventory.store import Store
 
 #: A hundred years: past it a cutoff date is out of range, and nothing was archived that long ago.
@@ -41,7 +42,20 @@ def purge(
         doomed = [t for t in doomed if t.tool_id in only]
     if dry_run or not doomed:
         return [t.summary() for t in doomed]
+    _forget(store, events, doomed)
+    return [t.summary() for t in doomed]
+
+
+def purge_deleted_past(store: Store, events: EventBus, keep: int) -> list[ToolSummary]:
+    """Purge the soft-deleted tools past the `keep` most recently deleted (`max_deleted_tools`): a
+    delete pays for it, so an agent that crafts and deletes in a loop cannot fill the disk."""
+    doomed = store.deleted_past(keep)
+    if doomed:
+        _forget(store, events, doomed)
+    return [t.summary() for t in doomed]
+
+
+def _forget(store: Store, events: EventBus, doomed: list[Tool]) -> None:
     store.delete_forever([t.tool_id for t in doomed])
     for tool in doomed:
         events.publish(Event("deleted", tool.tool_id, {"purged": True, "equipped": tool.equipped}))
-    return [t.summary() for t in doomed]

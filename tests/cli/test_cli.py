@@ -447,3 +447,13 @@ async def test_inventory_rollback_says_when_the_version_was_already_current(tmp_
     assert "steady is now at version 1" in moved.stdout, moved.stdout + moved.stderr
     stayed = run_awb(tmp_path, "inventory", "rollback", "steady", "1", env=env)
     assert "steady was already at version 1" in stayed.stdout, stayed.stdout + stayed.stderr
+
+
+async def test_inventory_versions_says_when_older_versions_were_removed(tmp_path: Path) -> None:
+    env = env_for(tmp_path, AWB_MAX_VERSIONS_PER_TOOL="2")
+    async with Workbench(load_config(None, environ=env), clock=ManualClock()) as workbench:
+        await workbench.craft(add_tool("cli_adder"))
+        for n in (2, 3):
+            await workbench.update("cli_adder", description=f"Add two numbers, version {n}")
+    shown = run_awb(tmp_path, "inventory", "versions", "cli_adder", env=env).stdout
+    assert "versions before 2 were removed (max_versions_per_tool)" in shown, shown

@@ -260,6 +260,9 @@ def _versions_table(found: Inspection, title: str) -> None:
             for v in found.versions
         ],
     )
+    if found.versions and found.versions[0].version > 1:
+        # Numbers start at 1 and only pruning removes versions: a gap at the start is what it removed.
+        say(f"versions before {found.versions[0].version} were removed (max_versions_per_tool)")
 
 
 @inventory_app.command("versions")

@@ -45,6 +45,7 @@ from awb.inventory.rows import (
     snapshot_condition,
     tool_values,
     version_values,
+    versions_past,
 )
 
 #: Advisory lock key serialising inserts while `max_tools` is checked ("awb_add" in ASCII).
@@ -302,6 +303,31 @@ class PostgresStore(PostgresListing, PostgresRecords):
             self._cache.invalidate([tool_id])
         return len(moved) == 1
 
+    def update_to_version(self, tool_id: str, expected: Mapping[str, Any], **fields: Any) -> bool:
+        """`update_if`, and only while version `fields["version"]` is still stored. The tool's row is
+        locked before the version is looked for (in a statement of its own, so it sees what a pruning
+        `add_version` that held the lock committed): the version cannot go between the look and the write."""
+        values = field_values(dict(fields), sqlite=False)
+        condition, args = snapshot_condition(expected, sqlite=False)
+        assignments = ", ".join(f"{k} = %s" for k in values)
+        message = payload(self.origin, "updated", [tool_id])
+        with self._pool.connection() as conn, conn.transaction():
+            held = conn.execute(
+                f"SELECT 1 FROM tools WHERE tool_id = %s AND {condition} FOR UPDATE", [tool_id, *args]
+            ).fetchone()
+            kept = (
+                held
+                and conn.execute(
+                    "SELECT 1 FROM tool_versions WHERE tool_id = %s AND version = %s", (tool_id, fields["version"])
+                ).fetchone()
+            )
+            if kept:
+                conn.execute(f"UPDATE tools SET {assignments} WHERE tool_id = %s", [*values.values(), tool_id])
+                conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, message))
+        self._text.mark_tools([tool_id])
+        self._cache.invalidate([tool_id])
+        return bool(kept)
+
     def delete_forever(self, tool_ids: list[str]) -> int:
         if not tool_ids:
             return 0
@@ -327,6 +353,14 @@ class PostgresStore(PostgresListing, PostgresRecords):
             rows = conn.execute(f"{SELECT_TOOLS} WHERE {' OR '.join(where)} ORDER BY t.seq", args).fetchall()
         return [row_to_tool(r) for r in rows]
 
+    def deleted_past(self, keep: int) -> list[Tool]:
+        """Soft-deleted tools past the `keep` most recently deleted, the longest-deleted first."""
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                f"{SELECT_TOOLS} WHERE t.status = 'deleted' ORDER BY t.updated_at DESC, t.seq DESC OFFSET %s", (keep,)
+            ).fetchall()
+        return [row_to_tool(r) for r in reversed(rows)]
+
     def iter_maintainable(self, idle_before: Mapping[str, str] | None = None) -> Iterator[Tool]:
         where, values = maintainable_where(idle_before, "%s")
         with self._pool.connection() as conn:
@@ -335,10 +369,28 @@ class PostgresStore(PostgresListing, PostgresRecords):
 
     # --- versions -----------------------------------------------------------------------------
 
-    def add_version(self, tool_id: str, version: ToolVersion) -> None:
+    def add_version(self, tool_id: str, version: ToolVersion, *, keep: int | None = None) -> list[int]:
+        """Store a new version; with `keep`, remove the tool's oldest versions past `keep` in the same
+        transaction, never its current one nor this one. The tool's row is locked first: a rollback
+        (`update_to_version`) on any server then either made its target current before this reads the
+        current version, or finds the target gone once this commits. The numbers removed."""
+        doomed: list[int] = []
         with self._pool.connection() as conn, conn.transaction():
+            row = conn.execute("SELECT version FROM tools WHERE tool_id = %s FOR UPDATE", (tool_id,)).fetchone()
             conn.execute(_INSERT_VERSION, version_values(tool_id, version))
+            if keep is not None:
+                numbers = [
+                    r[0] for r in conn.execute("SELECT version FROM tool_versions WHERE tool_id = %s", (tool_id,))
+                ]
+                doomed = versions_past(numbers, keep, {version.version, *(row or ())})
+                if doomed:
+                    conn.execute(
+                        "DELETE FROM tool_versions WHERE tool_id = %s AND version = ANY(%s)", (tool_id, doomed)
+                    )
             send(conn, self.origin, "version", [tool_id])
+        # This server's cached versions of the tool may have been read between its update and now.
+        self._cache.invalidate([tool_id], counts=False)
+        return doomed
 
     def versions(self, tool_id: str) -> list[ToolVersion]:
         self._follow()

@@ -246,6 +246,17 @@ def chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
         yield chunk
 
 
+def versions_past(numbers: Iterable[int], keep: int, protected: Iterable[int]) -> list[int]:
+    """The oldest of a tool's version `numbers` past the `keep` it may hold (`max_versions_per_tool`),
+    never one of `protected` (its current version, the one just added): those stay even past `keep`."""
+    numbers = sorted(set(numbers))
+    excess = len(numbers) - keep
+    if excess <= 0:
+        return []
+    spared = set(protected)
+    return [n for n in numbers if n not in spared][:excess]
+
+
 def inventory_full(max_active: int) -> LimitExceeded:
     return LimitExceeded(f"the inventory holds its maximum of {max_active} tools; delete some first", limit="max_tools")
 
@@ -275,4 +286,5 @@ __all__ = [
     "staged_row",
     "tool_values",
     "version_values",
+    "versions_past",
 ]

@@ -34,6 +34,7 @@ from awb.inventory.rows import (
     snapshot_condition,
     tool_values,
     version_values,
+    versions_past,
 )
 from awb.inventory.sqlite_cache import ToolCache
 from awb.inventory.sqlite_listing import SQLiteListing
@@ -191,6 +192,27 @@ class SQLiteStore(SQLiteListing, SQLiteRecords):
     def update_if(self, tool_id: str, expected: Mapping[str, Any], **fields: Any) -> bool:
         """Set `fields` only while the tool's columns still hold the `expected` values, in one statement
         (a compare-and-set: a change another connection committed since they were read wins)."""
+        return self._update_where(tool_id, expected, fields)
+
+    def update_to_version(self, tool_id: str, expected: Mapping[str, Any], **fields: Any) -> bool:
+        """`update_if`, and only while version `fields["version"]` is still stored: one statement, so a
+        pruning `add_version` (one write transaction) is wholly before or after it."""
+        return self._update_where(
+            tool_id,
+            expected,
+            fields,
+            " AND EXISTS (SELECT 1 FROM tool_versions WHERE tool_id = ? AND version = ?)",
+            [tool_id, fields["version"]],
+        )
+
+    def _update_where(
+        self,
+        tool_id: str,
+        expected: Mapping[str, Any],
+        fields: Mapping[str, Any],
+        extra: str = "",
+        extra_args: Sequence[Any] = (),
+    ) -> bool:
         if not fields:
             return False
         values = field_values(dict(fields), sqlite=True)
@@ -198,7 +220,8 @@ class SQLiteStore(SQLiteListing, SQLiteRecords):
         assignments = ", ".join(f"{k} = ?" for k in values)
         with self._lock:
             cursor = self._db.execute(
-                f"UPDATE tools SET {assignments} WHERE tool_id = ? AND {condition}", [*values.values(), tool_id, *args]
+                f"UPDATE tools SET {assignments} WHERE tool_id = ? AND {condition}{extra}",
+                [*values.values(), tool_id, *args, *extra_args],
             )
             if cursor.rowcount and _SEARCHED_COLUMNS & values.keys():
                 self._text.mark(self._rowids([tool_id]))
@@ -235,6 +258,15 @@ class SQLiteStore(SQLiteListing, SQLiteRecords):
             rows = self._db.execute(f"{SELECT_TOOLS} WHERE {' OR '.join(where)} ORDER BY t.rowid", args).fetchall()
         return [row_to_tool(r) for r in rows]
 
+    def deleted_past(self, keep: int) -> list[Tool]:
+        """Soft-deleted tools past the `keep` most recently deleted, the longest-deleted first."""
+        with self._lock:
+            rows = self._db.execute(
+                f"{SELECT_TOOLS} WHERE t.status = 'deleted' ORDER BY t.updated_at DESC, t.rowid DESC LIMIT -1 OFFSET ?",
+                (keep,),
+            ).fetchall()
+        return [row_to_tool(r) for r in reversed(rows)]
+
     def iter_maintainable(self, idle_before: Mapping[str, str] | None = None) -> Iterator[Tool]:
         where, values = maintainable_where(idle_before, "?")
         with self._lock:
@@ -243,9 +275,20 @@ class SQLiteStore(SQLiteListing, SQLiteRecords):
 
     # --- versions -----------------------------------------------------------------------------
 
-    def add_version(self, tool_id: str, version: ToolVersion) -> None:
-        with self._lock:
-            self._db.execute(_INSERT_VERSION, version_values(tool_id, version))
+    def add_version(self, tool_id: str, version: ToolVersion, *, keep: int | None = None) -> list[int]:
+        """Store a new version; with `keep`, remove the tool's oldest versions past `keep` in the same
+        write transaction, never its current one (read inside it) nor this one. The numbers removed."""
+        with self._writing() as db:
+            db.execute(_INSERT_VERSION, version_values(tool_id, version))
+            if keep is None:
+                return []
+            row = db.execute("SELECT version FROM tools WHERE tool_id = ?", (tool_id,)).fetchone()
+            numbers = [r[0] for r in db.execute("SELECT version FROM tool_versions WHERE tool_id = ?", (tool_id,))]
+            doomed = versions_past(numbers, keep, {version.version, *(row or ())})
+            for batch in chunks(doomed, 500):
+                marks = ", ".join("?" for _ in batch)
+                db.execute(f"DELETE FROM tool_versions WHERE tool_id = ? AND version IN ({marks})", [tool_id, *batch])
+        return doomed
 
     def versions(self, tool_id: str) -> list[ToolVersion]:
         with self._lock:

@@ -38,13 +38,25 @@ class Store(Protocol):
         compare-and-set); False when they no longer do (another connection or process changed them)."""
         ...
 
+    def update_to_version(self, tool_id: str, expected: Mapping[str, Any], **fields: Any) -> bool:
+        """`update_if` that also holds only while version `fields["version"]` of the tool is stored,
+        atomically with a pruning `add_version` (a rollback never makes a removed version current)."""
+        ...
+
     def delete_forever(self, tool_ids: list[str]) -> int: ...
+
+    def deleted_past(self, keep: int) -> list[Tool]:
+        """Soft-deleted tools past the `keep` most recently deleted, the longest-deleted first."""
+        ...
 
     def purge_candidates(self, *, archived_before: datetime | None, deleted: bool) -> list[Tool]:
         """Archived tools last changed before `archived_before`, and (if asked) every soft-deleted tool."""
         ...
 
-    def add_version(self, tool_id: str, version: ToolVersion) -> None: ...
+    def add_version(self, tool_id: str, version: ToolVersion, *, keep: int | None = None) -> list[int]:
+        """Store a new version; with `keep`, remove the tool's oldest versions past `keep` in the same
+        transaction, never its current version nor this one. The version numbers removed."""
+        ...
 
     def versions(self, tool_id: str) -> list[ToolVersion]: ...
 
