@@ -18,8 +18,8 @@ server, which has its model loaded).
 `--before DIR` also runs every `awb` command on another copy of the code (DIR is its `src` folder,
 e.g. `git archive main src | tar -x -C /tmp/before`, then `--before /tmp/before/src`), interleaved
 with this one's in the same rounds, and adds its columns: on a shared machine a comparison is only
-fair within one run. For the served search each copy's server serves a copy of the workspace of its
-own, both at once, and the two copies' searches alternate.
+fair within one run. Each copy runs in a workspace its own `awb init` made; for the served search each
+copy's server serves its workspace, both at once, and the two copies' searches alternate.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ import compileall
 import contextlib
 import os
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
@@ -149,13 +148,17 @@ def main() -> None:
     names = [name for name, _ in COMMANDS] + [SERVED_SEARCH, START_READY, START_ANSWERED]
     samples: dict[tuple[str, str], list[tuple[float, float]]] = {(n, v): [] for n in names for v in variants}
     with tempfile.TemporaryDirectory(prefix="awb-cli-bench-") as tmp:
-        root = Path(tmp) / "now"
-        root.mkdir()
-        workspace(root, env)
-        for source in variants.values():  # one warm-up round: the page cache, not the command, on first run
+        # A workspace per copy, made by that copy's `awb init`: a config file lists every setting its
+        # code knows, and older code refuses settings it does not know.
+        roots: dict[str, Path] = {}
+        for variant, source in variants.items():
+            roots[variant] = Path(tmp) / variant
+            roots[variant].mkdir()
+            workspace(roots[variant], with_source(env, source))
+        for variant, source in variants.items():  # one warm-up round: the page cache, not the command, on first run
             for _name, argv in COMMANDS:
-                timed(argv, root, with_source(env, source))
-            timed_start(root, with_source(env, source))
+                timed(argv, roots[variant], with_source(env, source))
+            timed_start(roots[variant], with_source(env, source))
         for round_ in range(args.repeat):
             # The two copies take turns going first: the second of a pair runs measurably faster here.
             order = list(variants.items())[:: 1 if round_ % 2 == 0 else -1]
@@ -163,19 +166,13 @@ def main() -> None:
                 for variant, source in order:
                     if name.startswith("python") and variant != "now":
                         continue
-                    samples[name, variant].append(timed(argv, root, with_source(env, source)))
+                    samples[name, variant].append(timed(argv, roots[variant], with_source(env, source)))
             for variant, source in order:
-                ready, cpu, answered = timed_start(root, with_source(env, source))
+                ready, cpu, answered = timed_start(roots[variant], with_source(env, source))
                 samples[START_READY, variant].append((ready, cpu))
                 samples[START_ANSWERED, variant].append((answered, float("nan")))
-        # Last, with a server of the workspace running: the CLI asks it (its model is loaded). Each
-        # variant's server gets its own copy of the workspace (one server a workspace), both running.
-        served: dict[str, tuple[Path, dict[str, str]]] = {}
-        for variant, source in variants.items():
-            copy = root if variant == "now" else Path(tmp) / variant
-            if copy != root:
-                shutil.copytree(root, copy)
-            served[variant] = (copy, with_source(env, source))
+        # Last, with a server of each workspace running, both at once: the CLI asks it (its model is loaded).
+        served = {variant: (roots[variant], with_source(env, source)) for variant, source in variants.items()}
         for variant, runs in served_searches(served, args.repeat).items():
             samples[SERVED_SEARCH, variant] = runs
     base_wall = statistics.median(w for w, _ in samples["python -c pass", "now"])
