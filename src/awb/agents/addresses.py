@@ -16,16 +16,6 @@ def is_public(address: str) -> bool:
     return ip.is_global and not ip.is_multicast
 
 
-def is_loopback_bind(host: str) -> bool:
-    """A server bound here is reached only from this machine."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def plainly_private(url: str) -> str | None:
     """The host of `url` when it is visibly not public without resolving it (an address, `localhost`);
     names are judged again, on the address dialled, when the connection is made."""

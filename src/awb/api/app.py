@@ -20,7 +20,6 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from awb import __version__
-from awb.agents.addresses import is_loopback_bind
 from awb.api.errors import BodyLimit, http_error, request_invalid
 from awb.api.routes import agents, blueprints, builder, tools
 from awb.blueprints.compile import RuntimeOptions
@@ -28,6 +27,7 @@ from awb.blueprints.schema import Blueprint
 from awb.blueprints.service import BlueprintService
 from awb.blueprints.session_tables import open_session_store
 from awb.config import Config
+from awb.server.address import is_loopback
 from awb.workbench import Workbench
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ def runtime_options(config: Config, mcp_server: ServerTarget | None) -> RuntimeO
         workbench_target=mcp_server,
         allow_mcp_commands=config.blueprints.allow_mcp_commands,
         # Off loopback, callers come from elsewhere: they may not reach this machine's network through it.
-        allow_private_mcp_urls=config.blueprints.allow_private_mcp_urls or is_loopback_bind(config.host),
+        allow_private_mcp_urls=config.blueprints.allow_private_mcp_urls or is_loopback(config.host),
     )
 
 

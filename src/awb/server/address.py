@@ -6,6 +6,8 @@ server with it before (or without) loading the HTTP server.
 
 from __future__ import annotations
 
+import ipaddress
+
 
 def authority(host: str) -> str:
     """`host` as the host part of a URL or a Host header: `::1` is `[::1]`, a name or IPv4 as it is."""
@@ -14,3 +16,13 @@ def authority(host: str) -> str:
 
 def http_url(host: str, port: int, path: str = "/") -> str:
     return f"http://{authority(host)}:{port}{path}"
+
+
+def is_loopback(host: str) -> bool:
+    """A server bound to `host` is reached only from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

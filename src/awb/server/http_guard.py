@@ -12,7 +12,6 @@ It also gives every response the headers that keep a browser from misusing what 
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import json
 from contextlib import suppress
 from http.cookies import CookieError, SimpleCookie
@@ -24,7 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from awb.config import Config
 from awb.errors import ConfigError
 from awb.panel_access import PANEL_COOKIE, PANEL_LOGIN, PANEL_STATIC, sign_in_location
-from awb.server.address import authority
+from awb.server.address import authority, is_loopback
 
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 _WILDCARD_BINDS = ("0.0.0.0", "::", "")
@@ -46,15 +45,6 @@ def security_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, by
     names = {name.lower() for name, _ in headers}
     added = [header for header in (*SECURITY_HEADERS, _FRAME_POLICY) if header[0] not in names]
     return [*headers, *added]
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def transport_security(config: Config) -> TransportSecuritySettings:
@@ -182,7 +172,6 @@ __all__ = [
     "HttpGuard",
     "check_exposure",
     "guard_http",
-    "is_loopback",
     "security_headers",
     "transport_security",
 ]
