@@ -19,46 +19,26 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import os
 import resource
 import struct
 import sys
-from typing import BinaryIO
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "cpython"))
 sys.path.insert(0, HERE)
 
+import frames  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 import lockdown  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 import namespaces  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 import wasm_engine  # type: ignore[import-not-found,unused-ignore]  # noqa: E402
 import wasmtime  # noqa: E402
 
-HEADER = struct.Struct(">I")
 BUDGET = struct.Struct(">I")
 #: The largest job: `awb.sandbox.wasm.MAX_MODULE_CHARS` characters of up to 4 UTF-8 bytes each.
 MAX_JOB_BYTES = 4 * 8 * 1024 * 1024 + BUDGET.size
 OK, FAILED = b"\x00", b"\x01"
 WARM_UP = '(module (memory (export "memory") 1) (func (export "run") (result i32) (i32.const 1)))'
-
-
-def send(out: BinaryIO, body: bytes) -> None:
-    out.write(HEADER.pack(len(body)) + body)
-    out.flush()
-
-
-def receive(inp: BinaryIO, limit: int) -> bytes:
-    header = inp.read(HEADER.size)
-    if len(header) < HEADER.size:
-        raise EOFError
-    (size,) = HEADER.unpack(header)
-    if size > limit:
-        raise EOFError
-    body = inp.read(size)
-    if len(body) < size:
-        raise EOFError
-    return body
 
 
 def compile_module(engine: wasmtime.Engine, text: str) -> bytes:
@@ -80,7 +60,7 @@ def compile_module(engine: wasmtime.Engine, text: str) -> bytes:
 
 
 def main() -> None:
-    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    inp, out = sys.stdin.fileno(), sys.stdout.fileno()
     sys.stdout = sys.stderr  # nothing else may write frames
     # Everything compiling needs from the filesystem (the engine's library) is loaded before the lockdown.
     engine = wasmtime.Engine(wasm_engine.engine_config(parallel=False))
@@ -89,10 +69,10 @@ def main() -> None:
     available = lockdown.probe()
     available.update(namespaces.unshare(network=True, ipc=True, mounts=False))
     layers = lockdown.lock_down(available=available, read_paths=[], write_paths=[])
-    send(out, json.dumps({"op": "ready", "layers": layers}).encode())
+    frames.write_frame(out, {"op": "ready", "layers": layers})
     try:
-        job = receive(inp, MAX_JOB_BYTES)
-    except (EOFError, ValueError):
+        job = frames.read_bytes(inp, MAX_JOB_BYTES)
+    except (EOFError, frames.FrameTooLarge):
         return
     (budget_mb,) = BUDGET.unpack_from(job)
     # The job and its decoded text are held while compiling: room for them on top of the budget.
@@ -100,11 +80,11 @@ def main() -> None:
     try:
         artifact = compile_module(engine, job[BUDGET.size :].decode("utf-8"))
     except ValueError as exc:
-        send(out, FAILED + str(exc).encode("utf-8", "replace"))
+        frames.write_bytes(out, FAILED + str(exc).encode("utf-8", "replace"))
     except MemoryError:
-        send(out, FAILED + b"memory: compiling the module needs more memory than it may use")
+        frames.write_bytes(out, FAILED + b"memory: compiling the module needs more memory than it may use")
     else:
-        send(out, OK + artifact)
+        frames.write_bytes(out, OK + artifact)
 
 
 def _address_space() -> int:

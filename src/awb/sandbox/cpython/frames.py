@@ -38,18 +38,27 @@ def encode(message: dict[str, Any]) -> bytes:
 
 
 def write_frame(fd: int, message: dict[str, Any]) -> None:
-    data = memoryview(encode(message))
-    while data:
-        data = data[os.write(fd, data[:_CHUNK]) :]
+    _write_all(fd, encode(message))
+
+
+def write_bytes(fd: int, body: bytes) -> None:
+    """A frame whose body is `body` as it is (the wasm compile process's artifact)."""
+    _write_all(fd, HEADER.pack(len(body)) + body)
+
+
+def read_bytes(fd: int, limit: int) -> bytes:
+    """One frame's body; `EOFError` when the other end is gone, `FrameTooLarge` before reading a body
+    over `limit`."""
+    (size,) = HEADER.unpack(_read_exact(fd, HEADER.size))
+    if size > limit:
+        raise FrameTooLarge(size, limit)
+    return _read_exact(fd, size)
 
 
 def read_frame(fd: int, limit: int) -> dict[str, Any]:
     """One frame; `EOFError` when the other end is gone, `FrameTooLarge` before reading a body over
     `limit`, `BadFrame` for anything but a JSON object."""
-    (size,) = HEADER.unpack(_read_exact(fd, HEADER.size))
-    if size > limit:
-        raise FrameTooLarge(size, limit)
-    data = _read_exact(fd, size)
+    data = read_bytes(fd, limit)
     try:
         message = json.loads(data)
     except (ValueError, RecursionError) as exc:
@@ -57,6 +66,12 @@ def read_frame(fd: int, limit: int) -> dict[str, Any]:
     if not isinstance(message, dict):
         raise BadFrame("a frame that is not a JSON object")
     return message
+
+
+def _write_all(fd: int, frame: bytes) -> None:
+    data = memoryview(frame)
+    while data:
+        data = data[os.write(fd, data[:_CHUNK]) :]
 
 
 def _read_exact(fd: int, size: int) -> bytes:
