@@ -11,6 +11,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 AWB = str(Path(sys.executable).parent / "awb")
 
@@ -23,8 +24,16 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def run_awb(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return run_program([AWB, *args], cwd, env=env)
+
+
+def run_program(
+    argv: list[str], cwd: Path, *, env: dict[str, str] | None = None, **popen: Any
+) -> subprocess.CompletedProcess[str]:
+    """`argv` in `cwd` with no stdin and its output captured, as `run_awb` runs `awb` (`popen`: more of
+    `subprocess.run`'s options)."""
     return subprocess.run(
-        [AWB, *args],
+        argv,
         env=clean_env() if env is None else env,
         cwd=cwd,
         capture_output=True,
@@ -32,6 +41,7 @@ def run_awb(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subproc
         timeout=60,
         check=False,
         stdin=subprocess.DEVNULL,
+        **popen,
     )
 
 

@@ -12,22 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from clitools import AWB, assert_one_error_line, clean_env, run_awb
+from clitools import AWB, assert_one_error_line, run_awb, run_program
 
 
 def run_closed(cwd: Path, fd: int, *args: str, program: list[str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run `awb args` (or `program`) with descriptor `fd` closed, as `>&-` leaves it."""
-    return subprocess.run(
-        program or [AWB, *args],
-        cwd=cwd,
-        env=clean_env(),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        preexec_fn=lambda: os.close(fd),  # in the child alone, before exec
-    )
+    return run_program(program or [AWB, *args], cwd, preexec_fn=lambda: os.close(fd))  # in the child, before exec
 
 
 @pytest.fixture
