@@ -101,6 +101,10 @@ async def message_streams(lines_in: LineSource, lines_out: LineSink, drain_secon
         tasks.start_soon(read_lines)
         tasks.start_soon(write_lines)
         yield read_stream, write_stream
+        # The session is over; what it wrote gets `drain_seconds` to reach a client that stopped reading
+        # stdout (a host that closed our stdin but holds stdout unread), instead of keeping the process,
+        # and the pid file that refuses a second server, alive for ever.
+        tasks.cancel_scope.deadline = anyio.current_time() + drain_seconds
 
 
 @asynccontextmanager
