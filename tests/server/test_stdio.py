@@ -253,3 +253,25 @@ def test_a_client_that_stops_reading_stdout_does_not_keep_the_server_alive(tmp_p
         server.wait()
         assert server.stdout is not None
         server.stdout.close()
+
+
+def test_a_request_whose_id_mcp_does_not_take_is_answered_invalid_request(tmp_path: Path) -> None:
+    """JSON-RPC ids MCP refuses (a fraction, a boolean, null, an object): the SDK took such a request for a
+    notification and never answered it. Each gets -32600, and the session goes on."""
+    hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "pipe", "version": "0"}}
+    odd = [{"jsonrpc": "2.0", "id": bad, "method": "ping"} for bad in (1.5, True, None, {"a": 1})]
+    messages = [rpc(0, "initialize", hello), {"jsonrpc": "2.0", "method": "notifications/initialized"}, *odd]
+    messages.append(rpc(9, "ping"))
+    done = subprocess.run(
+        [sys.executable, "-m", "awb", "start", "--transport", "stdio"],
+        env=awb_env(tmp_path),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        input="".join(json.dumps(m) + "\n" for m in messages),
+    )
+    errors = [m for m in map(json.loads, done.stdout.splitlines()) if "error" in m]
+    assert [e["error"]["code"] for e in errors] == [-32600] * 4
+    assert all("must be a string or an integer" in e["error"]["message"] for e in errors)
+    assert any(m.get("id") == 9 and m["result"] == {} for m in map(json.loads, done.stdout.splitlines()))
