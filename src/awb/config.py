@@ -149,7 +149,8 @@ class BlueprintsConfig(_Section):
 class HttpConfig(_Section):
     """Limits of the HTTP server, against clients that open connections and never finish a request."""
 
-    #: Connections open at once; past it the oldest one still waiting for its headers is closed.
+    #: Connections open at once; past it the oldest one still waiting for its headers is closed. Notification
+    #: streams may hold at most half of them (awb.server.http_streams).
     max_connections: int = Field(100, ge=2, le=10_000)
     #: Time a client has to send a request's headers (from connecting, or from the previous response).
     header_timeout_seconds: float = Field(10.0, gt=0, le=600)

@@ -85,3 +85,33 @@ def nesting_depth(value: Any, limit: int) -> int:
             children = node.values() if isinstance(node, dict) else node
             stack.extend((child, depth + 1) for child in children)
     return deepest
+
+
+def unencodable_path(value: Any) -> list[str | int] | None:
+    """Where a JSON-like value holds text no UTF-8 wire can carry (a lone surrogate, which `json.loads`
+    accepts from a `\\ud800` escape), as the keys and indexes that lead to it; None when it holds none.
+    A key is checked as well as a value. Without recursion; ASCII text costs no encoding."""
+    stack: list[tuple[Any, list[str | int]]] = [(value, [])]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, str):
+            if not _encodes(node):
+                return path
+        elif isinstance(node, dict):
+            for key, child in node.items():
+                if isinstance(key, str) and not _encodes(key):
+                    return [*path, key]
+                stack.append((child, [*path, key]))
+        elif isinstance(node, list | tuple):
+            stack.extend((child, [*path, index]) for index, child in enumerate(node))
+    return None
+
+
+def _encodes(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -225,3 +225,53 @@ def test_a_line_that_is_not_json_gets_a_parse_error_and_the_session_goes_on(tmp_
     assert answers[None]["error"]["code"] == -32700
     assert answers[7]["error"]["code"] == -32600
     assert any(tool["name"] == "awb_craft" for tool in answers[8]["result"]["tools"])
+
+
+def test_a_client_that_stops_reading_stdout_does_not_keep_the_server_alive(tmp_path: Path) -> None:
+    """stdin closed, stdout held open and never read: the answers cannot all be written, and the server
+    gives up on them and exits (it used to wait on the full pipe for ever, pid file and all)."""
+    hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "pipe", "version": "0"}}
+    messages = [rpc(0, "initialize", hello), {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+    messages += [rpc(i, "tools/list") for i in range(1, 100)]  # ~15 KB each: far more than a pipe holds
+    # A short tool time limit: the end of input is held back for it (+5 s), then the answers are let go.
+    env = awb_env(tmp_path, AWB_TOOL_EXECUTION_TIMEOUT_MS="100")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "awb", "start", "--transport", "stdio"],
+        env=env,
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert server.stdin is not None
+        server.stdin.write("".join(json.dumps(m) + "\n" for m in messages).encode())
+        server.stdin.close()
+        assert server.wait(timeout=45) == 0
+    finally:
+        server.kill()
+        server.wait()
+        assert server.stdout is not None
+        server.stdout.close()
+
+
+def test_a_request_whose_id_mcp_does_not_take_is_answered_invalid_request(tmp_path: Path) -> None:
+    """JSON-RPC ids MCP refuses (a fraction, a boolean, null, an object): the SDK took such a request for a
+    notification and never answered it. Each gets -32600, and the session goes on."""
+    hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "pipe", "version": "0"}}
+    odd = [{"jsonrpc": "2.0", "id": bad, "method": "ping"} for bad in (1.5, True, None, {"a": 1})]
+    messages = [rpc(0, "initialize", hello), {"jsonrpc": "2.0", "method": "notifications/initialized"}, *odd]
+    messages.append(rpc(9, "ping"))
+    done = subprocess.run(
+        [sys.executable, "-m", "awb", "start", "--transport", "stdio"],
+        env=awb_env(tmp_path),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        input="".join(json.dumps(m) + "\n" for m in messages),
+    )
+    errors = [m for m in map(json.loads, done.stdout.splitlines()) if "error" in m]
+    assert [e["error"]["code"] for e in errors] == [-32600] * 4
+    assert all("must be a string or an integer" in e["error"]["message"] for e in errors)
+    assert any(m.get("id") == 9 and m["result"] == {} for m in map(json.loads, done.stdout.splitlines()))

@@ -25,7 +25,7 @@ from awb import __version__
 from awb.errors import AwbError, InvalidParams, ToolNotFound
 from awb.inventory.models import Tool
 from awb.meta_tools import META_VERBS, MetaVerb, meta_tool_name, reserved_name, served_names, verb_of
-from awb.safe_text import Verbatim
+from awb.safe_text import Verbatim, visible
 from awb.sandbox.base import executing_for
 from awb.schema_bounds import SchemaTooExpensive
 from awb.schema_rules import MCP_INPUT_RULE, craft_warnings, structured_result
@@ -35,7 +35,7 @@ from awb.server.heap import WarmUp
 from awb.server.listing import EquippedListing, tool_names_warning
 from awb.server.notify import ListChangedNotifier
 from awb.server.schemas import INPUT, OUTPUT
-from awb.text import cap_text
+from awb.text import cap_text, unencodable_path
 from awb.validation import ToolSchema
 from awb.workbench import Workbench
 
@@ -61,6 +61,20 @@ def to_mcp_error(error: AwbError) -> types.CallToolResult:
         structured_content=payload,
         is_error=True,
     )
+
+
+def _not_text(name: str, arguments: dict[str, Any]) -> InvalidParams | None:
+    """The error for a name or arguments holding a lone surrogate, or None. JSON's `\\ud800` escape
+    carries one, and the 2026-07-28 HTTP path parses bodies with `json.loads`, which accepts it; past this
+    point it fails wherever the text meets UTF-8 (SQLite, a tool's worker, the response's encoder)."""
+    rule = "text that is not valid Unicode (a lone surrogate, \\ud800-\\udfff): send UTF-8 text"
+    if unencodable_path(name) is not None:
+        return InvalidParams(f"the tool name '{visible(name)}' is {rule}", name=visible(name))
+    path = unencodable_path(arguments)
+    if path is None:
+        return None
+    pointer = "/" + "/".join(visible(str(step)) for step in path)
+    return _invalid_arguments(visible(name), [{"path": pointer, "message": rule}])
 
 
 def _invalid_arguments(name: str, problems: list[dict[str, str]]) -> InvalidParams:
@@ -200,6 +214,9 @@ class McpFace:
         arguments = {} if arguments is None else arguments
         verb = verb_of(name, self.tool_names)
         try:
+            not_text = _not_text(name, arguments)
+            if not_text is not None:
+                raise not_text
             if verb is None:
                 return await self._call_equipped(name, arguments, started)
             handler = self._handlers[verb]
@@ -212,6 +229,7 @@ class McpFace:
             structured = await handler(arguments)
             if verb in _LIST_CHANGING and notified is not None and not notified():
                 structured["hint"] = guidance.list_changed_hint(self.tool_names)
+            text = json_text(structured)  # in the try: whatever cannot be encoded is an error, not a crash
         except AwbError as error:
             log.info("mcp %s -> %s (%.1f ms)", name, error.code, (time.perf_counter() - started) * 1000)
             return to_mcp_error(error)
@@ -222,7 +240,7 @@ class McpFace:
             return to_mcp_error(AwbError(f"internal error: {type(error).__name__}: {error}"))
         log.debug("mcp %s ok (%.1f ms)", name, (time.perf_counter() - started) * 1000)
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=json_text(structured))],
+            content=[types.TextContent(type="text", text=text)],
             structured_content=structured,
         )
 

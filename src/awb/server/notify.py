@@ -157,17 +157,23 @@ class ListChangedNotifier:
             self._signature = self._equipped_signature()
         except Exception:
             log.warning("could not read the equipped set", exc_info=True)
-        for key, session in list(self._sessions.items()):
-            try:
-                with anyio.fail_after(SEND_TIMEOUT_SECONDS):
-                    await session.send_tool_list_changed()
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                self._sessions.pop(key, None)
-            except Exception:
-                log.debug("tools/list_changed not delivered to a session", exc_info=True)
+        # All at once: a session that takes nothing (a client that stopped reading its stream) costs
+        # the others at most one SEND_TIMEOUT_SECONDS, not one each in turn.
+        async with anyio.create_task_group() as tasks:
+            for key, session in list(self._sessions.items()):
+                tasks.start_soon(self._tell, key, session)
         await self.bus.publish(ToolsListChanged())
         self.sent += 1
         log.info("sent tools/list_changed to %d sessions and the listen streams", len(self._sessions))
+
+    async def _tell(self, key: Hashable, session: ServerSession) -> None:
+        try:
+            with anyio.fail_after(SEND_TIMEOUT_SECONDS):
+                await session.send_tool_list_changed()
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self._sessions.pop(key, None)
+        except Exception:
+            log.debug("tools/list_changed not delivered to a session", exc_info=True)
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:

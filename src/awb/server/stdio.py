@@ -85,6 +85,11 @@ async def message_streams(lines_in: LineSource, lines_out: LineSink, drain_secon
                 except ValueError as exc:
                     await errors_out.send(SessionMessage(_unreadable(line, exc)))
                     continue
+                if isinstance(message, types.JSONRPCNotification) and _has_id(line):
+                    # An id MCP does not take (1.5, true, null, {...}): the SDK reads the request as a
+                    # notification and never answers it, and the client waits for an answer.
+                    await errors_out.send(SessionMessage(_bad_id(message.method)))
+                    continue
                 outstanding.read(message)
                 await read_writer.send(SessionMessage(message))
             with anyio.move_on_after(drain_seconds):
@@ -101,6 +106,10 @@ async def message_streams(lines_in: LineSource, lines_out: LineSink, drain_secon
         tasks.start_soon(read_lines)
         tasks.start_soon(write_lines)
         yield read_stream, write_stream
+        # The session is over; what it wrote gets `drain_seconds` to reach a client that stopped reading
+        # stdout (a host that closed our stdin but holds stdout unread), instead of keeping the process,
+        # and the pid file that refuses a second server, alive for ever.
+        tasks.cancel_scope.deadline = anyio.current_time() + drain_seconds
 
 
 @asynccontextmanager
@@ -157,6 +166,22 @@ def _unreadable(line: str, error: ValueError) -> types.JSONRPCError:
         id=request_id,
         error=types.ErrorData(code=INVALID_REQUEST, message=f"Invalid Request: not a JSON-RPC message ({first})"),
     )
+
+
+def _has_id(line: str) -> bool:
+    if '"id"' not in line:
+        return False
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and "id" in data
+
+
+def _bad_id(method: str) -> types.JSONRPCError:
+    message = f"Invalid Request: the id of a {method!r} request must be a string or an integer"
+    log.warning("answered a request whose id is neither a string nor an integer (%s)", method)
+    return types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(code=INVALID_REQUEST, message=message))
 
 
 class _Outstanding:

@@ -24,6 +24,7 @@ from awb.server.deferred_faces import DeferredFaces
 from awb.server.hangup import HangUpCancels
 from awb.server.http_guard import check_exposure, guard_http, transport_security
 from awb.server.http_limits import uvicorn_config
+from awb.server.http_streams import StreamShare, stream_limit
 from awb.server.mcp import McpFace
 from awb.server.stdio import serve_stdio_streams
 from awb.workbench import Workbench
@@ -92,7 +93,8 @@ def bind(host: str, port: int) -> socket.socket:
 
 def _mcp_app(face: McpFace, config: Config) -> ASGIApp:
     """The MCP face's ASGI app, with the SDK's own DNS-rebinding check set from the same allowlist.
-    A request whose client hangs up is let go (`HangUpCancels`)."""
+    A request whose client hangs up is let go (`HangUpCancels`); notification streams may hold at most
+    half the connections (`StreamShare`)."""
     settings = transport_security(config)
     app = face.server.streamable_http_app(
         streamable_http_path=MCP_PATH,
@@ -103,7 +105,7 @@ def _mcp_app(face: McpFace, config: Config) -> ASGIApp:
         max_sessions=config.http.max_sessions,
         session_idle_timeout=config.http.session_idle_timeout_seconds,
     )
-    return HangUpCancels(app, listen=config.http.json_response)
+    return StreamShare(HangUpCancels(app, listen=config.http.json_response), stream_limit(config.http.max_connections))
 
 
 def http_app(face: McpFace, config: Config) -> ASGIApp:
