@@ -10,6 +10,7 @@ provider's own message and HTTP status, never the key.
 from __future__ import annotations
 
 import email.utils
+import math
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -43,10 +44,18 @@ def redact(text: str, secret: str | None) -> str:
     return text.replace(secret, "***") if secret else text
 
 
+def token_count(value: object) -> int:
+    """A usage count as the provider reported it; anything but a finite, non-negative number (a string, a
+    list, a negative or infinite one, a boolean) counts as 0 rather than failing the run or the ledger."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        return 0
+    return int(value)
+
+
 def _provider_message(response: httpx.Response) -> str:
     try:
         body = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or JSON nested past the decoder's stack
         return response.text[:500] or response.reason_phrase
     error = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, dict) and isinstance(error.get("message"), str):
@@ -150,7 +159,7 @@ class ProviderClient:
                     break
                 try:
                     body = response.json()
-                except ValueError:
+                except (ValueError, RecursionError):  # RecursionError: JSON nested past the decoder's stack
                     failure = "provider returned a body that is not JSON"
                     self.usage.failed_requests += 1
                     continue
