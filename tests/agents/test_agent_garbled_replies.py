@@ -4,6 +4,8 @@ never an exception out of `run_agent`."""
 
 from __future__ import annotations
 
+import gzip
+import json
 from typing import Any
 
 import anyio
@@ -116,3 +118,31 @@ async def test_a_model_that_raises_something_unexpected_ends_the_run_in_model_er
         result = await run_agent(Reader, "q", model=Broken(), servers={"files": files_server()})
     assert result.termination_reason == "model_error"
     assert result.error is not None and "KeyError" in result.error["message"]
+
+
+async def test_a_reply_over_the_size_limit_is_cut_off_and_not_retried(fake_provider: FakeProvider) -> None:
+    huge = {**DONE, "padding": "x" * 200_000}
+    fake_provider.reply(huge)
+    fake_provider.reply(huge)
+    adapter = OpenAIModel("fake-model", base_url=fake_provider.url, api_key="sk-test", backoff_seconds=0)
+    adapter.http.max_reply_bytes = 100_000
+    with anyio.fail_after(15):
+        result = await run_agent(Reader, "q", model=adapter, servers={"files": files_server()})
+    assert result.termination_reason == "model_error"
+    assert result.error is not None and "over the 100000-byte limit" in result.error["message"]
+    assert (result.usage.requests, result.usage.failed_requests) == (1, 1)
+
+
+async def test_a_compressed_reply_is_read_decoded(fake_provider: FakeProvider) -> None:
+    fake_provider.reply(gzip.compress(json.dumps(DONE).encode()), headers={"Content-Encoding": "gzip"})
+    result = await run(fake_provider)
+    assert (result.termination_reason, result.output) == ("done", {"answer": "a"})
+
+
+async def test_a_compressed_reply_that_inflates_past_the_limit_is_cut_off(fake_provider: FakeProvider) -> None:
+    bomb = gzip.compress(b'{"padding": "' + b"0" * 64_000_000 + b'"}')
+    assert len(bomb) < 100_000
+    fake_provider.reply(bomb, headers={"Content-Encoding": "gzip"})
+    result = await run(fake_provider)
+    assert result.termination_reason == "model_error"
+    assert result.error is not None and "-byte limit" in result.error["message"]
