@@ -84,7 +84,9 @@ class ActionExecutor:
             self.context.add("tool_error", "run_code", "run_code is not available in this run; use call_tool")
             return None
         try:
-            await self._invoke(step, "run_code", {"code": action.code}, lambda: runner(action.code))
+            # The runner serves the top-level agent's tools; a subagent's plans reach only its own.
+            servers = None if self.depth == 0 else self.agent.tools
+            await self._invoke(step, "run_code", {"code": action.code}, lambda: runner(action.code, servers))
         except StopRun as stop:
             return stopped(stop.reason, stop.message, **stop.details)
         return None

@@ -3,7 +3,7 @@ count toward the run's tool-call budget, and its result reaches the model capped
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from awb.agents.scope import RunScope, StopRun
@@ -37,12 +37,12 @@ class CodeMode:
         self._on_run = on_run
         self.code_runs = 0
 
-    async def __call__(self, code: str) -> ToolOutcome:
+    async def __call__(self, code: str, servers: Collection[str] | None = None) -> ToolOutcome:
         if self.max_code_runs is not None and self.code_runs >= self.max_code_runs:
             raise StopRun("max_code_runs", "the code-run budget is spent", limit=self.max_code_runs)
         remaining = max(0, self.max_tool_calls - self.scope.tool_calls)
         self.code_runs += 1
-        result = await self.runner.run(code, max_tool_calls=remaining, timeout_sec=self.timeout_sec)
+        result = await self.runner.run(code, max_tool_calls=remaining, timeout_sec=self.timeout_sec, servers=servers)
         self.scope.tool_calls += result.tool_calls
         if self._on_run is not None:
             self._on_run(result)
