@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import Any
 
+import anyio
+
 from awb.agents.scope import RunScope, StopRun
 from awb.agents.toolbox import ToolOutcome
-from awb.planner.calls import call_runs
+from awb.planner.calls import CallMade, call_runs
 from awb.planner.plan_runner import PlanRunner, SandboxResult
 from awb.planner.redaction import redact_payload
 
@@ -42,7 +44,23 @@ class CodeMode:
             raise StopRun("max_code_runs", "the code-run budget is spent", limit=self.max_code_runs)
         remaining = max(0, self.max_tool_calls - self.scope.tool_calls)
         self.code_runs += 1
-        result = await self.runner.run(code, max_tool_calls=remaining, timeout_sec=self.timeout_sec, servers=servers)
+        made: list[CallMade] = []
+        try:
+            result = await self.runner.run(
+                code, max_tool_calls=remaining, timeout_sec=self.timeout_sec, servers=servers, made=made
+            )
+        except anyio.get_cancelled_exc_class():
+            # The run ended (its deadline, a cancel) while the plan ran: the calls it made count and are
+            # reported, because they may have had effects.
+            self.scope.tool_calls += len(made)
+            if self._on_run is not None:
+                message = "the run ended while the plan ran"
+                self._on_run(
+                    SandboxResult(
+                        success=False, error=message, error_code="cancelled", tool_calls=len(made), calls=made
+                    )
+                )
+            raise
         self.scope.tool_calls += result.tool_calls
         if self._on_run is not None:
             self._on_run(result)

@@ -114,10 +114,12 @@ class PlanRunner:
         max_tool_calls: int | None = None,
         runtime: PlanRuntime | None = None,
         servers: Collection[str] | None = None,
+        made: list[CallMade] | None = None,
     ) -> SandboxResult:
         """Run one plan: in Monty, or in the CPython runtime when Monty cannot (a module it lacks, syntax it
         does not support) and the plan has not called a tool yet, or when `runtime="cpython"` asks.
-        `servers` narrows the servers the plan can import and call (a subagent's own `tools`)."""
+        `servers` narrows the servers the plan can import and call (a subagent's own `tools`). `made`, when
+        given, receives each tool call as it starts: what the caller reports if the plan is cancelled."""
         # A server may have changed its tools since the last plan (list_changed, or a call of ours). The
         # toolbox is shared: a search or a direct call may have read the change already (its refresh then
         # said so, not this one's), so the wrappers follow the tools themselves.
@@ -128,14 +130,15 @@ class PlanRunner:
         limit = self._max_tool_calls if max_tool_calls is None else max_tool_calls
         choice = runtime or self._runtime
         grouped = {s: w for s, w in self._grouped.items() if servers is None or s in servers}
-        state = _PlanState(limit=limit, grouped=grouped)
+        made = [] if made is None else made
+        state = _PlanState(limit=limit, grouped=grouped, made=made)
         try:
             if choice == "cpython":
                 result = await self._run_cpython(code_body, timeout_sec, state)
             else:
                 result, unsupported = await self._run_monty(code_body, timeout_sec, state)
                 if unsupported is not None and choice == "auto" and state.calls == 0:
-                    state = _PlanState(limit=limit, grouped=grouped)
+                    state = _PlanState(limit=limit, grouped=grouped, made=made)
                     result = await self._run_cpython(code_body, timeout_sec, state)
                     result.logs.insert(0, f"[awb] Monty cannot run this plan ({unsupported}); it ran in CPython")
         finally:
