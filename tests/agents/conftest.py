@@ -34,7 +34,10 @@ def fake_provider() -> Iterator[FakeProvider]:
             reply = provider.replies.pop(0) if provider.replies else Reply(500, {"error": "no reply"})
             if reply.hold:
                 provider.release.wait(timeout=30)
-            data = reply.body.encode() if isinstance(reply.body, str) else json.dumps(reply.body).encode()
+            if isinstance(reply.body, bytes):
+                data = reply.body
+            else:
+                data = reply.body.encode() if isinstance(reply.body, str) else json.dumps(reply.body).encode()
             try:
                 self.send_response(reply.status)
                 self.send_header("Content-Type", "application/json")

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import anyio
 import pytest
+from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel
 
 from awb.agents import Agent, Budget, run_agent
@@ -198,6 +199,32 @@ async def test_timeout_ends_a_run_whose_model_never_answers() -> None:
         result = await run_agent(Hasty, "q", model=ScriptedModel(stuck), servers=servers())
     assert result.termination_reason == "timeout"
     assert result.iterations == 1
+
+
+async def test_a_tool_call_the_timeout_cuts_off_is_recorded_and_named_in_the_partial_result() -> None:
+    """A server's tool that never answers: the result said `timeout` and nothing of the call that was running."""
+
+    class Hasty(Reader):
+        tools = ("slow",)
+        budget = Budget(timeout_seconds=0.5)
+
+    slow = MCPServer("slow")
+
+    @slow.tool()
+    async def wait(seconds: float) -> str:
+        """Answer after a while."""
+        await anyio.sleep(seconds)
+        return "late"
+
+    model = ScriptedModel([{"action": "call_tool", "tool": "slow.wait", "arguments": {"seconds": 3600}}])
+    with anyio.fail_after(10):
+        result = await run_agent(Hasty, "q", model=model, servers={"slow": slow})
+    assert result.termination_reason == "timeout"
+    assert [(call.name, call.ok) for call in result.tool_calls] == [("slow.wait", False)]
+    error = result.tool_calls[0].error
+    assert error is not None and error.code == "cancelled" and "while slow.wait ran" in error.message
+    assert result.steps[0].tool_call == result.tool_calls[0]
+    assert result.partial is not None and "while slow.wait ran" in result.partial.observations[-1]
 
 
 async def test_tool_error_result_becomes_an_error_observation() -> None:

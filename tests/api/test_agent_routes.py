@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
@@ -363,3 +364,32 @@ def test_an_mcp_url_that_answers_with_something_else_is_a_502_that_never_quotes_
     error = response.json()["error"]
     assert error["code"] == "server_unavailable" and "cannot reach MCP server 'internal'" in error["message"]
     assert "SECRET" not in response.text and "\n" not in error["message"]
+
+
+def test_a_garbled_model_reply_is_a_502_model_error_and_the_run_is_logged(api: Api, fake_model: FakeServer) -> None:
+    """A reply whose message is not an object raised out of the loop: a 500 and no run log."""
+    fake_model.queue((200, {"choices": [{"message": "garbled"}]}))
+    response = api.post("/api/agents/run", {"blueprint": blueprint(), "message": "hi", "session_id": "garbled"})
+    assert response.status_code == 502, response.text
+    assert response.json()["error"]["code"] == "model_error"
+    entries = api.get("/api/agents/logs", session_id="garbled").json()["entries"]
+    assert [e["kind"] for e in entries] == ["run_start", "run_end"]
+    assert entries[-1]["data"]["status"] == "model_error"
+
+
+@pytest.mark.anyio
+async def test_a_run_cancelled_by_its_caller_still_logs_how_it_ended(
+    tmp_path: Path, fake_model: FakeServer, fake_tavily: FakeServer
+) -> None:
+    """A caller that goes away (a REST client hanging up) cancels the run; its log was lost with it."""
+    service = make_service(tmp_path, fake_model, fake_tavily)
+    fake_model.hang_paths.add("/chat/completions")
+    try:
+        with anyio.fail_after(20):
+            with anyio.move_on_after(0.5):
+                await service.run(message="hi", blueprint=blueprint(), blueprint_id=None, session_id="gone")
+            entries = await service.logs("gone")
+    finally:
+        service.close()
+    assert [e.kind for e in entries] == ["run_start", "run_end"]
+    assert entries[-1].data["status"] == "cancelled"

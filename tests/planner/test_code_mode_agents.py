@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
@@ -11,6 +12,8 @@ from pydantic import BaseModel
 from awb.agents import Agent, run_agent
 from awb.agents.budget import Budget
 from awb.agents.models import ScriptedModel
+from awb.agents.models.base import Prompt
+from awb.agents.toolbox import ToolSpec
 
 from .test_task import servers
 
@@ -88,3 +91,42 @@ async def test_a_plan_stopped_by_the_tool_call_limit_is_recorded_with_the_calls_
     assert result.partial is not None
     assert '"calls": ["mail.search_mail ×5 ok"]' in result.partial.observations[-1]
     assert '"tool_calls": 5' in result.partial.observations[-1]
+
+
+async def test_a_subagents_plan_reaches_only_the_servers_the_subagent_is_allowed() -> None:
+    """The plan runner serves the parent's tools; a subagent's plan could post to `chat`, which only its
+    parent may use."""
+
+    class MailOnly(Agent):
+        mode = "mail_only"
+        tools = ("mail",)
+        system_prompt = "sub"
+        Input = Query
+        Output = Count
+
+    class Both(Agent):
+        mode = "both"
+        tools = ("mail", "chat")
+        code_mode = True
+        Input = Query
+        Output = Count
+        subagents = (MailOnly,)
+
+    posted = "return await chat.post_message(channel='c', text='from the subagent')"
+    counted = "found = await mail.search_mail(query='x')\nreturn found['total']"
+    sub_script = iter([{"action": "run_code", "code": posted}, {"action": "run_code", "code": counted}])
+
+    def script(prompt: Prompt, tools: Sequence[ToolSpec]) -> dict[str, Any]:
+        if prompt.system == "sub":
+            return next(sub_script, {"action": "done", "output": {"count": 1}})
+        if "subagent_output" in prompt.body:
+            return {"action": "done", "output": {"count": 0}}
+        return {"action": "spawn_subagent", "agent": "mail_only", "input": {"label": "x"}}
+
+    with anyio.fail_after(30):
+        result = await run_agent(Both, {"label": "x"}, model=ScriptedModel(script), servers=servers())
+    assert result.termination_reason == "done"
+    steps = result.subagent_calls[0].steps
+    plans = [step.tool_call for step in steps if step.tool_call is not None]
+    assert [(plan.name, plan.ok) for plan in plans] == [("run_code", False), ("run_code", True)]
+    assert plans[0].error is not None and "chat" in plans[0].error.message

@@ -4,11 +4,13 @@ import ast
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
-from awb.planner.codegen import generate_wrappers, group_wrappers, identifier
+from awb.agents.toolbox import ToolSpec
+from awb.planner.codegen import generate_wrappers, group_wrappers, identifier, module_source
 
 from .planner_tools import planner_toolbox
 
@@ -66,3 +68,21 @@ def test_the_generated_package_calls_the_registered_caller_with_the_servers_name
         sys.path.remove(str(tmp_path))
         for name in [m for m in sys.modules if m == "toolbox" or m.startswith("toolbox.")]:
             del sys.modules[name]
+
+
+@pytest.mark.parametrize(
+    "description",
+    ["ends in a backslash \\", "a \\N escape with no name", "a \\u12 short escape", "a NUL \x00 byte", "lone \ud800"],
+)
+def test_a_description_that_is_not_safe_in_a_literal_still_gives_a_module_that_compiles(description: str) -> None:
+    bare = ToolSpec("odd.bare", description, {"type": "object"}, "odd")
+    with_args = ToolSpec(
+        "odd.args", description, {"type": "object", "properties": {"x": {"description": description}}}, "odd"
+    )
+    for spec in (bare, with_args):
+        source = module_source("odd", group_wrappers([spec])["odd"])
+        compile(source, "<odd>", "exec")
+        namespace: dict[str, Any] = {}
+        exec(compile(source.replace("from ..client import call_tool, drop_unset", ""), "<odd>", "exec"), namespace)
+        documented = namespace[spec.name.partition(".")[2]].__doc__
+        assert description in documented  # the escapes read back as the server's own text

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from awb.agents.toolbox import ToolOutcome, ToolSpec
 from awb.config import Config
 from awb.errors import SandboxViolation
 from awb.planner.plan_runner import PlanRunner, run_python_plan
@@ -137,3 +138,18 @@ async def test_a_crafted_tool_cannot_use_the_plan_bridge(config: Config) -> None
         with pytest.raises(SandboxViolation) as refused:
             await workbench.call("sneaky", {})
     assert "only available to plans" in refused.value.message
+
+
+async def test_one_servers_unparseable_description_does_not_break_plans_over_the_others() -> None:
+    """A server's tool described with `\\N` made the generated module fail to compile: every CPython plan failed."""
+    toolbox = planner_toolbox([])
+
+    async def never(arguments: dict[str, Any]) -> ToolOutcome:
+        raise AssertionError("not called")
+
+    toolbox.add(ToolSpec("odd.tool", "a \\N escape and a trailing backslash \\", {"type": "object"}, "odd"), never)
+    code = (
+        "import statistics\nfound = await mail.search_mail(query='x', label='billing')\nreturn len(found['messages'])"
+    )
+    result = await run_python_plan(code, tools=toolbox)
+    assert (result.success, result.runtime, result.result) == (True, "cpython", 1000), result.error

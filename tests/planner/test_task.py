@@ -279,3 +279,18 @@ async def test_telemetry_events_are_spans_when_an_otel_sdk_is_configured() -> No
     spans = [s for s in exporter.get_finished_spans() if s.name.startswith("mcp.")]
     assert [s.name for s in spans] == ["mcp.search.run", "mcp.action.called"]
     assert spans[1].attributes["awb.task_id"] == result.task_id and spans[1].attributes["awb.user_id"] == "u-1"
+
+
+async def test_a_plan_cut_off_by_the_task_timeout_reports_the_calls_it_made() -> None:
+    """The report said no tool call ran, and `tool_calls` was 0, though the plan had posted to chat."""
+    plan = "await chat.post_message(channel='general', text='hi')\nwhile True:\n    pass"
+    model = ScriptedModel([{"action": "run_code", "code": plan}, done("never")])
+    with anyio.fail_after(30):
+        result = await execute_mcp_task(
+            "post hi to general", servers=servers(), model=model, budget=Budget(timeout_seconds=1.5)
+        )
+    assert not result.success and result.error is not None and "timeout_seconds" in result.error
+    assert result.budget_usage.tool_calls == 1
+    posted = {"server": "chat", "tool": "post_message", "via": "plan", "outcome": "ok"}
+    assert result.raw_outputs["tool_calls"] == [posted]
+    assert "chat.post_message ok (in a plan)" in result.final_summary

@@ -84,7 +84,9 @@ class ActionExecutor:
             self.context.add("tool_error", "run_code", "run_code is not available in this run; use call_tool")
             return None
         try:
-            await self._invoke(step, "run_code", {"code": action.code}, lambda: runner(action.code))
+            # The runner serves the top-level agent's tools; a subagent's plans reach only its own.
+            servers = None if self.depth == 0 else self.agent.tools
+            await self._invoke(step, "run_code", {"code": action.code}, lambda: runner(action.code, servers))
         except StopRun as stop:
             return stopped(stop.reason, stop.message, **stop.details)
         return None
@@ -103,10 +105,13 @@ class ActionExecutor:
             return None
         self.scope.tool_calls += spec.counted
         self._counted_calls += spec.counted
-        outcome = await self._invoke(step, spec.name, action.arguments, lambda: self.tools.call(spec, action.arguments))
-        assert step.tool_call is not None
-        self.tool_calls.append(step.tool_call)
-        return outcome
+        try:
+            return await self._invoke(
+                step, spec.name, action.arguments, lambda: self.tools.call(spec, action.arguments)
+            )
+        finally:  # a call the run's end cut off is recorded too
+            if step.tool_call is not None:
+                self.tool_calls.append(step.tool_call)
 
     async def _invoke(
         self, step: StepRecord, name: str, arguments: dict[str, Any], call: Callable[[], Awaitable[ToolOutcome]]
@@ -124,6 +129,9 @@ class ActionExecutor:
                 if raised.outcome is None:
                     raise
                 stop, outcome = raised, raised.outcome
+            except anyio.get_cancelled_exc_class():
+                self._abandoned(step, name, arguments, anyio.current_time() - started)
+                raise
             if not outcome.ok:
                 current.set_attribute("error.type", outcome.error_code or "tool_error")
         duration = anyio.current_time() - started
@@ -142,6 +150,15 @@ class ActionExecutor:
         if stop is not None:  # what the call did before it stopped is recorded and remembered first
             raise stop
         return outcome
+
+    def _abandoned(self, step: StepRecord, name: str, arguments: dict[str, Any], duration: float) -> None:
+        """Record and remember a call the run's end (its deadline, a cancel) cut off: it may have had its
+        effect, and the result should say which call was running. No awaits: the run is being cancelled."""
+        error = ToolError(code="cancelled", message=f"the run ended after {duration:.2f} s while {name} ran")
+        step.tool_call = ToolCallRecord(
+            name=name, arguments=arguments, duration_seconds=duration, ok=False, error=error
+        )
+        self.context.add("tool_error", name, error.message)
 
     async def _spawn(self, step: StepRecord, action: SpawnSubagent) -> None:
         if self.depth > 0:

@@ -173,6 +173,11 @@ class _Run:
             except ModelError as err:
                 current.set_attribute("error.type", err.code)
                 raise
+            except AwbError:
+                raise
+            except Exception as err:  # boundary: an adapter (or a user's Model) that cannot read a reply ends the run
+                current.set_attribute("error.type", ModelError.code)
+                raise ModelError(f"the model failed: {type(err).__name__}: {err}", model=repr(self.model)) from err
             finally:
                 spent = self.scope.charge(self.model, self.model.usage.minus(before))
                 step.usage.add(spent)

@@ -4,7 +4,7 @@ the deadline, the event channel, and how a subagent's own model is found."""
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -20,8 +20,9 @@ if TYPE_CHECKING:
     from awb.agents.models.base import Model
 
 ModelResolver = Callable[["type[Agent]"], "Model | None"]
-#: Runs a `run_code` action's code and says how it went (see `awb.planner`); may raise `StopRun`.
-CodeRunner = Callable[[str], Awaitable[ToolOutcome]]
+#: Runs a `run_code` action's code and says how it went (see `awb.planner`); may raise `StopRun`. The second
+#: argument narrows the servers the plan may reach (a subagent's own `tools`); None leaves the runner's own.
+CodeRunner = Callable[[str, "Collection[str] | None"], Awaitable[ToolOutcome]]
 
 
 class StopRun(Exception):

@@ -23,6 +23,8 @@ from awb.errors import AwbError
 
 #: Loop endings that are a spine guardrail, by the guardrail's name.
 _GUARDRAILS = {"max_tool_calls": "max_tool_calls", "timeout": "timeout_seconds", "max_iterations": "max_iterations"}
+#: How long a cancelled run may take to save its log (a thread's write to the session store).
+_SAVE_ON_CANCEL_SECONDS = 5.0
 
 
 class RunReply(BaseModel):
@@ -120,6 +122,14 @@ async def run_blueprint(
                 )
     except AwbError as err:  # unreachable MCP servers and the like: reported, logged, never lost
         failure = err
+    except anyio.get_cancelled_exc_class():
+        # The caller went away (a REST client hung up, a server shutting down): the run's tool calls are
+        # cancelled with it, and its log still says what it did and how it ended.
+        latency_ms = round((anyio.current_time() - started) * 1000, 3)
+        journal.log("run_end", status="cancelled", latency_ms=latency_ms)
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_SAVE_ON_CANCEL_SECONDS):
+            await anyio.to_thread.run_sync(store.append_logs, session_id, journal.entries)
+        raise
     latency_ms = round((anyio.current_time() - started) * 1000, 3)
     response = str((results[-1].output or {}).get("response", "")) if failure is None else ""
     status = "ok" if failure is None else failure.code

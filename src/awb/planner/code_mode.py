@@ -3,12 +3,14 @@ count toward the run's tool-call budget, and its result reaches the model capped
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
+
+import anyio
 
 from awb.agents.scope import RunScope, StopRun
 from awb.agents.toolbox import ToolOutcome
-from awb.planner.calls import call_runs
+from awb.planner.calls import CallMade, call_runs
 from awb.planner.plan_runner import PlanRunner, SandboxResult
 from awb.planner.redaction import redact_payload
 
@@ -37,12 +39,28 @@ class CodeMode:
         self._on_run = on_run
         self.code_runs = 0
 
-    async def __call__(self, code: str) -> ToolOutcome:
+    async def __call__(self, code: str, servers: Collection[str] | None = None) -> ToolOutcome:
         if self.max_code_runs is not None and self.code_runs >= self.max_code_runs:
             raise StopRun("max_code_runs", "the code-run budget is spent", limit=self.max_code_runs)
         remaining = max(0, self.max_tool_calls - self.scope.tool_calls)
         self.code_runs += 1
-        result = await self.runner.run(code, max_tool_calls=remaining, timeout_sec=self.timeout_sec)
+        made: list[CallMade] = []
+        try:
+            result = await self.runner.run(
+                code, max_tool_calls=remaining, timeout_sec=self.timeout_sec, servers=servers, made=made
+            )
+        except anyio.get_cancelled_exc_class():
+            # The run ended (its deadline, a cancel) while the plan ran: the calls it made count and are
+            # reported, because they may have had effects.
+            self.scope.tool_calls += len(made)
+            if self._on_run is not None:
+                message = "the run ended while the plan ran"
+                self._on_run(
+                    SandboxResult(
+                        success=False, error=message, error_code="cancelled", tool_calls=len(made), calls=made
+                    )
+                )
+            raise
         self.scope.tool_calls += result.tool_calls
         if self._on_run is not None:
             self._on_run(result)

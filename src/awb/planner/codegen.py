@@ -137,13 +137,20 @@ def _annotation(prop: dict[str, Any]) -> str:
     return _JSON_TO_PY.get(str(kind), "Any")
 
 
+def _literal_text(text: str) -> str:
+    """Text a server sent, safe inside a triple-quoted literal. A backslash would start an escape (a `\\N`
+    without a name does not parse; one at the end eats the closing quotes), and a NUL or a lone surrogate
+    fails the compile of the whole plan, so one server's description would break every plan."""
+    text = text.replace("\\", "\\\\").replace('"""', "'''")
+    return "".join(c if c.isprintable() or c in "\t\n" else f"\\u{ord(c):04x}" for c in text)
+
+
 def _docstring(wrapper: Wrapper, indent: str) -> str:
-    lines = (wrapper.description or f"Call {wrapper.tool} on {wrapper.server}.").replace('"""', "'''").splitlines()
+    lines = _literal_text(wrapper.description or f"Call {wrapper.tool} on {wrapper.server}.").splitlines()
     if wrapper.parameters:
         lines += ["", "Args:"]
         lines += [
-            f"    {p.ident}: {p.description or '(no description)'}".replace('"""', "'''").rstrip()
-            for p in wrapper.parameters
+            _literal_text(f"    {p.ident}: {p.description or '(no description)'}").rstrip() for p in wrapper.parameters
         ]
     if len(lines) == 1:
         return f'{indent}"""{lines[0]}"""\n'

@@ -12,7 +12,7 @@ import asyncio
 import json
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -113,9 +113,13 @@ class PlanRunner:
         timeout_sec: float = 30,
         max_tool_calls: int | None = None,
         runtime: PlanRuntime | None = None,
+        servers: Collection[str] | None = None,
+        made: list[CallMade] | None = None,
     ) -> SandboxResult:
         """Run one plan: in Monty, or in the CPython runtime when Monty cannot (a module it lacks, syntax it
-        does not support) and the plan has not called a tool yet, or when `runtime="cpython"` asks."""
+        does not support) and the plan has not called a tool yet, or when `runtime="cpython"` asks.
+        `servers` narrows the servers the plan can import and call (a subagent's own `tools`). `made`, when
+        given, receives each tool call as it starts: what the caller reports if the plan is cancelled."""
         # A server may have changed its tools since the last plan (list_changed, or a call of ours). The
         # toolbox is shared: a search or a direct call may have read the change already (its refresh then
         # said so, not this one's), so the wrappers follow the tools themselves.
@@ -125,14 +129,16 @@ class PlanRunner:
             self._grouped_from, self._grouped = specs, group_wrappers(specs)
         limit = self._max_tool_calls if max_tool_calls is None else max_tool_calls
         choice = runtime or self._runtime
-        state = _PlanState(limit=limit)
+        grouped = {s: w for s, w in self._grouped.items() if servers is None or s in servers}
+        made = [] if made is None else made
+        state = _PlanState(limit=limit, grouped=grouped, made=made)
         try:
             if choice == "cpython":
                 result = await self._run_cpython(code_body, timeout_sec, state)
             else:
                 result, unsupported = await self._run_monty(code_body, timeout_sec, state)
                 if unsupported is not None and choice == "auto" and state.calls == 0:
-                    state = _PlanState(limit=limit)
+                    state = _PlanState(limit=limit, grouped=grouped, made=made)
                     result = await self._run_cpython(code_body, timeout_sec, state)
                     result.logs.insert(0, f"[awb] Monty cannot run this plan ({unsupported}); it ran in CPython")
         finally:
@@ -166,7 +172,7 @@ class PlanRunner:
 
         async def feed() -> Any:
             async with pool.checkout(script_name=_SCRIPT, limits=limits, external_modules=modules) as session:
-                return await session.feed_run(plan_source(code_body, self.servers), print_callback=prints)
+                return await session.feed_run(plan_source(code_body, list(state.grouped)), print_callback=prints)
 
         try:
             # Monty's own clock stops while the plan waits on a tool, so the wall-clock deadline is ours.
@@ -199,7 +205,7 @@ class PlanRunner:
 
     async def _run_cpython(self, code_body: str, timeout_sec: float, state: _PlanState) -> SandboxResult:
         result = SandboxResult(success=False, runtime="cpython")
-        wrappers = {(w.server, w.tool): w for group in self._grouped.values() for w in group}
+        wrappers = {(w.server, w.tool): w for group in state.grouped.values() for w in group}
 
         async def bridge(server: str, tool: str, payload: dict[str, Any]) -> Any:
             wrapper = wrappers.get((server, tool))
@@ -219,7 +225,7 @@ class PlanRunner:
             runtime = await self._cpython_runtime()
             # The runtime's own deadline covers the plan's computing; this one also covers its tool calls.
             execution = await asyncio.wait_for(
-                runtime.execute(cpython_source(code_body, self._grouped), {}, limits, host), timeout=timeout_sec
+                runtime.execute(cpython_source(code_body, state.grouped), {}, limits, host), timeout=timeout_sec
             )
         except TimeoutError:
             result.timed_out, result.error_code = True, "timeout"
@@ -245,7 +251,7 @@ class PlanRunner:
 
     def _server_modules(self, state: _PlanState) -> dict[str, pm.ExternalModule]:
         modules = {}
-        for server, wrappers in self._grouped.items():
+        for server, wrappers in state.grouped.items():
             functions = {w.function: self._host_function(w, state) for w in wrappers}
             modules[identifier(server)] = pm.ExternalModule(functions, stubs=module_source(server, wrappers))
         return modules
@@ -302,6 +308,8 @@ class PlanRunner:
 @dataclass
 class _PlanState:
     limit: int
+    #: The wrappers this plan may import and call, by server.
+    grouped: dict[str, list[Wrapper]]
     calls: int = 0
     over_limit: bool = False
     made: list[CallMade] = field(default_factory=list)

@@ -12,7 +12,7 @@ from awb.agents.actions import Action
 from awb.agents.errors import MalformedAction
 from awb.agents.models.base import Prompt
 from awb.agents.models.functions import MAX_FUNCTIONS, FunctionTable, parse_text_action
-from awb.agents.models.http import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_SECONDS, ProviderClient, needs_key
+from awb.agents.models.http import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_SECONDS, ProviderClient, needs_key, token_count
 from awb.agents.models.settings import ModelSettings
 from awb.agents.result import Usage
 from awb.agents.toolbox import ToolSpec
@@ -95,5 +95,5 @@ class AnthropicModel:
 
     def _count(self, usage: object) -> None:
         if isinstance(usage, dict):
-            self.usage.input_tokens += int(usage.get("input_tokens") or 0)
-            self.usage.output_tokens += int(usage.get("output_tokens") or 0)
+            self.usage.input_tokens += token_count(usage.get("input_tokens"))
+            self.usage.output_tokens += token_count(usage.get("output_tokens"))

@@ -88,7 +88,7 @@ class FunctionTable:
         if isinstance(arguments, str):
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: nested past the decoder's stack
                 raise MalformedAction(
                     f"arguments of {name!r} are not valid JSON", function=name, reply=str(arguments)[:200]
                 ) from None

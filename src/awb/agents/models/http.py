@@ -3,13 +3,15 @@
 Every attempt sent is counted in the adapter's `Usage` (failed ones too). A `retry-after` (or
 `retry-after-ms`) from the provider is honoured up to `max_retry_wait_seconds`; otherwise retries
 back off exponentially. Each attempt is bounded by the timeout as a whole, so a server that
-trickles its body cannot hold a run. Provider failures surface as `ModelError` carrying the
+trickles its body cannot hold a run, and the body is read up to `max_reply_bytes` (decoded), so one
+that sends without end cannot fill memory. Provider failures surface as `ModelError` carrying the
 provider's own message and HTTP status, never the key.
 """
 
 from __future__ import annotations
 
 import email.utils
+import math
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -25,6 +27,12 @@ _RETRY_STATUSES = frozenset({408, 409, 429})
 DEFAULT_TIMEOUT_SECONDS = 120.0
 DEFAULT_MAX_RETRIES = 2
 DEFAULT_MAX_RETRY_WAIT_SECONDS = 30.0
+#: The largest reply body read from a provider. A model's reply is a few hundred kilobytes at most (its
+#: output tokens are capped); a server that sends more, or a compressed body that inflates, is cut here
+#: rather than held in memory whole.
+DEFAULT_MAX_REPLY_BYTES = 32 * 1024 * 1024
+#: Headers that describe the body as it came over the wire, not the decoded bytes a reply is rebuilt from.
+_WIRE_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
 
 def needs_key(api_key: str | None, base_url: str, hosted: str, provider: str) -> str | None:
@@ -43,10 +51,18 @@ def redact(text: str, secret: str | None) -> str:
     return text.replace(secret, "***") if secret else text
 
 
+def token_count(value: object) -> int:
+    """A usage count as the provider reported it; anything but a finite, non-negative number (a string, a
+    list, a negative or infinite one, a boolean) counts as 0 rather than failing the run or the ledger."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        return 0
+    return int(value)
+
+
 def _provider_message(response: httpx.Response) -> str:
     try:
         body = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or JSON nested past the decoder's stack
         return response.text[:500] or response.reason_phrase
     error = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, dict) and isinstance(error.get("message"), str):
@@ -78,6 +94,10 @@ def retry_after_seconds(headers: httpx.Headers) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+class _ReplyTooLarge(Exception):
+    pass
+
+
 class ProviderClient:
     def __init__(
         self,
@@ -91,6 +111,7 @@ class ProviderClient:
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         max_retry_wait_seconds: float = DEFAULT_MAX_RETRY_WAIT_SECONDS,
         needs_key: str | None = None,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         #: What to say when the endpoint needs a key and none was given: the run fails at once with it,
@@ -103,6 +124,7 @@ class ProviderClient:
             max_retries=max_retries, timeout_seconds=timeout_seconds, max_retry_wait_seconds=max_retry_wait_seconds
         )
         self._backoff_seconds = backoff_seconds
+        self.max_reply_bytes = max_reply_bytes
         #: How the client waits between attempts; tests swap it to see the waits without taking them.
         self.sleep: Callable[[float], Awaitable[None]] = anyio.sleep
 
@@ -110,6 +132,17 @@ class ProviderClient:
         if asked is not None:
             return min(asked, cap)
         return min(self._backoff_seconds * 2.0 ** (attempt - 1), cap)
+
+    async def _send(self, client: httpx.AsyncClient, url: str, payload: dict[str, Any]) -> httpx.Response:
+        """POST and read the reply, decoded, up to `max_reply_bytes` (`_ReplyTooLarge` past them)."""
+        body = bytearray()
+        async with client.stream("POST", url, json=payload, headers=self._headers) as response:
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if len(body) > self.max_reply_bytes:
+                    raise _ReplyTooLarge
+        headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _WIRE_HEADERS]
+        return httpx.Response(response.status_code, headers=headers, content=bytes(body), request=response.request)
 
     async def post(self, path: str, payload: dict[str, Any], settings: ModelSettings | None = None) -> dict[str, Any]:
         """POST `payload`; the body as a dict, or `ModelError` with `status` and `attempts` in details."""
@@ -131,7 +164,12 @@ class ProviderClient:
                 asked, status = None, None
                 try:
                     with anyio.fail_after(timeout):
-                        response = await client.post(url, json=payload, headers=self._headers)
+                        response = await self._send(client, url, payload)
+                except _ReplyTooLarge:
+                    # Not retried: the same request would likely be answered the same way.
+                    failure = f"provider reply is over the {self.max_reply_bytes}-byte limit"
+                    self.usage.failed_requests += 1
+                    break
                 except (TimeoutError, httpx.TimeoutException):
                     failure = f"the provider did not answer within {timeout:g} s"
                     self.usage.failed_requests += 1
@@ -150,7 +188,7 @@ class ProviderClient:
                     break
                 try:
                     body = response.json()
-                except ValueError:
+                except (ValueError, RecursionError):  # RecursionError: JSON nested past the decoder's stack
                     failure = "provider returned a body that is not JSON"
                     self.usage.failed_requests += 1
                     continue

@@ -20,7 +20,7 @@ from awb.agents.actions import Action
 from awb.agents.errors import MalformedAction, ModelError
 from awb.agents.models.base import Prompt, json_action_instructions
 from awb.agents.models.functions import MAX_FUNCTIONS, FunctionTable, parse_text_action
-from awb.agents.models.http import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_SECONDS, ProviderClient, needs_key
+from awb.agents.models.http import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_SECONDS, ProviderClient, needs_key, token_count
 from awb.agents.models.settings import ModelSettings
 from awb.agents.result import Usage
 from awb.agents.toolbox import ToolSpec
@@ -43,6 +43,17 @@ def _without(payload: dict[str, Any], refused: list[str]) -> dict[str, Any]:
         if name in RENAMED_FIELDS:
             kept[RENAMED_FIELDS[name]] = payload[name]
     return kept
+
+
+def _first_message(reply: dict[str, Any]) -> dict[str, Any]:
+    """`choices[0].message` of a chat-completions reply; `ModelError` when the reply has no such object."""
+    choices = reply.get("choices")
+    message = (
+        choices[0].get("message") if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
+    )
+    if not isinstance(message, dict):
+        raise ModelError("provider reply has no choices[0].message")
+    return message
 
 
 class OpenAIModel:
@@ -146,14 +157,12 @@ class OpenAIModel:
         table = FunctionTable(tools, prompt.output_schema, code_mode=prompt.code_mode)
         reply = await self._post(self._payload(prompt, tools, table), self.settings.merged(prompt.settings))
         self._count(reply.get("usage"))
-        try:
-            message = reply["choices"][0]["message"]
-        except (KeyError, IndexError, TypeError):
-            raise ModelError("provider reply has no choices[0].message") from None
+        message = _first_message(reply)
+        listed = message.get("tool_calls")
         calls = [
-            (str((call.get("function") or {}).get("name")), (call.get("function") or {}).get("arguments"))
-            for call in message.get("tool_calls") or []
-            if isinstance(call, dict)
+            (str(function.get("name")), function.get("arguments"))
+            for call in (listed if isinstance(listed, list) else [])
+            if isinstance(call, dict) and isinstance(function := call.get("function"), dict)
         ]
         if calls:
             return table.first_of(calls)
@@ -164,5 +173,5 @@ class OpenAIModel:
 
     def _count(self, usage: object) -> None:
         if isinstance(usage, dict):
-            self.usage.input_tokens += int(usage.get("prompt_tokens") or 0)
-            self.usage.output_tokens += int(usage.get("completion_tokens") or 0)
+            self.usage.input_tokens += token_count(usage.get("prompt_tokens"))
+            self.usage.output_tokens += token_count(usage.get("completion_tokens"))

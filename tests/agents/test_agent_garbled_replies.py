@@ -1,0 +1,148 @@
+"""Provider replies that are JSON but not the shape the adapters expect, JSON nested past the decoder's
+stack, and usage counts that are not counts: each ends the run (or the step) with a structured error,
+never an exception out of `run_agent`."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from typing import Any
+
+import anyio
+import pytest
+from pydantic import BaseModel
+
+from awb.agents import Agent, ModelSettings, run_agent
+from awb.agents.models.anthropic import AnthropicModel
+from awb.agents.models.openai import OpenAIModel
+
+from .agent_fixtures import FakeProvider, anthropic_uses, files_server, openai_calls
+
+pytestmark = pytest.mark.anyio
+
+#: Deeper than CPython's json decoder can go (it raises RecursionError, not ValueError).
+DEEP = "[" * 100_000 + "]" * 100_000
+DONE = openai_calls(("done", '{"answer": "a"}'))
+
+
+class Question(BaseModel):
+    question: str
+
+
+class Answer(BaseModel):
+    answer: str
+
+
+class Reader(Agent):
+    mode = "reader"
+    tools = ("files",)
+    system_prompt = "Read documents and answer."
+    Input = Question
+    Output = Answer
+
+
+async def run(provider: FakeProvider, adapter: Any = None) -> Any:
+    adapter = adapter or OpenAIModel("fake-model", base_url=provider.url, api_key="sk-test", backoff_seconds=0)
+    with anyio.fail_after(15):
+        return await run_agent(
+            Reader, "q", model=adapter, servers={"files": files_server()}, model_settings=ModelSettings(max_retries=0)
+        )
+
+
+def chat(message: Any, usage: Any = None) -> dict[str, Any]:
+    return {"choices": [{"message": message}], "usage": usage}
+
+
+@pytest.mark.parametrize(
+    ("reply", "message"),
+    [
+        (chat("not an object"), "no choices[0].message"),
+        ({"choices": "abc"}, "no choices[0].message"),
+        (chat({"tool_calls": 5}), "neither a tool call nor text"),
+        (chat({"tool_calls": [{"function": "files__read"}]}), "neither a tool call nor text"),
+        (chat({"tool_calls": [{"function": {"name": "files__read", "arguments": DEEP}}]}), "not valid JSON"),
+    ],
+)
+async def test_a_reply_of_the_wrong_shape_is_a_structured_error(
+    fake_provider: FakeProvider, reply: dict[str, Any], message: str
+) -> None:
+    for _ in range(3):
+        fake_provider.reply(reply)
+    result = await run(fake_provider)
+    assert result.termination_reason in ("model_error", "output_invalid")
+    assert message in str(result.error) + str([r.message for s in result.steps for r in s.rejected])
+
+
+async def test_a_reply_body_nested_past_the_decoder_is_a_model_error(fake_provider: FakeProvider) -> None:
+    fake_provider.reply(DEEP)
+    result = await run(fake_provider)
+    assert result.termination_reason == "model_error"
+    assert result.error is not None and "not JSON" in result.error["message"]
+
+
+async def test_an_error_body_nested_past_the_decoder_is_a_model_error(fake_provider: FakeProvider) -> None:
+    fake_provider.reply(DEEP, status=401)
+    result = await run(fake_provider)
+    assert result.termination_reason == "model_error"
+    assert result.error is not None and result.error["details"]["status"] == 401
+
+
+@pytest.mark.parametrize("count", ["abc", [1], -100_000, 1e999, True])
+async def test_usage_that_is_not_a_count_is_not_counted(fake_provider: FakeProvider, count: Any) -> None:
+    fake_provider.reply({**DONE, "usage": {"prompt_tokens": count, "completion_tokens": 3}})
+    result = await run(fake_provider)
+    assert (result.termination_reason, result.output) == ("done", {"answer": "a"})
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (0, 3)
+
+
+async def test_anthropic_usage_that_is_not_a_count_is_not_counted(fake_provider: FakeProvider) -> None:
+    reply = anthropic_uses(("done", {"answer": "a"}))
+    reply["usage"] = {"input_tokens": "many", "output_tokens": -5}
+    fake_provider.reply(reply)
+    result = await run(fake_provider, AnthropicModel("claude-fake", base_url=fake_provider.url, api_key="k"))
+    assert (result.termination_reason, result.output) == ("done", {"answer": "a"})
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (0, 0)
+
+
+async def test_a_model_that_raises_something_unexpected_ends_the_run_in_model_error() -> None:
+    class Broken:
+        def __init__(self) -> None:
+            from awb.agents.result import Usage
+
+            self.usage = Usage()
+
+        async def call(self, prompt: Any, tools: Any) -> Any:
+            raise KeyError("choices")
+
+    with anyio.fail_after(15):
+        result = await run_agent(Reader, "q", model=Broken(), servers={"files": files_server()})
+    assert result.termination_reason == "model_error"
+    assert result.error is not None and "KeyError" in result.error["message"]
+
+
+async def test_a_reply_over_the_size_limit_is_cut_off_and_not_retried(fake_provider: FakeProvider) -> None:
+    huge = {**DONE, "padding": "x" * 200_000}
+    fake_provider.reply(huge)
+    fake_provider.reply(huge)
+    adapter = OpenAIModel("fake-model", base_url=fake_provider.url, api_key="sk-test", backoff_seconds=0)
+    adapter.http.max_reply_bytes = 100_000
+    with anyio.fail_after(15):
+        result = await run_agent(Reader, "q", model=adapter, servers={"files": files_server()})
+    assert result.termination_reason == "model_error"
+    assert result.error is not None and "over the 100000-byte limit" in result.error["message"]
+    assert (result.usage.requests, result.usage.failed_requests) == (1, 1)
+
+
+async def test_a_compressed_reply_is_read_decoded(fake_provider: FakeProvider) -> None:
+    fake_provider.reply(gzip.compress(json.dumps(DONE).encode()), headers={"Content-Encoding": "gzip"})
+    result = await run(fake_provider)
+    assert (result.termination_reason, result.output) == ("done", {"answer": "a"})
+
+
+async def test_a_compressed_reply_that_inflates_past_the_limit_is_cut_off(fake_provider: FakeProvider) -> None:
+    bomb = gzip.compress(b'{"padding": "' + b"0" * 64_000_000 + b'"}')
+    assert len(bomb) < 100_000
+    fake_provider.reply(bomb, headers={"Content-Encoding": "gzip"})
+    result = await run(fake_provider)
+    assert result.termination_reason == "model_error"
+    assert result.error is not None and "-byte limit" in result.error["message"]
