@@ -72,7 +72,16 @@ def test_the_generated_package_calls_the_registered_caller_with_the_servers_name
 
 @pytest.mark.parametrize(
     "description",
-    ["ends in a backslash \\", "a \\N escape with no name", "a \\u12 short escape", "a NUL \x00 byte", "lone \ud800"],
+    [
+        "ends in a backslash \\",
+        "a \\N escape with no name",
+        "a \\u12 short escape",
+        "a NUL \x00 byte",
+        "lone \ud800",
+        'ends in a quote "x"',
+        'three """ quotes',
+        "tag \U000e0041 above the BMP",
+    ],
 )
 def test_a_description_that_is_not_safe_in_a_literal_still_gives_a_module_that_compiles(description: str) -> None:
     bare = ToolSpec("odd.bare", description, {"type": "object"}, "odd")

@@ -139,10 +139,15 @@ def _annotation(prop: dict[str, Any]) -> str:
 
 def _literal_text(text: str) -> str:
     """Text a server sent, safe inside a triple-quoted literal. A backslash would start an escape (a `\\N`
-    without a name does not parse; one at the end eats the closing quotes), and a NUL or a lone surrogate
-    fails the compile of the whole plan, so one server's description would break every plan."""
-    text = text.replace("\\", "\\\\").replace('"""', "'''")
-    return "".join(c if c.isprintable() or c in "\t\n" else f"\\u{ord(c):04x}" for c in text)
+    without a name does not parse; one at the end eats the closing quotes), a quote at the end would close
+    the literal early, and a NUL or a lone surrogate fails the compile: one server's description would
+    break every plan."""
+    text = text.replace("\\", "\\\\").replace('"', '\\"')
+    return "".join(c if c.isprintable() or c in "\t\n" else _escape(c) for c in text)
+
+
+def _escape(c: str) -> str:
+    return f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}"
 
 
 def _docstring(wrapper: Wrapper, indent: str) -> str:
