@@ -8,9 +8,9 @@ every server ranks from the same index; vectors live in `tool_vectors` and each 
 own in-memory copy, kept in step by the change feed (awb.inventory.postgres_notify), unless the server
 has pgvector: then they are mirrored into HNSW indexes that search asks (awb.inventory.postgres_vectors).
 
-Listing, search and vectors (awb.inventory.postgres_listing) and calls, staged writes and the event
-journal (awb.inventory.postgres_records) are mixed into the store; rows map to records as in SQLite
-(awb.inventory.rows). The connection pool is set up in awb.inventory.postgres_pool.
+Listing, search and vectors (awb.inventory.postgres_listing), calls, staged writes and the event
+journal (awb.inventory.postgres_records), and purges (awb.inventory.postgres_forget) are mixed into the
+store; rows map to records as in SQLite (awb.inventory.rows). The connection pool is set up in awb.inventory.postgres_pool.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from datetime import datetime
 from typing import Any, Literal, cast
 
 from awb.inventory.models import CallRecord, Tool, ToolVersion
+from awb.inventory.postgres_forget import PostgresForgetting
 from awb.inventory.postgres_listing import PostgresListing
 from awb.inventory.postgres_migrations import SCHEMA_VERSION, applied_versions
 from awb.inventory.postgres_notify import CHANNEL, Change, ChangeListenerThread, payload, send
@@ -38,7 +38,6 @@ from awb.inventory.rows import (
     field_values,
     first_version,
     inventory_full,
-    iso,
     maintainable_where,
     row_to_tool,
     row_to_version,
@@ -59,7 +58,7 @@ IMPORT_BATCH = 1000
 _INSERT_VERSION = f"INSERT INTO tool_versions (tool_id, {VERSION_COLUMNS}) VALUES ({', '.join(['%s'] * 11)})"
 
 
-class PostgresStore(PostgresListing, PostgresRecords):
+class PostgresStore(PostgresListing, PostgresRecords, PostgresForgetting):
     """The `Store` protocol (and the vector, staging and journal methods) on a PostgreSQL database."""
 
     def __init__(
@@ -327,39 +326,6 @@ class PostgresStore(PostgresListing, PostgresRecords):
         self._text.mark_tools([tool_id])
         self._cache.invalidate([tool_id])
         return bool(kept)
-
-    def delete_forever(self, tool_ids: list[str]) -> int:
-        if not tool_ids:
-            return 0
-        with self._pool.connection() as conn, conn.transaction():
-            for table in ("calls", "tool_versions", "staged_writes"):
-                conn.execute(f"DELETE FROM {table} WHERE tool_id = ANY(%s)", (tool_ids,))
-            removed = conn.execute("DELETE FROM tools WHERE tool_id = ANY(%s)", (tool_ids,)).rowcount
-            send(conn, self.origin, "purged", tool_ids, equipped=True)
-        self._written(tool_ids)
-        return int(removed)
-
-    def purge_candidates(self, *, archived_before: datetime | None, deleted: bool) -> list[Tool]:
-        where: list[str] = []
-        args: list[Any] = []
-        if archived_before is not None:
-            where.append("(t.status = 'archived' AND t.updated_at < %s)")
-            args.append(iso(archived_before))
-        if deleted:
-            where.append("t.status = 'deleted'")
-        if not where:
-            return []
-        with self._pool.connection() as conn:
-            rows = conn.execute(f"{SELECT_TOOLS} WHERE {' OR '.join(where)} ORDER BY t.seq", args).fetchall()
-        return [row_to_tool(r) for r in rows]
-
-    def deleted_past(self, keep: int) -> list[Tool]:
-        """Soft-deleted tools past the `keep` most recently deleted, the longest-deleted first."""
-        with self._pool.connection() as conn:
-            rows = conn.execute(
-                f"{SELECT_TOOLS} WHERE t.status = 'deleted' ORDER BY t.updated_at DESC, t.seq DESC OFFSET %s", (keep,)
-            ).fetchall()
-        return [row_to_tool(r) for r in reversed(rows)]
 
     def iter_maintainable(self, idle_before: Mapping[str, str] | None = None) -> Iterator[Tool]:
         where, values = maintainable_where(idle_before, "%s")
