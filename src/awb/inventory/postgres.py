@@ -26,7 +26,7 @@ from awb.inventory.postgres_forget import PostgresForgetting
 from awb.inventory.postgres_listing import PostgresListing
 from awb.inventory.postgres_migrations import SCHEMA_VERSION, applied_versions
 from awb.inventory.postgres_notify import CHANNEL, Change, ChangeListenerThread, payload, send
-from awb.inventory.postgres_pool import POOL_MAX, open_pool, psycopg_modules, redacted
+from awb.inventory.postgres_pool import POOL_MAX, POOL_WAIT_SECONDS, connect, open_pool, psycopg_modules, redacted
 from awb.inventory.postgres_records import CALLS_CACHED, PostgresRecords
 from awb.inventory.postgres_text import PostgresTextIndex
 from awb.inventory.postgres_vectors import PgVectorMirror, PgVectorSetting
@@ -71,15 +71,16 @@ class PostgresStore(PostgresListing, PostgresRecords, PostgresForgetting):
         text_search: Literal["bm25", "fts"] = "bm25",
         durable: bool = False,
         pgvector: PgVectorSetting = "auto",
+        pool_wait: float = POOL_WAIT_SECONDS,
     ) -> None:
-        psycopg, _ = psycopg_modules()
+        psycopg_modules()
         self.url = url
         self.max_tools = max_tools
         self.durable = durable
         #: Tags this process's change messages, so its own listener ignores them.
         self.origin = uuid.uuid4().hex
-        self._connect: Callable[[str], Any] = lambda info: psycopg.connect(info, autocommit=True)
-        self._pool = open_pool(url, max_size=pool_size, migrate_schema=migrate_schema, durable=durable)
+        self._connect: Callable[[str], Any] = connect
+        self._pool = open_pool(url, max_size=pool_size, migrate_schema=migrate_schema, durable=durable, wait=pool_wait)
         self._feed = ChangeListenerThread(url, self.origin, self._connect)
         #: Bumped when another process made a change too broad to follow tool by tool (see `data_version`).
         self._resyncs = 0
