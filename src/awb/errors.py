@@ -112,6 +112,13 @@ class Unavailable(AwbError):
     http_status = 501
 
 
+class InventoryUnavailable(Unavailable):
+    """The shared inventory's database cannot be reached just now (down, restarting, unreachable): the
+    request may be sent again once it is back."""
+
+    http_status = 503
+
+
 # --- what a tool's execution can end in -------------------------------------------------------
 
 

@@ -313,13 +313,9 @@ class Workbench:
     def delete(self, ref: str) -> Tool:
         """Soft delete: the record stays (inspectable, purgeable), the tool can no longer be called; past
         `max_deleted_tools` soft-deleted tools, the longest-deleted are purged."""
-        tool = self.resolve(ref)
-        now = self.clock.now()
-        self.store.update(tool.tool_id, status="deleted", equipped=False, updated_at=now)
-        log.info("deleted %s (%s)", tool.name, tool.tool_id)
-        self.events.publish(Event("deleted", tool.tool_id, {"equipped": tool.equipped}))
-        forget.purge_deleted_past(self.store, self.events, self.config.max_deleted_tools)
-        return tool.model_copy(update={"status": "deleted", "equipped": False, "updated_at": now})
+        return forget.delete(
+            self.store, self.events, self.resolve(ref), self.resolve, self.clock.now(), self.config.max_deleted_tools
+        )
 
     # --- equip, evolve, find near-duplicates, purge ---------------------------------------------
 

@@ -286,3 +286,12 @@ def test_an_import_says_to_reindex_the_tools_it_brought_and_only_then(tmp_path: 
     assert first.exit_code == 0 and "imported 3 tools" in first.output and "awb reindex" in first.output
     again = runner.invoke(app, ["inventory", "import", str(export), *target])
     assert again.exit_code == 0 and "imported 0 tools" in again.output and "reindex" not in again.output
+
+
+def test_db_status_and_migrate_name_a_url_libpq_cannot_read_as_a_config_error(tmp_path: Path) -> None:
+    config = write_config(tmp_path, inventory_url="postgresql://u:s3cret@127.0.0.1:notaport/db")
+    for command in ("status", "migrate"):
+        result = runner.invoke(app, ["db", command, "--config", str(config), "--json"])
+        error = json.loads(result.output)["error"]
+        assert (result.exit_code, error["code"]) == (2, "config_invalid"), result.output
+        assert "cannot reach the inventory" in error["message"] and "s3cret" not in result.output

@@ -199,3 +199,19 @@ async def test_stateless_replicas_answer_a_session_whose_requests_alternate_betw
                 inspected = await call(client, "awb_inspect", {"name": "balanced"})
         assert inspected["tool"]["usage_count"] == 4
         assert len(set(balancer.sent)) == 2  # both replicas answered
+
+
+def test_a_server_whose_inventory_cannot_be_reached_says_so_in_one_line_and_exits(tmp_path: Path) -> None:
+    url = "postgresql://awb:s3cret@127.0.0.1:1/awb"  # nothing listens on port 1
+    done = subprocess.run(
+        [sys.executable, "-m", "awb", "start", "--transport", "http", "--port", str(free_port())],
+        env=awb_env(tmp_path, AWB_INVENTORY_URL=url),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2, done.stderr
+    assert len(lines) == 1 and lines[0].startswith("error (config_invalid): cannot reach the inventory at"), lines
+    assert "postgresql://awb:***@127.0.0.1:1/awb" in lines[0] and "s3cret" not in done.stderr

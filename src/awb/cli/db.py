@@ -41,17 +41,18 @@ def store_status(config: Config) -> dict[str, Any]:
         import psycopg
 
         from awb.inventory.postgres_migrations import SCHEMA_VERSION, applied_versions, pending
+        from awb.inventory.postgres_pool import connect, first_line
         from awb.inventory.postgres_vectors import probe
 
         try:
-            with psycopg.connect(config.inventory_url, autocommit=True, connect_timeout=10) as conn:
-                server = str(conn.execute("SHOW server_version").fetchone()[0])  # type: ignore[index]
+            with connect(config.inventory_url) as conn:
+                server = str(conn.execute("SHOW server_version").fetchone()[0])
                 applied = applied_versions(conn)
                 waiting = [m.version for m in pending(conn)]
                 # Read-only: a server creates the extension when it opens the inventory, not this command.
                 pgvector = probe(conn, config.search.pgvector)
-        except psycopg.OperationalError as exc:
-            raise ConfigError(f"cannot reach the inventory at {describe(config)}: {exc}") from exc
+        except psycopg.Error as exc:  # unreachable, refused, or a URL libpq cannot read
+            raise ConfigError(f"cannot reach the inventory at {describe(config)}: {first_line(exc)}") from exc
         return {
             "store": "postgresql",
             "location": describe(config),

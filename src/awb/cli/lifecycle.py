@@ -180,6 +180,9 @@ def _serve_http(config: Config, started: float) -> None:
             # An exposed address without a token is refused before anything is announced or recorded.
             check_exposure(config)
             port = sock.getsockname()[1]
+            # Before the banner: an inventory that cannot be reached is said in one line, not after
+            # lines saying where the server serves.
+            store = open_store(config)
             inventory = _inventory_named(config)
             pid_file.write(
                 ServerRecord(pid=os.getpid(), transport="http", host=config.host, port=port, inventory=inventory)
@@ -192,7 +195,7 @@ def _serve_http(config: Config, started: float) -> None:
                 f"awb: web panel on {http_url(config.host, port)}\n"
             )
             sys.stderr.flush()
-            workbench = Workbench(config, store=open_store(config))
+            workbench = Workbench(config, store=store)
             anyio.run(serve_http, workbench, sock, started)
         finally:
             sock.close()

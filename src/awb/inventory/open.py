@@ -20,11 +20,9 @@ def open_store(config: Config) -> Store:
 def describe(config: Config) -> str:
     """Where the inventory lives, for messages (a PostgreSQL URL without its password)."""
     if config.inventory_url:
-        from urllib.parse import urlsplit
+        from awb.inventory.postgres_pool import redacted
 
-        parts = urlsplit(config.inventory_url)
-        host = parts.hostname or "localhost"
-        return f"postgresql://{parts.username + '@' if parts.username else ''}{host}:{parts.port or 5432}{parts.path}"
+        return redacted(config.inventory_url)
     return str(config.inventory_path)
 
 

@@ -8,9 +8,9 @@ every server ranks from the same index; vectors live in `tool_vectors` and each 
 own in-memory copy, kept in step by the change feed (awb.inventory.postgres_notify), unless the server
 has pgvector: then they are mirrored into HNSW indexes that search asks (awb.inventory.postgres_vectors).
 
-Listing, search and vectors (awb.inventory.postgres_listing) and calls, staged writes and the event
-journal (awb.inventory.postgres_records) are mixed into the store; rows map to records as in SQLite
-(awb.inventory.rows). The connection pool is set up in awb.inventory.postgres_pool.
+Listing, search and vectors (awb.inventory.postgres_listing), calls, staged writes and the event
+journal (awb.inventory.postgres_records), and purges (awb.inventory.postgres_forget) are mixed into the
+store; rows map to records as in SQLite (awb.inventory.rows). The connection pool is set up in awb.inventory.postgres_pool.
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from datetime import datetime
 from typing import Any, Literal, cast
 
 from awb.inventory.models import CallRecord, Tool, ToolVersion
+from awb.inventory.postgres_forget import PostgresForgetting
 from awb.inventory.postgres_listing import PostgresListing
 from awb.inventory.postgres_migrations import SCHEMA_VERSION, applied_versions
 from awb.inventory.postgres_notify import CHANNEL, Change, ChangeListenerThread, payload, send
-from awb.inventory.postgres_pool import POOL_MAX, open_pool, psycopg_modules, redacted
+from awb.inventory.postgres_pool import POOL_MAX, POOL_WAIT_SECONDS, connect, open_pool, psycopg_modules, redacted
 from awb.inventory.postgres_records import CALLS_CACHED, PostgresRecords
 from awb.inventory.postgres_text import PostgresTextIndex
 from awb.inventory.postgres_vectors import PgVectorMirror, PgVectorSetting
@@ -38,7 +38,6 @@ from awb.inventory.rows import (
     field_values,
     first_version,
     inventory_full,
-    iso,
     maintainable_where,
     row_to_tool,
     row_to_version,
@@ -59,7 +58,7 @@ IMPORT_BATCH = 1000
 _INSERT_VERSION = f"INSERT INTO tool_versions (tool_id, {VERSION_COLUMNS}) VALUES ({', '.join(['%s'] * 11)})"
 
 
-class PostgresStore(PostgresListing, PostgresRecords):
+class PostgresStore(PostgresListing, PostgresRecords, PostgresForgetting):
     """The `Store` protocol (and the vector, staging and journal methods) on a PostgreSQL database."""
 
     def __init__(
@@ -72,15 +71,16 @@ class PostgresStore(PostgresListing, PostgresRecords):
         text_search: Literal["bm25", "fts"] = "bm25",
         durable: bool = False,
         pgvector: PgVectorSetting = "auto",
+        pool_wait: float = POOL_WAIT_SECONDS,
     ) -> None:
-        psycopg, _ = psycopg_modules()
+        psycopg_modules()
         self.url = url
         self.max_tools = max_tools
         self.durable = durable
         #: Tags this process's change messages, so its own listener ignores them.
         self.origin = uuid.uuid4().hex
-        self._connect: Callable[[str], Any] = lambda info: psycopg.connect(info, autocommit=True)
-        self._pool = open_pool(url, max_size=pool_size, migrate_schema=migrate_schema, durable=durable)
+        self._connect: Callable[[str], Any] = connect
+        self._pool = open_pool(url, max_size=pool_size, migrate_schema=migrate_schema, durable=durable, wait=pool_wait)
         self._feed = ChangeListenerThread(url, self.origin, self._connect)
         #: Bumped when another process made a change too broad to follow tool by tool (see `data_version`).
         self._resyncs = 0
@@ -327,39 +327,6 @@ class PostgresStore(PostgresListing, PostgresRecords):
         self._text.mark_tools([tool_id])
         self._cache.invalidate([tool_id])
         return bool(kept)
-
-    def delete_forever(self, tool_ids: list[str]) -> int:
-        if not tool_ids:
-            return 0
-        with self._pool.connection() as conn, conn.transaction():
-            for table in ("calls", "tool_versions", "staged_writes"):
-                conn.execute(f"DELETE FROM {table} WHERE tool_id = ANY(%s)", (tool_ids,))
-            removed = conn.execute("DELETE FROM tools WHERE tool_id = ANY(%s)", (tool_ids,)).rowcount
-            send(conn, self.origin, "purged", tool_ids, equipped=True)
-        self._written(tool_ids)
-        return int(removed)
-
-    def purge_candidates(self, *, archived_before: datetime | None, deleted: bool) -> list[Tool]:
-        where: list[str] = []
-        args: list[Any] = []
-        if archived_before is not None:
-            where.append("(t.status = 'archived' AND t.updated_at < %s)")
-            args.append(iso(archived_before))
-        if deleted:
-            where.append("t.status = 'deleted'")
-        if not where:
-            return []
-        with self._pool.connection() as conn:
-            rows = conn.execute(f"{SELECT_TOOLS} WHERE {' OR '.join(where)} ORDER BY t.seq", args).fetchall()
-        return [row_to_tool(r) for r in rows]
-
-    def deleted_past(self, keep: int) -> list[Tool]:
-        """Soft-deleted tools past the `keep` most recently deleted, the longest-deleted first."""
-        with self._pool.connection() as conn:
-            rows = conn.execute(
-                f"{SELECT_TOOLS} WHERE t.status = 'deleted' ORDER BY t.updated_at DESC, t.seq DESC OFFSET %s", (keep,)
-            ).fetchall()
-        return [row_to_tool(r) for r in reversed(rows)]
 
     def iter_maintainable(self, idle_before: Mapping[str, str] | None = None) -> Iterator[Tool]:
         where, values = maintainable_where(idle_before, "%s")

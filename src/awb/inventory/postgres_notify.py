@@ -119,6 +119,8 @@ class ChangeListenerThread:
                     conn.execute(f"LISTEN {EVENTS_CHANNEL}")
                     self._ready.set()
                     if reconnecting:
+                        log.warning("the inventory change feed is back; caches reload")
+                        reconnecting = False
                         self._dispatch(Change("resync", equipped=True))
                         self._journal_grew()
                     while not self._stop.is_set():
@@ -128,10 +130,14 @@ class ChangeListenerThread:
                                 self._journal_grew()
                             else:
                                 self._handle(message.payload)
-            except Exception:
+            except Exception as exc:
                 if self._stop.is_set():
                     return
-                log.warning("lost the inventory change feed; reconnecting", exc_info=True)
+                # Said once per outage, not once a second while the database is away.
+                (log.debug if reconnecting else log.warning)(
+                    "lost the inventory change feed (%s); reconnecting",
+                    (str(exc).strip().splitlines() or [type(exc).__name__])[0],
+                )
                 reconnecting = True
                 self._ready.set()
                 self._stop.wait(1.0)

@@ -1,16 +1,40 @@
 """Connections to a PostgreSQL inventory: psycopg's pool, set up and migrated, and the URL as messages
 show it (without its password). The store (awb.inventory.postgres) and the blueprint sessions' tables
-(awb.blueprints.session_tables) each keep a pool of their own."""
+(awb.blueprints.session_tables) each keep a pool of their own.
+
+The database may go away and come back (a restart, a failover, a network cut) while servers run. Every
+wait is bounded: a connection attempt by `CONNECT_SECONDS` (unless the URL says otherwise), a request's
+wait for a pooled connection by `POOL_WAIT_SECONDS`. Meanwhile requests fail with `unavailable`, saying
+which inventory; once the database is back the pool reconnects by itself, and a connection the
+database closed while it sat idle is replaced before a request gets it.
+"""
 
 from __future__ import annotations
 
+import logging
+import os
+import select
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from awb.errors import ConfigError
+from awb.errors import ConfigError, InventoryUnavailable
 from awb.inventory.postgres_migrations import migrate
+
+log = logging.getLogger("awb.inventory.postgres")
 
 #: Connections a server's inventory pool keeps at most.
 POOL_MAX = 8
+#: How long a connection attempt may take when neither the URL nor PGCONNECT_TIMEOUT says (psycopg's
+#: own default is 130 s: a host that swallows packets would hold a start, or a reconnect, that long).
+CONNECT_SECONDS = 10.0
+#: How long a request waits for a pooled connection before it fails with `unavailable`.
+POOL_WAIT_SECONDS = 10.0
+#: While the database is taken for down, it is asked whether it is back at most this often.
+PROBE_EVERY = 0.5
 
 
 def psycopg_modules() -> Any:
@@ -27,19 +51,156 @@ def psycopg_modules() -> Any:
 
 
 def redacted(url: str) -> str:
-    """`url` without its password, for messages."""
-    from urllib.parse import urlsplit, urlunsplit
-
+    """`url` without its password (in the user part or as a `password` parameter), for messages."""
     parts = urlsplit(url)
-    if parts.password:
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-        return urlunsplit(parts._replace(netloc=netloc))
-    return url
+    netloc = parts.netloc
+    user, at, host = netloc.rpartition("@")
+    if at and ":" in user:
+        netloc = f"{user.split(':', 1)[0]}:***@{host}"
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if any(key == "password" for key, _ in pairs):
+            query = urlencode([(k, "***" if k == "password" else v) for k, v in pairs], safe="*")
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
-def open_pool(url: str, *, max_size: int = POOL_MAX, migrate_schema: bool = True, durable: bool = False) -> Any:
-    """A psycopg connection pool on the inventory at `url` (autocommit: reads are one round trip, writes
-    open their own transaction), after migrating its schema; `ConfigError` when it cannot be reached."""
+def connect_options(url: str) -> dict[str, Any]:
+    """Keyword arguments for psycopg's connect: a bounded connection attempt, unless the URL or the
+    environment bounds it already."""
+    if "connect_timeout=" in url or os.environ.get("PGCONNECT_TIMEOUT"):
+        return {}
+    return {"connect_timeout": CONNECT_SECONDS}
+
+
+def connect(url: str, **options: Any) -> Any:
+    """One psycopg connection on `url` (autocommit), its attempt bounded as `connect_options` says."""
+    psycopg, _ = psycopg_modules()
+    return psycopg.connect(url, autocommit=True, **connect_options(url), **options)
+
+
+def _still_open(conn: Any) -> None:
+    """The pool's check of a connection it is about to hand out. An idle connection has nothing to read
+    unless the server wrote to it on its own, which it does when it closes it (a restart, a terminated
+    backend): only then is the connection tried with a round trip, and replaced if that fails."""
+    psycopg, psycopg_pool = psycopg_modules()
+    if conn.closed or conn.broken:
+        raise psycopg.OperationalError("the connection is closed")
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    if readable:
+        psycopg_pool.ConnectionPool.check_connection(conn)
+
+
+class InventoryPool:
+    """psycopg's connection pool with the inventory's rules for a database that goes away: see the
+    module's docstring. `connection()` is used as psycopg's is.
+
+    Once a request found no connection in time, the database is taken for down: later requests ask it
+    with one connection attempt (at most one every `PROBE_EVERY` seconds; the others fail at once), so
+    they fail in milliseconds rather than each after a full wait, and the first attempt that succeeds
+    replaces the pool, whose own reconnection backs off to half a minute and more during a long outage."""
+
+    def __init__(self, make: Callable[[], Any], url: str, wait: float) -> None:
+        self._make = make
+        self._url = url
+        self.where = redacted(url)
+        self.wait = wait
+        self._pool = make()
+        self._lock = threading.Lock()
+        #: None while the database is taken for up; else when it was last asked, and what it said.
+        self._down: tuple[float, str] | None = None
+
+    @contextmanager
+    def connection(self) -> Iterator[Any]:
+        psycopg, psycopg_pool = psycopg_modules()
+        if self._down is not None:
+            self._back_or_unavailable()
+        pool = self._pool
+        try:
+            with pool.connection(timeout=self.wait) as conn:
+                yield conn
+        except psycopg_pool.PoolTimeout as exc:
+            with self._lock:
+                self._down = (time.monotonic(), f"no connection within {self.wait:g} s")
+            raise InventoryUnavailable(
+                f"the inventory at {self.where} gave no connection within {self.wait:g} s "
+                "(the database is down or unreachable, or every connection is busy); try again",
+                inventory=self.where,
+            ) from exc
+        except psycopg.OperationalError as exc:
+            if not connection_lost(exc):
+                raise  # a statement's own failure (a deadlock it lost, say): the caller's to handle
+            # The others idle in the pool likely went the same way: replace them now, not one failed
+            # request at a time.
+            pool.check()
+            raise InventoryUnavailable(
+                f"lost the connection to the inventory at {self.where}: {first_line(exc)}; try again",
+                inventory=self.where,
+            ) from exc
+
+    def _back_or_unavailable(self) -> None:
+        """While the database is taken for down: back (and the pool replaced), or `InventoryUnavailable`."""
+        psycopg, _ = psycopg_modules()
+        with self._lock:
+            down = self._down
+            if down is None:
+                return  # another request found it back
+            asked, said = down
+            if time.monotonic() - asked < PROBE_EVERY:
+                raise self._unreachable(said)
+            self._down = (time.monotonic(), said)  # the others fail at once while this one asks
+        try:
+            with connect(self._url):
+                pass
+        except psycopg.Error as exc:
+            with self._lock:
+                self._down = (time.monotonic(), first_line(exc))
+            raise self._unreachable(first_line(exc)) from exc
+        with self._lock:
+            if self._down is None:
+                return
+            stale, self._pool, self._down = self._pool, self._make(), None
+        log.warning("the inventory at %s answers again; its connections are renewed", self.where)
+        # Its connections are returned (and closed) by the requests holding them; no request waits.
+        threading.Thread(target=stale.close, name="awb-pg-pool-close", daemon=True).start()
+
+    def _unreachable(self, said: str) -> InventoryUnavailable:
+        return InventoryUnavailable(
+            f"the inventory at {self.where} cannot be reached: {said}; try again", inventory=self.where
+        )
+
+    def wait_open(self) -> None:
+        """Wait (bounded) for the pool's first connection: a URL that cannot serve is said at start."""
+        self._pool.wait(timeout=self.wait)
+
+    def check(self) -> None:
+        self._pool.check()
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether `exc` says the connection itself failed or was closed by the server (SQLSTATE class 08,
+    a shutdown or terminated backend, or no SQLSTATE at all: the client found the socket dead)."""
+    sqlstate = getattr(exc, "sqlstate", None)
+    return sqlstate is None or sqlstate.startswith("08") or sqlstate in ("57P01", "57P02", "57P03")
+
+
+def first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def open_pool(
+    url: str,
+    *,
+    max_size: int = POOL_MAX,
+    migrate_schema: bool = True,
+    durable: bool = False,
+    wait: float = POOL_WAIT_SECONDS,
+) -> InventoryPool:
+    """A connection pool on the inventory at `url` (autocommit: reads are one round trip, writes open
+    their own transaction), after migrating its schema; `ConfigError` when it cannot be reached."""
     psycopg, psycopg_pool = psycopg_modules()
 
     def configure(conn: Any) -> None:
@@ -49,18 +210,31 @@ def open_pool(url: str, *, max_size: int = POOL_MAX, migrate_schema: bool = True
             # or half-apply one; every commit costs a round trip instead of an fsync.
             conn.execute("SET synchronous_commit = off")
 
+    where = redacted(url)
     try:
         if migrate_schema:
-            with psycopg.connect(url, autocommit=True) as conn:
-                migrate(conn, where=redacted(url))
-        return psycopg_pool.ConnectionPool(
-            url,
-            min_size=1,
-            max_size=max(max_size, 1),
-            open=True,
-            name="awb-inventory",
-            kwargs={"autocommit": True},
-            configure=configure,
-        )
-    except psycopg.OperationalError as exc:
-        raise ConfigError(f"cannot reach the inventory at {redacted(url)}: {exc}", url=redacted(url)) from exc
+            with connect(url) as conn:
+                migrate(conn, where=where)
+
+        def make() -> Any:
+            return psycopg_pool.ConnectionPool(
+                url,
+                min_size=1,
+                max_size=max(max_size, 1),
+                open=True,
+                name="awb-inventory",
+                kwargs={"autocommit": True, **connect_options(url)},
+                configure=configure,
+                check=_still_open,
+                timeout=wait,
+            )
+
+        pool = InventoryPool(make, url, wait)
+        try:
+            pool.wait_open()
+        except BaseException:
+            pool.close()
+            raise
+    except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+        raise ConfigError(f"cannot reach the inventory at {where}: {first_line(exc)}", url=where) from exc
+    return pool

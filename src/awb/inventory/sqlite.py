@@ -232,16 +232,33 @@ class SQLiteStore(SQLiteListing, SQLiteRecords):
         return [r[0] for r in self._db.execute(f"SELECT rowid FROM tools WHERE tool_id IN ({marks})", tool_ids)]
 
     def delete_forever(self, tool_ids: list[str]) -> int:
-        """Remove tools and everything recorded about them. Used by purge only."""
+        """Remove tools and everything recorded about them."""
+        with self._writing() as db:
+            return self._remove(db, tool_ids)
+
+    def purge(self, doomed: Sequence[Tool]) -> list[str]:
+        """`delete_forever` of those of `doomed` still as read (status, updated_at), in one write
+        transaction: another process on this file may have purged one, or called one back, meanwhile."""
+        with self._writing() as db:
+            kept = [
+                t.tool_id
+                for t in doomed
+                if db.execute(
+                    "SELECT 1 FROM tools WHERE tool_id = ? AND status = ? AND updated_at = ?",
+                    (t.tool_id, t.status, iso(t.updated_at)),
+                ).fetchone()
+            ]
+            self._remove(db, kept)
+        return kept
+
+    def _remove(self, db: sqlite3.Connection, tool_ids: list[str]) -> int:
         if not tool_ids:
             return 0
         marks = ", ".join("?" for _ in tool_ids)
-        with self._writing() as db:
-            for table in ("calls", "tool_versions", "staged_writes"):
-                db.execute(f"DELETE FROM {table} WHERE tool_id IN ({marks})", tool_ids)
-            self._text.mark(self._rowids(tool_ids))
-            removed = db.execute(f"DELETE FROM tools WHERE tool_id IN ({marks})", tool_ids).rowcount
-        return int(removed)
+        for table in ("calls", "tool_versions", "staged_writes"):
+            db.execute(f"DELETE FROM {table} WHERE tool_id IN ({marks})", tool_ids)
+        self._text.mark(self._rowids(tool_ids))
+        return int(db.execute(f"DELETE FROM tools WHERE tool_id IN ({marks})", tool_ids).rowcount)
 
     def purge_candidates(self, *, archived_before: datetime | None, deleted: bool) -> list[Tool]:
         """Archived tools last changed before `archived_before`, and (if asked) every soft-deleted tool."""

@@ -45,6 +45,12 @@ class Store(Protocol):
 
     def delete_forever(self, tool_ids: list[str]) -> int: ...
 
+    def purge(self, doomed: Sequence[Tool]) -> list[str]:
+        """Remove these tools for good, with everything recorded about them, each only while its status
+        and `updated_at` are still as read (another server may have purged it, or a call brought an
+        archived one back, since): the ids of those removed, by this call and no other."""
+        ...
+
     def deleted_past(self, keep: int) -> list[Tool]:
         """Soft-deleted tools past the `keep` most recently deleted, the longest-deleted first."""
         ...
