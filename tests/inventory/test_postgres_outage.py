@@ -6,6 +6,8 @@ its connections refused for a moment); the PostgreSQL server itself keeps runnin
 from __future__ import annotations
 
 import logging
+import os
+import resource
 import socket
 import threading
 import time
@@ -77,6 +79,29 @@ def test_connections_the_database_closed_while_idle_are_replaced_before_a_reques
             assert store.record_call(call_of("tool_steady", n)).usage_count == n + 1
     finally:
         store.close()
+
+
+def test_the_idle_check_works_on_descriptors_past_1024(clean_pg_url: str) -> None:
+    """A busy server holds thousands of descriptors (one per HTTP connection): the pool's connections
+    then get numbers past `select`'s limit of 1024."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"this machine allows {hard} descriptors per process")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    store = None
+    try:
+        store = PostgresStore(clean_pg_url, pool_wait=WAIT)
+        store.add_tool(make_tool("steady"))
+        terminate_backends(clean_pg_url)
+        for n in range(1, 3):
+            assert store.record_call(call_of("tool_steady", n)).usage_count == n
+    finally:
+        if store is not None:
+            store.close()
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_while_the_database_is_down_requests_fail_with_unavailable_in_bounded_time_and_recover_after(

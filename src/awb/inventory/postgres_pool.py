@@ -86,8 +86,10 @@ def _still_open(conn: Any) -> None:
     psycopg, psycopg_pool = psycopg_modules()
     if conn.closed or conn.broken:
         raise psycopg.OperationalError("the connection is closed")
-    readable, _, _ = select.select([conn.fileno()], [], [], 0)
-    if readable:
+    # poll, not select: a busy server's descriptors pass select's limit of 1024.
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    if poller.poll(0):
         psycopg_pool.ConnectionPool.check_connection(conn)
 
 
