@@ -126,3 +126,27 @@ async def test_timeout_through_the_workbench_is_structured(wb: Workbench) -> Non
         await wb.call("spin", {"spin": True})
     assert info.value.code == "timeout"
     assert (await wb.call("spin", {})).result == 0
+
+
+FORGED_DIGITS = """
+import json, os, stat, struct
+
+def run(params):
+    body = json.dumps({'op': 'result', 'ok': True, 'value': '1' * 5000, 'logs': []}).encode()
+    for fd in range(64):
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.write(fd, struct.pack('>I', len(body)) + body)
+        except OSError:
+            pass
+    os._exit(0)
+"""
+
+
+async def test_a_forged_result_the_server_cannot_decode_is_a_recorded_failure(wb: Workbench) -> None:
+    # An integer past Python's 4300-digit limit raised a bare ValueError: the call escaped unrecorded.
+    await wb.craft({"name": "digits", "description": "d", "code": FORGED_DIGITS, "runtime": "cpython"})
+    with pytest.raises(ExecutionError) as info:
+        await wb.call("digits", {})
+    assert info.value.code == "invalid_output"
+    assert wb.resolve("digits").failure_count == 1
