@@ -14,6 +14,11 @@ MAX_DETAIL_ITEMS = 50
 MAX_DETAIL_DEPTH = 8
 #: How deeply a tool's result may nest; deeper ones fail with `output_exceeded` (the wire encoders recurse).
 MAX_RESULT_DEPTH = 64
+#: How many values (containers, keys and scalars) a tool's result may hold; more fail with
+#: `output_exceeded`. What the server does with a result (checks, the faces' encoders, the MCP SDK's
+#: serialisation) costs microseconds per value on the event loop: 1 MB of `[[], [], ...]` or of small
+#: ints is ~500,000 values, which held every other client up for seconds.
+MAX_RESULT_VALUES = 100_000
 #: Text in an error's details, all strings together.
 MAX_DETAIL_CHARS = 16_000
 

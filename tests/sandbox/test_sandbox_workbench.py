@@ -150,3 +150,21 @@ async def test_a_forged_result_the_server_cannot_decode_is_a_recorded_failure(wb
         await wb.call("digits", {})
     assert info.value.code == "invalid_output"
     assert wb.resolve("digits").failure_count == 1
+
+
+MANY_VALUES = {
+    "monty": "def run(params):\n    return [0] * 120000\n",
+    "cpython": "def run(params):\n    return [0] * 120000\n",
+    "javascript": "function run(params) { return new Array(120000).fill(0); }",
+}
+
+
+@pytest.mark.parametrize("runtime", sorted(MANY_VALUES))
+async def test_a_result_of_too_many_small_values_is_output_exceeded(wb: Workbench, runtime: str) -> None:
+    # 240 KB, under the byte cap, but 120,000 values. Each costs the server's checks and the faces'
+    # encoders microseconds on the event loop: half a million under the cap held the others up for seconds.
+    await wb.craft({"name": "many", "description": "d", "code": MANY_VALUES[runtime], "runtime": runtime})
+    with pytest.raises(ExecutionError) as info:
+        await wb.call("many", {})
+    assert info.value.code == "output_exceeded" and info.value.details.get("reason") == "values", info.value
+    assert wb.resolve("many").failure_count == 1
