@@ -78,15 +78,19 @@ class _Bounder:
 
 
 def nesting_depth(value: Any, limit: int) -> int:
-    """How deeply a JSON-like value nests, counted up to `limit + 1` (without recursion)."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, (dict, list)):
-            deepest = max(deepest, depth)
-            if deepest > limit:
-                return deepest
-            children = node.values() if isinstance(node, dict) else node
-            stack.extend((child, depth + 1) for child in children)
-    return deepest
+    """How deeply a JSON-like value nests, counted up to `limit + 1` (without recursion).
+
+    One level at a time, with the containers of each gathered by C-level list operations: a result
+    of 100,000 containers is walked on the event loop, and a generator per container cost twice as much."""
+    depth = 0
+    level = [value]
+    while True:
+        containers = [node for node in level if isinstance(node, (dict, list))]
+        if not containers:
+            return depth
+        depth += 1
+        if depth > limit:
+            return depth
+        level = []
+        for node in containers:
+            level.extend(node.values() if isinstance(node, dict) else node)
