@@ -82,3 +82,27 @@ def test_an_overlong_path_is_refused_for_its_length(host_factory: Any) -> None:
         host_factory().write_file("a" * 5000, "data")
     with pytest.raises(SandboxViolation, match="4096 characters at most"):
         host_factory().read_file("a" * 5000)
+
+
+def test_reads_and_writes_past_the_calls_budget_exhaust_the_host_for_good(
+    host_factory: Any, dirs: dict[str, Path], staged: Staged, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import awb.sandbox.host as host_module
+
+    monkeypatch.setattr(host_module, "MAX_HOST_BYTES_PER_CALL", 100)
+    (dirs["granted"] / "forty.txt").write_text("x" * 40)
+    host = host_factory()
+    host.read_file("forty.txt")
+    with pytest.raises(SandboxViolation):  # refused writes count: they cost the server as much
+        host.write_file("/etc/passwd", "y" * 40)
+    assert host.exhausted is None
+    with pytest.raises(OutputExceeded, match="moved more than 100 bytes") as info:
+        host.read_file("forty.txt")
+    assert host.exhausted is info.value and info.value.details["reason"] == "host_bytes"
+    for later in (lambda: host.read_file("data.txt"), lambda: host.write_file("w.txt", "z"), lambda: host.log("hi")):
+        with pytest.raises(OutputExceeded):
+            later()
+    assert staged.writes == []
+    with pytest.raises(OutputExceeded):
+        host_module.end_if_exhausted(host)
+    host_module.end_if_exhausted(host_factory())  # a fresh call's host has its whole budget

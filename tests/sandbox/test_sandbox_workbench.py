@@ -168,3 +168,33 @@ async def test_a_result_of_too_many_small_values_is_output_exceeded(wb: Workbenc
         await wb.call("many", {})
     assert info.value.code == "output_exceeded" and info.value.details.get("reason") == "values", info.value
     assert wb.resolve("many").failure_count == 1
+
+
+READ_LOOP = {
+    "monty": (
+        "def run(params):\n    n = 0\n    while True:\n        try:\n            read_file('big.txt')\n"
+        "        except Exception:\n            n += 1\n"
+    ),
+    "cpython": (
+        "def run(params):\n    n = 0\n    while True:\n        try:\n            read_file('big.txt')\n"
+        "        except Exception:\n            n += 1\n"
+    ),
+    "javascript": "function run(params) { while (true) { try { read_file('big.txt'); } catch (e) {} } }",
+}
+
+
+@pytest.mark.parametrize("runtime", sorted(READ_LOOP))
+async def test_a_tool_reading_in_a_loop_is_ended_at_its_host_budget_even_catching_the_refusal(
+    wb: Workbench, tmp_path: Path, runtime: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each read costs the server work: a loop on a 4 MB file kept half a server CPU busy until the
+    # call's time limit. Past the budget the call ends, whatever the tool does with the refusal.
+    import awb.sandbox.host as host_module
+
+    monkeypatch.setattr(host_module, "MAX_HOST_BYTES_PER_CALL", 4 << 20, raising=False)
+    (tmp_path / "granted" / "big.txt").write_text("b" * (256 << 10))
+    wb.config.tool_execution_timeout_ms = 20_000
+    await wb.craft({"name": "reader", "description": "d", "code": READ_LOOP[runtime], "runtime": runtime})
+    with pytest.raises(ExecutionError) as info:
+        await wb.call("reader", {})
+    assert info.value.code == "output_exceeded" and info.value.details.get("reason") == "host_bytes", info.value

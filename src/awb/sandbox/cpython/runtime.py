@@ -40,6 +40,7 @@ from awb.sandbox.cpython.watch import (
     set_cgroup_limit,
     watch_rss,
 )
+from awb.sandbox.host import end_if_exhausted
 from awb.sandbox.wire import (
     BadFrame,
     FrameTooLarge,
@@ -285,6 +286,7 @@ class CPythonRuntime:
                         reply = await tool_call(host, message)
                     else:
                         reply = host_call(host, message)
+                    end_if_exhausted(host)
                     reply["id"] = message.get("id")
                     writer.write(encode_frame(reply))
                     await writer.drain()
