@@ -106,3 +106,19 @@ def test_reads_and_writes_past_the_calls_budget_exhaust_the_host_for_good(
     with pytest.raises(OutputExceeded):
         host_module.end_if_exhausted(host)
     host_module.end_if_exhausted(host_factory())  # a fresh call's host has its whole budget
+
+
+def test_host_calls_past_the_calls_count_exhaust_the_host(host_factory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import awb.sandbox.host as host_module
+
+    monkeypatch.setattr(host_module, "MAX_HOST_CALLS_PER_CALL", 3)
+    host = host_factory()
+    host.log("")
+    host.read_file("data.txt")
+    with pytest.raises(SandboxViolation):  # refused calls count too
+        host.read_file("nope.txt")
+    with pytest.raises(OutputExceeded, match="more than 3 host function calls") as info:
+        host.log("")
+    assert host.exhausted is info.value and info.value.details["reason"] == "host_calls"
+    with pytest.raises(OutputExceeded):
+        host.read_file("data.txt")

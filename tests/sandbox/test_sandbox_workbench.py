@@ -198,3 +198,23 @@ async def test_a_tool_reading_in_a_loop_is_ended_at_its_host_budget_even_catchin
     with pytest.raises(ExecutionError) as info:
         await wb.call("reader", {})
     assert info.value.code == "output_exceeded" and info.value.details.get("reason") == "host_bytes", info.value
+
+
+LOG_LOOP = {
+    "monty": "def run(params):\n    while True:\n        try:\n            log('')\n        except Exception:\n            pass\n",
+    "cpython": "def run(params):\n    while True:\n        try:\n            log('')\n        except Exception:\n            pass\n",
+    "javascript": "function run(params) { while (true) { try { log(''); } catch (e) {} } }",
+}
+
+
+@pytest.mark.parametrize("runtime", sorted(LOG_LOOP))
+async def test_a_tool_making_empty_host_calls_in_a_loop_is_ended_at_its_host_call_budget(
+    wb: Workbench, runtime: str
+) -> None:
+    # `log('')` adds nothing to the log cap but costs the server a round trip: in a loop it kept most of
+    # a server CPU busy until the call's time limit.
+    wb.config.tool_execution_timeout_ms = 20_000
+    await wb.craft({"name": "chatty", "description": "d", "code": LOG_LOOP[runtime], "runtime": runtime})
+    with pytest.raises(ExecutionError) as info:
+        await wb.call("chatty", {})
+    assert info.value.code == "output_exceeded" and info.value.details.get("reason") == "host_calls", info.value
