@@ -6,6 +6,7 @@ tool's genuine value or a structured error, with every cap held."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import pytest
 from awb.errors import ExecutionError
 from awb.sandbox.base import Limits
 from awb.sandbox.cpython import CPythonRuntime
-from awb.sandbox.wire import result_from_worker
+from awb.sandbox.wire import HEADER, BadFrame, read_frame, result_from_worker
 from sandbox_support import LIMITS, Staged, failure
 
 pytestmark = pytest.mark.anyio
@@ -82,6 +83,10 @@ FORGED: dict[str, tuple[str, set[str]]] = {
     "deep_nesting": ("struct.pack('>I', 200_000) + b'[' * 100_000 + b']' * 100_000", {"runtime_error"}),
     "surrogate_value": (
         "frame({'op': 'result', 'ok': True, 'value': '\"\\\\ud800\"', 'logs': []})",
+        {"invalid_output"},
+    ),
+    "value_with_an_integer_past_the_digit_limit": (
+        "frame({'op': 'result', 'ok': True, 'value': '1' * 5000, 'logs': []})",
         {"invalid_output"},
     ),
     "value_not_json": ("frame({'op': 'result', 'ok': True, 'value': '{', 'logs': []})", {"runtime_error"}),
@@ -313,6 +318,9 @@ def test_result_from_worker_checks_every_cap_itself() -> None:
         assert info.value.code == code, message
     big = Limits(max_output_bytes=1 << 20, max_log_bytes=5)
     with pytest.raises(ExecutionError) as info:
+        result_from_worker({"ok": True, "value": "[" + "9" * 5000 + "]"}, big)
+    assert info.value.code == "invalid_output"
+    with pytest.raises(ExecutionError) as info:
         result_from_worker({"ok": True, "value": "[" * 100_000 + "]" * 100_000}, big)
     assert info.value.code == "invalid_output"
     logs = result_from_worker({"ok": True, "value": "1", "logs": ["a\ud800"]}, big)[1]
@@ -337,3 +345,12 @@ async def test_a_tool_cannot_pass_its_own_failure_off_as_a_timeout(cpython: CPyt
             error = await failure(cpython, code, {}, host_factory())
         assert error.code == "runtime_error", error
         assert "claiming 'timeout'" in error.message
+
+
+async def test_a_frame_the_server_cannot_decode_is_a_bad_frame_whatever_json_raises() -> None:
+    for body in (b'{"n": ' + b"9" * 5000 + b"}", b"[" * 100_000 + b"]" * 100_000, b"\xff{}"):
+        reader = asyncio.StreamReader()
+        reader.feed_data(HEADER.pack(len(body)) + body)
+        reader.feed_eof()
+        with pytest.raises(BadFrame):
+            await read_frame(reader, 1 << 20)

@@ -82,3 +82,43 @@ def test_an_overlong_path_is_refused_for_its_length(host_factory: Any) -> None:
         host_factory().write_file("a" * 5000, "data")
     with pytest.raises(SandboxViolation, match="4096 characters at most"):
         host_factory().read_file("a" * 5000)
+
+
+def test_reads_and_writes_past_the_calls_budget_exhaust_the_host_for_good(
+    host_factory: Any, dirs: dict[str, Path], staged: Staged, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import awb.sandbox.host as host_module
+
+    monkeypatch.setattr(host_module, "MAX_HOST_BYTES_PER_CALL", 100)
+    (dirs["granted"] / "forty.txt").write_text("x" * 40)
+    host = host_factory()
+    host.read_file("forty.txt")
+    with pytest.raises(SandboxViolation):  # refused writes count: they cost the server as much
+        host.write_file("/etc/passwd", "y" * 40)
+    assert host.exhausted is None
+    with pytest.raises(OutputExceeded, match="moved more than 100 bytes") as info:
+        host.read_file("forty.txt")
+    assert host.exhausted is info.value and info.value.details["reason"] == "host_bytes"
+    for later in (lambda: host.read_file("data.txt"), lambda: host.write_file("w.txt", "z"), lambda: host.log("hi")):
+        with pytest.raises(OutputExceeded):
+            later()
+    assert staged.writes == []
+    with pytest.raises(OutputExceeded):
+        host_module.end_if_exhausted(host)
+    host_module.end_if_exhausted(host_factory())  # a fresh call's host has its whole budget
+
+
+def test_host_calls_past_the_calls_count_exhaust_the_host(host_factory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import awb.sandbox.host as host_module
+
+    monkeypatch.setattr(host_module, "MAX_HOST_CALLS_PER_CALL", 3)
+    host = host_factory()
+    host.log("")
+    host.read_file("data.txt")
+    with pytest.raises(SandboxViolation):  # refused calls count too
+        host.read_file("nope.txt")
+    with pytest.raises(OutputExceeded, match="more than 3 host function calls") as info:
+        host.log("")
+    assert host.exhausted is info.value and info.value.details["reason"] == "host_calls"
+    with pytest.raises(OutputExceeded):
+        host.read_file("data.txt")

@@ -13,6 +13,7 @@ import pytest
 import awb.sandbox.base as base
 from awb.errors import OutputExceeded
 from awb.sandbox.base import encode_output
+from awb.text import MAX_RESULT_VALUES
 
 
 def value(rnd: random.Random, depth: int = 0) -> Any:
@@ -37,7 +38,7 @@ def test_the_bound_never_refuses_a_result_that_fits_nor_overstates_one_that_does
             else:
                 with pytest.raises(OutputExceeded):
                     encode_output(result, cap)
-            at_least = base._surely_over(result, cap)
+            at_least = base._surely_over(result, cap)[0]
             assert at_least is None or cap < at_least <= size
 
 
@@ -63,3 +64,35 @@ def test_an_oversized_result_is_refused_without_encoding_it(
     with pytest.raises(OutputExceeded, match="at least") as refused:
         encode_output(huge, 1024 * 1024)
     assert refused.value.details["limit"] == 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: [0] * (MAX_RESULT_VALUES + 1),
+        lambda: [[]] * (MAX_RESULT_VALUES + 1),
+        lambda: {str(i): None for i in range(MAX_RESULT_VALUES // 2 + 1)},
+        lambda: [[[[0] * 10] * 10] * 10] * (MAX_RESULT_VALUES // 1000),
+    ],
+    ids=["ints", "empty_lists", "dict", "shared_nested"],
+)
+def test_a_result_of_too_many_values_is_refused_under_the_byte_cap_without_encoding_it(
+    make: Callable[[], Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each value costs the server's checks and encoders (the MCP SDK's too) microseconds on the event
+    # loop: under the 1 MB cap, `[[], [], ...]` held every other client up for seconds.
+    many = make()
+    assert len(json.dumps(many)) < 1024 * 1024
+
+    def not_encoded(*_: Any, **__: Any) -> str:
+        raise AssertionError("the result was encoded")
+
+    monkeypatch.setattr(base.json, "dumps", not_encoded)
+    with pytest.raises(OutputExceeded, match="values") as refused:
+        encode_output(many, 1024 * 1024)
+    assert refused.value.details == {"reason": "values", "limit_values": MAX_RESULT_VALUES}
+
+
+def test_a_result_of_as_many_values_as_allowed_is_kept() -> None:
+    rows = [{"id": i, "name": "n", "ok": True} for i in range(MAX_RESULT_VALUES // 7)]  # 7 values a row
+    assert json.loads(encode_output(rows, 1024 * 1024)) == rows

@@ -126,3 +126,95 @@ async def test_timeout_through_the_workbench_is_structured(wb: Workbench) -> Non
         await wb.call("spin", {"spin": True})
     assert info.value.code == "timeout"
     assert (await wb.call("spin", {})).result == 0
+
+
+FORGED_DIGITS = """
+import json, os, stat, struct
+
+def run(params):
+    body = json.dumps({'op': 'result', 'ok': True, 'value': '1' * 5000, 'logs': []}).encode()
+    for fd in range(64):
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.write(fd, struct.pack('>I', len(body)) + body)
+        except OSError:
+            pass
+    os._exit(0)
+"""
+
+
+async def test_a_forged_result_the_server_cannot_decode_is_a_recorded_failure(wb: Workbench) -> None:
+    # An integer past Python's 4300-digit limit raised a bare ValueError: the call escaped unrecorded.
+    await wb.craft({"name": "digits", "description": "d", "code": FORGED_DIGITS, "runtime": "cpython"})
+    with pytest.raises(ExecutionError) as info:
+        await wb.call("digits", {})
+    assert info.value.code == "invalid_output"
+    assert wb.resolve("digits").failure_count == 1
+
+
+MANY_VALUES = {
+    "monty": "def run(params):\n    return [0] * 120000\n",
+    "cpython": "def run(params):\n    return [0] * 120000\n",
+    "javascript": "function run(params) { return new Array(120000).fill(0); }",
+}
+
+
+@pytest.mark.parametrize("runtime", sorted(MANY_VALUES))
+async def test_a_result_of_too_many_small_values_is_output_exceeded(wb: Workbench, runtime: str) -> None:
+    # 240 KB, under the byte cap, but 120,000 values. Each costs the server's checks and the faces'
+    # encoders microseconds on the event loop: half a million under the cap held the others up for seconds.
+    await wb.craft({"name": "many", "description": "d", "code": MANY_VALUES[runtime], "runtime": runtime})
+    with pytest.raises(ExecutionError) as info:
+        await wb.call("many", {})
+    assert info.value.code == "output_exceeded" and info.value.details.get("reason") == "values", info.value
+    assert wb.resolve("many").failure_count == 1
+
+
+READ_LOOP = {
+    "monty": (
+        "def run(params):\n    n = 0\n    while True:\n        try:\n            read_file('big.txt')\n"
+        "        except Exception:\n            n += 1\n"
+    ),
+    "cpython": (
+        "def run(params):\n    n = 0\n    while True:\n        try:\n            read_file('big.txt')\n"
+        "        except Exception:\n            n += 1\n"
+    ),
+    "javascript": "function run(params) { while (true) { try { read_file('big.txt'); } catch (e) {} } }",
+}
+
+
+@pytest.mark.parametrize("runtime", sorted(READ_LOOP))
+async def test_a_tool_reading_in_a_loop_is_ended_at_its_host_budget_even_catching_the_refusal(
+    wb: Workbench, tmp_path: Path, runtime: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each read costs the server work: a loop on a 4 MB file kept half a server CPU busy until the
+    # call's time limit. Past the budget the call ends, whatever the tool does with the refusal.
+    import awb.sandbox.host as host_module
+
+    monkeypatch.setattr(host_module, "MAX_HOST_BYTES_PER_CALL", 4 << 20, raising=False)
+    (tmp_path / "granted" / "big.txt").write_text("b" * (256 << 10))
+    wb.config.tool_execution_timeout_ms = 20_000
+    await wb.craft({"name": "reader", "description": "d", "code": READ_LOOP[runtime], "runtime": runtime})
+    with pytest.raises(ExecutionError) as info:
+        await wb.call("reader", {})
+    assert info.value.code == "output_exceeded" and info.value.details.get("reason") == "host_bytes", info.value
+
+
+LOG_LOOP = {
+    "monty": "def run(params):\n    while True:\n        try:\n            log('')\n        except Exception:\n            pass\n",
+    "cpython": "def run(params):\n    while True:\n        try:\n            log('')\n        except Exception:\n            pass\n",
+    "javascript": "function run(params) { while (true) { try { log(''); } catch (e) {} } }",
+}
+
+
+@pytest.mark.parametrize("runtime", sorted(LOG_LOOP))
+async def test_a_tool_making_empty_host_calls_in_a_loop_is_ended_at_its_host_call_budget(
+    wb: Workbench, runtime: str
+) -> None:
+    # `log('')` adds nothing to the log cap but costs the server a round trip: in a loop it kept most of
+    # a server CPU busy until the call's time limit.
+    wb.config.tool_execution_timeout_ms = 20_000
+    await wb.craft({"name": "chatty", "description": "d", "code": LOG_LOOP[runtime], "runtime": runtime})
+    with pytest.raises(ExecutionError) as info:
+        await wb.call("chatty", {})
+    assert info.value.code == "output_exceeded" and info.value.details.get("reason") == "host_calls", info.value

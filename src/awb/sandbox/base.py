@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from awb.errors import Busy, InvalidOutput, OutputExceeded
+from awb.text import MAX_RESULT_VALUES
 
 
 @dataclass(frozen=True)
@@ -124,12 +125,18 @@ class ExecutionSlots:
 
 def encode_output(value: Any, max_output_bytes: int) -> str:
     """Serialise a tool's result to JSON under the output cap, or raise a structured error."""
-    at_least = _surely_over(value, max_output_bytes)
+    at_least, values = _surely_over(value, max_output_bytes)
     if at_least is not None:
         raise OutputExceeded(
             f"tool output is at least {at_least} bytes, over the {max_output_bytes}-byte cap",
             at_least=at_least,
             limit=max_output_bytes,
+        )
+    if values > MAX_RESULT_VALUES:
+        raise OutputExceeded(
+            f"tool output holds more than {MAX_RESULT_VALUES} values; return fewer, or fewer and larger ones",
+            reason="values",
+            limit_values=MAX_RESULT_VALUES,
         )
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False)
@@ -173,30 +180,33 @@ def checked_logs(logs: list[str], max_log_bytes: int) -> list[str]:
     return cleaned
 
 
-def _surely_over(value: Any, cap: int) -> int | None:
-    """A lower bound of `value`'s JSON size once it passes `cap`, else None. Counted without encoding,
-    from lengths alone, and it stops as soon as it passes: what the server does for an oversized result
-    is bounded by the cap, not by the result (encoding a 50 MB string took ~0.1 s of the event loop)."""
-    total = 0
+def _surely_over(value: Any, cap: int) -> tuple[int | None, int]:
+    """(a lower bound of `value`'s JSON size once it passes `cap`, else None; how many values it holds,
+    counted until they pass `MAX_RESULT_VALUES`). Counted without encoding, from lengths alone, and it
+    stops as soon as either passes: what the server does for an oversized result is bounded by the caps,
+    not by the result (encoding a 50 MB string took ~0.1 s of the event loop)."""
+    total = values = 0
     stack = [value]
     while stack:
         item = stack.pop()
+        values += 1
         if isinstance(item, str):
             total += len(item) + 2  # every character is at least one byte, and the quotes
         elif isinstance(item, dict):
             total += 2 + 3 * len(item) + max(len(item) - 1, 0)  # braces; keys' quotes and colons; commas
-            if total > cap:
-                return total
+            values += len(item)  # the keys
+            if total > cap or values > MAX_RESULT_VALUES:
+                return (total if total > cap else None), values
             for key, entry in item.items():
                 total += len(key) if isinstance(key, str) else 1
                 stack.append(entry)
         elif isinstance(item, list | tuple):
             total += 2 + max(len(item) - 1, 0)  # brackets and commas
-            if total > cap:
-                return total
+            if total > cap or values + len(item) > MAX_RESULT_VALUES:
+                return (total if total > cap else None), values + len(item)
             stack.extend(item)
         else:
             total += 1
-        if total > cap:
-            return total
-    return None
+        if total > cap or values > MAX_RESULT_VALUES:
+            return (total if total > cap else None), values
+    return None, values

@@ -21,6 +21,15 @@ MAX_READ_BYTES = 4 * 1024 * 1024
 MAX_WRITE_BYTES = 4 * 1024 * 1024
 MAX_STAGED_PER_CALL = 100
 MAX_PATH_CHARS = 4096
+#: What one call's `read_file` and `write_file` may move, read and written data together. Each byte
+#: costs the server work (reading, decoding, the frames both ways, the worker's interpreter): a tool
+#: looping `read_file` on a 4 MB file until its time limit kept half a server CPU busy per call, and
+#: refused writes cost as much as staged ones. Past it the call ends in `output_exceeded`.
+MAX_HOST_BYTES_PER_CALL = 64 * 1024 * 1024
+#: Host function calls one call may make. Even an empty `log('')` costs the server a round trip (tens
+#: of microseconds of its CPU): a tool calling it in a loop kept 60-80% of a server CPU busy until its
+#: time limit. Past it the call ends in `output_exceeded`.
+MAX_HOST_CALLS_PER_CALL = 10_000
 
 
 class HostBridge:
@@ -39,15 +48,46 @@ class HostBridge:
         self._protected = protected
         self._max_log_bytes = max_log_bytes
         self._log_bytes = 0
+        self._moved = 0
+        self._calls = 0
         self.logs: list[str] = []
         self.staged: list[int] = []
+        #: Set once the call's host calls pass MAX_HOST_CALLS_PER_CALL or their reads and writes
+        #: MAX_HOST_BYTES_PER_CALL: every later host call raises it, and the runtimes end the call
+        #: with it (a tool that catches it cannot go on).
+        self.exhausted: OutputExceeded | None = None
 
     @property
     def read_dirs(self) -> list[str]:
         """The granted directories, resolved (runtimes with kernel sandboxes mirror them)."""
         return [str(root) for root in self._roots]
 
+    def _enter(self) -> None:
+        """Count one host call, refused once the call's budget is spent."""
+        if self.exhausted is None:
+            self._calls += 1
+            if self._calls > MAX_HOST_CALLS_PER_CALL:
+                self.exhausted = OutputExceeded(
+                    f"this call made more than {MAX_HOST_CALLS_PER_CALL} host function calls",
+                    limit=MAX_HOST_CALLS_PER_CALL,
+                    reason="host_calls",
+                )
+        if self.exhausted is not None:
+            raise self.exhausted
+
+    def _spend(self, size: int) -> None:
+        """Count `size` bytes read or written, refused once they pass the call's budget."""
+        if self._moved + size > MAX_HOST_BYTES_PER_CALL:
+            self.exhausted = OutputExceeded(
+                f"this call's read_file and write_file moved more than {MAX_HOST_BYTES_PER_CALL} bytes",
+                limit=MAX_HOST_BYTES_PER_CALL,
+                reason="host_bytes",
+            )
+            raise self.exhausted
+        self._moved += size
+
     def log(self, message: str) -> None:
+        self._enter()
         text = str(message)
         size = len(text.encode("utf-8"))
         if self._log_bytes + size > self._max_log_bytes:
@@ -67,6 +107,7 @@ class HostBridge:
         raise SandboxViolation(f"read outside the granted directories refused: {path}", path=path)
 
     def read_file(self, path: str) -> str:
+        self._enter()
         target = self._granted(path)
         # Open without following a final symlink and check what was opened: a link swapped in after
         # the resolve above cannot lead out of the granted directories.
@@ -85,6 +126,7 @@ class HostBridge:
             raise
         with os.fdopen(fd, "rb") as handle:
             data = handle.read(MAX_READ_BYTES + 1)
+        self._spend(len(data))
         if len(data) > MAX_READ_BYTES:
             raise OutputExceeded(f"{path} is larger than {MAX_READ_BYTES} bytes", path=path)
         return data.decode("utf-8", errors="replace")
@@ -94,12 +136,14 @@ class HostBridge:
 
         A relative path is taken inside the first granted directory; the staged path is absolute and
         must resolve inside a granted directory, and never onto one of the workbench's own files."""
+        self._enter()
         if self._stage is None:
             raise SandboxViolation("write_file is not available here", path=path)
         _check_path(path)
         if not isinstance(data, str) or not _encodable(data):
             raise SandboxViolation("write_file takes valid text data", path=path)
         size = len(data.encode("utf-8"))
+        self._spend(size)  # refused writes cost the server as much as staged ones
         if size > MAX_WRITE_BYTES:
             raise OutputExceeded(f"staged write of {size} bytes is over the {MAX_WRITE_BYTES}-byte cap", path=path)
         if len(self.staged) >= MAX_STAGED_PER_CALL:
@@ -122,6 +166,15 @@ class HostBridge:
         staged_id = self._stage(str(target), data)
         self.staged.append(staged_id)
         return {"staged": True, "id": staged_id, "path": str(target)}
+
+
+def end_if_exhausted(host: object) -> None:
+    """Raise the host's budget error once its call has used up what host functions may move
+    (`HostBridge.exhausted`): each runtime calls this after every host call, and so ends the call
+    whatever the tool did with the refusal."""
+    exhausted = getattr(host, "exhausted", None)
+    if isinstance(exhausted, OutputExceeded):
+        raise exhausted
 
 
 def _check_path(path: object) -> None:

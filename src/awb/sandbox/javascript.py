@@ -21,6 +21,7 @@ from typing import Any
 from awb.errors import ExecutionError, OutputExceeded, ToolRuntimeError, ToolTimeout, Unavailable
 from awb.sandbox.base import Execution, ExecutionSlots, HostFunctions, Limits
 from awb.sandbox.cpython import lockdown
+from awb.sandbox.host import end_if_exhausted
 from awb.sandbox.resident import ResidentPeak, WorkerFloors
 from awb.sandbox.wire import (
     BadFrame,
@@ -229,6 +230,7 @@ class JavaScriptRuntime:
                         reply = await asyncio.to_thread(host_call, host, message)
                     else:
                         reply = host_call(host, message)
+                    end_if_exhausted(host)
                     await worker.send(reply)
                     continue
                 if message.get("op") != "result":

@@ -34,6 +34,7 @@ import pydantic_monty as pm
 
 from awb.errors import AwbError, ExecutionError, SandboxViolation, ToolRuntimeError, ToolTimeout
 from awb.sandbox.base import HostFunctions
+from awb.sandbox.host import end_if_exhausted
 
 log = logging.getLogger("awb.sandbox.monty")
 
@@ -122,7 +123,9 @@ class MontyRun:
                         continue
                     self.os_calls.append(name)
                 elif name in lookup and snapshot.object_id is None:
-                    snapshot = snapshot.resume(self._answer(name, snapshot.args, snapshot.kwargs))
+                    answer = self._answer(name, snapshot.args, snapshot.kwargs)
+                    end_if_exhausted(self._host)
+                    snapshot = snapshot.resume(answer)
                     continue
             snapshot = snapshot.resume_auto()
         return snapshot.output

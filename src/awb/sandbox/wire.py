@@ -45,8 +45,10 @@ async def read_frame(reader: asyncio.StreamReader, limit: int) -> dict[str, Any]
     data = await reader.readexactly(size)
     try:
         message = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadFrame(f"worker sent a frame that is not JSON: {exc}") from None
+    except (ValueError, RecursionError) as exc:
+        # ValueError covers bad UTF-8 and JSON, and an integer past Python's 4300-digit conversion
+        # limit, which is no JSONDecodeError: any of them escaping here ended the call unrecorded.
+        raise BadFrame(f"worker sent a frame that is not JSON: {str(exc)[:200]}") from None
     if not isinstance(message, dict):
         raise BadFrame("worker sent a frame that is not a JSON object")
     return message
@@ -186,6 +188,8 @@ def result_from_worker(message: dict[str, Any], limits: Limits) -> tuple[Any, li
         raise ToolRuntimeError("the worker sent a result that is not JSON") from None
     except RecursionError:
         raise InvalidOutput("the tool returned a value nested too deeply to read") from None
+    except ValueError as exc:  # an integer past Python's digit limit (a forged result: json.dumps refuses it)
+        raise InvalidOutput(f"the tool returned a value the server cannot read: {str(exc)[:200]}") from None
     encode_output(value, limits.max_output_bytes)
     raw_logs = message.get("logs")
     if raw_logs is not None and not isinstance(raw_logs, list):

@@ -97,6 +97,25 @@ def _prctl(option: int, arg2: int = 0, arg3: int = 0, arg4: int = 0, arg5: int =
     return result
 
 
+def _task_ceiling() -> int:
+    """How many tasks (processes and threads) all sandbox workers together may hold: a quarter of the
+    machine's pid and thread space, at most 8192. Read at import, while /proc is still visible."""
+    ceiling = 8192
+    for name in ("pid_max", "threads-max"):
+        try:
+            with open(f"/proc/sys/kernel/{name}", encoding="ascii") as handle:
+                ceiling = min(ceiling, int(handle.read()) // 4)
+        except (OSError, ValueError):
+            pass
+    return max(ceiling, 256)
+
+
+#: RLIMIT_NPROC of a cpython worker. The kernel counts it per user (per user namespace for a user
+#: namespace of the sandbox's own), threads included, so it caps every worker together: without it a
+#: tool's threads (raw `clone` calls cost no address space) took pids until the host could fork nothing.
+MAX_SANDBOX_TASKS = _task_ceiling()
+
+
 def _cap_last() -> int:
     try:
         with open("/proc/sys/kernel/cap_last_cap", encoding="ascii") as handle:
@@ -160,9 +179,18 @@ def become_subreaper() -> None:
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
 
 
-def set_rlimits(*, nofile: int, fsize_bytes: int, address_space_bytes: int | None, cpu_seconds: int | None) -> None:
+def set_rlimits(
+    *,
+    nofile: int,
+    fsize_bytes: int,
+    address_space_bytes: int | None,
+    cpu_seconds: int | None,
+    max_tasks: int | None = None,
+) -> None:
     """Lower the process limits (soft = hard, so tool code cannot raise them back)."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if max_tasks is not None:
+        resource.setrlimit(resource.RLIMIT_NPROC, (max_tasks, max_tasks))
     resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
     resource.setrlimit(resource.RLIMIT_FSIZE, (fsize_bytes, fsize_bytes))
     if address_space_bytes is not None:
@@ -292,16 +320,18 @@ def lock_down(
     nofile: int = 64,
     fsize_bytes: int = 16 * 1024 * 1024,
     seccomp: str | None = "worker",
+    max_tasks: int | None = None,
 ) -> dict[str, bool]:
     """Apply every available layer to the calling process, in the order the kernel needs, and say
     which ones took. A layer the machine offers but that fails to apply raises. With `seccomp=None`
-    the caller attaches its filter itself (after a fork that the filter would forbid)."""
+    the caller attaches its filter itself (after a fork that the filter would forbid). `max_tasks`
+    caps the tasks of the user the process runs as (RLIMIT_NPROC)."""
     applied = dict.fromkeys(LAYERS, False)
     for layer in NAMESPACE_LAYERS:
         applied[layer] = bool(available.get(layer, False))
     if not _IS_X86_64_LINUX:
         return applied
-    set_rlimits(nofile=nofile, fsize_bytes=fsize_bytes, address_space_bytes=None, cpu_seconds=None)
+    set_rlimits(nofile=nofile, fsize_bytes=fsize_bytes, address_space_bytes=None, cpu_seconds=None, max_tasks=max_tasks)
     applied["rlimits"] = True
     drop_bounding_capabilities()
     applied["unprivileged_uid"] = drop_to_unprivileged_uid()

@@ -31,7 +31,16 @@ from awb.sandbox.cpython import lockdown
 from awb.sandbox.cpython.cgroups import oom_killed_at
 from awb.sandbox.cpython.endings import error_for_status, own_claims_only
 from awb.sandbox.cpython.handles import SPAWN_TIMEOUT_S, Worker, Zygote, start_zygote
-from awb.sandbox.cpython.watch import is_child_of, peak_above, set_cgroup_limit, watch_rss
+from awb.sandbox.cpython.watch import (
+    MAX_TOOL_THREADS,
+    Watch,
+    is_child_of,
+    over_thread_cap,
+    peak_above,
+    set_cgroup_limit,
+    watch_rss,
+)
+from awb.sandbox.host import end_if_exhausted
 from awb.sandbox.wire import (
     BadFrame,
     FrameTooLarge,
@@ -236,7 +245,7 @@ class CPythonRuntime:
         deadline = loop.time() + limits.timeout_ms / 1000
         reader, writer = worker.reader, worker.writer
         assert reader is not None and writer is not None
-        memory_hit = asyncio.Event()
+        watch = Watch()
         watchdog: asyncio.Task[None] | None = None
         try:
             read_dirs = list(getattr(host, "read_dirs", []) or [])
@@ -260,10 +269,10 @@ class CPythonRuntime:
             base_rss = int(worker.ready.get("base_rss") or 0)
             limit_bytes = base_rss + limits.memory_mb * 1024 * 1024
             watchdog = loop.create_task(
-                watch_rss(worker.tool_pid, worker.kill, limit_bytes, memory_hit, self._scratch_view(worker))
+                watch_rss(worker.tool_pid, worker.kill, limit_bytes, watch, self._scratch_view(worker))
             )
             while True:
-                message = await self._next_frame(worker, reader, limits, deadline, memory_hit)
+                message = await self._next_frame(worker, reader, limits, deadline, watch)
                 op = message.get("op")
                 if op == "host":
                     if host is None:
@@ -277,6 +286,7 @@ class CPythonRuntime:
                         reply = await tool_call(host, message)
                     else:
                         reply = host_call(host, message)
+                    end_if_exhausted(host)
                     reply["id"] = message.get("id")
                     writer.write(encode_frame(reply))
                     await writer.drain()
@@ -286,12 +296,14 @@ class CPythonRuntime:
                     # The watchdog polls, so a burst that ends between two polls is caught here, by the
                     # kernel's high-water mark.
                     peak = peak_above(worker.tool_pid, base_rss)
-                    if memory_hit.is_set() or (peak is not None and peak > limits.memory_mb * 1024 * 1024):
+                    if watch.hit or over_thread_cap(worker.tool_pid, watch):
+                        raise _stopped(watch, limits)
+                    if peak is not None and peak > limits.memory_mb * 1024 * 1024:
                         raise _over_memory(limits)
                     return value, logs, peak
                 elif op == "exited":  # the tool process ended without a result; the supervisor reaped it
-                    if memory_hit.is_set():
-                        raise _over_memory(limits)
+                    if watch.hit:
+                        raise _stopped(watch, limits)
                     status = message.get("status")
                     if type(status) is not int:
                         raise ToolRuntimeError("the sandbox worker sent a malformed exit status")
@@ -300,7 +312,7 @@ class CPythonRuntime:
                 else:
                     raise SandboxViolation(f"the worker sent an unexpected {op!r} frame")
         except (ConnectionError, BrokenPipeError):
-            raise await self._death(worker, limits, memory_hit) from None
+            raise await self._death(worker, limits, watch) from None
         finally:
             if watchdog is not None:
                 watchdog.cancel()
@@ -320,7 +332,7 @@ class CPythonRuntime:
         reader: asyncio.StreamReader,
         limits: Limits,
         deadline: float,
-        memory_hit: asyncio.Event,
+        watch: Watch,
     ) -> dict[str, Any]:
         remaining = deadline - asyncio.get_running_loop().time()
         try:
@@ -339,17 +351,28 @@ class CPythonRuntime:
             worker.kill()
             raise ToolRuntimeError(str(exc)) from None
         except (asyncio.IncompleteReadError, ConnectionError):
-            raise await self._death(worker, limits, memory_hit) from None
+            raise await self._death(worker, limits, watch) from None
 
-    async def _death(self, worker: Worker, limits: Limits, memory_hit: asyncio.Event) -> ExecutionError:
+    async def _death(self, worker: Worker, limits: Limits, watch: Watch) -> ExecutionError:
         """The error for a worker that went away without a result."""
-        if memory_hit.is_set():
-            return _over_memory(limits)
+        if watch.hit:
+            return _stopped(watch, limits)
         try:
             status, oom_killed = await asyncio.wait_for(asyncio.shield(worker.exited), EXIT_STATUS_WAIT_S)
         except TimeoutError:
             return ToolRuntimeError("the sandbox worker died")
         return error_for_status(status, oom_killed, limits)
+
+
+def _stopped(watch: Watch, limits: Limits) -> ExecutionError:
+    """The error for a call the watchdog stopped."""
+    if watch.threads:
+        return SandboxViolation(
+            f"the tool ran {watch.threads} threads, over the sandbox's {MAX_TOOL_THREADS}, and was stopped",
+            threads=watch.threads,
+            limit=MAX_TOOL_THREADS,
+        )
+    return _over_memory(limits)
 
 
 def _over_memory(limits: Limits) -> MemoryExceeded:

@@ -1,5 +1,5 @@
 """The server's watch over a running cpython worker: which process runs the tool, its memory (resident
-size plus scratch files, polled), the memory cgroup's limit, and the peak a call reports."""
+size plus scratch files, polled) and threads, the memory cgroup's limit, and the peak a call reports."""
 
 from __future__ import annotations
 
@@ -52,18 +52,55 @@ def set_cgroup_limit(limit_path: str, limits: Limits) -> None:
             log.warning("could not set a worker's memory cgroup limit: %s", exc)
 
 
-async def watch_rss(
-    pid: int, kill: Callable[[], None], limit_bytes: int, hit: asyncio.Event, scratch: str | None
-) -> None:
+#: Threads a tool process may run at once. Each costs the kernel a task (a pid, a kernel stack) that no
+#: memory limit sees and a raw `clone` costs no address space either; `lockdown.MAX_SANDBOX_TASKS`
+#: bounds all workers together, this bounds one call, so one tool cannot take every worker's share.
+MAX_TOOL_THREADS = 256
+
+
+class Watch:
+    """What the watchdog found, once it killed the worker: the resident limit or the thread cap."""
+
+    def __init__(self) -> None:
+        self.memory = False
+        self.threads = 0
+
+    @property
+    def hit(self) -> bool:
+        return self.memory or self.threads > 0
+
+
+def tool_figures(pid: int) -> tuple[int, int]:
+    """(resident bytes, threads) of process `pid`, from one read of /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    # fields[0] is the state (field 3 of proc(5)): num_threads is field 20, rss (pages) field 24.
+    return int(fields[21]) * os.sysconf("SC_PAGE_SIZE"), int(fields[17])
+
+
+def over_thread_cap(pid: int, watch: Watch) -> bool:
+    """Whether `pid` runs more than `MAX_TOOL_THREADS` threads now (noted in `watch`): a result can
+    arrive between two of the watchdog's polls, with the threads still running."""
+    try:
+        threads = tool_figures(pid)[1]
+    except (OSError, IndexError, ValueError):
+        return False
+    if threads > MAX_TOOL_THREADS:
+        watch.threads = threads
+    return watch.threads > 0
+
+
+async def watch_rss(pid: int, kill: Callable[[], None], limit_bytes: int, watch: Watch, scratch: str | None) -> None:
     """Kill the worker when its tool process's resident memory plus the files in its scratch tmpfs
-    (memory too) pass the limit."""
-    page = os.sysconf("SC_PAGE_SIZE")
-    path = f"/proc/{pid}/statm"
+    (memory too) pass the limit, or when it runs more than `MAX_TOOL_THREADS` threads."""
     while True:
         try:
-            with open(path, encoding="ascii") as handle:
-                rss = int(handle.read().split()[1]) * page
+            rss, threads = tool_figures(pid)
         except (OSError, IndexError, ValueError):
+            return
+        if threads > MAX_TOOL_THREADS:
+            watch.threads = threads
+            kill()
             return
         if scratch is not None:
             try:
@@ -72,7 +109,7 @@ async def watch_rss(
             except OSError:
                 scratch = None  # not reachable from here: resident size alone still counts
         if rss > limit_bytes:
-            hit.set()
+            watch.memory = True
             kill()
             return
         await asyncio.sleep(RSS_POLL_S)

@@ -98,8 +98,16 @@ def child_main(
         base_vsz, base_rss = memory
         # While still privileged: the tool process, the next child, starts a PID namespace of its own.
         pid_namespace = bool(available.get("pid_namespace")) and namespaces.unshare_pid()
+        # The task ceiling counts the tasks of the worker's user: nobody's as root, or the server's
+        # user inside the zygote's own user namespace. Outside both it would count all of the server
+        # user's processes, so it is left off (that degraded mode lacks the namespaces anyway).
+        own_count = os.geteuid() == 0 or bool(available.get("mount_namespace"))
         layers = lockdown.lock_down(
-            available=available, read_paths=read_paths + grants, write_paths=[scratch, "/dev/null"], seccomp=None
+            available=available,
+            read_paths=read_paths + grants,
+            write_paths=[scratch, "/dev/null"],
+            seccomp=None,
+            max_tasks=lockdown.MAX_SANDBOX_TASKS if own_count else None,
         )
         pid, inbox, outbox = _fork_tool(sock, report, scratch, read_paths, grants, available, layers, base_vsz)
         if available.get("seccomp"):

@@ -1,0 +1,40 @@
+"""Caps on values that leave the server: how deeply a value nests, counted without recursion."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from awb.text import nesting_depth
+
+
+def reference_depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((reference_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((reference_depth(v) for v in value), default=0)
+    return 0
+
+
+def random_value(rnd: random.Random, depth: int = 0) -> Any:
+    roll = rnd.random()
+    if depth > 8 or roll < 0.3:
+        return rnd.choice([0, "s", None, 1.5, True])
+    if roll < 0.65:
+        return [random_value(rnd, depth + 1) for _ in range(rnd.randint(0, 4))]
+    return {str(i): random_value(rnd, depth + 1) for i in range(rnd.randint(0, 4))}
+
+
+def test_nesting_depth_is_the_depth_counted_up_to_one_past_the_limit() -> None:
+    rnd = random.Random(20261128)
+    for _ in range(5000):
+        value = random_value(rnd)
+        for limit in (0, 1, 3, 64):
+            assert nesting_depth(value, limit) == min(reference_depth(value), limit + 1), (value, limit)
+
+
+def test_nesting_depth_stops_one_past_the_limit_of_a_chain_too_deep_to_recurse_on() -> None:
+    chain: Any = 0
+    for _ in range(100_000):
+        chain = {"next": [chain]}
+    assert nesting_depth(chain, 64) == 65
