@@ -12,6 +12,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from mcp import Client, StdioServerParameters
 
+from awb.calling import CallResult
 from awb.server.mcp import McpFace
 from awb.workbench import Workbench
 from journey import call
@@ -151,3 +152,32 @@ async def test_an_output_schema_with_local_references_is_served_so_the_sdk_can_r
             result = await client.call_tool("words_ref", {"who": "bob"})
             assert not result.is_error, result
             assert result.structured_content == {"result": ["hello", "bob"]}
+
+
+async def test_awb_call_hands_the_tools_result_on_as_it_came(
+    workbench: Workbench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The result is JSON already (its runtime's output passed encode_output): the face passes that very
+    value on, in the record's field order, instead of a mode="json" dump walking every value again on the
+    event loop (170 ms for a result of 99,000 empty lists)."""
+    nested = [{"a": [1, 2]}, [], "x"]
+    result = CallResult(
+        call_id="call_0123456789abcdef",
+        tool_id="tool_0123456789abcdef",
+        name="shaped",
+        version=1,
+        result=nested,
+        logs=["said"],
+        duration_ms=1.5,
+        memory_level="short_term",
+        usage_count=2,
+    )
+
+    async def call(ref: str, params: dict[str, Any] | None = None) -> CallResult:
+        return result
+
+    monkeypatch.setattr(workbench, "call", call)
+    structured = await McpFace(workbench)._call({"name": "shaped", "params": {}})
+    assert structured["result"] is nested
+    assert structured == result.model_dump(mode="json")
+    assert list(structured) == list(CallResult.model_fields)

@@ -22,6 +22,7 @@ from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
 
 from awb import __version__
+from awb.calling import CallResult
 from awb.errors import AwbError, InvalidParams, ToolNotFound
 from awb.inventory.models import Tool
 from awb.meta_tools import META_VERBS, MetaVerb, meta_tool_name, reserved_name, served_names, verb_of
@@ -316,7 +317,11 @@ class McpFace:
 
     async def _call(self, arguments: dict[str, Any]) -> dict[str, Any]:
         result = await self.workbench.call(self._ref(arguments), arguments.get("params") or {})
-        return result.model_dump(mode="json")
+        # The tool's result goes out as it came: its runtime's output is JSON already (encode_output), and
+        # a mode="json" dump walked every value again on the event loop (170 ms for 99,000 empty lists,
+        # more than the encoders after it together).
+        record = result.model_dump(mode="json", exclude={"result"})
+        return {field: result.result if field == "result" else record[field] for field in CallResult.model_fields}
 
     async def _list(self, arguments: dict[str, Any]) -> dict[str, Any]:
         listing = partial(
