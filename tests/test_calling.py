@@ -4,16 +4,18 @@ its duration) and counted, whether the workbench's task is cancelled or an MCP c
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import anyio
 import pytest
 from mcp import Client
 
 from awb.calling import CANCELLED
+from awb.errors import ToolRuntimeError
 from awb.server.mcp import McpFace
 from awb.workbench import Workbench
 from journey import abandoned_call, call
-from support import announcing, until_running
+from support import add_tool, announcing, until_running
 
 pytestmark = pytest.mark.anyio
 
@@ -54,3 +56,29 @@ async def test_a_call_an_mcp_client_cancels_is_recorded_and_counted(workbench: W
             assert inspected["tool"]["failure_count"] == 1
             answered = await call(client, "awb_call", {"name": "waits", "params": {"forever": False}})
             assert (answered["result"], answered["usage_count"]) == (0, 1)
+
+
+class _Broken:
+    """A runtime that fails in a way no runtime error covers (as a forged frame once made the wire raise a
+    bare ValueError)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def execute(self, *args: Any) -> Any:
+        raise ValueError("Exceeds the limit (4300 digits) for integer string conversion")
+
+
+async def test_a_runtime_failing_unexpectedly_is_a_recorded_failed_call(workbench: Workbench) -> None:
+    await workbench.craft(add_tool("adder", runtime="monty"))
+    workbench.runtimes["monty"] = _Broken(workbench.runtimes["monty"])  # type: ignore[assignment]
+    with pytest.raises(ToolRuntimeError) as raised:
+        await workbench.call("adder", {"a": 1, "b": 2})
+    assert raised.value.code == "runtime_error"
+    assert raised.value.details["exception"] == "ValueError"
+    [record] = workbench.inspect("adder").recent_calls
+    assert record.ok is False and record.error_code == "runtime_error"
+    assert workbench.resolve("adder").failure_count == 1

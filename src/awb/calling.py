@@ -18,7 +18,15 @@ from awb import crafting
 from awb.clock import Clock
 from awb.config import Config
 from awb.equip import Armory
-from awb.errors import AwbError, ExecutionError, InvalidOutput, InvalidParams, OutputExceeded, Unavailable
+from awb.errors import (
+    AwbError,
+    ExecutionError,
+    InvalidOutput,
+    InvalidParams,
+    OutputExceeded,
+    ToolRuntimeError,
+    Unavailable,
+)
 from awb.events import Event, EventBus
 from awb.inventory.memory import MemoryPolicy
 from awb.inventory.models import CallRecord, MemoryLevel, Tool, ToolCounters
@@ -189,6 +197,13 @@ class Caller:
             except RecursionError:
                 # A result nested past the interpreter's recursion limit, met while encoding or decoding it.
                 error = _too_deep(tool)
+            except AwbError:
+                raise  # the server's own refusal (a runtime that is not available, say), not the tool's run
+            except Exception as exc:
+                # Anything else a runtime raises: whatever a hostile tool provoked there, the call is
+                # recorded and counted as failed, never let through unrecorded.
+                log.warning("runtime %s raised %r running %s", tool.runtime, exc, tool.name)
+                error = ToolRuntimeError(f"the sandbox failed: {type(exc).__name__}", exception=type(exc).__name__)
             except asyncio.CancelledError:
                 # The client gave up (notifications/cancelled, a dropped HTTP request): the tool ran all
                 # the same, so the call is recorded and counted, without waiting for the record.
