@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from awb.config import Config, SearchConfig
-from awb.errors import NameConflict
+from awb.errors import InvalidParams, NameConflict
 from awb.inventory.models import Tool, ToolMetadata
 from awb.inventory.sqlite import SQLiteStore
 from awb.inventory.store import Store
@@ -85,3 +85,17 @@ async def test_an_older_tool_named_like_a_meta_tool_imports_and_can_be_unequippe
         )
         workbench.delete(older.tool_id)
         assert [t.name for t in workbench.list_tools()] == [renamed.name]
+
+
+def test_a_record_holding_a_lone_surrogate_is_refused_at_its_line_and_nothing_is_written(
+    store: Store, tmp_path: Path
+) -> None:
+    source = older_inventory(tmp_path / "older.db", older_tool("fine", []))
+    lines = list(export_lines(source))
+    source.close()
+    # `json.loads` reads a `\ud800` escape as a lone surrogate, which no store can write (SQLite raised
+    # UnicodeEncodeError: internal_error, with the tool's transaction half done).
+    lines.append(lines[1].replace("tool_fine", "tool_odd").replace("does a thing", "does \\ud800 a thing"))
+    with pytest.raises(InvalidParams, match=r"line 3: .*description holds text that is not valid Unicode"):
+        import_lines(store, lambda: lines)
+    assert store.get("tool_fine") is None and store.get("tool_odd") is None

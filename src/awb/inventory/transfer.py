@@ -28,6 +28,8 @@ from pydantic import BaseModel, ValidationError
 from awb.errors import InvalidParams, NameConflict
 from awb.inventory.models import CallRecord, Tool, ToolVersion, normal_tags
 from awb.inventory.store import Store
+from awb.safe_text import visible
+from awb.text import unencodable_path
 
 FORMAT = "awb-inventory"
 #: 2 adds call history, staged writes and blueprint sessions; files of version 1 still import.
@@ -154,6 +156,14 @@ def _parse(lines: Iterable[str]) -> Iterator[_Record]:
                 raise InvalidParams(f"export format {data.get('version')} is not supported", line=number)
             header_seen = True
             continue
+        bad_text = unencodable_path(data)
+        if bad_text is not None:
+            where = "/".join(str(step) for step in bad_text)
+            raise InvalidParams(
+                f"line {number}: {visible(where)} holds text that is not valid Unicode (a lone surrogate, "
+                "\\ud800-\\udfff)",
+                line=number,
+            )
         record = _record(number, data)
         if record.kind == "tool":
             tool_id = record.value[0].tool_id
