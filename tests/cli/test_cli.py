@@ -178,11 +178,13 @@ def _groups(command: Any, path: str = "awb") -> list[tuple[str, Any]]:
     return found
 
 
-def test_every_help_lists_every_subcommand_and_shows_no_type_metavar_for_flags(tmp_path: Path) -> None:
+def test_every_help_lists_every_subcommand_and_shows_no_type_metavar_for_flags_or_lists(tmp_path: Path) -> None:
     for path, command in _groups(typer.main.get_command(app)):
         shown = run_awb(tmp_path, *path.split()[1:], "--help")
         assert shown.returncode == 0, (path, shown.stderr)
         assert "<bool>" not in shown.stdout, path
+        # Nor a Python type as a metavar (`--server <list[str]>`): a value's form, as a person types it.
+        assert re.search(r"<\w+\[", shown.stdout) is None, (path, shown.stdout)
         subcommands = list(getattr(command, "commands", {}))
         # The group's own help sentence (what its parent's listing shows) names every subcommand.
         missing = [name for name in subcommands if not re.search(rf"\b{name}\b", command.help or "")]

@@ -107,7 +107,10 @@ def run_command(
     input: Annotated[str, typer.Argument(help="JSON input, or a plain string for single-field inputs.")],
     model: Annotated[str | None, typer.Option(help="Model spec, e.g. openai:gpt-4o-mini.")] = None,
     base_url: Annotated[str | None, typer.Option(help="Provider base URL (vLLM, Ollama, ...).")] = None,
-    server: Annotated[list[str] | None, typer.Option(help="MCP server NAME=COMMAND-or-URL; repeatable.")] = None,
+    server: Annotated[
+        list[str] | None,
+        typer.Option(metavar="<NAME=COMMAND-or-URL>", help="An MCP server, by name; repeatable."),
+    ] = None,
     servers: Annotated[
         Path | None, typer.Option("--servers", help='MCP servers file: {"mcpServers": {name: {command|url, ...}}}.')
     ] = None,
