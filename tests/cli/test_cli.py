@@ -244,6 +244,17 @@ def test_maintain_reports_what_it_moved(tmp_path: Path) -> None:
     assert json.loads(result.stdout) == {"changes": [], "calls_pruned": 0}
 
 
+async def test_reindex_into_a_file_or_pipe_writes_its_one_result_line_and_no_progress(tmp_path: Path) -> None:
+    env = env_for(tmp_path)
+    async with Workbench(load_config(None, environ=env)) as workbench:
+        await workbench.craft(add_tool("adder"))
+    result = run_awb(tmp_path, "reindex", env=env)
+    assert result.returncode == 0, result.stderr
+    # No empty line left by a progress bar that had no terminal to draw on, on either stream.
+    assert result.stdout.splitlines() == [result.stdout.strip()] and result.stdout.startswith("reindexed 1 tools")
+    assert result.stderr == ""
+
+
 async def test_maintain_prunes_every_tools_call_history_to_what_the_config_keeps(tmp_path: Path) -> None:
     env = env_for(tmp_path, AWB_MEMORY__CALLS_KEPT_PER_TOOL="2", AWB_MEMORY__MAINTENANCE_EVERY_CALLS="0")
     async with Workbench(load_config(None, environ=env)) as workbench:
