@@ -62,3 +62,10 @@ def test_a_tool_command_on_a_postgresql_inventory_never_looks_for_the_sqlite_fil
     line = assert_one_error_line(run_awb(tmp_path, "inventory", "inspect", "adder", env=env), "config_invalid")
     assert "cannot reach the inventory at postgresql://" in line
     assert _tree(tmp_path) == []
+
+
+@pytest.mark.parametrize("days", ["-5", "nan", "1e9"])
+def test_purge_with_days_out_of_range_is_one_usage_line_naming_the_option(tmp_path: Path, days: str) -> None:
+    line = assert_one_error_line(run_awb(tmp_path, "inventory", "purge", "--archived-before", days), "usage_error")
+    assert "--archived-before takes a number of days from 0 to 36500" in line
+    assert _tree(tmp_path) == []

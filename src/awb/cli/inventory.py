@@ -67,11 +67,8 @@ def _summary_rows(tools: list[ToolSummary]) -> list[tuple[Any, ...]]:
 
 
 def _read(config_path: Path | None, as_json: bool, tool: str | None = None) -> Any:
-    """The config for a command, or None (said on stderr) when there is no inventory to read.
-
-    With `tool`, for any command on one tool (a look or a change): where there is no inventory there is
-    no such tool, said in one line, and none is created (a mistyped `--config` or `inventory_path`
-    would otherwise leave a new, empty inventory, and its folders, behind)."""
+    """The config for a command, or None (said on stderr) when there is no inventory to read. With `tool`
+    (a look at or a change to one tool), no inventory is no such tool: one line, and none is created."""
     config = config_for(config_path, as_json)
     if tool is not None:
         missing = absent_inventory(config)
@@ -357,6 +354,11 @@ def inventory_purge(
     """Remove archived and/or deleted tools for good, with their versions and call records."""
     if archived_before is None and not deleted:
         fail(UsageError("say what to purge: --archived-before DAYS, --deleted, or both"), as_json)
+    from awb.forget import MAX_PURGE_DAYS
+
+    if archived_before is not None and not 0 <= archived_before <= MAX_PURGE_DAYS:  # NaN too; named as typed
+        days = f"from 0 to {MAX_PURGE_DAYS} (got {archived_before:g})"
+        fail(UsageError(f"--archived-before takes a number of days {days}"), as_json)
     config = config_for(config_path, as_json)
 
     def plan(wb: Workbench) -> Any:
