@@ -186,6 +186,9 @@ def _serve_http(config: Config, started: float) -> None:
             pid_file.write(
                 ServerRecord(pid=os.getpid(), transport="http", host=config.host, port=port, inventory=inventory)
             )
+            # The inventory before the banner: one that cannot be opened is the start-up's one error line,
+            # not a second line after URLs that were never going to be served.
+            workbench = Workbench(config, store=open_store(config))
             # Plain lines, not `note`: the server prints nothing else through rich, and loading it for
             # these two costs start-up ~50 ms (a path with "[" in it is not taken for markup either).
             sys.stderr.write(
@@ -194,7 +197,6 @@ def _serve_http(config: Config, started: float) -> None:
                 f"awb: web panel on {http_url(config.host, port)}\n"
             )
             sys.stderr.flush()
-            workbench = Workbench(config, store=open_store(config))
             anyio.run(serve_http, workbench, sock, started)
         finally:
             sock.close()
