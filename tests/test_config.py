@@ -111,6 +111,28 @@ def test_a_section_can_be_set_as_json_from_the_environment() -> None:
     assert config.host == "0.0.0.0"
 
 
+@pytest.mark.parametrize(
+    ("variable", "value", "shape"),
+    [
+        ("AWB_ALLOWED_HOSTS", "db.internal:*", "a list"),
+        ("AWB_SANDBOX__GRANTS", "reader=/srv/data", "an object"),
+        ("AWB_MEMORY", "{", "an object"),
+    ],
+)
+def test_an_environment_value_that_is_not_the_json_its_field_needs_is_a_config_error_naming_the_variable(
+    variable: str, value: str, shape: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, environ={variable: value, "AWB_CONFIG": ""})
+    assert caught.value.message.startswith(f"{variable} must be {shape} written as JSON")
+    assert caught.value.details["variable"] == variable
+
+
+def test_a_field_that_also_takes_text_reads_any_value_from_the_environment() -> None:
+    # `mcp_servers` is a map or a path to a file holding one: plain text is a path, not bad JSON.
+    assert load_config(None, environ={"AWB_MCP_SERVERS": "servers.json"}).mcp_servers == "servers.json"
+
+
 def test_a_config_built_in_code_never_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWB_PORT", "9300")
     assert Config().port == 7777

@@ -1,12 +1,10 @@
 """The workbench's one configuration: `awb.config.json`, every field defaulted, `AWB_*` overrides.
 
-Lookup order: defaults < config file < environment. `AWB_PORT=8000` sets `port`;
-`AWB_MEMORY__PROMOTION_THRESHOLD_MEDIUM=3` sets a nested field (double underscore). The environment is
-read by pydantic-settings and only for names that are fields: any other `AWB_*` variable (a shell's,
-another tool's) is ignored, never an error; `awb doctor` lists them. pydantic-settings is imported only
-when such a variable is set: `Config` is a plain model, so a command that reads the config without them
-(most `awb` runs) does not pay the ~0.05-0.1 s its import costs. Relative paths are resolved
-against the config file's folder (or the working directory).
+Lookup order: defaults < config file < environment (`awb.config_env`: `AWB_PORT=8000` sets `port`,
+`AWB_MEMORY__PROMOTION_THRESHOLD_MEDIUM=3` a nested field). `Config` is a plain model, and
+pydantic-settings is imported only when an `AWB_*` variable names a field, so a command that reads the
+config without one (most `awb` runs) does not pay the ~0.05-0.1 s its import costs. Relative paths are
+resolved against the config file's folder (or the working directory).
 
 Adding a field is one line in `Config` (or a section): the file, the environment, `awb init`'s
 default file and the doctor's list of known names all follow from the model.
@@ -22,17 +20,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, StringConstraints, ValidationError, field_validator
 
+from awb import config_env
 from awb.errors import ConfigError
 from awb.meta_tools import ToolNames
 from awb.text import cap_text
 
 CONFIG_FILENAME = "awb.config.json"
-ENV_PREFIX = "AWB_"
-ENV_NESTED_DELIMITER = "__"
-#: A variable's value that is JSON's null, as in the file: `AWB_SEARCH__EMBEDDING_PROVIDER=null`.
-ENV_NULL = "null"
-#: `AWB_*` names the workbench reads that are not config fields.
-ENV_NOT_FIELDS = frozenset({"AWB_CONFIG", "AWB_AGENTS_DIR"})
 #: Names of knowledge bases (`blueprints.knowledge`), as a blueprint's `heart.knowledge.knowledge_base` names them.
 KNOWLEDGE_NAME = r"^[A-Za-z][A-Za-z0-9_-]{0,39}$"
 
@@ -274,54 +267,9 @@ def _format_validation_error(err: ValidationError, source: str) -> ConfigError:
     return ConfigError(f"invalid configuration in {source}: " + "; ".join(problems), fields=fields)
 
 
-def _known_env_names() -> set[str]:
-    """Every `AWB_*` name that sets a field: top-level fields, sections as JSON, and section fields."""
-    names = set(ENV_NOT_FIELDS)
-    for name, field in Config.model_fields.items():
-        key = f"{ENV_PREFIX}{name.upper()}"
-        names.add(key)
-        section = field.annotation
-        if isinstance(section, type) and issubclass(section, BaseModel):
-            names.update(f"{key}{ENV_NESTED_DELIMITER}{sub.upper()}" for sub in section.model_fields)
-    return names
-
-
 def unknown_env_names(environ: Mapping[str, str] | None = None) -> list[str]:
     """`AWB_*` variables that are not configuration: ignored, listed by `awb doctor` as a warning."""
-    environ = os.environ if environ is None else environ
-    known = _known_env_names()
-    return sorted(key for key in environ if key.upper().startswith(ENV_PREFIX) and key.upper() not in known)
-
-
-def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
-    """The fields the environment sets, parsed by pydantic-settings; unknown names never reach it."""
-    fields = _known_env_names() - ENV_NOT_FIELDS
-    known = {key: value for key, value in environ.items() if key.upper() in fields}
-    if not known:
-        return {}
-    from pydantic_settings import EnvSettingsSource
-
-    class MappingEnvSource(EnvSettingsSource):
-        """pydantic-settings' environment source over the given mapping, for the plain model `Config`."""
-
-        def _load_env_vars(self) -> Mapping[str, str | None]:
-            return {key.lower(): None if value == ENV_NULL else value for key, value in known.items()}
-
-    source = MappingEnvSource(
-        Config,  # type: ignore[arg-type]  # a BaseModel: the source reads only its fields and model_config
-        case_sensitive=False,
-        env_prefix=ENV_PREFIX,
-        env_nested_delimiter=ENV_NESTED_DELIMITER,
-        env_parse_none_str=ENV_NULL,
-    )
-    overrides = source()
-    # The source leaves a top-level field that is null out (as if unset); it is null, as in the file:
-    # `AWB_PORT=null` is refused like `"port": null`, not quietly the default.
-    for key, value in known.items():
-        name = key.upper().removeprefix(ENV_PREFIX).lower()
-        if value == ENV_NULL and ENV_NESTED_DELIMITER not in name:
-            overrides.setdefault(name, None)
-    return overrides
+    return config_env.unknown_env_names(Config, os.environ if environ is None else environ)
 
 
 def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -378,7 +326,7 @@ def config_from(data: dict[str, Any], file: Path | None, environ: Mapping[str, s
     whether or not the file is written yet: `awb init` checks what it will write before writing it."""
     environ = os.environ if environ is None else environ
     source = "defaults" if file is None else str(file)
-    overrides = _env_overrides(environ)
+    overrides = config_env.env_overrides(Config, environ)
     if overrides:
         source = f"{source} + AWB_* environment"
     try:

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 import awb
 from awb.agents.cli import agents_app, artificer_app
-from clitools import run_awb
+from clitools import assert_one_error_line, run_awb, run_program
 
 from .agent_fixtures import FakeProvider
 
@@ -188,6 +188,22 @@ def test_artificer_agents_runs_an_agent_found_by_dotted_path(
     )
     assert outcome.exit_code == 0, outcome.output
     assert json.loads(outcome.stdout)["output"] == {"text": "hi"}
+
+
+def test_the_artificer_executable_speaks_as_awb_does_plain_help_and_one_line_errors(tmp_path: Path) -> None:
+    artificer = str(Path(sys.executable).parent / "artificer")
+    for args in (["--help"], ["-h"], ["agents", "--help"]):
+        shown = run_program([artificer, *args], tmp_path)
+        assert shown.returncode == 0 and "Usage: artificer" in shown.stdout, (args, shown.stderr)
+        # No rich boxes, no `<bool>` metavars, no shell-completion options: as `awb --help`.
+        assert "<bool>" not in shown.stdout and "completion" not in shown.stdout and "╭" not in shown.stdout
+    missing = run_program([artificer, "agents"], tmp_path)
+    assert "Missing argument 'agent'" in assert_one_error_line(missing, "usage_error")
+    assert "artificer agents --help" in missing.stderr and missing.returncode == 2
+    as_json = run_program([artificer, "agents", "nope", "x", "--json"], tmp_path)
+    assert json.loads(as_json.stderr)["error"]["code"] == "config_invalid" and as_json.returncode == 2
+    debug = run_program([artificer, "agents", "nope", "x", "--debug"], tmp_path)
+    assert debug.stderr.splitlines()[1].strip().startswith("path: ")  # --debug adds the details, as in awb
 
 
 def test_unfinished_run_prints_its_result_and_exits_1(fake_provider: FakeProvider) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from typer.testing import CliRunner
 
 from api.fakes import FakeServer, answer, serving
 from awb.cli.main import app
+from clitools import assert_one_error_line, clean_env, run_awb
 
 runner = CliRunner()
 
@@ -145,3 +147,15 @@ def test_a_yaml_syntax_error_is_one_line(workdir: Path) -> None:
     assert result.exit_code == 2
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("error (blueprint_invalid): s.yaml is not valid YAML: ")
+
+
+def test_a_run_without_a_provider_key_names_what_to_set_and_no_option_the_command_lacks(tmp_path: Path) -> None:
+    (tmp_path / "good.yaml").write_text(yaml.safe_dump(GOOD), encoding="utf-8")
+    env = {k: v for k, v in clean_env().items() if not k.startswith(("OPENAI_", "ANTHROPIC_"))}
+    line = assert_one_error_line(run_awb(tmp_path, "blueprints", "run", "good.yaml", "hello", env=env), "model_error")
+    assert "OPENAI_API_KEY is not set" in line and "OPENAI_BASE_URL" in line
+    # `awb blueprints run` (like the REST API) takes no --base-url: an option the message names is one
+    # of this command's, or the message says which commands take it.
+    help_text = run_awb(tmp_path, "blueprints", "run", "--help").stdout
+    for option in re.findall(r"--[a-z][a-z-]*", line):
+        assert option in help_text or "awb agents run" in line, (option, line)

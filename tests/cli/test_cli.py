@@ -178,11 +178,13 @@ def _groups(command: Any, path: str = "awb") -> list[tuple[str, Any]]:
     return found
 
 
-def test_every_help_lists_every_subcommand_and_shows_no_type_metavar_for_flags(tmp_path: Path) -> None:
+def test_every_help_lists_every_subcommand_and_shows_no_type_metavar_for_flags_or_lists(tmp_path: Path) -> None:
     for path, command in _groups(typer.main.get_command(app)):
         shown = run_awb(tmp_path, *path.split()[1:], "--help")
         assert shown.returncode == 0, (path, shown.stderr)
         assert "<bool>" not in shown.stdout, path
+        # Nor a Python type as a metavar (`--server <list[str]>`): a value's form, as a person types it.
+        assert re.search(r"<\w+\[", shown.stdout) is None, (path, shown.stdout)
         subcommands = list(getattr(command, "commands", {}))
         # The group's own help sentence (what its parent's listing shows) names every subcommand.
         missing = [name for name in subcommands if not re.search(rf"\b{name}\b", command.help or "")]
@@ -240,6 +242,17 @@ def test_maintain_reports_what_it_moved(tmp_path: Path) -> None:
     result = run_awb(tmp_path, "maintain", "--json", env=env_for(tmp_path))
     assert result.returncode == 0
     assert json.loads(result.stdout) == {"changes": [], "calls_pruned": 0}
+
+
+async def test_reindex_into_a_file_or_pipe_writes_its_one_result_line_and_no_progress(tmp_path: Path) -> None:
+    env = env_for(tmp_path)
+    async with Workbench(load_config(None, environ=env)) as workbench:
+        await workbench.craft(add_tool("adder"))
+    result = run_awb(tmp_path, "reindex", env=env)
+    assert result.returncode == 0, result.stderr
+    # No empty line left by a progress bar that had no terminal to draw on, on either stream.
+    assert result.stdout.splitlines() == [result.stdout.strip()] and result.stdout.startswith("reindexed 1 tools")
+    assert result.stderr == ""
 
 
 async def test_maintain_prunes_every_tools_call_history_to_what_the_config_keeps(tmp_path: Path) -> None:

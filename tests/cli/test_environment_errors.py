@@ -23,6 +23,18 @@ def test_a_config_path_that_is_a_folder_is_one_config_error_line(tmp_path: Path)
     assert result.returncode == 2
 
 
+def test_an_environment_value_that_is_not_json_is_one_config_error_line_naming_the_variable(tmp_path: Path) -> None:
+    env = clean_env(AWB_ALLOWED_HOSTS="db.internal:*")
+    result = run_awb(tmp_path, "inventory", "list", env=env)
+    assert "AWB_ALLOWED_HOSTS must be a list written as JSON" in assert_one_error_line(result, "config_invalid")
+    assert result.returncode == 2
+    as_json = run_awb(tmp_path, "inventory", "list", "--json", env=env)
+    assert json.loads(as_json.stderr)["error"]["details"]["variable"] == "AWB_ALLOWED_HOSTS"
+    doctor = run_awb(tmp_path, "doctor", "--quick", "--json", env=env)
+    config_row = next(c for c in json.loads(doctor.stdout)["checks"] if c["check"] == "config")
+    assert doctor.returncode == 1 and not config_row["ok"] and "AWB_ALLOWED_HOSTS" in config_row["detail"]
+
+
 def test_a_config_file_that_is_not_utf8_is_one_config_error_line_and_a_byte_order_mark_is_read(
     tmp_path: Path,
 ) -> None:

@@ -36,3 +36,11 @@ def test_an_init_over_an_unreadable_inventory_writes_no_config_and_the_retry_suc
     retried = run_awb(tmp_path, "init")
     assert retried.returncode == 0, retried.stderr
     _initialised(tmp_path)
+
+
+def test_an_init_into_a_file_is_one_usage_error_line_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("not a folder\n", encoding="utf-8")
+    result = run_awb(tmp_path, "init", "notes.txt")
+    line = assert_one_error_line(result, "usage_error")
+    assert result.returncode == 2 and "notes.txt is a file, not a directory" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]

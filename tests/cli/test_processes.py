@@ -189,6 +189,15 @@ def test_a_port_in_use_is_one_error_line(tmp_path: Path) -> None:
     assert not pid_file(root).exists()
 
 
+def test_an_inventory_that_cannot_be_opened_is_one_error_line_with_no_banner_before_it(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    (root / "not-a-db").write_text("this is not a database\n" * 100)
+    result = run_awb(root, "start", "--transport", "http", "--port", "0", "--inventory", str(root / "not-a-db"))
+    # The server announces its URLs only once it can serve them.
+    assert "cannot open the inventory" in assert_one_error_line(result, "inventory_unreadable")
+    assert not pid_file(root).exists()
+
+
 @pytest.mark.parametrize(
     ("args", "code", "said"),
     [

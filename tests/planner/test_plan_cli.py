@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -98,3 +99,22 @@ def test_a_configuration_error_is_one_line_and_json_only_when_asked(tmp_path: Pa
     assert line.stderr.startswith("error (config_invalid): ") and len(line.stderr.strip().splitlines()) == 1
     as_json = subprocess.run([*command, "--json"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
     assert as_json.returncode == 2 and json.loads(as_json.stderr)["error"]["code"] == "config_invalid"
+
+
+def test_the_readmes_servers_file_and_plan_command_run_as_written_from_the_clone_with_the_venv_active(
+    tmp_path: Path, fake_provider: FakeProvider
+) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    command_at = readme.index('awb plan "Add up my billing invoices and tell #finance" --servers servers.json')
+    servers_block = readme[readme.rindex("```json\n", 0, command_at) + len("```json\n") : command_at]
+    servers = json.loads(servers_block[: servers_block.index("```")])
+    (tmp_path / "servers.json").write_text(json.dumps(servers))
+    fake_provider.reply(openai_calls(("run_code", json.dumps({"code": PLAN}))))
+    fake_provider.reply(openai_calls(("done", json.dumps({"summary": "posted", "data": None}))))
+    # The venv active: its bin first on PATH, so the file's `python` is the venv's; run in the clone.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AWB_"))}
+    env.update(OPENAI_BASE_URL=fake_provider.url, PATH=f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}")
+    line = readme[command_at : readme.index("\n", command_at)].replace("servers.json", str(tmp_path / "servers.json"))
+    done = subprocess.run(shlex.split(line), capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["budget_usage"]["tool_calls"] == 2

@@ -107,7 +107,10 @@ def run_command(
     input: Annotated[str, typer.Argument(help="JSON input, or a plain string for single-field inputs.")],
     model: Annotated[str | None, typer.Option(help="Model spec, e.g. openai:gpt-4o-mini.")] = None,
     base_url: Annotated[str | None, typer.Option(help="Provider base URL (vLLM, Ollama, ...).")] = None,
-    server: Annotated[list[str] | None, typer.Option(help="MCP server NAME=COMMAND-or-URL; repeatable.")] = None,
+    server: Annotated[
+        list[str] | None,
+        typer.Option(metavar="<NAME=COMMAND-or-URL>", help="An MCP server, by name; repeatable."),
+    ] = None,
     servers: Annotated[
         Path | None, typer.Option("--servers", help='MCP servers file: {"mcpServers": {name: {command|url, ...}}}.')
     ] = None,
@@ -236,14 +239,21 @@ def list_command(agents_dir: ListedAgentsDir = None, as_json: JsonList = False) 
         typer.echo(visible(f"{name}: cannot import: {why}"), err=True)
 
 
-artificer_app = typer.Typer(help="Artificer: run typed agents (same as `awb agents run`).", no_args_is_help=True)
-artificer_app.command("agents", help="Run an agent: artificer agents <AgentName> '<input>'.")(run_command)
+def _artificer_app(args: list[str] | None = None) -> typer.Typer:
+    """`artificer`, built as `awb` is (`awb.cli.main.plain_app`): plain help, `-h`, no completion options."""
+    from awb.cli.main import plain_app
+
+    app = plain_app(name="artificer", help="Artificer: run typed agents (same as `awb agents run`).")
+    # The app's callback (its options) keeps `agents` a subcommand even though it is the only one.
+    app.command("agents", help="Run an agent: artificer agents <AgentName> '<input>'.")(run_command)
+    return app
 
 
-@artificer_app.callback()
-def _artificer() -> None:
-    """Keeps `agents` a subcommand even though it is the only one."""
+artificer_app = _artificer_app()
 
 
 def artificer_main() -> None:
-    artificer_app()
+    """The `artificer` console script: errors, usage mistakes included, are one line on stderr as `awb`'s are."""
+    from awb.cli.main import main
+
+    main(prog_name="artificer", build=_artificer_app)

@@ -1,7 +1,7 @@
 """`awb inventory ...`: look into the inventory and change what is equipped, current or kept.
 
 Listing commands (`list`, `search`, `inspect`, `versions`) only read: without an inventory they say so
-and create nothing. Ids are printed whole: tables never wrap an id column, and a pipe gets full lines.
+and create nothing; neither do the commands on one tool (`equip`, `delete`, ...), which find no tool there. Ids are printed whole: tables never wrap an id column, and a pipe gets full lines.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from awb.cli.common import (
     ConfigOption,
     JsonOption,
     ToolArgument,
+    absent_inventory,
     cli_names,
     config_for,
     inventory_missing,
@@ -66,12 +67,13 @@ def _summary_rows(tools: list[ToolSummary]) -> list[tuple[Any, ...]]:
 
 
 def _read(config_path: Path | None, as_json: bool, tool: str | None = None) -> Any:
-    """The config for a read-only command, or None (said on stderr) when there is no inventory to read."""
+    """The config for a command, or None (said on stderr) when there is no inventory to read. With `tool`
+    (a look at or a change to one tool), no inventory is no such tool: one line, and none is created."""
     config = config_for(config_path, as_json)
     if tool is not None:
-        # One error line, not the note and then the error: a tool cannot be found where nothing is.
-        if str(config.inventory_path) != ":memory:" and not config.inventory_path.exists():
-            fail(ToolNotFound(f"no tool {tool!r}: there is no inventory at {config.inventory_path}"), as_json)
+        missing = absent_inventory(config)
+        if missing is not None:
+            fail(ToolNotFound(f"no tool {tool!r}: there is no inventory at {missing}"), as_json)
         return config
     return None if inventory_missing(config, config_path) else config
 
@@ -285,7 +287,7 @@ def inventory_versions(tool: ToolArgument, config_path: ConfigOption = None, as_
 @inventory_app.command("equip")
 def inventory_equip(tool: ToolArgument, config_path: ConfigOption = None, as_json: JsonOption = False) -> None:
     """Equip a tool: running servers list it as its own MCP tool and notify their clients."""
-    config = config_for(config_path, as_json)
+    config = _read(config_path, as_json, tool)
     _print_equip(
         with_workbench(config, as_json, lambda wb: (wb.equip(tool, names=cli_names(config)), wb.equipped_tools())),
         as_json,
@@ -295,7 +297,7 @@ def inventory_equip(tool: ToolArgument, config_path: ConfigOption = None, as_jso
 @inventory_app.command("unequip")
 def inventory_unequip(tool: ToolArgument, config_path: ConfigOption = None, as_json: JsonOption = False) -> None:
     """Unequip a tool: it leaves the servers' tool lists but stays in the inventory."""
-    config = config_for(config_path, as_json)
+    config = _read(config_path, as_json, tool)
     _print_equip(with_workbench(config, as_json, lambda wb: (wb.unequip(tool), wb.equipped_tools())), as_json)
 
 
@@ -314,7 +316,7 @@ def _print_equip(outcome: Any, as_json: bool) -> None:
 @inventory_app.command("delete")
 def inventory_delete(tool: ToolArgument, config_path: ConfigOption = None, as_json: JsonOption = False) -> None:
     """Delete a tool (as awb_delete does): it can no longer be called; its record stays until purged."""
-    config = config_for(config_path, as_json)
+    config = _read(config_path, as_json, tool)
     record = with_workbench(config, as_json, lambda wb: wb.delete(tool))
     if as_json:
         print_json({"tool_id": record.tool_id, "name": record.name, "status": record.status})
@@ -330,7 +332,7 @@ def inventory_rollback(
     as_json: JsonOption = False,
 ) -> None:
     """Make an earlier version of a tool current again."""
-    config = config_for(config_path, as_json)
+    config = _read(config_path, as_json, tool)
     record = with_workbench(config, as_json, lambda wb: wb.rollback(tool, to_version))
     if as_json:
         print_json({"tool_id": record.tool_id, "name": record.name, "version": record.version})
@@ -352,12 +354,18 @@ def inventory_purge(
     """Remove archived and/or deleted tools for good, with their versions and call records."""
     if archived_before is None and not deleted:
         fail(UsageError("say what to purge: --archived-before DAYS, --deleted, or both"), as_json)
+    from awb.forget import MAX_PURGE_DAYS
+
+    if archived_before is not None and not 0 <= archived_before <= MAX_PURGE_DAYS:  # NaN too; named as typed
+        days = f"from 0 to {MAX_PURGE_DAYS} (got {archived_before:g})"
+        fail(UsageError(f"--archived-before takes a number of days {days}"), as_json)
     config = config_for(config_path, as_json)
 
     def plan(wb: Workbench) -> Any:
         return wb.purge(archived_before_days=archived_before, deleted=deleted, dry_run=True)
 
-    doomed = with_workbench(config, as_json, plan)
+    # No inventory, nothing to purge: none is created to find that out.
+    doomed = [] if absent_inventory(config) is not None else with_workbench(config, as_json, plan)
     if not doomed:
         if as_json:
             print_json({"purged": [], "count": 0})

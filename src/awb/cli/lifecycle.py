@@ -37,6 +37,8 @@ def init(
     from awb.config import config_from, default_config_data, default_config_json
 
     config_path = directory / CONFIG_FILENAME
+    if directory.exists() and not directory.is_dir():
+        fail(UsageError(f"{directory} is a file, not a directory: `awb init DIR` makes DIR a workbench"), as_json)
     if config_path.exists() and not force:
         fail(ConfigError(f"{config_path} already exists; use --force to overwrite it", path=str(config_path)), as_json)
     try:

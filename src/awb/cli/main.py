@@ -17,6 +17,7 @@ import copy
 import gc
 import os
 import sys
+from collections.abc import Callable
 from importlib import import_module
 from typing import Annotated, Any, Literal
 
@@ -64,21 +65,28 @@ def _root(
     output.DEBUG = output.DEBUG or debug
 
 
-def build_app(args: list[str] | None = None) -> typer.Typer:
-    """The `awb` app: every command, or with `args`, only the command they run (and its group's one
-    subcommand) when they name one. Anything else (help, an unknown name) gets the whole app, so
-    listings and typer's own errors are the same."""
+def plain_app(name: str, help: str) -> typer.Typer:
+    """A top-level app as every console script of awb's is built: plain help (no `<bool>` metavars, and
+    rich is not imported to print it), `-h`, `--version` and `--debug`, no shell-completion options, no
+    rich tracebacks."""
     app = typer.Typer(
-        name="awb",
-        help=HELP,
+        name=name,
+        help=help,
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
-        # Plain help: no `<bool>` metavars, and rich is not imported to print it.
         rich_markup_mode=None,
         context_settings=CONTEXT,
     )
     app.callback()(_root)
+    return app
+
+
+def build_app(args: list[str] | None = None) -> typer.Typer:
+    """The `awb` app: every command, or with `args`, only the command they run (and its group's one
+    subcommand) when they name one. Anything else (help, an unknown name) gets the whole app, so
+    listings and typer's own errors are the same."""
+    app = plain_app(name="awb", help=HELP)
     named, sub = (args[0], args[1:2]) if args and args[0] in ENTRIES else (None, [])
     for name, (kind, module, attribute) in ENTRIES.items():
         if named is not None and name != named:
@@ -113,16 +121,22 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _usage_error(error: typer.TyperException) -> UsageError:
+def _usage_error(error: typer.TyperException, prog_name: str) -> UsageError:
     ctx: Any = getattr(error, "ctx", None)
-    command = ctx.command_path if ctx is not None else "awb"
+    command = ctx.command_path if ctx is not None else prog_name
     return UsageError(f"{error.format_message()} (see `{command} --help`)")
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(
+    argv: list[str] | None = None,
+    *,
+    prog_name: str = "awb",
+    build: Callable[[list[str]], typer.Typer] = build_app,
+) -> None:
     """The `awb` console script: runs `app` and turns every error into one line (or JSON) on stderr.
 
-    `argv` None: the process's own command line, and the process ends with the command."""
+    `argv` None: the process's own command line, and the process ends with the command. `prog_name` and
+    `build` (the app for the arguments) serve another console script the same way (`artificer`)."""
     # One BLAS thread, as the search already asks once the model loads (awb.search.embeddings): numpy,
     # imported by any search, otherwise starts a thread per core that spins on import, ~65 ms of CPU
     # a command pays for and another process's core loses. An explicit setting wins.
@@ -135,16 +149,16 @@ def main(argv: list[str] | None = None) -> None:
         output.DEBUG = True
         args = ["--debug", *[a for a in args if a != "--debug"]]
     as_json = "--json" in args
-    command = typer.main.get_command(build_app([a for a in args if a != "--debug"]))
+    command = typer.main.get_command(build([a for a in args if a != "--debug"]))
     try:
-        code = command.main(args, prog_name="awb", standalone_mode=False)
+        code = command.main(args, prog_name=prog_name, standalone_mode=False)
     except typer.TyperException as error:
         ctx: Any = getattr(error, "ctx", None)
         if type(error).__name__ == "NoArgsIsHelpError" and ctx is not None:
             # `awb inventory` alone: the group's help, as `no_args_is_help` promises.
             typer.echo(ctx.get_help())
         else:
-            output.report_error(_usage_error(error), as_json)
+            output.report_error(_usage_error(error, prog_name), as_json)
         code = 2
     except typer.Abort:
         typer.echo("aborted", err=True)

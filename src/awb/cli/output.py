@@ -53,6 +53,11 @@ def _console(stderr: bool) -> Console:
     return _consoles[stderr]
 
 
+def progress_console() -> Console:
+    """Where progress bars go: stderr, so stdout carries only the command's result."""
+    return _console(stderr=True)
+
+
 #: What a write to a full or failing output raises (a pipe whose reader went away is `BrokenPipeError`).
 _OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EBADF})
 

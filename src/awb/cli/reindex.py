@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from awb.cli.common import inventory_missing
-from awb.cli.output import fail, print_json, say
+from awb.cli.output import fail, print_json, progress_console, say
 from awb.config import load_config
 from awb.errors import AwbError, Unavailable
 from awb.search.embeddings import EmbedderUnavailable
@@ -41,7 +41,10 @@ def reindex_command(config_path: Path | None, json_output: bool) -> None:
             if stale:
                 say(f"model changed: vectors from {', '.join(stale)} are replaced by {before.model_id}")
             columns = (TextColumn("embedding tools"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-            with Progress(*columns, transient=True) as progress:
+            # On stderr, and only on a terminal: a bar has nothing to say to a file or a pipe, and rich
+            # would leave an empty line on stdout there.
+            console = progress_console()
+            with Progress(*columns, transient=True, console=console, disable=not console.is_terminal) as progress:
                 task = progress.add_task("reindex", total=None)
                 written = engine.reindex(lambda done, total: progress.update(task, completed=done, total=total))
         after = engine.status()

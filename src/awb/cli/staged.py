@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from awb.cli.common import ConfigOption, JsonOption, config_for, inventory_missing, open_store
+from awb.cli.common import ConfigOption, JsonOption, absent_inventory, config_for, inventory_missing, open_store
 from awb.cli.output import print_code, print_text, report_error, say, table
 from awb.errors import AwbError, InvalidParams
 from awb.sandbox import staging
@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 staged_app = typer.Typer(
     help="Review, apply or discard the writes tools staged: list, show, apply, discard.", no_args_is_help=True
 )
+
+
+StagedId = Annotated[int, typer.Argument(help="The staged write's id, as `awb staged list` shows it.")]
 
 
 def _store(config_path: Path | None, as_json: bool, *, read_only: bool = False) -> SQLiteStore | None:
@@ -99,12 +102,21 @@ def _listed(store: SQLiteStore, status: str) -> tuple[list[staging.StagedWrite],
     return writes, names
 
 
+def _store_holding(staged_id: int, config_path: Path | None, as_json: bool) -> SQLiteStore:
+    """The inventory for a command on one staged write. Where there is none there is no such write: one
+    error line, and no inventory (nor its folders) created by a mistyped `--config` or path."""
+    missing = absent_inventory(config_for(config_path, as_json))
+    if missing is not None:
+        raise _fail(InvalidParams(f"no staged write #{staged_id}: there is no inventory at {missing}"), as_json)
+    store = _store(config_path, as_json)
+    assert store is not None
+    return store
+
+
 @staged_app.command("show")
-def show_command(staged_id: int, config: ConfigOption = None, as_json: JsonOption = False) -> None:
+def show_command(staged_id: StagedId, config: ConfigOption = None, as_json: JsonOption = False) -> None:
     """Show one staged write with its content."""
-    store = _store(config, as_json, read_only=True)
-    if store is None:
-        raise _fail(InvalidParams(f"no staged write #{staged_id}: there is no inventory yet"), as_json)
+    store = _store_holding(staged_id, config, as_json)
     try:
         write = staging.get_staged(store, staged_id)
         name = _tool_names(store, [write])[write.tool_id]
@@ -126,8 +138,7 @@ def show_command(staged_id: int, config: ConfigOption = None, as_json: JsonOptio
 
 def _change(action: str, staged_id: int, config_path: Path | None, as_json: bool, force: bool = False) -> None:
     config = config_for(config_path, as_json)
-    store = _store(config_path, as_json)
-    assert store is not None
+    store = _store_holding(staged_id, config_path, as_json)
     from awb.config import find_config_file
 
     config_file = find_config_file(config_path)
@@ -149,7 +160,7 @@ def _change(action: str, staged_id: int, config_path: Path | None, as_json: bool
 
 @staged_app.command("apply")
 def apply_command(
-    staged_id: int,
+    staged_id: StagedId,
     config: ConfigOption = None,
     as_json: JsonOption = False,
     force: Annotated[
@@ -162,6 +173,6 @@ def apply_command(
 
 
 @staged_app.command("discard")
-def discard_command(staged_id: int, config: ConfigOption = None, as_json: JsonOption = False) -> None:
+def discard_command(staged_id: StagedId, config: ConfigOption = None, as_json: JsonOption = False) -> None:
     """Drop a staged write without writing anything."""
     _change("discard", staged_id, config, as_json)

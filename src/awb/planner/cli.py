@@ -23,7 +23,10 @@ def plan_command(
     servers: Annotated[
         Path | None, typer.Option("--servers", help='MCP servers file: {"mcpServers": {name: {command|url, ...}}}.')
     ] = None,
-    server: Annotated[list[str] | None, typer.Option(help="MCP server NAME=COMMAND-or-URL; repeatable.")] = None,
+    server: Annotated[
+        list[str] | None,
+        typer.Option(metavar="<NAME=COMMAND-or-URL>", help="An MCP server, by name; repeatable."),
+    ] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="Path to awb.config.json.")] = None,
     mode: Annotated[str, typer.Option(help="auto (model chooses), direct (no plans) or code.")] = "auto",
     search_mode: Annotated[

@@ -41,9 +41,11 @@ def needs_key(api_key: str | None, base_url: str, hosted: str, provider: str) ->
     if api_key or base_url.rstrip("/") != hosted.rstrip("/"):
         return None
     prefix = provider.upper()
+    # Said in every face (REST, blueprints, agents, the planner): the variable works in all of them, the
+    # option only where the command has it.
     return (
         f"{prefix}_API_KEY is not set: the {provider} API needs it (a compatible server of your own may not: "
-        f"give its URL with --base-url or {prefix}_BASE_URL)"
+        f"give its URL in {prefix}_BASE_URL, or with --base-url to `awb agents run` or `awb plan`)"
     )
 
 
