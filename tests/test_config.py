@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from awb.config import Config, default_config_json, load_config, unknown_env_names, with_overrides
-from awb.errors import ConfigError
+from awb.errors import ConfigError, UsageError
 
 
 def test_every_field_has_the_documented_default() -> None:
@@ -139,9 +139,11 @@ def test_a_config_built_in_code_never_reads_the_environment(monkeypatch: pytest.
     assert load_config(None).port == 9300
 
 
-def test_command_line_overrides_are_validated_like_the_file() -> None:
-    with pytest.raises(ConfigError, match=r"the command line: port: .*65535"):
+def test_command_line_overrides_are_validated_like_the_file_and_named_as_options() -> None:
+    with pytest.raises(UsageError, match=r"^--port: .*65535 \(got 70000\)"):
         with_overrides(Config(), port=70000)
+    with pytest.raises(UsageError, match=r"^--inventory: "):
+        with_overrides(Config(), inventory_path=7)
     assert with_overrides(Config(), port=0, host=None).port == 0
 
 

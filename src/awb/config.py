@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, StringConstraints, ValidationError, field_validator
 
 from awb import config_env
-from awb.errors import ConfigError
+from awb.errors import ConfigError, UsageError
 from awb.meta_tools import ToolNames
 from awb.text import cap_text
 
@@ -348,7 +348,17 @@ def with_overrides(config: Config, **overrides: Any) -> Config:
     try:
         return Config.model_validate({**config.model_dump(), **updates})
     except ValidationError as exc:
+        if all(item["loc"] and item["loc"][0] in updates for item in exc.errors()):
+            # The options as the person typed them, not the fields they set (`--port`, not `port`).
+            said = [
+                f"{_option(str(item['loc'][0]))}: {item['msg']} (got {item.get('input')!r})" for item in exc.errors()
+            ]
+            raise UsageError("; ".join(said), options=[_option(str(item["loc"][0])) for item in exc.errors()]) from None
         raise _format_validation_error(exc, "the command line") from exc
+
+
+def _option(field: str) -> str:
+    return "--inventory" if field == "inventory_path" else "--" + field.replace("_", "-")
 
 
 def default_config_data() -> dict[str, Any]:

@@ -251,7 +251,7 @@ async def test_reindex_into_a_file_or_pipe_writes_its_one_result_line_and_no_pro
     result = run_awb(tmp_path, "reindex", env=env)
     assert result.returncode == 0, result.stderr
     # No empty line left by a progress bar that had no terminal to draw on, on either stream.
-    assert result.stdout.splitlines() == [result.stdout.strip()] and result.stdout.startswith("reindexed 1 tools")
+    assert result.stdout.splitlines() == [result.stdout.strip()] and result.stdout.startswith("reindexed 1 tool with")
     assert result.stderr == ""
 
 

@@ -201,7 +201,7 @@ def test_an_inventory_that_cannot_be_opened_is_one_error_line_with_no_banner_bef
 @pytest.mark.parametrize(
     ("args", "code", "said"),
     [
-        (("--port", "70000"), "config_invalid", "port"),
+        (("--port", "70000"), "usage_error", "--port: Input should be less than or equal to 65535 (got 70000)"),
         (("--host", "not a host!"), "startup_failed", "not an IP address or a host name"),
         # TEST-NET-1 (RFC 5737): a valid address no interface has, refused by bind() without any traffic.
         (("--host", "192.0.2.1"), "startup_failed", "cannot listen on 192.0.2.1"),

@@ -64,4 +64,4 @@ def reindex_command(config_path: Path | None, json_output: bool) -> None:
     if json_output:
         print_json(report)
     else:
-        say(f"reindexed {written} tools with {after.model_id} in {seconds:.1f} s")
+        say(f"reindexed {written} tool{'' if written == 1 else 's'} with {after.model_id} in {seconds:.1f} s")
