@@ -470,3 +470,18 @@ async def test_inventory_versions_says_when_older_versions_were_removed(tmp_path
             await workbench.update("cli_adder", description=f"Add two numbers, version {n}")
     shown = run_awb(tmp_path, "inventory", "versions", "cli_adder", env=env).stdout
     assert "versions before 2 were removed (max_versions_per_tool)" in shown, shown
+
+
+@pytest.mark.parametrize(
+    ("command", "shown"),
+    [
+        (("start",), "--transport stdio|http"),
+        (("plan",), "--mode auto|direct|code"),
+        (("plan",), "--search-mode auto|text|hybrid"),
+        (("blueprints", "run"), "--target awb|agno"),
+    ],
+)
+def test_options_taking_one_of_a_few_words_show_the_words(tmp_path: Path, command: tuple[str, ...], shown: str) -> None:
+    result = run_awb(tmp_path, *command, "--help")
+    assert result.returncode == 0, result.stderr
+    assert shown in result.stdout

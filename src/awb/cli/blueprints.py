@@ -98,7 +98,9 @@ def run_command(
     source: Annotated[str, typer.Argument(help="Blueprint file, or the id of a saved blueprint.")],
     message: Annotated[str, typer.Argument(help="The message to the agent.")],
     session_id: Annotated[str | None, typer.Option("--session-id", help="Continue this session.")] = None,
-    target: Annotated[str, typer.Option(help="awb (this runtime) or agno (needs the agno extra).")] = "awb",
+    target: Annotated[
+        str, typer.Option(metavar="awb|agno", help="awb (this runtime) or agno (needs the agno extra).")
+    ] = "awb",
     config_path: ConfigOption = None,
     as_json: Annotated[bool, typer.Option("--json", help='Errors as {"error": {...}} on stderr.')] = False,
 ) -> None:

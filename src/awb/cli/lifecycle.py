@@ -92,7 +92,9 @@ def start(
         int | None, typer.Option(help="Port for --transport http (default 7777; 0 = any free port).")
     ] = None,
     host: Annotated[str | None, typer.Option(help="Address for --transport http (default 127.0.0.1).")] = None,
-    transport: Annotated[str, typer.Option(help="stdio (for MCP clients that spawn awb) or http.")] = "stdio",
+    transport: Annotated[
+        str, typer.Option(metavar="stdio|http", help="stdio (for MCP clients that spawn awb) or http.")
+    ] = "stdio",
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Debug logging: every request with its time, start-up steps.")
     ] = False,

@@ -28,9 +28,15 @@ def plan_command(
         typer.Option(metavar="<NAME=COMMAND-or-URL>", help="An MCP server, by name; repeatable."),
     ] = None,
     config: Annotated[Path | None, typer.Option("--config", "-c", help="Path to awb.config.json.")] = None,
-    mode: Annotated[str, typer.Option(help="auto (model chooses), direct (no plans) or code.")] = "auto",
+    mode: Annotated[
+        str, typer.Option(metavar="auto|direct|code", help="auto (model chooses), direct (no plans) or code.")
+    ] = "auto",
     search_mode: Annotated[
-        str, typer.Option(help="Tool ranking: auto (hybrid when the embed extra is installed), text or hybrid.")
+        str,
+        typer.Option(
+            metavar="auto|text|hybrid",
+            help="Tool ranking: auto (hybrid when the embed extra is installed), text or hybrid.",
+        ),
     ] = "auto",
     max_steps: Annotated[int, typer.Option(help="Most model turns.")] = 10,
     max_tool_calls: Annotated[int, typer.Option(help="Most tool calls, plans' included.")] = 30,
