@@ -65,6 +65,10 @@ class Worker:
             self.sock.close()
 
 
+#: The exit status a worker is given when its zygote died (workers die with it, unreported).
+ZYGOTE_GONE = -1
+
+
 @dataclass
 class Zygote:
     """The zygote process and its control socket; `on_readable` (an event-loop reader) settles the
@@ -142,6 +146,12 @@ class Zygote:
             if not future.done():
                 future.set_exception(error)
         self.spawns.clear()
+        # Its workers die with it and no one is left to report how: each is told at once, so a call
+        # on one fails now rather than after EXIT_STATUS_WAIT_S, and the pool skips the others.
+        for exited in self.exits.values():
+            if not exited.done():
+                exited.set_result((ZYGOTE_GONE, False))
+        self.exits.clear()
 
     async def spawn(self) -> Worker:
         if self.dead:

@@ -30,7 +30,7 @@ from awb.sandbox.base import Execution, ExecutionSlots, HostFunctions, Limits
 from awb.sandbox.cpython import lockdown
 from awb.sandbox.cpython.cgroups import oom_killed_at
 from awb.sandbox.cpython.endings import error_for_status, own_claims_only
-from awb.sandbox.cpython.handles import SPAWN_TIMEOUT_S, Worker, Zygote, start_zygote
+from awb.sandbox.cpython.handles import SPAWN_TIMEOUT_S, ZYGOTE_GONE, Worker, Zygote, start_zygote
 from awb.sandbox.cpython.watch import (
     MAX_TOOL_THREADS,
     Watch,
@@ -103,6 +103,12 @@ class CPythonRuntime:
                 return
             if not sys.platform.startswith("linux"):
                 raise Unavailable("the cpython runtime needs Linux (seccomp, Landlock, namespaces)")
+            if self._zygote is not None:
+                log.warning("the cpython zygote exited; starting a new one")
+                while self._ready:  # forked by the dead zygote, they died with it
+                    self._ready.popleft().close()
+                dead, self._zygote = self._zygote, None
+                await asyncio.to_thread(dead.close)  # its socket, and its process reaped (a bounded wait)
             self._zygote = await start_zygote(self._python, self._grants, self._network_namespace)
             missing = [layer for layer in REQUIRED_LAYERS if not self._zygote.available.get(layer)]
             self._refusal = None
@@ -361,6 +367,8 @@ class CPythonRuntime:
             status, oom_killed = await asyncio.wait_for(asyncio.shield(worker.exited), EXIT_STATUS_WAIT_S)
         except TimeoutError:
             return ToolRuntimeError("the sandbox worker died")
+        if status == ZYGOTE_GONE:
+            return ToolRuntimeError("the sandbox worker died with the cpython zygote, which the next call restarts")
         return error_for_status(status, oom_killed, limits)
 
 
