@@ -6,6 +6,8 @@ The tool record always holds its current version; `tool_versions` holds the vers
 What `update` and `rollback` return is the record with `parent_version` the version current when the
 request came: a rollback to the version already current changes nothing, and returns `parent_version`
 equal to `version` (the record keeps its own).
+A deleted tool neither gains a version nor rolls back (`tool_deleted`), even when the delete comes from
+another server while the update is tested.
 Usage counters stay on the tool across versions; per-version usage and failures live on the versions.
 """
 
@@ -18,7 +20,7 @@ from pydantic import ValidationError
 from awb.clock import Clock
 from awb.config import Config
 from awb.crafting import CraftRequest
-from awb.errors import InvalidParams, NotEquippable, VersionConflict
+from awb.errors import InvalidParams, NotEquippable, ToolDeleted, VersionConflict
 from awb.events import Event, EventBus
 from awb.inventory.models import Example, Language, RuntimeName, Tool, ToolVersion
 from awb.inventory.store import Store
@@ -47,23 +49,33 @@ class Bench(Protocol):
     ) -> None: ...
 
 
-def _make_current(workbench: Bench, tool: Tool, fields: dict[str, Any], changed: str, *, stored: bool = False) -> None:
-    """Write `fields` as the tool's current version if `tool.version` still is current (compare-and-set),
-    and, with `stored`, if version `fields["version"]` is still kept (not pruned meanwhile); else
-    `VersionConflict`: `changed` says what happened, from `{based_on}` and `{current}`."""
+def _move_to(workbench: Bench, tool: Tool, fields: dict[str, Any]) -> None:
+    """Make the kept version `fields["version"]` current, only while `tool.version` still is current,
+    that version is still kept (an update elsewhere may prune it) and the tool is not deleted; else the
+    error that says which of these no longer holds."""
     store = workbench.store
-    cas = store.update_to_version if stored else store.update_if
-    if not cas(tool.tool_id, {"version": tool.version}, **fields):
-        kept = store.versions(tool.tool_id) if stored else []
-        if stored and all(v.version != fields["version"] for v in kept):
-            raise _no_version(tool, fields["version"], kept)
-        current = workbench.resolve(tool.tool_id, allow_deleted=True).version
-        raise VersionConflict(
-            f"tool {tool.name!r} " + changed.format(based_on=tool.version, current=current),
-            tool_id=tool.tool_id,
-            based_on=tool.version,
-            current=current,
-        )
+    if store.update_to_version(tool.tool_id, {"version": tool.version}, **fields):
+        return
+    now = workbench.resolve(tool.tool_id, allow_deleted=True)
+    if now.status == "deleted":
+        raise _deleted_meanwhile(tool, "rolled back")
+    kept = store.versions(tool.tool_id)
+    if all(v.version != fields["version"] for v in kept):
+        raise _no_version(tool, fields["version"], kept)
+    raise VersionConflict(
+        f"tool {tool.name!r} changed during the rollback: version {now.version} is current now, "
+        f"not {tool.version}; send the rollback again",
+        tool_id=tool.tool_id,
+        based_on=tool.version,
+        current=now.version,
+    )
+
+
+def _deleted_meanwhile(tool: Tool, action: str) -> ToolDeleted:
+    # A deleted tool neither gains a version nor moves to another: the delete that came first stands.
+    return ToolDeleted(
+        f"tool {tool.name!r} was deleted while it was {action}; it was not changed", tool_id=tool.tool_id
+    )
 
 
 def _no_version(tool: Tool, to_version: int, history: list[ToolVersion]) -> InvalidParams:
@@ -130,8 +142,35 @@ async def update(
     runtime = workbench.runtime_for(request.language, request.runtime)
     await workbench.admit_version(runtime, request.code, request.examples, request.output_schema)
     now = workbench.clock.now()
-    history = workbench.store.versions(tool.tool_id)
-    number = max((v.version for v in history), default=tool.version) + 1
+    # The store numbers the version and makes it current in one step, only while the version this update
+    # was built on and tested with is still current (fields left out are kept from it: two updates at
+    # once each kept the other's fields out) and the tool is not deleted meanwhile.
+    added = workbench.store.add_current_version(
+        tool.tool_id,
+        tool.version,
+        ToolVersion(
+            version=tool.version + 1,  # a guess: the store numbers it
+            code=request.code,
+            description=request.description,
+            input_schema=request.input_schema,
+            output_schema=request.output_schema,
+            examples=request.examples,
+            runtime=runtime.name,
+            created_at=now,
+        ),
+        keep=workbench.config.max_versions_per_tool,
+    )
+    if added.outcome in ("deleted", "gone"):
+        raise _deleted_meanwhile(tool, "updated")
+    if added.outcome == "changed":
+        raise VersionConflict(
+            f"tool {tool.name!r} changed while this update was tested: it was built on version {tool.version}, "
+            f"and version {added.number} is current now; send the update again",
+            tool_id=tool.tool_id,
+            based_on=tool.version,
+            current=added.number,
+        )
+    number = added.number
     fields: dict[str, Any] = {
         "version": number,
         "parent_version": tool.version,
@@ -143,29 +182,6 @@ async def update(
         "runtime": runtime.name,
         "updated_at": now,
     }
-    # Fields left out are kept from the version this update was built on and tested with: it becomes
-    # current only if that version still is (two updates at once each kept the other's fields out).
-    _make_current(
-        workbench,
-        tool,
-        fields,
-        "changed while this update was tested: it was built on version {based_on}, "
-        "and version {current} is current now; send the update again",
-    )
-    workbench.store.add_version(
-        tool.tool_id,
-        ToolVersion(
-            version=number,
-            code=request.code,
-            description=request.description,
-            input_schema=request.input_schema,
-            output_schema=request.output_schema,
-            examples=request.examples,
-            runtime=runtime.name,
-            created_at=now,
-        ),
-        keep=workbench.config.max_versions_per_tool,
-    )
     workbench.events.publish(
         Event("updated", tool.tool_id, {"version": number, "previous": tool.version, "equipped": tool.equipped})
     )
@@ -198,16 +214,9 @@ def rollback(workbench: Bench, ref: str, to_version: int) -> Tool:
         "runtime": target.runtime,
         "updated_at": now,
     }
-    # Another server (or the CLI) may move the tool between the read and this write: the rollback is
-    # from the version it read, or it is refused, as an update is.
-    _make_current(
-        workbench,
-        tool,
-        fields,
-        "changed during the rollback: version {current} is current now, not {based_on}; send the rollback again",
-        # An update elsewhere may prune the target meanwhile: it is made current only while it is kept.
-        stored=True,
-    )
+    # Another server (or the CLI) may move, prune or delete the tool between the read and this write:
+    # the rollback is from the version it read, or it is refused, as an update is.
+    _move_to(workbench, tool, fields)
     workbench.events.publish(
         Event(
             "updated",

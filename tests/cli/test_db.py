@@ -295,3 +295,38 @@ def test_db_status_and_migrate_name_a_url_libpq_cannot_read_as_a_config_error(tm
         error = json.loads(result.output)["error"]
         assert (result.exit_code, error["code"]) == (2, "config_invalid"), result.output
         assert "cannot reach the inventory" in error["message"] and "s3cret" not in result.output
+
+
+def test_db_status_refuses_a_postgres_schema_newer_than_this_awb(tmp_path: Path, clean_pg_url: str) -> None:
+    import psycopg
+
+    config = write_config(tmp_path, inventory_url=clean_pg_url)
+    assert runner.invoke(app, ["db", "migrate", "--config", str(config)]).exit_code == 0
+    newer = SCHEMA_VERSION + 1
+    with psycopg.connect(clean_pg_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO awb_migrations(version, name) VALUES (%s, 'from a newer awb')", (newer,))
+    try:
+        for command in (["db", "status"], ["db", "migrate"]):
+            result = runner.invoke(app, [*command, "--config", str(config), "--json"])
+            assert result.exit_code == 2, (command, result.output)
+            error = json.loads(result.output)["error"]
+            assert error["code"] == "config_invalid"
+            assert f"has schema {newer}, newer than this awb ({SCHEMA_VERSION})" in error["message"]
+        plain = runner.invoke(app, ["db", "status", "--config", str(config)])
+        assert plain.exit_code == 2 and "newer than this awb" in plain.output
+    finally:
+        with psycopg.connect(clean_pg_url, autocommit=True) as conn:
+            conn.execute("DELETE FROM awb_migrations WHERE version = %s", (newer,))
+
+
+def test_db_status_refuses_a_sqlite_schema_newer_than_this_awb(tmp_path: Path) -> None:
+    import sqlite3
+
+    from awb.inventory.sqlite import SCHEMA_VERSION as SQLITE_SCHEMA
+
+    config = write_config(tmp_path)
+    with sqlite3.connect(tmp_path / "inventory.db") as db:
+        db.execute(f"PRAGMA user_version = {SQLITE_SCHEMA + 1}")
+    result = runner.invoke(app, ["db", "status", "--config", str(config), "--json"])
+    assert result.exit_code == 2, result.output
+    assert "newer than this awb" in json.loads(result.output)["error"]["message"]

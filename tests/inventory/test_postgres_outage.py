@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import psycopg
@@ -211,3 +212,26 @@ def test_the_change_feed_says_once_that_it_lost_the_database_and_once_that_it_is
     assert [r.levelno for r in lost][:1] == [logging.WARNING]
     assert {r.levelno for r in lost[1:]} == {logging.DEBUG}
     assert all(r.exc_info is None for r in lost)  # a line, not a traceback a second
+
+
+def test_inventory_pool_wait_seconds_bounds_a_requests_wait_for_a_pooled_connection(
+    clean_pg_url: str, tmp_path: Path
+) -> None:
+    from contextlib import ExitStack
+
+    from awb.config import Config
+    from awb.errors import Unavailable
+    from awb.inventory.open import open_store
+    from awb.inventory.postgres_pool import POOL_MAX
+
+    config = Config(inventory_path=tmp_path / "unused.db", inventory_url=clean_pg_url, inventory_pool_wait_seconds=0.3)
+    store = open_store(config)
+    try:
+        assert isinstance(store, PostgresStore)
+        with ExitStack() as held:
+            for _ in range(POOL_MAX):  # every pooled connection busy
+                held.enter_context(store.connection())
+            with pytest.raises(Unavailable, match=r"no connection within 0\.3 s"):
+                store.count_active()
+    finally:
+        store.close()

@@ -33,7 +33,21 @@ def _load(config_path: Path | None, as_json: bool) -> Config:
 
 
 def store_status(config: Config) -> dict[str, Any]:
-    """Engine, location, schema (applied and expected), pending migrations and the vector search path."""
+    """Engine, location, schema (applied and expected), pending migrations and the vector search path;
+    `config_invalid` for a database migrated by a newer awb, which this awb refuses to open or migrate."""
+    status = _read_status(config)
+    if status["schema"] > status["schema_expected"]:
+        # "pending []" would read as up to date, yet `awb start` and `awb db migrate` refuse this database.
+        raise ConfigError(
+            f"inventory {status['location']} has schema {status['schema']}, newer than this awb "
+            f"({status['schema_expected']}): it was migrated by a newer awb; upgrade agent-workbench",
+            schema=status["schema"],
+            schema_expected=status["schema_expected"],
+        )
+    return status
+
+
+def _read_status(config: Config) -> dict[str, Any]:
     from awb.inventory.open import describe
     from awb.search.vector_index import SEARCH_PATH
 

@@ -11,7 +11,12 @@ def open_store(config: Config) -> Store:
     if config.inventory_url:
         from awb.inventory.postgres import PostgresStore
 
-        return PostgresStore(config.inventory_url, max_tools=config.max_tools, pgvector=config.search.pgvector)
+        return PostgresStore(
+            config.inventory_url,
+            max_tools=config.max_tools,
+            pgvector=config.search.pgvector,
+            pool_wait=config.inventory_pool_wait_seconds,
+        )
     from awb.inventory.sqlite import SQLiteStore
 
     return SQLiteStore(config.inventory_path)

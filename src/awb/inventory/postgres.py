@@ -9,8 +9,8 @@ own in-memory copy, kept in step by the change feed (awb.inventory.postgres_noti
 has pgvector: then they are mirrored into HNSW indexes that search asks (awb.inventory.postgres_vectors).
 
 Listing, search and vectors (awb.inventory.postgres_listing), calls, staged writes and the event
-journal (awb.inventory.postgres_records), and purges (awb.inventory.postgres_forget) are mixed into the
-store; rows map to records as in SQLite (awb.inventory.rows). The connection pool is set up in awb.inventory.postgres_pool.
+journal (awb.inventory.postgres_records), purges (awb.inventory.postgres_forget) and versions
+(awb.inventory.postgres_versions) are mixed into the store; rows map to records as in SQLite (awb.inventory.rows). The connection pool is set up in awb.inventory.postgres_pool.
 """
 
 from __future__ import annotations
@@ -30,21 +30,19 @@ from awb.inventory.postgres_pool import POOL_MAX, POOL_WAIT_SECONDS, connect, op
 from awb.inventory.postgres_records import CALLS_CACHED, PostgresRecords
 from awb.inventory.postgres_text import PostgresTextIndex
 from awb.inventory.postgres_vectors import PgVectorMirror, PgVectorSetting
+from awb.inventory.postgres_versions import INSERT_VERSION, PostgresVersions
 from awb.inventory.read_cache import MISSING, ReadCache
 from awb.inventory.rows import (
     SELECT_TOOLS,
-    VERSION_COLUMNS,
     chunks,
     field_values,
     first_version,
     inventory_full,
     maintainable_where,
     row_to_tool,
-    row_to_version,
     snapshot_condition,
     tool_values,
     version_values,
-    versions_past,
 )
 
 #: Advisory lock key serialising inserts while `max_tools` is checked ("awb_add" in ASCII).
@@ -55,10 +53,8 @@ _RECORD_FIELDS = frozenset({"status", "equipped", "updated_at", "memory_level", 
 #: Rows an import writes per statement.
 IMPORT_BATCH = 1000
 
-_INSERT_VERSION = f"INSERT INTO tool_versions (tool_id, {VERSION_COLUMNS}) VALUES ({', '.join(['%s'] * 11)})"
 
-
-class PostgresStore(PostgresListing, PostgresRecords, PostgresForgetting):
+class PostgresStore(PostgresListing, PostgresRecords, PostgresForgetting, PostgresVersions):
     """The `Store` protocol (and the vector, staging and journal methods) on a PostgreSQL database."""
 
     def __init__(
@@ -207,7 +203,7 @@ class PostgresStore(PostgresListing, PostgresRecords, PostgresForgetting):
         marks = ", ".join("%s" for _ in values)
         conn.execute(f"INSERT INTO tools ({', '.join(values)}) VALUES ({marks})", list(values.values()))
         with conn.cursor() as cursor:
-            cursor.executemany(_INSERT_VERSION, [version_values(tool.tool_id, v) for v in versions])
+            cursor.executemany(INSERT_VERSION, [version_values(tool.tool_id, v) for v in versions])
 
     def import_tool(
         self,
@@ -303,75 +299,11 @@ class PostgresStore(PostgresListing, PostgresRecords, PostgresForgetting):
             self._cache.invalidate([tool_id])
         return len(moved) == 1
 
-    def update_to_version(self, tool_id: str, expected: Mapping[str, Any], **fields: Any) -> bool:
-        """`update_if`, and only while version `fields["version"]` is still stored. The tool's row is
-        locked before the version is looked for (in a statement of its own, so it sees what a pruning
-        `add_version` that held the lock committed): the version cannot go between the look and the write."""
-        values = field_values(dict(fields), sqlite=False)
-        condition, args = snapshot_condition(expected, sqlite=False)
-        assignments = ", ".join(f"{k} = %s" for k in values)
-        message = payload(self.origin, "updated", [tool_id])
-        with self._pool.connection() as conn, conn.transaction():
-            held = conn.execute(
-                f"SELECT 1 FROM tools WHERE tool_id = %s AND {condition} FOR UPDATE", [tool_id, *args]
-            ).fetchone()
-            kept = (
-                held
-                and conn.execute(
-                    "SELECT 1 FROM tool_versions WHERE tool_id = %s AND version = %s", (tool_id, fields["version"])
-                ).fetchone()
-            )
-            if kept:
-                conn.execute(f"UPDATE tools SET {assignments} WHERE tool_id = %s", [*values.values(), tool_id])
-                conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, message))
-        self._text.mark_tools([tool_id])
-        self._cache.invalidate([tool_id])
-        return bool(kept)
-
     def iter_maintainable(self, idle_before: Mapping[str, str] | None = None) -> Iterator[Tool]:
         where, values = maintainable_where(idle_before, "%s")
         with self._pool.connection() as conn:
             rows = conn.execute(f"{SELECT_TOOLS} WHERE {where}", values).fetchall()
         return iter([row_to_tool(r) for r in rows])
-
-    # --- versions -----------------------------------------------------------------------------
-
-    def add_version(self, tool_id: str, version: ToolVersion, *, keep: int | None = None) -> list[int]:
-        """Store a new version; with `keep`, remove the tool's oldest versions past `keep` in the same
-        transaction, never its current one nor this one. The tool's row is locked first: a rollback
-        (`update_to_version`) on any server then either made its target current before this reads the
-        current version, or finds the target gone once this commits. The numbers removed."""
-        doomed: list[int] = []
-        with self._pool.connection() as conn, conn.transaction():
-            row = conn.execute("SELECT version FROM tools WHERE tool_id = %s FOR UPDATE", (tool_id,)).fetchone()
-            conn.execute(_INSERT_VERSION, version_values(tool_id, version))
-            if keep is not None:
-                numbers = [
-                    r[0] for r in conn.execute("SELECT version FROM tool_versions WHERE tool_id = %s", (tool_id,))
-                ]
-                doomed = versions_past(numbers, keep, {version.version, *(row or ())})
-                if doomed:
-                    conn.execute(
-                        "DELETE FROM tool_versions WHERE tool_id = %s AND version = ANY(%s)", (tool_id, doomed)
-                    )
-            send(conn, self.origin, "version", [tool_id])
-        # This server's cached versions of the tool may have been read between its update and now.
-        self._cache.invalidate([tool_id], counts=False)
-        return doomed
-
-    def versions(self, tool_id: str) -> list[ToolVersion]:
-        self._follow()
-        cached = self._cache.versions.get(tool_id)
-        if cached is not None:
-            return list(cached)
-        generation = self._cache.generation()
-        with self._pool.connection() as conn:
-            rows = conn.execute(
-                f"SELECT {VERSION_COLUMNS} FROM tool_versions WHERE tool_id = %s ORDER BY version", (tool_id,)
-            ).fetchall()
-        versions = [row_to_version(r) for r in rows]
-        self._cache.put(generation, self._cache.versions, tool_id, versions)
-        return list(versions)
 
 
 __all__ = ["PostgresStore"]

@@ -17,7 +17,6 @@ from awb.inventory.models import Tool
 from awb.inventory.postgres_notify import send
 from awb.inventory.rows import SELECT_TOOLS, iso, row_to_tool
 
-_LOCK_VERSIONS = "SELECT 1 FROM tool_versions WHERE tool_id = ANY(%s) ORDER BY tool_id, version FOR UPDATE"
 #: Of the listed tools, those still holding the status and updated_at they were read with, locked.
 _UNCHANGED = (
     "SELECT t.tool_id FROM tools t JOIN unnest(%s::text[], %s::text[], %s::text[]) AS d(tool_id, status, updated_at) "
@@ -48,9 +47,10 @@ class PostgresForgetting:
             return []
         columns = [[t.tool_id for t in doomed], [t.status for t in doomed], [iso(t.updated_at) for t in doomed]]
         with self._pool.connection() as conn, conn.transaction():
-            # Versions first, as a call locks them before its tool (one order, no deadlock); a purge that
-            # got there first holds them until it commits, and then they and the tool are gone.
-            conn.execute(_LOCK_VERSIONS, (columns[0],))
+            # The tools' rows first, in id order, then what hangs off them: the order of every write to a
+            # tool and its versions (a call's UPDATE of tools runs before its UPDATE of tool_versions), so
+            # none deadlocks with this. A purge that got there first holds the rows until it commits, and
+            # then they are gone and this one finds nothing to remove.
             unchanged = [row[0] for row in conn.execute(_UNCHANGED, columns).fetchall()]
             self._remove(conn, unchanged)
         if unchanged:

@@ -31,7 +31,8 @@ POOL_MAX = 8
 #: How long a connection attempt may take when neither the URL nor PGCONNECT_TIMEOUT says (psycopg's
 #: own default is 130 s: a host that swallows packets would hold a start, or a reconnect, that long).
 CONNECT_SECONDS = 10.0
-#: How long a request waits for a pooled connection before it fails with `unavailable`.
+#: How long a request waits for a pooled connection before it fails with `unavailable` (the default of
+#: the `inventory_pool_wait_seconds` setting).
 POOL_WAIT_SECONDS = 10.0
 #: While the database is taken for down, it is asked whether it is back at most this often.
 PROBE_EVERY = 0.5

@@ -41,6 +41,7 @@ from awb.inventory.sqlite_listing import SQLiteListing
 from awb.inventory.sqlite_records import EVENTS_KEPT, SQLiteRecords
 from awb.inventory.sqlite_schema import BM25_WEIGHTS, MIGRATIONS, SCHEMA_VERSION, statements
 from awb.inventory.text_index import TextIndex
+from awb.inventory.versioning import NewVersion, current_fields, next_number, refusal
 
 BUSY_TIMEOUT_MS = 5000
 #: Rows an import writes per statement.
@@ -201,7 +202,7 @@ class SQLiteStore(SQLiteListing, SQLiteRecords):
             tool_id,
             expected,
             fields,
-            " AND EXISTS (SELECT 1 FROM tool_versions WHERE tool_id = ? AND version = ?)",
+            " AND status != 'deleted' AND EXISTS (SELECT 1 FROM tool_versions WHERE tool_id = ? AND version = ?)",
             [tool_id, fields["version"]],
         )
 
@@ -306,6 +307,31 @@ class SQLiteStore(SQLiteListing, SQLiteRecords):
                 marks = ", ".join("?" for _ in batch)
                 db.execute(f"DELETE FROM tool_versions WHERE tool_id = ? AND version IN ({marks})", [tool_id, *batch])
         return doomed
+
+    def add_current_version(
+        self, tool_id: str, based_on: int, version: ToolVersion, *, keep: int | None = None
+    ) -> NewVersion:
+        """One write transaction (the file's write lock, so other processes on it too): the tool's status
+        and current version are checked, the number chosen, the version stored and made current."""
+        with self._writing() as db:
+            row = db.execute("SELECT status, version FROM tools WHERE tool_id = ?", (tool_id,)).fetchone()
+            refused = refusal(row, based_on)
+            if refused is not None:
+                return refused
+            numbers = [r[0] for r in db.execute("SELECT version FROM tool_versions WHERE tool_id = ?", (tool_id,))]
+            new = version.model_copy(update={"version": next_number(numbers, row[1])})
+            db.execute(_INSERT_VERSION, version_values(tool_id, new))
+            values = field_values(current_fields(new, based_on), sqlite=True)
+            db.execute(
+                f"UPDATE tools SET {', '.join(f'{k} = ?' for k in values)} WHERE tool_id = ?",
+                [*values.values(), tool_id],
+            )
+            self._text.mark(self._rowids([tool_id]))
+            doomed = [] if keep is None else versions_past([*numbers, new.version], keep, {new.version})
+            for batch in chunks(doomed, 500):
+                marks = ", ".join("?" for _ in batch)
+                db.execute(f"DELETE FROM tool_versions WHERE tool_id = ? AND version IN ({marks})", [tool_id, *batch])
+        return NewVersion("added", new.version, tuple(doomed))
 
     def versions(self, tool_id: str) -> list[ToolVersion]:
         with self._lock:

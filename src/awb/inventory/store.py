@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from awb.inventory.models import CallRecord, MemoryLevel, Tool, ToolCounters, ToolSummary, ToolVersion
+from awb.inventory.versioning import NewVersion
 
 
 class Store(Protocol):
@@ -40,7 +41,8 @@ class Store(Protocol):
 
     def update_to_version(self, tool_id: str, expected: Mapping[str, Any], **fields: Any) -> bool:
         """`update_if` that also holds only while version `fields["version"]` of the tool is stored,
-        atomically with a pruning `add_version` (a rollback never makes a removed version current)."""
+        atomically with a pruning `add_version` (a rollback never makes a removed version current), and
+        while the tool is not deleted (a deleted tool does not move)."""
         ...
 
     def delete_forever(self, tool_ids: list[str]) -> int: ...
@@ -62,6 +64,15 @@ class Store(Protocol):
     def add_version(self, tool_id: str, version: ToolVersion, *, keep: int | None = None) -> list[int]:
         """Store a new version; with `keep`, remove the tool's oldest versions past `keep` in the same
         transaction, never its current version nor this one. The version numbers removed."""
+        ...
+
+    def add_current_version(
+        self, tool_id: str, based_on: int, version: ToolVersion, *, keep: int | None = None
+    ) -> NewVersion:
+        """Store `version` as the tool's next version and make it current, in one transaction, only while
+        `based_on` is still its current version and it is not deleted (nor purged). The store numbers it
+        (`version.version` is ignored): one past every version the tool holds. With `keep`, prune as
+        `add_version` does."""
         ...
 
     def versions(self, tool_id: str) -> list[ToolVersion]: ...
