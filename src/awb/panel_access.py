@@ -1,14 +1,54 @@
 """Where the web panel's sign-in lives, shared by the server's HTTP guard (which answers a signed-out
-browser before the panel sees it) and the panel itself (behind a guard or alone): one rule for both."""
+browser before the panel sees it) and the panel itself (behind a guard or alone): one rule for both.
+
+The sign-in cookie never holds the API token. Browsers send a cookie to every port of its host name,
+so any other server on 127.0.0.1 a person visits reads it: it holds a pass derived from the token
+(HMAC), which opens the panel's pages only (never /mcp or /api) and expires.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import time
 from urllib.parse import quote
 
-#: The panel's sign-in page, its static files and the cookie that carries the token.
+#: The panel's sign-in page, its static files and the cookie that carries the sign-in pass.
 PANEL_LOGIN = "/login"
 PANEL_STATIC = "/static/"
 PANEL_COOKIE = "awb_panel_token"
+#: How long a sign-in lasts (a leaked pass stops working after this long).
+PASS_SECONDS = 12 * 3600
+#: The faces that take the bearer token only: a panel pass is no API credential.
+TOKEN_ONLY_PREFIXES = ("/mcp", "/api")
+
+
+def _mac(token: str, expires: int) -> str:
+    return hmac.new(token.encode("utf-8"), f"awb panel pass|{expires}".encode(), hashlib.sha256).hexdigest()
+
+
+def issue_pass(token: str, now: float | None = None) -> str:
+    """The cookie's value for a person who signed in with `token`: `<expiry>.<HMAC of it under the token>`."""
+    expires = int(time.time() if now is None else now) + PASS_SECONDS
+    return f"{expires}.{_mac(token, expires)}"
+
+
+def pass_ok(token: str, presented: str | None, now: float | None = None) -> bool:
+    """Whether `presented` is a pass `issue_pass(token)` gave that has not expired."""
+    if not presented:
+        return False
+    expiry, _, mac = presented.partition(".")
+    if not (expiry.isascii() and expiry.isdigit() and len(expiry) <= 12):
+        return False
+    expires = int(expiry)
+    if expires <= (time.time() if now is None else now):
+        return False
+    return hmac.compare_digest(mac.encode("utf-8", "replace"), _mac(token, expires).encode())
+
+
+def takes_pass(path: str) -> bool:
+    """Whether a panel pass may sign in a request for `path`: the panel's pages, not /mcp or /api."""
+    return not any(path == prefix or path.startswith(prefix + "/") for prefix in TOKEN_ONLY_PREFIXES)
 
 
 def sign_in_location(method: str, path: str, query: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -140,8 +141,9 @@ def test_the_token_comes_from_the_environment_as_text_and_never_prints() -> None
 
 
 async def test_with_a_token_the_panel_signs_in_through_its_cookie_behind_the_guard(tmp_path: Path) -> None:
-    """The guard wraps the panel too: a browser is sent to the sign-in page, which is open; the cookie it
-    sets opens the panel; /mcp and /api still need the bearer header."""
+    """The guard wraps the panel too: a browser is sent to the sign-in page, which is open; the pass its
+    cookie holds opens the panel; /mcp and /api still need the bearer header."""
+    from awb.panel_access import issue_pass
     from awb.server.http_guard import PANEL_COOKIE, guard_http
 
     token = "a-long-enough-guard-token-0123"
@@ -162,10 +164,41 @@ async def test_with_a_token_the_panel_signs_in_through_its_cookie_behind_the_gua
         assert (await client.get("/api/blueprints")).status_code == 401
         client.cookies.set(PANEL_COOKIE, "wrong-token-wrong-token")
         assert (await client.get("/")).status_code == 303
-        client.cookies.set(PANEL_COOKIE, token)
+        client.cookies.set(PANEL_COOKIE, issue_pass(token))
         assert (await client.get("/")).status_code == 200
+        assert (await client.get("/api/blueprints")).status_code == 401
         assert (await client.get("/api/blueprints", headers={"Authorization": f"Bearer {token}"})).status_code == 200
     assert seen == ["/login", "/static/panel.css", "/", "/api/blueprints"]
+
+
+async def test_the_panel_cookie_is_no_key_to_mcp_or_the_api_and_the_token_itself_is_no_pass(tmp_path: Path) -> None:
+    """Browsers send a cookie to every port of its host name: another server on 127.0.0.1 a person
+    visits reads the panel's. It must hold neither the token nor anything that opens /mcp or /api, and
+    must expire."""
+    from awb.panel_access import PASS_SECONDS, issue_pass
+    from awb.server.http_guard import PANEL_COOKIE, guard_http
+
+    token = "a-long-enough-guard-token-0123"
+    config = Config(inventory_path=tmp_path / "inventory.db", pid_file=tmp_path / "pid", auth_token=token)
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    transport = httpx.ASGITransport(app=guard_http(app, config))
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:7777") as client:
+        panel_pass = issue_pass(token)
+        assert token not in panel_pass
+        client.cookies.set(PANEL_COOKIE, panel_pass)
+        for path in ("/api/blueprints", "/api", "/mcp"):
+            answer = await client.post(path, headers={"Content-Type": "application/json"})
+            assert answer.status_code == 401, path
+        assert (await client.get("/")).status_code == 200
+        expired = issue_pass(token, now=time.time() - PASS_SECONDS - 1)
+        forged = panel_pass.split(".")[0] + "9." + panel_pass.split(".")[1]
+        for refused in (token, expired, forged, "", "x.y", "1" * 40 + "." + "0" * 64):
+            client.cookies.set(PANEL_COOKIE, refused)
+            assert (await client.get("/")).status_code == 303, refused
 
 
 async def test_every_response_forbids_framing_and_sniffing_refusals_included(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html as html_entities
 import re
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 
 from awb.clock import ManualClock
 from awb.config import Config
+from awb.panel_access import PANEL_COOKIE, PASS_SECONDS, issue_pass
 from awb.safe_code import shown
 from awb.web import create_panel
 from awb.workbench import Workbench
@@ -118,10 +120,28 @@ async def test_signing_in_with_the_token_lets_changes_through(guarded: tuple[Wor
     assert signed.status_code == 303 and signed.headers["location"] == "/tools/adder"
     cookie = signed.headers["set-cookie"].lower()
     assert "httponly" in cookie and "samesite=strict" in cookie
+    # Every port of 127.0.0.1 is sent the cookie: it holds a pass that expires, never the token.
+    assert TOKEN.lower() not in cookie
+    assert f"max-age={PASS_SECONDS}" in cookie
     assert (await client.get("/tools/adder")).status_code == 200
     done = await client.post("/tools/adder/delete", headers={"Origin": ORIGIN})
     assert done.status_code == 303
     assert workbench.store.get_by_name("adder") is None
+
+
+async def test_a_cookie_holding_the_token_itself_or_an_expired_pass_does_not_sign_in(
+    guarded: tuple[Workbench, httpx.AsyncClient],
+) -> None:
+    workbench, client = guarded
+    await workbench.craft(add_tool("adder"))
+    stale = issue_pass(TOKEN, now=time.time() - PASS_SECONDS - 1)
+    for value in (TOKEN, stale, issue_pass("another-token-another-token")):
+        client.cookies.set(PANEL_COOKIE, value)
+        assert (await client.get("/tools/adder")).status_code == 303
+        assert (await client.post("/tools/adder/equip", headers={"Origin": ORIGIN})).status_code == 303
+    assert not workbench.resolve("adder").equipped
+    client.cookies.set(PANEL_COOKIE, issue_pass(TOKEN))
+    assert (await client.get("/tools/adder")).status_code == 200
 
 
 async def test_a_bearer_token_works_as_for_the_api(guarded: tuple[Workbench, httpx.AsyncClient]) -> None:

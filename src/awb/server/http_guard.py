@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from awb.config import Config
 from awb.errors import ConfigError
-from awb.panel_access import PANEL_COOKIE, PANEL_LOGIN, PANEL_STATIC, sign_in_location
+from awb.panel_access import PANEL_COOKIE, PANEL_LOGIN, PANEL_STATIC, pass_ok, sign_in_location, takes_pass
 from awb.server.address import authority, is_loopback
 
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
@@ -128,18 +128,21 @@ class HttpGuard:
         return None
 
     def _signed_in(self, headers: Headers, path: str) -> bool:
-        """The bearer header, or for the web panel (a browser page cannot send headers) the token cookie
-        its sign-in form sets; the sign-in page and the panel's static files are open."""
+        """The bearer header, or for the web panel's pages (a browser page cannot send headers) the pass
+        its sign-in form sets in a cookie (`awb.panel_access`: never the token, and no key to /mcp or
+        /api); the sign-in page and the panel's static files are open."""
         if self._authorized(headers.get("authorization", "")):
             return True
         if path == PANEL_LOGIN or path.startswith(PANEL_STATIC):
             return True
+        if not takes_pass(path):
+            return False
         cookie = SimpleCookie()
         with suppress(CookieError):
             cookie.load(headers.get("cookie", ""))
         morsel = cookie.get(PANEL_COOKIE)
         assert self._token is not None
-        return morsel is not None and hmac.compare_digest(morsel.value.encode("utf-8"), self._token)
+        return morsel is not None and pass_ok(self._token.decode("utf-8"), morsel.value)
 
     def _authorized(self, header: str) -> bool:
         scheme, _, credentials = header.partition(" ")

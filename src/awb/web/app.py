@@ -21,7 +21,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from awb import __version__
+from awb import __version__, panel_access
 from awb.errors import AwbError, InvalidParams
 from awb.feed import EventFeed, open_feed
 from awb.inventory.models import MEMORY_LEVELS
@@ -136,7 +136,7 @@ class Panel:
     def _render(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         token = security.configured_token(self.config)
         context.update(
-            signed_in=token is None or security.token_ok(token, security.presented_token(request)),
+            signed_in=security.signed_in(request, token),
             token_required=token is not None,
             notice=_notice(request),
         )
@@ -150,7 +150,7 @@ class Panel:
             if not security.host_allowed(request.headers.get("host", ""), self.config):
                 return PlainTextResponse("this Host is not served here", status_code=421)
             token = security.configured_token(self.config)
-            if not security.token_ok(token, security.presented_token(request)):
+            if not security.signed_in(request, token):
                 return RedirectResponse(security.sign_in_location(request), status_code=303)
             try:
                 return await handler(request)
@@ -289,7 +289,15 @@ class Panel:
         if not security.token_ok(expected, form.get("token", "")):
             return self._render(request, "login.html", 401, next=target, failed=True)
         response = RedirectResponse(target, status_code=303)
-        response.set_cookie(security.TOKEN_COOKIE, expected, httponly=True, samesite="strict", path="/")
+        # A pass, not the token: every server on this host name, whatever its port, is sent the cookie.
+        response.set_cookie(
+            security.TOKEN_COOKIE,
+            panel_access.issue_pass(expected),
+            max_age=panel_access.PASS_SECONDS,
+            httponly=True,
+            samesite="strict",
+            path="/",
+        )
         return response
 
 

@@ -2,8 +2,8 @@
 when one is configured.
 
 A browser cannot add an `Authorization` header to a form post, so a person signs in once on `/login`
-with the token and the panel keeps it in an HttpOnly, SameSite=Strict cookie; API clients may send the
-usual bearer header instead.
+with the token and the panel keeps a pass derived from it (`awb.panel_access`) in an HttpOnly,
+SameSite=Strict cookie; API clients may send the usual bearer header instead.
 """
 
 from __future__ import annotations
@@ -37,11 +37,14 @@ def configured_token(config: Any) -> str | None:
     return value or None
 
 
-def presented_token(request: Request) -> str | None:
+def signed_in(request: Request, expected: str | None) -> bool:
+    """No token configured, the bearer header, or the sign-in pass `/login` set (`awb.panel_access`)."""
+    if expected is None:
+        return True
     header = request.headers.get("authorization", "")
     if header.lower().startswith("bearer "):
-        return header[7:].strip()
-    return request.cookies.get(TOKEN_COOKIE)
+        return token_ok(expected, header[7:].strip())
+    return panel_access.pass_ok(expected, request.cookies.get(TOKEN_COOKIE))
 
 
 def token_ok(expected: str | None, presented: str | None) -> bool:
