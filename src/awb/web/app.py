@@ -8,6 +8,7 @@ rollback, apply) run on the event loop like the MCP face's, since the workbench'
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote
@@ -231,8 +232,22 @@ class Panel:
         status = request.query_params.get("status", staging.PENDING)
         if status not in (staging.PENDING, staging.APPLIED, staging.DISCARDED, "all"):
             status = staging.PENDING
-        writes = await anyio.to_thread.run_sync(views.staged_views, self.workbench, None if status == "all" else status)
-        return self._render(request, "staged.html", writes=writes, shown_status=status, view="staged")
+        after = whole_number(request.query_params.get("after"))
+        before = None if after is not None else whole_number(request.query_params.get("before"))
+        found = await anyio.to_thread.run_sync(
+            partial(views.staged_views, after=after, before=before),
+            self.workbench,
+            None if status == "all" else status,
+        )
+        return self._render(
+            request,
+            "staged.html",
+            writes=found.views,
+            page=found,
+            paged=after is not None or before is not None,
+            shown_status=status,
+            view="staged",
+        )
 
     async def apply(self, request: Request) -> Response:
         store: Any = self.workbench.store
