@@ -140,7 +140,8 @@ class BlueprintsConfig(_Section):
 
 
 class HttpConfig(_Section):
-    """Limits of the HTTP server, against clients that open connections and never finish a request."""
+    """Limits of the HTTP server, against clients that open connections and never finish a request, and
+    against guessing the token."""
 
     #: Connections open at once; past it the oldest one still waiting for its headers is closed. Notification
     #: streams may hold at most half of them (awb.server.http_streams).
@@ -161,6 +162,13 @@ class HttpConfig(_Section):
     #: Time a session may go with no request in flight and no open listen stream before the server ends
     #: it: a client that opens a session per call and never ends it fills the table for this long.
     session_idle_timeout_seconds: float = Field(1800.0, gt=0, le=7 * 24 * 3600)
+    #: Wrong credentials (a bearer token, a `/login` token, a forged panel pass) one client address may
+    #: present in `auth_failure_window_seconds`; past them it is refused (429) until that window has
+    #: passed, even with the right token. Missing credentials are not counted.
+    max_auth_failures: int = Field(20, ge=1, le=100_000)
+    auth_failure_window_seconds: float = Field(60.0, gt=0, le=24 * 3600)
+    #: Client addresses whose failures are remembered at once; past it the oldest are forgotten.
+    auth_failure_addresses: int = Field(10_000, ge=1, le=1_000_000)
 
 
 class Config(BaseModel):

@@ -46,6 +46,15 @@ def pass_ok(token: str, presented: str | None, now: float | None = None) -> bool
     return hmac.compare_digest(mac.encode("utf-8", "replace"), _mac(token, expires).encode())
 
 
+def pass_expired(presented: str | None, now: float | None = None) -> bool:
+    """Whether `presented` has the form of a pass whose time is up: an old sign-in, not a guess (it
+    could never sign in, so a guesser learns nothing from sending one)."""
+    expiry, dot, _ = (presented or "").partition(".")
+    if not (dot and expiry.isascii() and expiry.isdigit() and len(expiry) <= 12):
+        return False
+    return int(expiry) <= (time.time() if now is None else now)
+
+
 def takes_pass(path: str) -> bool:
     """Whether a panel pass may sign in a request for `path`: the panel's pages, not /mcp or /api."""
     return not any(path == prefix or path.startswith(prefix + "/") for prefix in TOKEN_ONLY_PREFIXES)

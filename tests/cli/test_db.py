@@ -257,12 +257,22 @@ def test_staged_writes_in_a_postgres_inventory_are_reviewed_with_awb_staged(tmp_
             )
         )
         store.stage_write("tool_writer", str(tmp_path / "out.txt"), "hello", now, call_id="call_00000000000000ab")
+        for n in range(2):
+            store.stage_write("tool_writer", str(tmp_path / f"more{n}.txt"), "x", now, call_id=f"call_{n:016x}")
     finally:
         store.close()
     config = write_config(tmp_path, inventory_url=clean_pg_url)
     result = runner.invoke(app, ["staged", "list", "--config", str(config), "--json"])
     assert result.exit_code == 0, result.output
     assert "call_00000000000000ab" in result.output and "writer" in result.output
+    # A page at a time: --limit, then --after the last id shown.
+    first = runner.invoke(app, ["staged", "list", "--config", str(config), "--json", "--limit", "2"])
+    page = [w["id"] for w in json.loads(first.output)]
+    assert len(page) == 2
+    rest = runner.invoke(app, ["staged", "list", "--config", str(config), "--json", "--after", str(page[-1])])
+    assert [w["call_id"] for w in json.loads(rest.output)] == ["call_0000000000000001"]
+    refused = runner.invoke(app, ["staged", "list", "--config", str(config), "--json", "--limit", "0"])
+    assert refused.exit_code != 0 and "--limit" in refused.output
 
 
 def test_a_server_on_postgres_names_that_inventory_not_a_sqlite_path(tmp_path: Path, clean_pg_url: str) -> None:

@@ -244,6 +244,25 @@ def test_staged_writes_keep_their_call_and_move_through_statuses_once(store: Sto
     assert stage.get_staged(staged_id)["status"] == "applied"
 
 
+def test_staged_writes_are_read_a_page_at_a_time_forwards_and_backwards(store: Store) -> None:
+    store.add_tool(make_tool("writer"))
+    ids = [store.stage_write("tool_writer", f"/tmp/out{n}.txt", "x", NOW, call_id=f"call_{n:016x}") for n in range(7)]
+    stage: Any = store
+    assert stage.set_staged_status(ids[2], "applied", expected="pending")
+
+    def page(status: str | None = None, **where: int) -> list[int]:
+        return [w["id"] for w in stage.staged_writes(status, **where)]
+
+    assert page(limit=3) == ids[:3]
+    assert page(after_id=ids[2], limit=3) == ids[3:6]
+    assert page(after_id=ids[5], limit=3) == ids[6:]
+    assert page(before_id=ids[6], limit=3) == ids[3:6]
+    assert page(before_id=ids[1], limit=3) == ids[:1]
+    assert page("pending", after_id=ids[0], limit=2) == [ids[1], ids[3]]
+    assert page("pending", before_id=ids[4], limit=5) == [ids[0], ids[1], ids[3]]
+    assert page() == ids
+
+
 def test_vectors_are_kept_per_model_and_leave_with_deleted_tools(store: Store) -> None:
     vectors: Any = store
     store.add_tool(make_tool("vec_a"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -266,6 +267,40 @@ async def test_discard_drops_a_staged_write_and_writes_nothing(
     assert workbench.store.staged_writes("pending") == []
     assert "No pending staged writes." in (await client.get("/staged")).text
     assert str(target) in (await client.get("/staged", params={"status": "discarded"})).text
+
+
+async def test_the_staged_page_shows_one_page_at_a_time_with_next_and_previous_links(
+    workbench: Workbench, client: httpx.AsyncClient, note_writer: dict[str, Any], notes: Path
+) -> None:
+    """Applied and discarded writes are kept for good: `?status=all` must not load (and diff) them all."""
+    from awb.web.views import STAGED_PAGE
+
+    await staged(workbench, note_writer, notes / "f000.txt", "x")
+    tool = workbench.resolve("note_writer")
+    at = datetime.fromisoformat(workbench.store.staged_writes()[0]["created_at"])
+    for n in range(1, 2 * STAGED_PAGE + 5):
+        workbench.store.stage_write(tool.tool_id, str(notes / f"f{n:03}.txt"), "x", at, call_id=f"call_{n:016x}")
+
+    def shown(html: str) -> list[str]:
+        return re.findall(r"<code>[^<]*/(f\d{3})\.txt</code>", html)
+
+    def link(html: str, rel: str) -> str | None:
+        found = re.findall(rf'<a href="([^"]*)" rel="{rel}">', html)
+        return found[0].replace("&amp;", "&") if found else None
+
+    first = (await client.get("/staged", params={"status": "all"})).text
+    assert shown(first) == [f"f{n:03}" for n in range(STAGED_PAGE)]
+    assert link(first, "prev") is None
+    second_url = link(first, "next")
+    assert second_url is not None and "status=all" in second_url
+    second = (await client.get(second_url)).text
+    assert shown(second) == [f"f{n:03}" for n in range(STAGED_PAGE, 2 * STAGED_PAGE)]
+    third = (await client.get(link(second, "next") or "")).text
+    assert shown(third) == [f"f{n:03}" for n in range(2 * STAGED_PAGE, 2 * STAGED_PAGE + 5)]
+    assert link(third, "next") is None
+    back = (await client.get(link(third, "prev") or "")).text
+    assert shown(back) == shown(second)
+    assert shown((await client.get(link(back, "prev") or "")).text) == shown(first)
 
 
 async def test_agent_runs_are_listed_per_session_with_their_logs(

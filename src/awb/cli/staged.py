@@ -65,10 +65,16 @@ def _tool_names(store: SQLiteStore, writes: list[staging.StagedWrite]) -> dict[s
 @staged_app.command("list")
 def list_command(
     status: Annotated[str, typer.Option(help="pending, applied, discarded or all.")] = "pending",
+    limit: Annotated[
+        int | None, typer.Option(help=f"At most this many (1 to {staging.MAX_PAGE}); all when unset.")
+    ] = None,
+    after: Annotated[int | None, typer.Option(help="Only writes with an id past this one (the next page).")] = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List staged writes (pending ones by default)."""
+    """List staged writes (pending ones by default), oldest first."""
+    if limit is not None and not 1 <= limit <= staging.MAX_PAGE:
+        raise _fail(InvalidParams(f"--limit is 1 to {staging.MAX_PAGE}, not {limit}", field="limit"), as_json)
     if status != "all" and status not in staging.LISTED_STATUSES:  # said before looking for an inventory
         raise _fail(InvalidParams(f"no staged-write status {status!r}: pending, applied, discarded or all"), as_json)
     store = _store(config, as_json, read_only=True)
@@ -76,7 +82,7 @@ def list_command(
         writes: list[staging.StagedWrite] = []
         names: dict[str, str] = {}
     else:
-        writes, names = _listed(store, status)
+        writes, names = _listed(store, status, limit, after)
     if as_json:
         typer.echo(json.dumps([{**w.to_dict(content=False), "tool": names[w.tool_id]} for w in writes], indent=2))
         return
@@ -93,9 +99,11 @@ def list_command(
     )
 
 
-def _listed(store: SQLiteStore, status: str) -> tuple[list[staging.StagedWrite], dict[str, str]]:
+def _listed(
+    store: SQLiteStore, status: str, limit: int | None, after: int | None
+) -> tuple[list[staging.StagedWrite], dict[str, str]]:
     try:
-        writes = staging.list_staged(store, None if status == "all" else status)
+        writes = staging.list_staged(store, None if status == "all" else status, after=after, limit=limit)
         names = _tool_names(store, writes)
     finally:
         store.close()

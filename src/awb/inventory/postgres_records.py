@@ -293,19 +293,40 @@ class PostgresRecords:
             ).fetchone()
         return int(row[0])
 
-    def staged_writes(self, status: str | None = None, *, tool_id: str | None = None) -> list[dict[str, Any]]:
-        """Staged writes, oldest first; all of them, or those with `status` (and of `tool_id`)."""
-        where, args = [], []
+    def staged_writes(
+        self,
+        status: str | None = None,
+        *,
+        tool_id: str | None = None,
+        after_id: int | None = None,
+        before_id: int | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Staged writes, oldest first; all of them, or those with `status` (and of `tool_id`). A page:
+        at most `limit`, the first ones with an id past `after_id`, or the last ones before `before_id`."""
+        where: list[str] = []
+        args: list[str | int] = []
         if status is not None:
             where.append("status = %s")
             args.append(status)
         if tool_id is not None:
             where.append("tool_id = %s")
             args.append(tool_id)
-        query = _SELECT_STAGED + (f" WHERE {' AND '.join(where)}" if where else "")
+        if after_id is not None:
+            where.append("id > %s")
+            args.append(after_id)
+        if before_id is not None:
+            where.append("id < %s")
+            args.append(before_id)
+        # The page before `before_id` is the nearest rows to it: read backwards, then turned round.
+        order = " ORDER BY id DESC" if before_id is not None and limit is not None else " ORDER BY id"
+        query = _SELECT_STAGED + (f" WHERE {' AND '.join(where)}" if where else "") + order
+        if limit is not None:
+            query += " LIMIT %s"
+            args.append(limit)
         with self._pool.connection() as conn:
-            rows = conn.execute(query + " ORDER BY id", args).fetchall()
-        return [staged_row(r) for r in rows]
+            rows = conn.execute(query, args).fetchall()
+        return sorted((staged_row(r) for r in rows), key=lambda row: int(row["id"]))
 
     def get_staged(self, staged_id: int) -> dict[str, Any] | None:
         with self._pool.connection() as conn:

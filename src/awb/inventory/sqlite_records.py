@@ -207,19 +207,40 @@ class SQLiteRecords:
                 raise
         return int(cursor.lastrowid or 0)
 
-    def staged_writes(self, status: str | None = None, *, tool_id: str | None = None) -> list[dict[str, Any]]:
-        """Staged writes, oldest first; all of them, or those with `status` (and of `tool_id`)."""
-        where, args = [], []
+    def staged_writes(
+        self,
+        status: str | None = None,
+        *,
+        tool_id: str | None = None,
+        after_id: int | None = None,
+        before_id: int | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Staged writes, oldest first; all of them, or those with `status` (and of `tool_id`). A page:
+        at most `limit`, the first ones with an id past `after_id`, or the last ones before `before_id`."""
+        where: list[str] = []
+        args: list[str | int] = []
         if status is not None:
             where.append("status = ?")
             args.append(status)
         if tool_id is not None:
             where.append("tool_id = ?")
             args.append(tool_id)
-        query = _SELECT_STAGED + (f" WHERE {' AND '.join(where)}" if where else "")
+        if after_id is not None:
+            where.append("id > ?")
+            args.append(after_id)
+        if before_id is not None:
+            where.append("id < ?")
+            args.append(before_id)
+        # The page before `before_id` is the nearest rows to it: read backwards, then turned round.
+        order = " ORDER BY id DESC" if before_id is not None and limit is not None else " ORDER BY id"
+        query = _SELECT_STAGED + (f" WHERE {' AND '.join(where)}" if where else "") + order
+        if limit is not None:
+            query += " LIMIT ?"
+            args.append(limit)
         with self._lock:
-            rows = self._db.execute(query + " ORDER BY id", args).fetchall()
-        return [staged_row(r) for r in rows]
+            rows = self._db.execute(query, args).fetchall()
+        return sorted((staged_row(r) for r in rows), key=lambda row: int(row["id"]))
 
     def get_staged(self, staged_id: int) -> dict[str, Any] | None:
         with self._lock:

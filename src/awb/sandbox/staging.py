@@ -27,7 +27,14 @@ PENDING, APPLYING, APPLIED, DISCARDED = "pending", "applying", "applied", "disca
 class StagingStore(Protocol):
     """The store methods staging needs (`SQLiteStore` has them)."""
 
-    def staged_writes(self, status: str | None = None) -> list[dict[str, Any]]: ...
+    def staged_writes(
+        self,
+        status: str | None = None,
+        *,
+        after_id: int | None = None,
+        before_id: int | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]: ...
 
     def get_staged(self, staged_id: int) -> dict[str, Any] | None: ...
 
@@ -144,11 +151,30 @@ class StagedWrite:
 LISTED_STATUSES = (PENDING, APPLYING, APPLIED, DISCARDED)
 
 
-def list_staged(store: StagingStore, status: str | None = PENDING) -> list[StagedWrite]:
-    """Staged writes with `status` (default: pending; None for all), oldest first."""
+#: The most staged writes one page of a listing holds: applied and discarded writes are kept, so a
+#: listing of them all grows without end.
+MAX_PAGE = 1000
+
+
+def list_staged(
+    store: StagingStore,
+    status: str | None = PENDING,
+    *,
+    after: int | None = None,
+    before: int | None = None,
+    limit: int | None = None,
+) -> list[StagedWrite]:
+    """Staged writes with `status` (default: pending; None for all), oldest first. With `limit` (at most
+    `MAX_PAGE`), one page: the first writes with an id past `after`, or the last ones before `before`."""
     if status is not None and status not in LISTED_STATUSES:
         raise InvalidParams(f"no staged-write status {status!r}: one of {', '.join(LISTED_STATUSES)}", status=status)
-    return [StagedWrite.from_row(row) for row in store.staged_writes(status)]
+    if limit is not None and not 1 <= limit <= MAX_PAGE:
+        raise InvalidParams(f"a page holds 1 to {MAX_PAGE} staged writes, not {limit}", field="limit")
+    # An id past the database's integers is past every write (the database cannot even compare it).
+    after = None if after is None else min(max(after, 0), MAX_STORED_INT)
+    before = None if before is None else min(max(before, 0), MAX_STORED_INT)
+    rows = store.staged_writes(status, after_id=after, before_id=before, limit=limit)
+    return [StagedWrite.from_row(row) for row in rows]
 
 
 def get_staged(store: StagingStore, staged_id: int) -> StagedWrite:

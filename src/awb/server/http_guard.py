@@ -5,6 +5,8 @@ API, the web panel), so no path is served around it. DNS-rebinding protection is
 address: a Host or Origin header not on the allowlist is refused. The allowlist is built once, by
 `transport_security`, and given both to this gate and to the MCP SDK's own check on /mcp, so the two
 always agree.
+Wrong credentials count against the client's address (`awb.sign_in_limit`, shared with the panel's
+`/login`): past the limit the address is refused with 429 until its window passes.
 It also gives every response the headers that keep a browser from misusing what it serves
 (`security_headers`): no framing by another site (clickjacking the panel's buttons), no content sniffing.
 """
@@ -22,8 +24,17 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from awb.config import Config
 from awb.errors import ConfigError
-from awb.panel_access import PANEL_COOKIE, PANEL_LOGIN, PANEL_STATIC, pass_ok, sign_in_location, takes_pass
+from awb.panel_access import (
+    PANEL_COOKIE,
+    PANEL_LOGIN,
+    PANEL_STATIC,
+    pass_expired,
+    pass_ok,
+    sign_in_location,
+    takes_pass,
+)
 from awb.server.address import authority, is_loopback
+from awb.sign_in_limit import SCOPE_KEY, SignInLimit, client_address, limit_for, too_many_failures_message
 
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 _WILDCARD_BINDS = ("0.0.0.0", "::", "")
@@ -84,13 +95,24 @@ def _allowed(value: str, allowlist: list[str]) -> bool:
     return False
 
 
-class HttpGuard:
-    """ASGI middleware: Host and Origin on the allowlist, and (if configured) `Authorization: Bearer`."""
+Refusal = tuple[int, str, str, list[tuple[bytes, bytes]]]
 
-    def __init__(self, app: ASGIApp, settings: TransportSecuritySettings, token: str | None) -> None:
+
+class HttpGuard:
+    """ASGI middleware: Host and Origin on the allowlist, and (if configured) `Authorization: Bearer`,
+    with wrong credentials limited per client address by `limit`."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        settings: TransportSecuritySettings,
+        token: str | None,
+        limit: SignInLimit | None = None,
+    ) -> None:
         self.app = app
         self.settings = settings
         self._token = None if token is None else token.encode("utf-8")
+        self.limit = limit if limit is not None else SignInLimit()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -100,7 +122,8 @@ class HttpGuard:
             send = _with_security_headers(send)
         refusal = self._refusal(Headers(scope=scope), scope)
         if refusal is None:
-            await self.app(scope, receive, send)
+            # The panel's `/login` counts its wrong tokens in the same limiter.
+            await self.app({**scope, SCOPE_KEY: self.limit}, receive, send)
             return
         status, code, message, extra = refusal
         if scope["type"] == "websocket":
@@ -111,7 +134,7 @@ class HttpGuard:
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
-    def _refusal(self, headers: Headers, scope: Scope) -> tuple[int, str, str, list[tuple[bytes, bytes]]] | None:
+    def _refusal(self, headers: Headers, scope: Scope) -> Refusal | None:
         path = str(scope.get("path", ""))
         host = headers.get("host", "")
         if not _allowed(host, self.settings.allowed_hosts):
@@ -119,30 +142,49 @@ class HttpGuard:
         origin = headers.get("origin")
         if origin is not None and not _allowed(origin, self.settings.allowed_origins):
             return 403, "invalid_origin", "this Origin is not allowed (see allowed_origins)", []
-        if self._token is not None and not self._signed_in(headers, path):
-            if not path.startswith(("/mcp", "/api")):
-                # A person opening the panel without the cookie goes to its sign-in page.
-                return 303, "unauthorized", "sign in first", [(b"location", _sign_in(scope).encode())]
-            challenge = [(b"www-authenticate", b'Bearer realm="awb"')]
-            return 401, "unauthorized", "a valid 'Authorization: Bearer <token>' header is required", challenge
-        return None
+        if self._token is None:
+            return None
+        credential = self._credential(headers, path)
+        if credential == "open":
+            return None
+        address = client_address(scope)
+        if credential != "missing":
+            wait = self.limit.retry_after(address)
+            if wait:
+                # The right token too: a guesser must not learn which of its guesses would have passed.
+                detail = [(b"retry-after", str(wait).encode())]
+                return 429, "too_many_failures", too_many_failures_message(wait), detail
+        if credential == "ok":
+            return None
+        if credential == "wrong":
+            self.limit.failed(address)
+        if not path.startswith(("/mcp", "/api")):
+            # A person opening the panel without the cookie goes to its sign-in page.
+            return 303, "unauthorized", "sign in first", [(b"location", _sign_in(scope).encode())]
+        challenge = [(b"www-authenticate", b'Bearer realm="awb"')]
+        return 401, "unauthorized", "a valid 'Authorization: Bearer <token>' header is required", challenge
 
-    def _signed_in(self, headers: Headers, path: str) -> bool:
-        """The bearer header, or for the web panel's pages (a browser page cannot send headers) the pass
-        its sign-in form sets in a cookie (`awb.panel_access`: never the token, and no key to /mcp or
-        /api); the sign-in page and the panel's static files are open."""
-        if self._authorized(headers.get("authorization", "")):
-            return True
+    def _credential(self, headers: Headers, path: str) -> str:
+        """`ok`, `wrong`, `missing`, or `open` (the sign-in page and the panel's static files need none).
+        The bearer header, or for the web panel's pages (a browser page cannot send headers) the pass its
+        sign-in form sets in a cookie (`awb.panel_access`: never the token, and no key to /mcp or /api).
+        An expired pass is an old sign-in, not a guess: missing."""
+        header = headers.get("authorization", "")
+        if header.strip() and self._authorized(header):
+            return "ok"
         if path == PANEL_LOGIN or path.startswith(PANEL_STATIC):
-            return True
+            return "open"
+        presented = "wrong" if header.strip() else "missing"
         if not takes_pass(path):
-            return False
+            return presented
         cookie = SimpleCookie()
         with suppress(CookieError):
             cookie.load(headers.get("cookie", ""))
         morsel = cookie.get(PANEL_COOKIE)
+        if morsel is None or not morsel.value or pass_expired(morsel.value):
+            return presented
         assert self._token is not None
-        return morsel is not None and pass_ok(self._token.decode("utf-8"), morsel.value)
+        return "ok" if pass_ok(self._token.decode("utf-8"), morsel.value) else "wrong"
 
     def _authorized(self, header: str) -> bool:
         scheme, _, credentials = header.partition(" ")
@@ -167,7 +209,7 @@ def _sign_in(scope: Scope) -> str:
 def guard_http(app: ASGIApp, config: Config) -> HttpGuard:
     """`app` behind the gate configured by `config` (wrap the outermost app: every path is covered)."""
     token = None if config.auth_token is None else config.auth_token.get_secret_value()
-    return HttpGuard(app, transport_security(config), token)
+    return HttpGuard(app, transport_security(config), token, limit_for(config))
 
 
 __all__ = [

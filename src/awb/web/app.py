@@ -8,6 +8,7 @@ rollback, apply) run on the event loop like the MCP face's, since the workbench'
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote
@@ -21,7 +22,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from awb import __version__, panel_access
+from awb import __version__, panel_access, sign_in_limit
 from awb.errors import AwbError, InvalidParams
 from awb.feed import EventFeed, open_feed
 from awb.inventory.models import MEMORY_LEVELS
@@ -75,6 +76,8 @@ class Panel:
         self.feed = feed or open_feed(workbench.store, workbench.events)
         self.runs = run_logs(workbench)
         self.streams = 0
+        # Used when the panel is served without the server's guard, which hands `/login` its own limiter.
+        self.sign_in_limit = sign_in_limit.limit_for(self.config)
         self.meta_names = worded_by(PANEL_CONTROLS, self.config.tool_names)
         env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True))
         env.globals.update(
@@ -229,8 +232,22 @@ class Panel:
         status = request.query_params.get("status", staging.PENDING)
         if status not in (staging.PENDING, staging.APPLIED, staging.DISCARDED, "all"):
             status = staging.PENDING
-        writes = await anyio.to_thread.run_sync(views.staged_views, self.workbench, None if status == "all" else status)
-        return self._render(request, "staged.html", writes=writes, shown_status=status, view="staged")
+        after = whole_number(request.query_params.get("after"))
+        before = None if after is not None else whole_number(request.query_params.get("before"))
+        found = await anyio.to_thread.run_sync(
+            partial(views.staged_views, after=after, before=before),
+            self.workbench,
+            None if status == "all" else status,
+        )
+        return self._render(
+            request,
+            "staged.html",
+            writes=found.views,
+            page=found,
+            paged=after is not None or before is not None,
+            shown_status=status,
+            view="staged",
+        )
 
     async def apply(self, request: Request) -> Response:
         store: Any = self.workbench.store
@@ -286,7 +303,20 @@ class Panel:
         target = _safe_next(form.get("next", "/"))
         if expected is None:
             return RedirectResponse(target, status_code=303)
-        if not security.token_ok(expected, form.get("token", "")):
+        presented = form.get("token", "")
+        if not presented:
+            return self._render(request, "login.html", 401, next=target, failed=True)
+        # The guard's limiter when behind it, so a guess here and a guess at /api count alike.
+        limit: sign_in_limit.SignInLimit = request.scope.get(sign_in_limit.SCOPE_KEY, self.sign_in_limit)
+        address = sign_in_limit.client_address(request.scope)
+        wait = limit.retry_after(address)
+        if wait:
+            message = sign_in_limit.too_many_failures_message(wait)
+            page = self._render(request, "login.html", 429, next=target, locked=message)
+            page.headers["Retry-After"] = str(wait)
+            return page
+        if not security.token_ok(expected, presented):
+            limit.failed(address)
             return self._render(request, "login.html", 401, next=target, failed=True)
         response = RedirectResponse(target, status_code=303)
         # A pass, not the token: every server on this host name, whatever its port, is sent the cookie.

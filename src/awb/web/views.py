@@ -212,14 +212,42 @@ class StagedView:
     note: str = ""
 
 
-def staged_views(workbench: Workbench, status: str | None) -> list[StagedView]:
-    """Staged writes with a diff of each against the file as it is now on disk."""
-    views = []
+#: Staged writes one page of the panel shows (each is diffed against the file on disk).
+STAGED_PAGE = 25
+
+
+@dataclass
+class StagedPage:
+    views: list[StagedView]
+    #: The id to page from: `?after=` for the next page, `?before=` for the previous one (None: none).
+    after: int | None
+    before: int | None
+
+
+def staged_views(
+    workbench: Workbench, status: str | None, *, after: int | None = None, before: int | None = None
+) -> StagedPage:
+    """One page of staged writes (`STAGED_PAGE`, oldest first, from `after` or up to `before`), each with
+    a diff against the file as it is now on disk."""
     store: Any = workbench.store
-    for write in staging.list_staged(store, status):
+    # One more than a page says whether there is another page beyond it.
+    if before is not None:
+        writes = staging.list_staged(store, status, before=before, limit=STAGED_PAGE + 1)
+        earlier, writes = len(writes) > STAGED_PAGE, writes[-STAGED_PAGE:]
+        later = True
+    else:
+        writes = staging.list_staged(store, status, after=after, limit=STAGED_PAGE + 1)
+        later, writes = len(writes) > STAGED_PAGE, writes[:STAGED_PAGE]
+        earlier = after is not None
+    views = []
+    for write in writes:
         tool = workbench.store.get(write.tool_id)
         views.append(_staged_view(write, tool.name if tool else write.tool_id))
-    return views
+    return StagedPage(
+        views,
+        after=writes[-1].id if later and writes else None,
+        before=writes[0].id if earlier and writes else None,
+    )
 
 
 def _staged_diff(current: str, write: staging.StagedWrite, before_name: str, after_name: str) -> CodeBlock | None:
