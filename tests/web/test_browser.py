@@ -29,7 +29,9 @@ from support import REPO, add_tool, awb_env, free_port, wait_for_ready
 
 playwright_api = pytest.importorskip("playwright.async_api")
 
-pytestmark = pytest.mark.anyio
+# Chromium keeps shared memory in /dev/shm, which the sandbox's IPC tests hold unchanged around a tool: under
+# pytest-xdist they share one worker (tests/sandbox/test_cpython_kernel.py carries the same group).
+pytestmark = [pytest.mark.anyio, pytest.mark.xdist_group("dev_shm")]
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
