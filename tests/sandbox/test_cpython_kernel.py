@@ -170,10 +170,9 @@ async def test_a_tool_may_still_lower_its_own_limits(cpython: CPythonRuntime, ho
 
 # --- IPC ------------------------------------------------------------------------------------------
 
-_HOST_KEY = 0x0A3B5EED
 IPC = {
     "sysv_shm": "libc.syscall(29, 0x1234, 4096, 0o1600)",
-    "sysv_shm_host_key": f"libc.syscall(29, {_HOST_KEY}, 0, 0)",
+    "sysv_shm_host_key": "libc.syscall(29, params['host_key'], 0, 0)",
     "sysv_msg": "libc.syscall(68, 0x1234, 0o1600)",
     "sysv_sem": "libc.syscall(64, 0x1234, 1, 0o1600)",
     "posix_mq": "libc.syscall(240, b'/awb', 0o100 | 2, 0o600, None)",
@@ -210,12 +209,16 @@ def host_ipc() -> tuple[list[dict[str, str]], list[str]]:
 
 @pytest.fixture
 def host_segment() -> Any:
-    """A System V segment the host owns, with a key a tool could guess."""
+    """The key of a System V segment the host owns, a key a tool could guess. Made here (IPC_EXCL) under a
+    key no other process holds: a fixed key would be shared with, and removed by, a run elsewhere."""
     libc = ctypes.CDLL(None, use_errno=True)
-    shmid = libc.shmget(_HOST_KEY, 4096, 0o1600)
+    for key in range(0x0A3B0000 + os.getpid() % 0x8000, 0x0A3C0000):
+        shmid = libc.shmget(key, 4096, 0o3600)  # IPC_CREAT | IPC_EXCL | 0600
+        if shmid >= 0:
+            break
     assert shmid >= 0
     try:
-        yield shmid
+        yield key
     finally:
         libc.shmctl(shmid, 0, None)  # IPC_RMID
 
@@ -227,7 +230,7 @@ async def test_ipc_is_unusable_and_leaves_nothing_on_the_host(
 ) -> None:
     before = host_ipc()
     code = f"import ctypes\nlibc = ctypes.CDLL(None)\ndef run(params):\n    {IPC[mechanism]}\n    return 'made'\n"
-    error = await failure(cpython, code, {}, host_factory())
+    error = await failure(cpython, code, {"host_key": host_segment}, host_factory())
     assert error.code == "sandbox_violation", error
     assert host_ipc() == before
     await still_serves(cpython, host_factory)
