@@ -186,25 +186,37 @@ IPC = {
 _SYSV_VOLATILE = {"cpid", "lpid", "lspid", "lrpid", "atime", "dtime", "ctime", "stime", "rtime", "otime", "rss", "swap"}
 
 
-def _ours(uid: int) -> bool:
-    """Made by this test's user or by a sandbox worker, not by another service on the machine (PostgreSQL)."""
-    return uid in (os.getuid(), WORKER_UID)
+async def worker_uid(cpython: CPythonRuntime, host_factory: Any) -> int:
+    """The user the sandbox's workers run as (`nobody` under a root zygote, else the zygote's own)."""
+    code = "import os\ndef run(params):\n    return os.getuid()\n"
+    uid: int = (await cpython.execute(code, {}, LIMITS, host_factory())).value
+    return uid
 
 
-def host_ipc() -> tuple[list[dict[str, str]], list[str]]:
-    """Every System V object and /dev/shm entry this test's user or a sandbox worker could have made
-    (identity, size, attachments, queued bytes), so a tool's leftover shows as a difference."""
+def host_ipc(uid: int) -> tuple[list[dict[str, str]], list[str]]:
+    """Every System V object and /dev/shm entry made by `uid`, the sandbox workers' user (identity, size,
+    attachments, queued bytes), so a tool's leftover shows as a difference. Other users' objects are left
+    out: PostgreSQL's, and under a root zygote the host segment of a run of this test elsewhere."""
     objects: list[dict[str, str]] = []
     for kind in ("shm", "msg", "sem"):
         header, *rows = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
         names = header.split()
         for row in rows:
             fields = dict(zip(names, row.split(), strict=True))
-            if _ours(int(fields["cuid"])):
+            if int(fields["cuid"]) == uid:
                 objects.append({"kind": kind} | {k: v for k, v in fields.items() if k not in _SYSV_VOLATILE})
     shm = Path("/dev/shm")
-    entries = sorted(e.name for e in shm.iterdir() if _ours(e.lstat().st_uid)) if shm.is_dir() else []
+    entries = sorted(e.name for e in shm.iterdir() if e.lstat().st_uid == uid) if shm.is_dir() else []
     return sorted(objects, key=lambda o: sorted(o.items())), entries
+
+
+def host_shm(key: int) -> dict[str, str]:
+    """The host's own segment under `key`: still there, unattached, its size and rights unchanged."""
+    header, *rows = Path("/proc/sysvipc/shm").read_text().splitlines()
+    (fields,) = (
+        f for f in (dict(zip(header.split(), row.split(), strict=True)) for row in rows) if f["key"] == str(key)
+    )
+    return {k: v for k, v in fields.items() if k not in _SYSV_VOLATILE}
 
 
 @pytest.fixture
@@ -228,11 +240,12 @@ def host_segment() -> Any:
 async def test_ipc_is_unusable_and_leaves_nothing_on_the_host(
     cpython: CPythonRuntime, host_factory: Any, host_segment: int, mechanism: str
 ) -> None:
-    before = host_ipc()
+    uid = await worker_uid(cpython, host_factory)
+    before = host_ipc(uid), host_shm(host_segment)
     code = f"import ctypes\nlibc = ctypes.CDLL(None)\ndef run(params):\n    {IPC[mechanism]}\n    return 'made'\n"
     error = await failure(cpython, code, {"host_key": host_segment}, host_factory())
     assert error.code == "sandbox_violation", error
-    assert host_ipc() == before
+    assert (host_ipc(uid), host_shm(host_segment)) == before
     await still_serves(cpython, host_factory)
 
 
@@ -258,13 +271,14 @@ MEMORY = {
 @pytest.mark.parametrize("trick", sorted(MEMORY))
 @pytest.mark.xdist_group("dev_shm")  # never beside Chromium (tests/web/test_browser.py)
 async def test_memory_tricks_stay_within_the_limit(cpython: CPythonRuntime, host_factory: Any, trick: str) -> None:
-    before = host_ipc()
+    uid = await worker_uid(cpython, host_factory)
+    before = host_ipc(uid)
     code = f"import ctypes, mmap, os\ndef run(params):\n    {MEMORY[trick]}\n    return 'allocated'\n"
     params = {"limit": LIMITS.memory_mb * 1024 * 1024}
     with anyio.fail_after(20):
         error = await failure(cpython, code, params, host_factory())
     assert error.code in {"memory_exceeded", "sandbox_violation"}, error
-    assert host_ipc() == before
+    assert host_ipc(uid) == before
     await still_serves(cpython, host_factory)
 
 
