@@ -49,11 +49,13 @@ screenshot: install-dev chromium
 	mkdir -p docs/images
 	cp build/screenshots/readme.png docs/images/web-panel.png
 
-# Install the test dependencies, lint, type-check and run the whole suite.
+# Install the test dependencies, lint, type-check and run the whole suite on two workers (pytest-xdist;
+# tests marked xdist_group stay together on one worker). `make test PYTEST_WORKERS=0` runs it in one process.
+PYTEST_WORKERS ?= 2
 test: install-test chromium
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 bench: install-dev
 	$(BIN)/python benchmarks/ops.py

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -14,7 +11,7 @@ from awb.clock import ManualClock
 from awb.config import Config, SearchConfig
 from awb.workbench import Workbench
 from pg_support import clean_pg_url, pg_url  # noqa: F401 - PostgreSQL fixtures for every folder
-from support import awb_env, free_port, wait_for_ready
+from support import awb_env, awb_http
 
 
 @pytest.fixture
@@ -45,26 +42,5 @@ async def workbench(config: Config, clock: ManualClock) -> AsyncIterator[Workben
 @pytest.fixture
 def http_server(tmp_path: Path) -> Iterator[str]:
     """A real `awb start --transport http` process; yields its MCP URL."""
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "awb", "start", "--transport", "http", "--port", str(port)],
-        env=awb_env(tmp_path),
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    reader: threading.Thread | None = None
-    try:
-        reader = wait_for_ready(process)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
-        if reader is not None:
-            reader.join(timeout=5)
-        if process.stderr is not None:
-            process.stderr.close()
+    with awb_http(tmp_path, awb_env(tmp_path)) as base:
+        yield f"{base}/mcp"

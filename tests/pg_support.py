@@ -1,4 +1,5 @@
 """A throw-away PostgreSQL database for the test session (a plain module, imported by conftests).
+Each pytest-xdist worker is a session of its own, so each gets its own database.
 
 The server is the machine's PostgreSQL (POSTGRES_TEST_URL, default the local trust-auth one).
 Unreachable, the PostgreSQL tests skip on a developer's machine and fail in CI (CI=true), where the

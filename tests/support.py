@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -76,8 +79,38 @@ def awb_json(tmp_path: Path, *args: str, **extra_env: str) -> dict[str, Any]:
     return result
 
 
-def wait_for_ready(process: subprocess.Popen[bytes], timeout: float = 30.0) -> threading.Thread:
-    """Block (bounded) until the server prints its ready line on stderr; drain stderr afterwards."""
+@contextmanager
+def awb_http(cwd: Path, env: dict[str, str], *args: str) -> Iterator[str]:
+    """A real `python -m awb start --transport http --port 0 ARGS` process in `cwd`; yields its base URL
+    (http://127.0.0.1:PORT, MCP under /mcp), read from its ready line. Port 0: the kernel picks a port the
+    server holds from the start, where a port probed free beforehand may be taken by then (another worker)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "awb", "start", "--transport", "http", "--port", "0", *args],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    reader: threading.Thread | None = None
+    try:
+        reader, url = wait_for_ready(process)
+        yield url.removesuffix("/mcp")
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+        if reader is not None:
+            reader.join(timeout=5)
+        if process.stderr is not None:
+            process.stderr.close()
+
+
+def wait_for_ready(process: subprocess.Popen[bytes], timeout: float = 30.0) -> tuple[threading.Thread, str]:
+    """Block (bounded) until the server prints its ready line on stderr; drain stderr afterwards.
+    Returns the draining thread and the MCP URL the line names."""
     assert process.stderr is not None
     stream = process.stderr
     lines: queue.Queue[bytes] = queue.Queue()
@@ -98,8 +131,9 @@ def wait_for_ready(process: subprocess.Popen[bytes], timeout: float = 30.0) -> t
         if not line:
             raise RuntimeError(f"server exited before it was ready: {b''.join(seen)!r}")
         seen.append(line)
-        if b"awb: ready on" in line:
-            return reader
+        ready = re.search(rb"awb: ready on (\S+)", line)
+        if ready:
+            return reader, ready.group(1).decode()
 
 
 #: A tool that says it is running, then waits for ever (until its call is cancelled, or its time limit).

@@ -15,6 +15,7 @@ import anyio
 import pytest
 from mcp import Client
 
+from awb import validation
 from awb.errors import InvalidParams
 from awb.schema_bounds import PatternCache, SchemaTooExpensive
 from awb.server.mcp import McpFace
@@ -263,10 +264,13 @@ def test_the_pattern_cache_is_bounded_by_the_size_of_its_programs() -> None:
     ],
 )
 async def test_unique_items_is_linear_and_keeps_json_schema_equality(
-    workbench: Workbench, items: list[Any], unique: bool
+    workbench: Workbench, items: list[Any], unique: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """jsonschema compared objects pairwise in one keyword, past the budget checked between keywords
-    (4,000 objects: 29 s). 20,000 here must answer well within the two-second budget."""
+    (4,000 objects: 29 s; 20,000 would take minutes). 20,000 here take ~0.1 s of CPU; the budget is
+    widened from two seconds to eight so that a loaded machine (a CI run at load 9 took over two) does not
+    fail what stays a hundred times apart."""
+    monkeypatch.setattr(validation, "VALIDATION_SECONDS", 8.0)
     schema = ToolSchema.compile({"type": "array", "uniqueItems": True})
     with anyio.fail_after(10):
         problems = await schema.problems_off_loop(items)

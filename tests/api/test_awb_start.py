@@ -3,8 +3,6 @@ blueprint whose `workbench` arm calls the workbench's own meta-tools."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +11,8 @@ import httpx
 import pytest
 from mcp import Client
 
-from support import awb_env, free_port, wait_for_ready
+from support import awb_env
+from support import awb_http as awb_http_server
 
 from .blueprints_data import blueprint
 from .fakes import FakeServer, answer, tool_call, user_text
@@ -23,32 +22,11 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture
 def awb_http(tmp_path: Path, fake_model: FakeServer) -> Iterator[str]:
-    port = free_port()
     env = awb_env(
         tmp_path, OPENAI_BASE_URL=fake_model.url, OPENAI_API_KEY="sk-test", AWB_BLUEPRINTS_DIR=str(tmp_path / "bp")
     )
-    process = subprocess.Popen(
-        [sys.executable, "-m", "awb", "start", "--transport", "http", "--port", str(port)],
-        env=env,
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    reader = None
-    try:
-        reader = wait_for_ready(process)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
-        if reader is not None:
-            reader.join(timeout=5)
-        if process.stderr is not None:
-            process.stderr.close()
+    with awb_http_server(tmp_path, env) as base:
+        yield base
 
 
 async def test_awb_start_serves_rest_beside_mcp_and_workbench_arms_reach_the_meta_tools(

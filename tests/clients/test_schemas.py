@@ -61,6 +61,8 @@ DISTANCE = {
 META = ["awb_craft", "awb_call", "awb_list", "awb_search", "awb_delete", "awb_inspect", "awb_update",
         "awb_rollback", "awb_equip", "awb_unequip"]  # fmt: skip
 TOOLS = [*META, "distance"]
+# One listing (a server) for the module: under pytest-xdist, the module runs on one worker.
+pytestmark = pytest.mark.xdist_group("client_schemas_listing")
 
 
 @pytest.fixture(scope="module")

@@ -167,7 +167,7 @@ async def test_a_plan_waiting_on_a_tool_ends_at_its_deadline_and_the_call_is_can
             await cancelled.wait()
     assert (result.success, result.timed_out, result.error_code) == (False, True, "timeout")
     assert result.error == "the plan ran past 0.5 s"
-    assert elapsed < 0.5 + 0.4, elapsed
+    assert elapsed < 0.5 + 1.5, elapsed  # the hanging call never ends: the limit ended the plan (margin: a loaded CI)
     assert cancelled.is_set(), "the in-flight call was left running after the plan ended"
     assert result.calls == [CallMade("slow", "hang", "plan", "cancelled")]
 

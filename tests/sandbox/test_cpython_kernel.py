@@ -170,10 +170,9 @@ async def test_a_tool_may_still_lower_its_own_limits(cpython: CPythonRuntime, ho
 
 # --- IPC ------------------------------------------------------------------------------------------
 
-_HOST_KEY = 0x0A3B5EED
 IPC = {
     "sysv_shm": "libc.syscall(29, 0x1234, 4096, 0o1600)",
-    "sysv_shm_host_key": f"libc.syscall(29, {_HOST_KEY}, 0, 0)",
+    "sysv_shm_host_key": "libc.syscall(29, params['host_key'], 0, 0)",
     "sysv_msg": "libc.syscall(68, 0x1234, 0o1600)",
     "sysv_sem": "libc.syscall(64, 0x1234, 1, 0o1600)",
     "posix_mq": "libc.syscall(240, b'/awb', 0o100 | 2, 0o600, None)",
@@ -182,31 +181,71 @@ IPC = {
 }
 
 
-def sysv_state() -> tuple[str, ...]:
-    return tuple(Path(f"/proc/sysvipc/{kind}").read_text() for kind in ("shm", "msg", "sem"))
+#: Columns of /proc/sysvipc/* that other processes move by merely using an object (times, last pids, and
+#: a PostgreSQL segment's resident pages): left out, so a database on the machine cannot fail the check.
+_SYSV_VOLATILE = {"cpid", "lpid", "lspid", "lrpid", "atime", "dtime", "ctime", "stime", "rtime", "otime", "rss", "swap"}
+
+
+async def worker_uid(cpython: CPythonRuntime, host_factory: Any) -> int:
+    """The user the sandbox's workers run as (`nobody` under a root zygote, else the zygote's own)."""
+    code = "import os\ndef run(params):\n    return os.getuid()\n"
+    uid: int = (await cpython.execute(code, {}, LIMITS, host_factory())).value
+    return uid
+
+
+def host_ipc(uid: int) -> tuple[list[dict[str, str]], list[str]]:
+    """Every System V object and /dev/shm entry made by `uid`, the sandbox workers' user (identity, size,
+    attachments, queued bytes), so a tool's leftover shows as a difference. Other users' objects are left
+    out: PostgreSQL's, and under a root zygote the host segment of a run of this test elsewhere."""
+    objects: list[dict[str, str]] = []
+    for kind in ("shm", "msg", "sem"):
+        header, *rows = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
+        names = header.split()
+        for row in rows:
+            fields = dict(zip(names, row.split(), strict=True))
+            if int(fields["cuid"]) == uid:
+                objects.append({"kind": kind} | {k: v for k, v in fields.items() if k not in _SYSV_VOLATILE})
+    shm = Path("/dev/shm")
+    entries = sorted(e.name for e in shm.iterdir() if e.lstat().st_uid == uid) if shm.is_dir() else []
+    return sorted(objects, key=lambda o: sorted(o.items())), entries
+
+
+def host_shm(key: int) -> dict[str, str]:
+    """The host's own segment under `key`: still there, unattached, its size and rights unchanged."""
+    header, *rows = Path("/proc/sysvipc/shm").read_text().splitlines()
+    (fields,) = (
+        f for f in (dict(zip(header.split(), row.split(), strict=True)) for row in rows) if f["key"] == str(key)
+    )
+    return {k: v for k, v in fields.items() if k not in _SYSV_VOLATILE}
 
 
 @pytest.fixture
 def host_segment() -> Any:
-    """A System V segment the host owns, with a key a tool could guess."""
+    """The key of a System V segment the host owns, a key a tool could guess. Made here (IPC_EXCL) under a
+    key no other process holds: a fixed key would be shared with, and removed by, a run elsewhere."""
     libc = ctypes.CDLL(None, use_errno=True)
-    shmid = libc.shmget(_HOST_KEY, 4096, 0o1600)
+    for key in range(0x0A3B0000 + os.getpid() % 0x8000, 0x0A3C0000):
+        shmid = libc.shmget(key, 4096, 0o3600)  # IPC_CREAT | IPC_EXCL | 0600
+        if shmid >= 0:
+            break
     assert shmid >= 0
     try:
-        yield shmid
+        yield key
     finally:
         libc.shmctl(shmid, 0, None)  # IPC_RMID
 
 
 @pytest.mark.parametrize("mechanism", sorted(IPC))
+@pytest.mark.xdist_group("dev_shm")  # never beside Chromium (tests/web/test_browser.py)
 async def test_ipc_is_unusable_and_leaves_nothing_on_the_host(
     cpython: CPythonRuntime, host_factory: Any, host_segment: int, mechanism: str
 ) -> None:
-    before = (sysv_state(), sorted(os.listdir("/dev/shm")))
+    uid = await worker_uid(cpython, host_factory)
+    before = host_ipc(uid), host_shm(host_segment)
     code = f"import ctypes\nlibc = ctypes.CDLL(None)\ndef run(params):\n    {IPC[mechanism]}\n    return 'made'\n"
-    error = await failure(cpython, code, {}, host_factory())
+    error = await failure(cpython, code, {"host_key": host_segment}, host_factory())
     assert error.code == "sandbox_violation", error
-    assert (sysv_state(), sorted(os.listdir("/dev/shm"))) == before
+    assert (host_ipc(uid), host_shm(host_segment)) == before
     await still_serves(cpython, host_factory)
 
 
@@ -230,14 +269,16 @@ MEMORY = {
 
 
 @pytest.mark.parametrize("trick", sorted(MEMORY))
+@pytest.mark.xdist_group("dev_shm")  # never beside Chromium (tests/web/test_browser.py)
 async def test_memory_tricks_stay_within_the_limit(cpython: CPythonRuntime, host_factory: Any, trick: str) -> None:
-    before = (sysv_state(), sorted(os.listdir("/dev/shm")))
+    uid = await worker_uid(cpython, host_factory)
+    before = host_ipc(uid)
     code = f"import ctypes, mmap, os\ndef run(params):\n    {MEMORY[trick]}\n    return 'allocated'\n"
     params = {"limit": LIMITS.memory_mb * 1024 * 1024}
     with anyio.fail_after(20):
         error = await failure(cpython, code, params, host_factory())
     assert error.code in {"memory_exceeded", "sandbox_violation"}, error
-    assert (sysv_state(), sorted(os.listdir("/dev/shm"))) == before
+    assert host_ipc(uid) == before
     await still_serves(cpython, host_factory)
 
 

@@ -28,6 +28,8 @@ from awb.search.vector_index import VectorIndex  # noqa: E402
 from awb.workbench import Workbench  # noqa: E402
 
 CODE = "def run(params):\n    return None\n"
+# One pgserver for the session: under pytest-xdist, every test of this file runs on one worker.
+pytestmark = pytest.mark.xdist_group("pgvector_server")
 
 
 @pytest.fixture(scope="session")

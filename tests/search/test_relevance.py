@@ -61,6 +61,8 @@ MATCHING = [
     ("how many euros is 20 dollars", "convertCurrency", 20),
 ]
 CODE = "def run(params):\n    return None\n"
+# The model is loaded once for the module: under pytest-xdist, the module runs on one worker.
+pytestmark = pytest.mark.xdist_group("relevance_model")
 
 
 @pytest.fixture(scope="module")

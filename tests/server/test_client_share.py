@@ -106,7 +106,8 @@ async def test_clients_a_stateless_server_cannot_tell_apart_are_held_only_by_the
                     while slots.active < 3:
                         await anyio.sleep(0.005)
                     served = await call(client, "awb_call", ADD)
-                    calls.cancel_scope.cancel()
+                    # No cancelling: a stateless server answers the waiting calls at their time limit, and
+                    # a client closed before those answers arrive fails in the SDK (ClosedResourceError).
                 while slots.active:
                     await anyio.sleep(0.005)
     assert served["result"] == 5

@@ -22,7 +22,7 @@ from awb.errors import ConfigError
 from awb.server.http_guard import check_exposure
 from awb.workbench import Workbench
 from journey import call
-from support import add_tool, awb_env, free_port
+from support import add_tool, awb_env
 
 pytestmark = pytest.mark.anyio
 
@@ -112,9 +112,8 @@ def test_a_non_loopback_bind_without_a_token_is_refused(host: str) -> None:
 
 
 def test_awb_start_refuses_a_public_bind_without_a_token_in_one_line(tmp_path: Path) -> None:
-    port = free_port()
     result = subprocess.run(
-        [sys.executable, "-m", "awb", "start", "--transport", "http", "--host", "0.0.0.0", "--port", str(port)],
+        [sys.executable, "-m", "awb", "start", "--transport", "http", "--host", "0.0.0.0", "--port", "0"],
         env=awb_env(tmp_path, COLUMNS="500"),
         cwd=tmp_path,
         capture_output=True,

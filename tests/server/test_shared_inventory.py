@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
-import subprocess
-import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -26,7 +25,7 @@ from mcp_types.version import LATEST_HANDSHAKE_VERSION, LATEST_PROTOCOL_VERSION
 from test_equip_mcp import listening
 
 from journey import call
-from support import add_tool, awb_env, free_port, wait_for_ready
+from support import add_tool, awb_env, awb_http
 
 pytestmark = pytest.mark.anyio
 
@@ -34,31 +33,9 @@ pytestmark = pytest.mark.anyio
 @contextmanager
 def server(tmp_path: Path, url: str, **env: str) -> Iterator[str]:
     """One `awb start --transport http` on the shared inventory `url`; yields its MCP URL."""
-    port = free_port()
-    folder = tmp_path / f"server-{port}"
-    folder.mkdir()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "awb", "start", "--transport", "http", "--port", str(port)],
-        env=awb_env(folder, AWB_INVENTORY_URL=url, **env),
-        cwd=folder,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    reader = None
-    try:
-        reader = wait_for_ready(process)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-        if reader is not None:
-            reader.join(timeout=5)
-        if process.stderr is not None:
-            process.stderr.close()
+    folder = Path(tempfile.mkdtemp(prefix="server-", dir=tmp_path))
+    with awb_http(folder, awb_env(folder, AWB_INVENTORY_URL=url, **env)) as base:
+        yield f"{base}/mcp"
 
 
 @pytest.fixture

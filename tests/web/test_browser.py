@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,11 +22,13 @@ from mcp import Client
 from awb.config import Config
 from awb.workbench import Workbench
 from journey import call
-from support import REPO, add_tool, awb_env, free_port, wait_for_ready
+from support import REPO, add_tool, awb_env, awb_http
 
 playwright_api = pytest.importorskip("playwright.async_api")
 
-pytestmark = pytest.mark.anyio
+# Chromium keeps shared memory in /dev/shm, which the sandbox's IPC tests hold unchanged around a tool: under
+# pytest-xdist they share one worker (tests/sandbox/test_cpython_kernel.py carries the same group).
+pytestmark = [pytest.mark.anyio, pytest.mark.xdist_group("dev_shm")]
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -97,38 +96,16 @@ class Server:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
-    """`awb start --transport http` on a free loopback port; `note_writer` may stage writes under notes/."""
+    """`awb start --transport http` on a loopback port of its own; `note_writer` may stage writes under notes/."""
     if not CHROMIUM.exists():
         if os.environ.get("CI"):
             pytest.fail("Debian's chromium is missing: `make test` installs it (make chromium)")
         pytest.skip("Debian's chromium is not installed (make chromium)")
     notes = tmp_path / "notes"
     notes.mkdir()
-    port = free_port()
     env = awb_env(tmp_path, AWB_SANDBOX__GRANTS=json.dumps({"note_writer": [str(notes)]}))
-    process = subprocess.Popen(
-        [sys.executable, "-m", "awb", "start", "--transport", "http", "--port", str(port)],
-        env=env,
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    reader: threading.Thread | None = None
-    try:
-        reader = wait_for_ready(process)
-        base = f"http://127.0.0.1:{port}"
+    with awb_http(tmp_path, env) as base:
         yield Server(base, f"{base}/mcp", tmp_path / "inventory.db", notes)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-        if reader is not None:
-            reader.join(timeout=5)
-        if process.stderr is not None:
-            process.stderr.close()
 
 
 @pytest.fixture
