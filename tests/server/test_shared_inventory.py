@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -181,7 +183,7 @@ async def test_stateless_replicas_answer_a_session_whose_requests_alternate_betw
 def test_a_server_whose_inventory_cannot_be_reached_says_so_in_one_line_and_exits(tmp_path: Path) -> None:
     url = "postgresql://awb:s3cret@127.0.0.1:1/awb"  # nothing listens on port 1
     done = subprocess.run(
-        [sys.executable, "-m", "awb", "start", "--transport", "http", "--port", str(free_port())],
+        [sys.executable, "-m", "awb", "start", "--transport", "http", "--port", "0"],
         env=awb_env(tmp_path, AWB_INVENTORY_URL=url),
         cwd=tmp_path,
         capture_output=True,

@@ -28,7 +28,7 @@ from support import add_tool, awb_env, free_port, wait_for_ready
 
 playwright_api = pytest.importorskip("playwright.async_api")
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.xdist_group("dev_shm")]  # as tests/web/test_browser.py
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
