@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -24,7 +22,7 @@ from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
 from journey import call
-from support import add_tool, awb_env, free_port, wait_for_ready
+from support import add_tool, awb_env, awb_http
 
 playwright_api = pytest.importorskip("playwright.async_api")
 
@@ -61,7 +59,7 @@ WRITER: dict[str, Any] = {
 
 @contextmanager
 def awb_server(tmp_path: Path, **env: str) -> Iterator[tuple[str, Path]]:
-    """`awb start --transport http` on a free loopback port: its base URL and the directory `note_writer`
+    """`awb start --transport http` on port 0 (support.awb_http): its base URL and the directory `note_writer`
     may stage writes under."""
     if not CHROMIUM.exists():
         if os.environ.get("CI"):
@@ -69,29 +67,9 @@ def awb_server(tmp_path: Path, **env: str) -> Iterator[tuple[str, Path]]:
         pytest.skip("Debian's chromium is not installed (make chromium)")
     notes = tmp_path / "notes"
     notes.mkdir()
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "awb", "start", "--transport", "http", "--port", str(port)],
-        env=awb_env(tmp_path, AWB_SANDBOX__GRANTS=json.dumps({"note_writer": [str(notes)]}), **env),
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    reader: threading.Thread | None = None
-    try:
-        reader = wait_for_ready(process)
-        yield f"http://127.0.0.1:{port}", notes
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-        if reader is not None:
-            reader.join(timeout=5)
-        if process.stderr is not None:
-            process.stderr.close()
+    grants = json.dumps({"note_writer": [str(notes)]})
+    with awb_http(tmp_path, awb_env(tmp_path, AWB_SANDBOX__GRANTS=grants, **env)) as base:
+        yield base, notes
 
 
 @asynccontextmanager
