@@ -14,7 +14,15 @@ from awb.inventory.call_groups import GroupMoves, by_tool, one_by_one, per_versi
 from awb.inventory.models import CallRecord, MemoryLevel, ToolCounters
 from awb.inventory.postgres_notify import CHANNEL, ChangeListenerThread, payload, send
 from awb.inventory.read_cache import ReadCache
-from awb.inventory.rows import CALL_COLUMNS, STAGED_COLUMNS, call_values, iso, row_to_call, staged_row
+from awb.inventory.rows import (
+    CALL_COLUMNS,
+    SELECT_STAGED,
+    call_values,
+    iso,
+    row_to_call,
+    staged_page_query,
+    staged_row,
+)
 from awb.inventory.store import record_one_at_a_time
 
 log = logging.getLogger("awb.inventory")
@@ -37,7 +45,6 @@ _PRUNE_CALLS = (
     "WHERE c.tool_id = k.tool_id AND c.id <= k.bound RETURNING c.tool_id) "
     "SELECT tool_id, count(*) FROM gone GROUP BY tool_id"
 )
-_SELECT_STAGED = f"SELECT {', '.join(STAGED_COLUMNS)} FROM staged_writes"
 #: Calls recorded together (`record_calls`): the calls go in, each (tool, version) and each tool moves
 #: once, other servers hear once. The tools are locked first, in tool id order (`old` is materialised
 #: and read before any tool is updated), and `old` is each tool's tier before these calls.
@@ -304,33 +311,14 @@ class PostgresRecords:
     ) -> list[dict[str, Any]]:
         """Staged writes, oldest first; all of them, or those with `status` (and of `tool_id`). A page:
         at most `limit`, the first ones with an id past `after_id`, or the last ones before `before_id`."""
-        where: list[str] = []
-        args: list[str | int] = []
-        if status is not None:
-            where.append("status = %s")
-            args.append(status)
-        if tool_id is not None:
-            where.append("tool_id = %s")
-            args.append(tool_id)
-        if after_id is not None:
-            where.append("id > %s")
-            args.append(after_id)
-        if before_id is not None:
-            where.append("id < %s")
-            args.append(before_id)
-        # The page before `before_id` is the nearest rows to it: read backwards, then turned round.
-        order = " ORDER BY id DESC" if before_id is not None and limit is not None else " ORDER BY id"
-        query = _SELECT_STAGED + (f" WHERE {' AND '.join(where)}" if where else "") + order
-        if limit is not None:
-            query += " LIMIT %s"
-            args.append(limit)
+        query, args = staged_page_query("%s", status, tool_id, after_id, before_id, limit)
         with self._pool.connection() as conn:
             rows = conn.execute(query, args).fetchall()
         return sorted((staged_row(r) for r in rows), key=lambda row: int(row["id"]))
 
     def get_staged(self, staged_id: int) -> dict[str, Any] | None:
         with self._pool.connection() as conn:
-            row = conn.execute(f"{_SELECT_STAGED} WHERE id = %s", (staged_id,)).fetchone()
+            row = conn.execute(f"{SELECT_STAGED} WHERE id = %s", (staged_id,)).fetchone()
         return None if row is None else staged_row(row)
 
     def set_staged_status(self, staged_id: int, status: str, *, expected: str | None = None) -> bool:

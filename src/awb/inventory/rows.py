@@ -203,8 +203,35 @@ def row_to_call(row: Sequence[Any]) -> CallRecord:
     )
 
 
+SELECT_STAGED = f"SELECT {', '.join(STAGED_COLUMNS)} FROM staged_writes"
+
+
 def staged_row(row: Sequence[Any]) -> dict[str, Any]:
     return dict(zip(STAGED_COLUMNS, tuple(row), strict=True))
+
+
+def staged_page_query(
+    mark: str,
+    status: str | None,
+    tool_id: str | None,
+    after_id: int | None,
+    before_id: int | None,
+    limit: int | None,
+) -> tuple[str, list[str | int]]:
+    """The query (and its values) of `Store.staged_writes`, with `mark` the store's placeholder. The page
+    before `before_id` is the nearest rows to it: read backwards, so the caller turns the rows round."""
+    where: list[str] = []
+    args: list[str | int] = []
+    for clause, value in (("status =", status), ("tool_id =", tool_id), ("id >", after_id), ("id <", before_id)):
+        if value is not None:
+            where.append(f"{clause} {mark}")
+            args.append(value)
+    order = " ORDER BY id DESC" if before_id is not None and limit is not None else " ORDER BY id"
+    query = SELECT_STAGED + (f" WHERE {' AND '.join(where)}" if where else "") + order
+    if limit is not None:
+        query += f" LIMIT {mark}"
+        args.append(limit)
+    return query, args
 
 
 def snapshot_condition(expected: Mapping[str, Any], *, sqlite: bool) -> tuple[str, list[Any]]:
@@ -264,6 +291,7 @@ def inventory_full(max_active: int) -> LimitExceeded:
 __all__ = [
     "CALL_COLUMNS",
     "JSON_FIELDS",
+    "SELECT_STAGED",
     "SELECT_TOOLS",
     "STAGED_COLUMNS",
     "SUMMARY_COLUMNS",
@@ -283,6 +311,7 @@ __all__ = [
     "row_to_tool",
     "row_to_version",
     "snapshot_condition",
+    "staged_page_query",
     "staged_row",
     "tool_values",
     "version_values",

@@ -13,7 +13,15 @@ from typing import Any
 from awb.errors import OutputExceeded
 from awb.inventory.call_groups import GroupMoves, by_tool, one_by_one, per_version
 from awb.inventory.models import CallRecord, MemoryLevel, ToolCounters
-from awb.inventory.rows import CALL_COLUMNS, STAGED_COLUMNS, call_values, iso, row_to_call, staged_row
+from awb.inventory.rows import (
+    CALL_COLUMNS,
+    SELECT_STAGED,
+    call_values,
+    iso,
+    row_to_call,
+    staged_page_query,
+    staged_row,
+)
 from awb.inventory.sqlite_cache import ToolCache
 from awb.inventory.store import record_one_at_a_time
 
@@ -44,7 +52,6 @@ _PRUNE_CALLS = (
 #: Calls deleted per write transaction: a first prune of a long history must not hold the store's lock
 #: (and every call waiting on it) for seconds.
 PRUNE_CHUNK = 5000
-_SELECT_STAGED = f"SELECT {', '.join(STAGED_COLUMNS)} FROM staged_writes"
 
 
 class SQLiteRecords:
@@ -218,33 +225,14 @@ class SQLiteRecords:
     ) -> list[dict[str, Any]]:
         """Staged writes, oldest first; all of them, or those with `status` (and of `tool_id`). A page:
         at most `limit`, the first ones with an id past `after_id`, or the last ones before `before_id`."""
-        where: list[str] = []
-        args: list[str | int] = []
-        if status is not None:
-            where.append("status = ?")
-            args.append(status)
-        if tool_id is not None:
-            where.append("tool_id = ?")
-            args.append(tool_id)
-        if after_id is not None:
-            where.append("id > ?")
-            args.append(after_id)
-        if before_id is not None:
-            where.append("id < ?")
-            args.append(before_id)
-        # The page before `before_id` is the nearest rows to it: read backwards, then turned round.
-        order = " ORDER BY id DESC" if before_id is not None and limit is not None else " ORDER BY id"
-        query = _SELECT_STAGED + (f" WHERE {' AND '.join(where)}" if where else "") + order
-        if limit is not None:
-            query += " LIMIT ?"
-            args.append(limit)
+        query, args = staged_page_query("?", status, tool_id, after_id, before_id, limit)
         with self._lock:
             rows = self._db.execute(query, args).fetchall()
         return sorted((staged_row(r) for r in rows), key=lambda row: int(row["id"]))
 
     def get_staged(self, staged_id: int) -> dict[str, Any] | None:
         with self._lock:
-            row = self._db.execute(f"{_SELECT_STAGED} WHERE id = ?", (staged_id,)).fetchone()
+            row = self._db.execute(f"{SELECT_STAGED} WHERE id = ?", (staged_id,)).fetchone()
         return None if row is None else staged_row(row)
 
     def set_staged_status(self, staged_id: int, status: str, *, expected: str | None = None) -> bool:
