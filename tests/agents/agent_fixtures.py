@@ -1,4 +1,5 @@
-"""Helpers the agent runtime tests share: small MCP servers and a scripted fake provider."""
+"""Helpers the agent runtime tests share: small MCP servers, a scripted fake provider and the reader agent
+over the files server."""
 
 from __future__ import annotations
 
@@ -8,6 +9,25 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel
+
+from awb.agents import Agent
+
+
+class Question(BaseModel):
+    question: str
+
+
+class Answer(BaseModel):
+    answer: str
+
+
+class Reader(Agent):
+    mode = "reader"
+    tools = ("files",)
+    system_prompt = "Read documents and answer."
+    Input = Question
+    Output = Answer
 
 
 def files_server() -> MCPServer:

@@ -7,31 +7,21 @@ from typing import Any
 
 import anyio
 import pytest
-from pydantic import BaseModel
 
-from awb.agents import Agent, ModelSettings, run_agent
+from awb.agents import ModelSettings, run_agent
 from awb.agents.models.anthropic import AnthropicModel
 from awb.agents.models.functions import PROSE_REPLY
 
-from .agent_fixtures import FakeProvider, WaitRecorder, anthropic_uses, files_server, math_server
+from .agent_fixtures import (
+    FakeProvider,
+    Reader,
+    WaitRecorder,
+    anthropic_uses,
+    files_server,
+    math_server,
+)
 
 pytestmark = pytest.mark.anyio
-
-
-class Question(BaseModel):
-    question: str
-
-
-class Answer(BaseModel):
-    answer: str
-
-
-class Reader(Agent):
-    mode = "reader"
-    tools = ("files",)
-    system_prompt = "Read documents and answer."
-    Input = Question
-    Output = Answer
 
 
 def model(provider: FakeProvider) -> AnthropicModel:

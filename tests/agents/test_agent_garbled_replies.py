@@ -10,35 +10,18 @@ from typing import Any
 
 import anyio
 import pytest
-from pydantic import BaseModel
 
-from awb.agents import Agent, ModelSettings, run_agent
+from awb.agents import ModelSettings, run_agent
 from awb.agents.models.anthropic import AnthropicModel
 from awb.agents.models.openai import OpenAIModel
 
-from .agent_fixtures import FakeProvider, anthropic_uses, files_server, openai_calls
+from .agent_fixtures import FakeProvider, Reader, anthropic_uses, files_server, openai_calls
 
 pytestmark = pytest.mark.anyio
 
 #: Deeper than CPython's json decoder can go (it raises RecursionError, not ValueError).
 DEEP = "[" * 100_000 + "]" * 100_000
 DONE = openai_calls(("done", '{"answer": "a"}'))
-
-
-class Question(BaseModel):
-    question: str
-
-
-class Answer(BaseModel):
-    answer: str
-
-
-class Reader(Agent):
-    mode = "reader"
-    tools = ("files",)
-    system_prompt = "Read documents and answer."
-    Input = Question
-    Output = Answer
 
 
 async def run(provider: FakeProvider, adapter: Any = None) -> Any:

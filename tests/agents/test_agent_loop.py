@@ -7,7 +7,6 @@ from collections.abc import Sequence
 import anyio
 import pytest
 from mcp.server.mcpserver import MCPServer
-from pydantic import BaseModel
 
 from awb.agents import Agent, Budget, run_agent
 from awb.agents.actions import Action, CallTool, Done
@@ -15,25 +14,9 @@ from awb.agents.models import Prompt, ScriptedModel
 from awb.agents.toolbox import ToolSpec
 from awb.errors import InvalidParams
 
-from .agent_fixtures import files_server, math_server
+from .agent_fixtures import Answer, Question, Reader, files_server, math_server
 
 pytestmark = pytest.mark.anyio
-
-
-class Question(BaseModel):
-    question: str
-
-
-class Answer(BaseModel):
-    answer: str
-
-
-class Reader(Agent):
-    mode = "reader"
-    tools = ("files",)
-    system_prompt = "Read documents and answer."
-    Input = Question
-    Output = Answer
 
 
 class Arithmetic(Agent):

@@ -8,32 +8,15 @@ from typing import Any
 
 import anyio
 import pytest
-from pydantic import BaseModel
 
-from awb.agents import Agent, run_agent
+from awb.agents import run_agent
 from awb.agents.models.openai import OpenAIModel
 
-from .agent_fixtures import FakeProvider, files_server
+from .agent_fixtures import FakeProvider, Reader, files_server
 
 pytestmark = pytest.mark.anyio
 
 KEY = "sk-test-very-secret-key-123"
-
-
-class Question(BaseModel):
-    question: str
-
-
-class Answer(BaseModel):
-    answer: str
-
-
-class Reader(Agent):
-    mode = "reader"
-    tools = ("files",)
-    system_prompt = "Read documents and answer."
-    Input = Question
-    Output = Answer
 
 
 def tool_call(name: str, arguments: str) -> dict[str, Any]:

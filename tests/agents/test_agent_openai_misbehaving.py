@@ -8,31 +8,22 @@ from typing import Any
 
 import anyio
 import pytest
-from pydantic import BaseModel
 
 from awb.agents import Agent, ModelSettings, RunEvent, run_agent
 from awb.agents.models.functions import PROSE_REPLY
 from awb.agents.models.openai import OpenAIModel
 
-from .agent_fixtures import FakeProvider, WaitRecorder, files_server, math_server, openai_calls, openai_text
+from .agent_fixtures import (
+    FakeProvider,
+    Reader,
+    WaitRecorder,
+    files_server,
+    math_server,
+    openai_calls,
+    openai_text,
+)
 
 pytestmark = pytest.mark.anyio
-
-
-class Question(BaseModel):
-    question: str
-
-
-class Answer(BaseModel):
-    answer: str
-
-
-class Reader(Agent):
-    mode = "reader"
-    tools = ("files",)
-    system_prompt = "Read documents and answer."
-    Input = Question
-    Output = Answer
 
 
 def model(provider: FakeProvider, **options: Any) -> OpenAIModel:
