@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import queue
@@ -10,7 +11,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -180,3 +181,35 @@ async def until_running(runtime: Announcing) -> None:
     """Wait until the tool runs (bound it: `anyio.fail_after`)."""
     while not runtime.running.is_set():
         await anyio.to_thread.run_sync(runtime.running.wait, 0.05)
+
+
+def once_after(target: Any, meanwhile: Callable[[], Any], *names: str) -> None:
+    """Run `meanwhile` (another server's turn) once, right after the first call of any of `target.<names>`
+    (sync or async methods) returns, before the rest of the request goes on: a race between two servers
+    made to happen in one order."""
+    done = False
+
+    def turn() -> None:
+        nonlocal done
+        if not done:
+            done = True
+            meanwhile()
+
+    for name in names:
+        original = getattr(target, name)
+        if inspect.iscoroutinefunction(original):
+
+            async def awaited(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+                result = await _original(*args, **kwargs)
+                turn()
+                return result
+
+            setattr(target, name, awaited)
+        else:
+
+            def returned(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+                result = _original(*args, **kwargs)
+                turn()
+                return result
+
+            setattr(target, name, returned)

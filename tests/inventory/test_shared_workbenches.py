@@ -4,9 +4,8 @@ moment that matters (one reads, the other writes, the first writes) instead of h
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 import pytest
 
@@ -16,7 +15,7 @@ from awb.errors import ToolDeleted
 from awb.events import Event
 from awb.inventory.models import CallRecord
 from awb.workbench import Workbench
-from support import add_tool
+from support import add_tool, once_after
 
 pytestmark = pytest.mark.anyio
 
@@ -40,23 +39,6 @@ def purges(*workbenches: Workbench) -> list[str]:
     return seen
 
 
-def after_reading(workbench: Workbench, method: str, meanwhile: Callable[[], Any]) -> None:
-    """Make `workbench.store.<method>` run `meanwhile` (another server's turn) once, right after it read."""
-    store = workbench.store
-    original = getattr(store, method)
-    done = False
-
-    def read_then_let_the_other_act(*args: Any, **kwargs: Any) -> Any:
-        nonlocal done
-        result = original(*args, **kwargs)
-        if not done:
-            done = True
-            meanwhile()
-        return result
-
-    setattr(store, method, read_then_let_the_other_act)
-
-
 async def test_two_servers_purging_the_same_deleted_tools_remove_and_announce_each_once(store_config: Config) -> None:
     async with two_servers(store_config, ManualClock()) as (one, other):
         ids = [(await one.craft(add_tool(name))).tool_id for name in ("p1", "p2")]
@@ -64,7 +46,7 @@ async def test_two_servers_purging_the_same_deleted_tools_remove_and_announce_ea
             one.delete(name)
         heard = purges(one, other)
         by_other: list[str] = []
-        after_reading(one, "purge_candidates", lambda: by_other.extend(t.tool_id for t in other.purge(deleted=True)))
+        once_after(one.store, lambda: by_other.extend(t.tool_id for t in other.purge(deleted=True)), "purge_candidates")
         by_one = [t.tool_id for t in one.purge(deleted=True)]
     assert sorted(by_other) == sorted(ids)
     assert by_one == []  # they were gone when it came to remove them: it says it removed nothing
@@ -82,7 +64,7 @@ async def test_deletes_past_max_deleted_tools_on_two_servers_announce_each_purge
         heard = purges(one, other)
         # `one` deletes d2 and lists what is past the cap (d1); `other` deletes d3 and purges d1 and d2
         # before `one` comes to purge d1.
-        after_reading(one, "deleted_past", lambda: (clock.advance(seconds=1), other.delete("d3")))
+        once_after(one.store, lambda: (clock.advance(seconds=1), other.delete("d3")), "deleted_past")
         one.delete("d2")
         left = one.store.purge_candidates(archived_before=None, deleted=True)
     assert [t.name for t in left] == ["d3"]
@@ -101,7 +83,7 @@ async def test_an_archived_tool_called_back_to_life_while_a_purge_lists_it_is_no
             call = CallRecord(tool_id=crafted.tool_id, version=1, at=clock.now(), duration_ms=1, ok=True)
             other.store.record_call(call)
 
-        after_reading(one, "purge_candidates", called_on_the_other_server)
+        once_after(one.store, called_on_the_other_server, "purge_candidates")
         purged = one.purge(archived_before_days=0)
         tool = other.inspect(crafted.tool_id).tool
     assert purged == []

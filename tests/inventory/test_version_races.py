@@ -4,9 +4,6 @@ gains no version, and no two versions of a tool get one number."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import pytest
 from anyio.from_thread import start_blocking_portal
 
@@ -14,7 +11,7 @@ from awb.clock import ManualClock
 from awb.config import Config
 from awb.errors import ToolDeleted
 from awb.workbench import Workbench
-from support import add_tool
+from support import add_tool, once_after
 
 pytestmark = pytest.mark.anyio
 
@@ -26,49 +23,12 @@ def code(mark: str) -> str:
     return f"# {mark}\n{NEW_CODE}"
 
 
-def then(workbench: Workbench, method: str, meanwhile: Callable[[], Any]) -> None:
-    """Run `meanwhile` (another server's turn) once, right after `workbench.<method>` (sync or async)
-    returns, before the rest of the request goes on."""
-    original = getattr(workbench, method)
-    done = False
-
-    async def first_then_the_other(*args: Any, **kwargs: Any) -> Any:
-        nonlocal done
-        result = await original(*args, **kwargs)
-        if not done:
-            done = True
-            meanwhile()
-        return result
-
-    setattr(workbench, method, first_then_the_other)
-
-
-def after_first_write(workbench: Workbench, meanwhile: Callable[[], Any]) -> None:
-    """Run `meanwhile` once, right after the first write an update makes to `workbench.store`."""
-    store = workbench.store
-    done = False
-    for name in ("update_if", "add_current_version"):
-        original = getattr(store, name, None)
-        if original is None:
-            continue
-
-        def written_then_the_other(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
-            nonlocal done
-            result = _original(*args, **kwargs)
-            if not done:
-                done = True
-                meanwhile()
-            return result
-
-        setattr(store, name, written_then_the_other)
-
-
 async def test_an_update_racing_a_delete_on_another_server_adds_no_version(store_config: Config) -> None:
     clock = ManualClock()
     async with Workbench(store_config, clock=clock) as one, Workbench(store_config, clock=clock) as other:
         crafted = await one.craft(add_tool("doomed"))
         # The delete lands while the update's examples run, after the update read the tool.
-        then(one, "admit_version", lambda: other.delete("doomed"))
+        once_after(one, lambda: other.delete("doomed"), "admit_version")
         with pytest.raises(ToolDeleted, match="deleted while it was updated"):
             await one.update("doomed", code=NEW_CODE)
         versions = other.store.versions(crafted.tool_id)
@@ -84,14 +44,7 @@ async def test_a_rollback_racing_a_delete_on_another_server_leaves_the_tool_dele
     async with Workbench(store_config, clock=clock) as one, Workbench(store_config, clock=clock) as other:
         crafted = await one.craft(add_tool("doomed"))
         await one.update("doomed", code=NEW_CODE)
-        original = one.store.versions
-
-        def read_then_deleted_elsewhere(tool_id: str) -> Any:
-            history = original(tool_id)
-            other.delete("doomed")
-            return history
-
-        one.store.versions = read_then_deleted_elsewhere  # type: ignore[method-assign]
+        once_after(one.store, lambda: other.delete("doomed"), "versions")  # right after the rollback read them
         with pytest.raises(ToolDeleted, match="deleted while it was rolled back"):
             one.rollback("doomed", 1)
         tool = other.store.get(crafted.tool_id)
@@ -117,7 +70,8 @@ async def test_updates_and_a_rollback_on_two_servers_never_give_two_versions_one
                 updated = portal.call(lambda: other.update("contested", code=code("theirs")))
                 theirs.append(updated.version)
 
-            after_first_write(one, rolled_back_and_updated_elsewhere)
+            # Right after the first write the update makes.
+            once_after(one.store, rolled_back_and_updated_elsewhere, "update_if", "add_current_version")
             ours = await one.update("contested", code=code("ours"))
             versions = {v.version: v.code for v in one.store.versions(crafted.tool_id)}
             current = portal.call(other.store.get, crafted.tool_id)
