@@ -124,3 +124,8 @@ def _encodes(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's message as one line (its first), or its type's name when it says nothing."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

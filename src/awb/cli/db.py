@@ -55,8 +55,9 @@ def _read_status(config: Config) -> dict[str, Any]:
         import psycopg
 
         from awb.inventory.postgres_migrations import SCHEMA_VERSION, applied_versions, pending
-        from awb.inventory.postgres_pool import connect, first_line
+        from awb.inventory.postgres_pool import connect
         from awb.inventory.postgres_vectors import probe
+        from awb.text import first_line
 
         try:
             with connect(config.inventory_url) as conn:

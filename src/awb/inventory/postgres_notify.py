@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from awb.text import first_line
+
 log = logging.getLogger("awb.inventory.postgres")
 
 CHANNEL = "awb_inventory"
@@ -136,7 +138,7 @@ class ChangeListenerThread:
                 # Said once per outage, not once a second while the database is away.
                 (log.debug if reconnecting else log.warning)(
                     "lost the inventory change feed (%s); reconnecting",
-                    (str(exc).strip().splitlines() or [type(exc).__name__])[0],
+                    first_line(exc),
                 )
                 reconnecting = True
                 self._ready.set()

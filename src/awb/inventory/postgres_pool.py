@@ -23,6 +23,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from awb.errors import ConfigError, InventoryUnavailable
 from awb.inventory.postgres_migrations import migrate
+from awb.text import first_line
 
 log = logging.getLogger("awb.inventory.postgres")
 
@@ -188,10 +189,6 @@ def connection_lost(exc: BaseException) -> bool:
     a shutdown or terminated backend, or no SQLSTATE at all: the client found the socket dead)."""
     sqlstate = getattr(exc, "sqlstate", None)
     return sqlstate is None or sqlstate.startswith("08") or sqlstate in ("57P01", "57P02", "57P03")
-
-
-def first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def open_pool(

@@ -54,7 +54,6 @@ from awb.sandbox.wasm_engine import engine_config
 from awb.sandbox.wasm_host import (
     WasmCall,
     current_call,
-    first_line,
     make_linker,
     out_of_memory,
     read_memory,
@@ -62,6 +61,7 @@ from awb.sandbox.wasm_host import (
     wasmtime_error,
     write_memory,
 )
+from awb.text import first_line
 
 TICK_S = 0.005
 MODULE_CACHE_SIZE = 64

@@ -21,6 +21,7 @@ from awb.errors import (
     ToolTimeout,
 )
 from awb.sandbox.base import HostFunctions, Limits
+from awb.text import first_line
 
 #: Largest text a host call takes from the module (its result goes out under the output cap).
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
@@ -84,10 +85,6 @@ def trap_error(exc: Any, limits: Limits) -> ExecutionError:
         return ToolRuntimeError("stack overflow in the module", trap="stack_overflow")
     name = code.name.lower() if code is not None else "trap"
     return ToolRuntimeError(f"the module trapped ({name})", trap=name, detail=message[:500])
-
-
-def first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def read_memory(memory: Any, store: Any, ptr: int, length: int) -> bytes:
