@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from awb.text import nesting_depth
+from awb.text import nesting_depth, unencodable_path
 
 
 def reference_depth(value: Any) -> int:
@@ -38,3 +38,10 @@ def test_nesting_depth_stops_one_past_the_limit_of_a_chain_too_deep_to_recurse_o
     for _ in range(100_000):
         chain = {"next": [chain]}
     assert nesting_depth(chain, 64) == 65
+
+
+def test_unencodable_path_names_the_keys_and_indexes_down_to_the_bad_text() -> None:
+    assert unencodable_path({"a": [1, {"b": ["ok", "x\ud800"]}]}) == ["a", 1, "b", 1]
+    assert unencodable_path({"ok": 1, "a\udc00": 1}) == ["a\udc00"]  # a key is text too
+    assert unencodable_path("\ud800") == []
+    assert unencodable_path({"a": ["é", ("t", 2)], "b": None}) is None

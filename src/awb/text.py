@@ -96,24 +96,40 @@ def nesting_depth(value: Any, limit: int) -> int:
             level.extend(node.values() if isinstance(node, dict) else node)
 
 
+#: A value's place: its key or index and its parent's place (None at the top).
+_Link = tuple[str | int, Any] | None
+
+
 def unencodable_path(value: Any) -> list[str | int] | None:
     """Where a JSON-like value holds text no UTF-8 wire can carry (a lone surrogate, which `json.loads`
     accepts from a `\\ud800` escape), as the keys and indexes that lead to it; None when it holds none.
-    A key is checked as well as a value. Without recursion; ASCII text costs no encoding."""
-    stack: list[tuple[Any, list[str | int]]] = [(value, [])]
+    A key is checked as well as a value. Without recursion; ASCII text costs no encoding.
+
+    Each value carries a link to its parent's (key, link), and the path is spelled out only for the text
+    found: copying the path to every value cost time in depth times size (2.8 s of the event loop for a
+    690 KB request nested 900 deep)."""
+    stack: list[tuple[Any, _Link]] = [(value, None)]
     while stack:
-        node, path = stack.pop()
+        node, link = stack.pop()
         if isinstance(node, str):
             if not _encodes(node):
-                return path
+                return _spelled(link)
         elif isinstance(node, dict):
             for key, child in node.items():
                 if isinstance(key, str) and not _encodes(key):
-                    return [*path, key]
-                stack.append((child, [*path, key]))
+                    return _spelled((key, link))
+                stack.append((child, (key, link)))
         elif isinstance(node, list | tuple):
-            stack.extend((child, [*path, index]) for index, child in enumerate(node))
+            stack.extend((child, (index, link)) for index, child in enumerate(node))
     return None
+
+
+def _spelled(link: _Link) -> list[str | int]:
+    steps: list[str | int] = []
+    while link is not None:
+        step, link = link
+        steps.append(step)
+    return steps[::-1]
 
 
 def _encodes(text: str) -> bool:
