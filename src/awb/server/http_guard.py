@@ -122,8 +122,10 @@ class HttpGuard:
             send = _with_security_headers(send)
         refusal = self._refusal(Headers(scope=scope), scope)
         if refusal is None:
-            # The panel's `/login` counts its wrong tokens in the same limiter.
-            await self.app({**scope, SCOPE_KEY: self.limit}, receive, send)
+            # The panel's `/login` counts its wrong tokens in the same limiter (set on the scope, as
+            # starlette sets its own keys, rather than a copy of every request's scope).
+            scope[SCOPE_KEY] = self.limit
+            await self.app(scope, receive, send)
             return
         status, code, message, extra = refusal
         if scope["type"] == "websocket":
