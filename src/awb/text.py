@@ -96,6 +96,9 @@ def nesting_depth(value: Any, limit: int) -> int:
             level.extend(node.values() if isinstance(node, dict) else node)
 
 
+#: How errors name what `unencodable_path` finds.
+NOT_UNICODE = "text that is not valid Unicode (a lone surrogate, \\ud800-\\udfff)"
+
 #: A value's place: its key or index and its parent's place (None at the top).
 _Link = tuple[str | int, Any] | None
 

@@ -29,7 +29,7 @@ from awb.errors import InvalidParams, NameConflict
 from awb.inventory.models import CallRecord, Tool, ToolVersion, normal_tags
 from awb.inventory.store import Store
 from awb.safe_text import visible
-from awb.text import unencodable_path
+from awb.text import NOT_UNICODE, unencodable_path
 
 FORMAT = "awb-inventory"
 #: 2 adds call history, staged writes and blueprint sessions; files of version 1 still import.
@@ -160,8 +160,7 @@ def _parse(lines: Iterable[str]) -> Iterator[_Record]:
         if bad_text is not None:
             where = "/".join(str(step) for step in bad_text)
             raise InvalidParams(
-                f"line {number}: {visible(where)} holds text that is not valid Unicode (a lone surrogate, "
-                "\\ud800-\\udfff)",
+                f"line {number}: {visible(where)} holds {NOT_UNICODE}",
                 line=number,
             )
         record = _record(number, data)

@@ -36,7 +36,7 @@ from awb.server.heap import WarmUp
 from awb.server.listing import EquippedListing, tool_names_warning
 from awb.server.notify import ListChangedNotifier
 from awb.server.schemas import INPUT, OUTPUT
-from awb.text import cap_text, unencodable_path
+from awb.text import NOT_UNICODE, cap_text, unencodable_path
 from awb.validation import ToolSchema
 from awb.workbench import Workbench
 
@@ -68,7 +68,7 @@ def _not_text(name: str, arguments: dict[str, Any]) -> InvalidParams | None:
     """The error for a name or arguments holding a lone surrogate, or None. JSON's `\\ud800` escape
     carries one, and the 2026-07-28 HTTP path parses bodies with `json.loads`, which accepts it; past this
     point it fails wherever the text meets UTF-8 (SQLite, a tool's worker, the response's encoder)."""
-    rule = "text that is not valid Unicode (a lone surrogate, \\ud800-\\udfff): send UTF-8 text"
+    rule = f"{NOT_UNICODE}: send UTF-8 text"
     if unencodable_path(name) is not None:
         return InvalidParams(f"the tool name '{visible(name)}' is {rule}", name=visible(name))
     path = unencodable_path(arguments)
