@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from awb.text import nesting_depth, unencodable_path
+from awb.text import UNLOCATED, nesting_depth, unencodable_path
 
 
 def reference_depth(value: Any) -> int:
@@ -45,3 +45,70 @@ def test_unencodable_path_names_the_keys_and_indexes_down_to_the_bad_text() -> N
     assert unencodable_path({"ok": 1, "a\udc00": 1}) == ["a\udc00"]  # a key is text too
     assert unencodable_path("\ud800") == []
     assert unencodable_path({"a": ["é", ("t", 2)], "b": None}) is None
+
+
+def random_text_value(rnd: random.Random, depth: int = 0) -> Any:
+    roll = rnd.random()
+    if depth > 6 or roll < 0.3:
+        return rnd.choice([0, "s", "é", None, 1.5, "\ud800", "x\udfff", "😀"])
+    if roll < 0.65:
+        return [random_text_value(rnd, depth + 1) for _ in range(rnd.randint(0, 5))]
+    return {
+        rnd.choice(["k", "é", "\udc00"]) + str(i): random_text_value(rnd, depth + 1) for i in range(rnd.randint(0, 5))
+    }
+
+
+def test_unencodable_path_finds_bad_text_in_values_of_every_size_and_shape() -> None:
+    """Values past the one-by-one walk are checked a level at a time; what is found is the same."""
+    rnd = random.Random(20261129)
+    for _ in range(3000):
+        value = random_text_value(rnd)
+        path = unencodable_path(value)
+        clean = all(_encodes(text) for text in texts_of(value))
+        assert (path is None) == clean, value
+        if path is not None:
+            assert not _encodes(at(value, path)), (value, path)
+
+
+def test_bad_text_in_a_value_too_big_to_walk_is_found_and_left_unlocated() -> None:
+    clean = {"rows": [[i, "é", {"k": "v"}] for i in range(30_000)]}
+    assert unencodable_path(clean) is None
+    late = {"rows": [*clean["rows"], {"note": "\ud800"}]}  # one list longer than the walk may go
+    assert unencodable_path(late) == list(UNLOCATED)
+    deep: Any = {"bad\udc00": 1}
+    for _ in range(500):
+        deep = {"next": [deep, list(range(40))]}
+    assert unencodable_path(deep) == list(UNLOCATED)
+    small_in_big = {"wide": list(range(100)), "here": ["ok", "\ud800"]}  # past the first walk, locatable
+    assert unencodable_path(small_in_big) == ["here", 1]
+
+
+def texts_of(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [*value, *(text for item in value.values() for text in texts_of(item))]
+    if isinstance(value, list):
+        return [text for item in value for text in texts_of(item)]
+    return []
+
+
+def at(value: Any, path: list[str | int]) -> Any:
+    for step in path[:-1]:
+        value = value[step]
+    if not path:
+        return value
+    last = path[-1]
+    return (
+        last
+        if isinstance(value, dict) and isinstance(last, str) and last in value and not _encodes(last)
+        else value[last]
+    )
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

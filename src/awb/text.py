@@ -5,6 +5,7 @@ Anything a tool or an agent sent can come back in an error; these keep what come
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import Any
 
 #: An error message's length on the wire (its details are capped by `bounded`).
@@ -108,15 +109,55 @@ def unencodable_path(value: Any) -> list[str | int] | None:
     accepts from a `\\ud800` escape), as the keys and indexes that lead to it; None when it holds none.
     A key is checked as well as a value. Without recursion; ASCII text costs no encoding.
 
+    Run on every MCP call's arguments, on the event loop, so its cost is bounded by what the body limit
+    lets in (4 MiB): a small value is walked node by node; a bigger one is first checked a level at a
+    time with C-level list operations (~40 ms for 4 MB, where the walk took 0.8 s, eight times the
+    parse), and only text found to be bad is then located, by a walk of at most `LOCATE_NODES` nodes.
+    Past those the place is given as `UNLOCATED`."""
+    try:
+        return _walk(value, SMALL_NODES)
+    except _TooBig:
+        pass
+    if _all_encodable(value):
+        return None
+    try:
+        found = _walk(value, LOCATE_NODES)
+    except _TooBig:
+        found = None
+    return list(UNLOCATED) if found is None else found
+
+
+#: Nodes walked one by one before the level-wise check takes over (a call's usual arguments are fewer).
+SMALL_NODES = 64
+#: Nodes walked to locate bad text in a big value (~25 ms).
+LOCATE_NODES = 20_000
+#: The place reported for bad text in a value too big to locate it in.
+UNLOCATED: tuple[str, ...] = ("…",)
+
+
+class _TooBig(Exception):
+    """A walk's budget of nodes ran out."""
+
+
+_SEQUENCES = (list, tuple)
+
+
+def _walk(value: Any, budget: int) -> list[str | int] | None:
+    """The path to the first bad text (None: there is none); `_TooBig` past `budget` nodes.
+
     Each value carries a link to its parent's (key, link), and the path is spelled out only for the text
-    found: copying the path to every value cost time in depth times size (2.8 s of the event loop for a
-    690 KB request nested 900 deep)."""
+    found: copying the path to every value cost time in depth times size."""
     stack: list[tuple[Any, _Link]] = [(value, None)]
     while stack:
+        budget -= 1
+        if budget < 0:
+            raise _TooBig
         node, link = stack.pop()
         if isinstance(node, str):
             if not _encodes(node):
                 return _spelled(link)
+        elif isinstance(node, dict | list | tuple) and len(node) > budget:
+            raise _TooBig  # before its children are stacked: that alone would cost time in its size
         elif isinstance(node, dict):
             for key, child in node.items():
                 if isinstance(key, str) and not _encodes(key):
@@ -125,6 +166,29 @@ def unencodable_path(value: Any) -> list[str | int] | None:
         elif isinstance(node, list | tuple):
             stack.extend((child, (index, link)) for index, child in enumerate(node))
     return None
+
+
+def _all_encodable(value: Any) -> bool:
+    """Whether every text in a value (keys included) encodes, a level at a time: each level's texts are
+    joined and checked at once, its containers' children gathered by C-level list operations.
+
+    Types are matched exactly (`type(node) is str`, four times quicker than `isinstance` here): the
+    values checked are what `json.loads` makes, never subclasses."""
+    level = [value]
+    while level:
+        texts = [node for node in level if type(node) is str]
+        if texts and not _encodes("".join(texts)):
+            return False
+        dicts = [node for node in level if type(node) is dict]
+        sequences = [node for node in level if type(node) in _SEQUENCES]
+        level = list(
+            chain(
+                chain.from_iterable(dicts),  # the keys
+                chain.from_iterable(mapping.values() for mapping in dicts),
+                chain.from_iterable(sequences),
+            )
+        )
+    return True
 
 
 def _spelled(link: _Link) -> list[str | int]:
