@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import ipaddress
 import logging
+import os
 import re
 import socket
 import sys
@@ -124,6 +125,9 @@ async def serve_http(workbench: Workbench, sock: socket.socket, started: float |
     check_exposure(config)
     if host in ("0.0.0.0", "::") and not config.allowed_hosts:
         log.warning("bound to %s with no allowed_hosts: only loopback Host headers are accepted", host)
+    if os.environ.get("FORWARDED_ALLOW_IPS"):
+        # uvicorn's own setting, which an older set-up may still give: the server no longer reads it.
+        log.warning("FORWARDED_ALLOW_IPS is not read: list the proxies to believe in http.trusted_proxies")
     face = McpFace(workbench, warm_up=heap.WarmUp())
     # REST (/api) and the panel beside MCP (/mcp) in one ASGI app (awb.api.app.HttpApp), all of it behind
     # the HTTP guard. They are imported and built once MCP serves (a stdio server never loads them).
