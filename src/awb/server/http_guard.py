@@ -25,9 +25,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from awb.config import Config
 from awb.errors import ConfigError
 from awb.panel_access import (
-    PANEL_COOKIE,
     PANEL_LOGIN,
     PANEL_STATIC,
+    pass_cookie,
     pass_expired,
     pass_ok,
     sign_in_location,
@@ -146,7 +146,7 @@ class HttpGuard:
             return 403, "invalid_origin", "this Origin is not allowed (see allowed_origins)", []
         if self._token is None:
             return None
-        credential = self._credential(headers, path)
+        credential = self._credential(headers, scope)
         if credential == "open":
             return None
         address = client_address(scope)
@@ -166,11 +166,12 @@ class HttpGuard:
         challenge = [(b"www-authenticate", b'Bearer realm="awb"')]
         return 401, "unauthorized", "a valid 'Authorization: Bearer <token>' header is required", challenge
 
-    def _credential(self, headers: Headers, path: str) -> str:
+    def _credential(self, headers: Headers, scope: Scope) -> str:
         """`ok`, `wrong`, `missing`, or `open` (the sign-in page and the panel's static files need none).
         The bearer header, or for the web panel's pages (a browser page cannot send headers) the pass its
         sign-in form sets in a cookie (`awb.panel_access`: never the token, and no key to /mcp or /api).
         An expired pass is an old sign-in, not a guess: missing."""
+        path = str(scope.get("path", ""))
         header = headers.get("authorization", "")
         if header.strip() and self._authorized(header):
             return "ok"
@@ -182,7 +183,7 @@ class HttpGuard:
         cookie = SimpleCookie()
         with suppress(CookieError):
             cookie.load(headers.get("cookie", ""))
-        morsel = cookie.get(PANEL_COOKIE)
+        morsel = cookie.get(pass_cookie(scope))
         if morsel is None or not morsel.value or pass_expired(morsel.value):
             return presented
         assert self._token is not None
