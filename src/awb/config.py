@@ -173,7 +173,7 @@ class HttpConfig(_Section):
     #: Reverse proxies (IP addresses or networks) whose `X-Forwarded-For` / `X-Forwarded-Proto` headers
     #: the server believes. Empty (the default): no one's. Anyone who reaches the server can send these
     #: headers, and the client address they name is what the credential limiter and each client's share
-    #: of the execution slots count by.
+    #: of the execution slots count by. Set, it needs `auth_token`: a proxy serves other machines.
     trusted_proxies: list[str] = Field(default_factory=list, max_length=1000)
 
     @field_validator("trusted_proxies")

@@ -111,6 +111,14 @@ def test_a_non_loopback_bind_without_a_token_is_refused(host: str) -> None:
         check_exposure(Config(host=loopback))
 
 
+def test_serving_behind_a_trusted_proxy_without_a_token_is_refused_even_on_loopback() -> None:
+    proxied = Config(http={"trusted_proxies": ["127.0.0.1"]})
+    with pytest.raises(ConfigError, match="trusted_proxies without auth_token") as refused:
+        check_exposure(proxied)
+    assert refused.value.code == "config_invalid"
+    check_exposure(proxied.model_copy(update={"auth_token": SecretStr(TOKEN)}))
+
+
 def test_awb_start_refuses_a_public_bind_without_a_token_in_one_line(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "awb", "start", "--transport", "http", "--host", "0.0.0.0", "--port", "0"],

@@ -74,11 +74,23 @@ def transport_security(config: Config) -> TransportSecuritySettings:
 
 
 def check_exposure(config: Config) -> None:
-    """Refuse to serve HTTP on a non-loopback address without a bearer token."""
-    if not is_loopback(config.host) and config.auth_token is None:
+    """Refuse to serve HTTP on a non-loopback address, or behind a reverse proxy, without a bearer token.
+
+    A proxy listed in `http.trusted_proxies` forwards other machines' requests (there is no other reason
+    to believe its `X-Forwarded-For`): bound to loopback or not, the server is then as exposed as one
+    bound to a public address."""
+    if config.auth_token is not None:
+        return
+    if not is_loopback(config.host):
         raise ConfigError(
             f"refusing to serve HTTP on {config.host} (not a loopback address) without auth_token; "
             "set AWB_AUTH_TOKEN (16+ characters) or bind 127.0.0.1",
+            field="auth_token",
+        )
+    if config.http.trusted_proxies:
+        raise ConfigError(
+            "refusing to serve HTTP behind the proxies in http.trusted_proxies without auth_token: they "
+            "forward other machines' requests; set AWB_AUTH_TOKEN (16+ characters)",
             field="auth_token",
         )
 
