@@ -39,11 +39,17 @@ def _guess(client: httpx.Client, n: int, forwarded_for: str) -> int:
 
 def _sign_in(client: httpx.Client, base: str, scheme: str) -> str:
     """Post the right token to `/login` from a page at `scheme`://this-server, saying the request came
-    over https (as a TLS-terminating proxy would)."""
+    over https (as a TLS-terminating proxy would): `cross_origin`, `signed in`, `signed in, secure` (the
+    cookie is for https only), or the status."""
     origin = base.replace("http://", f"{scheme}://")
     headers = {"Origin": origin, "X-Forwarded-Proto": "https", "X-Forwarded-For": "198.51.100.200"}
     answer = client.post("/login", data={"token": TOKEN}, headers=headers)
-    return "cross_origin" if answer.status_code == 403 and "cross_origin" in answer.text else str(answer.status_code)
+    if answer.status_code == 403 and "cross_origin" in answer.text:
+        return "cross_origin"
+    if answer.status_code == 303 and "set-cookie" in answer.headers:
+        secure = "; secure" in answer.headers["set-cookie"].lower()
+        return "signed in, secure" if secure else "signed in"
+    return str(answer.status_code)
 
 
 def test_forwarding_headers_from_this_machine_are_not_believed_by_default(tmp_path: Path) -> None:
@@ -51,7 +57,7 @@ def test_forwarding_headers_from_this_machine_are_not_believed_by_default(tmp_pa
     with awb_http(tmp_path, env) as base, httpx.Client(base_url=base, timeout=30) as client:
         # The scheme is not believed: a page at https:// is another origin than this http:// server.
         assert _sign_in(client, base, "https") == "cross_origin"
-        assert _sign_in(client, base, "http") == "303"
+        assert _sign_in(client, base, "http") == "signed in"
         # Each guess names another client address: the server still counts them all against 127.0.0.1.
         statuses = [_guess(client, n, f"198.51.100.{n}") for n in range(5)]
         assert statuses == [401, 401, 401, 429, 429]
@@ -67,7 +73,7 @@ def test_a_trusted_proxy_gives_the_client_address_and_scheme(tmp_path: Path) -> 
         assert _guess(client, 9, "198.51.100.2") == 401
         # The proxy's own address is the last in the list, and trusted: the client is the one before it.
         assert _guess(client, 10, "198.51.100.1, 127.0.0.1") == 429
-        assert _sign_in(client, base, "https") == "303"
+        assert _sign_in(client, base, "https") == "signed in, secure"
         assert _sign_in(client, base, "http") == "cross_origin"
 
 

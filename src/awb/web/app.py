@@ -328,6 +328,9 @@ class Panel:
             httponly=True,
             samesite="strict",
             path="/",
+            # Signed in over https (through a TLS proxy in `http.trusted_proxies`, the only way this
+            # server hears of https): the browser must never send the pass over plain http.
+            secure=request.url.scheme == "https",
         )
         return response
 
