@@ -4,15 +4,17 @@ as stdio and the 2026-07-28 path answer it, instead of an empty 202 that leaves 
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
 import httpx
 import pytest
 from http_support import INITIALIZE, MCP_HEADERS, serving
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 
 from awb.config import Config
-from awb.server.request_ids import bad_id_method
+from awb.server.request_ids import RequestIdCheck, bad_id_method
 from awb.workbench import Workbench
 
 pytestmark = pytest.mark.anyio
@@ -67,6 +69,26 @@ async def test_a_request_with_an_id_mcp_does_not_take_is_answered_invalid_reques
                 assert (await http.post(url, json=note, headers=headers)).status_code == 202
 
 
+async def test_a_body_past_the_sdks_limit_is_still_refused_by_the_sdk_unread(
+    workbench: Workbench, config: Config
+) -> None:
+    with anyio.fail_after(30):
+        async with serving(workbench, _serving(config)) as running:
+            url = f"{running.url}/mcp"
+            async with httpx.AsyncClient(timeout=10) as http:
+                headers = await _session(http, url)
+                padding = "x" * (DEFAULT_MAX_REQUEST_BODY_SIZE + 1)
+                big = {"jsonrpc": "2.0", "id": 1.5, "method": "ping", "params": {"padding": padding}}
+
+                async def streamed() -> AsyncIterator[bytes]:  # no Content-Length: read to the limit
+                    body = json.dumps(big).encode()
+                    for start in range(0, len(body), 1 << 20):
+                        yield body[start : start + (1 << 20)]
+
+                answer = await http.post(url, content=streamed(), headers=headers)
+                assert answer.status_code == 413
+
+
 @pytest.mark.parametrize(
     ("body", "method"),
     [
@@ -86,3 +108,30 @@ async def test_a_request_with_an_id_mcp_does_not_take_is_answered_invalid_reques
 )
 def test_only_a_request_whose_own_id_is_neither_a_string_nor_an_integer_is_refused(body: bytes, method: Any) -> None:
     assert bad_id_method(body) == method
+
+
+async def test_a_body_past_the_limit_is_handed_on_as_it_comes_not_read_whole_first() -> None:
+    """The SDK refuses a body past its limit (413) as it reads it: this layer must not read a body of any
+    size (a client may send gigabytes) before the SDK's limit applies."""
+    limit, chunk = 4096, 1024
+    read = 0
+
+    async def endless() -> dict[str, Any]:
+        nonlocal read
+        read += chunk
+        if read > 16 * limit:
+            raise AssertionError("the body was read on past the limit")
+        return {"type": "http.request", "body": b" " * chunk, "more_body": True}
+
+    seen: list[int] = []
+
+    async def sdk(scope: Any, receive: Any, send: Any) -> None:
+        seen.append(len((await receive())["body"]))
+
+    scope = {"type": "http", "method": "POST", "headers": []}
+    await RequestIdCheck(sdk, max_body=limit)(scope, endless, _unused)
+    assert seen == [limit + chunk] and read == limit + chunk
+
+
+async def _unused(message: Any) -> None:
+    raise AssertionError(f"nothing is sent by this layer: {message}")

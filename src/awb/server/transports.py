@@ -111,7 +111,7 @@ def _mcp_app(face: McpFace, config: Config) -> ASGIApp:
         session_idle_timeout=config.http.session_idle_timeout_seconds,
     )
     make_room_for_new_sessions(face.server.session_manager)
-    checked = RequestIdCheck(app)
+    checked = RequestIdCheck(app, max_body=face.server.session_manager.max_request_body_size)
     return StreamShare(
         HangUpCancels(checked, listen=config.http.json_response), stream_limit(config.http.max_connections)
     )
