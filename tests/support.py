@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 REPO = Path(__file__).resolve().parent.parent
 #: Where the web panel is served in its tests (the default bind and port); what its Origin checks expect.
 ORIGIN = "http://127.0.0.1:7777"
+#: The panel's sign-in cookie there: each server's is named for its port (`awb.panel_access.pass_cookie`).
+PANEL_COOKIE = "awb_panel_7777"
 
 ADD_CODE = "def run(params):\n    return params['a'] + params['b']\n"
 ADD_SCHEMA: dict[str, Any] = {

@@ -12,6 +12,7 @@ default file and the doctor's list of known names all follow from the model.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 from collections.abc import Mapping
@@ -169,6 +170,24 @@ class HttpConfig(_Section):
     auth_failure_window_seconds: float = Field(60.0, gt=0, le=24 * 3600)
     #: Client addresses whose failures are remembered at once; past it the oldest are forgotten.
     auth_failure_addresses: int = Field(10_000, ge=1, le=1_000_000)
+    #: Reverse proxies (IP addresses or networks) whose `X-Forwarded-For` / `X-Forwarded-Proto` headers
+    #: the server believes. Empty (the default): no one's. Anyone who reaches the server can send these
+    #: headers, and the client address they name is what the credential limiter and each client's share
+    #: of the execution slots count by. Set, it needs `auth_token`: a proxy serves other machines.
+    trusted_proxies: list[str] = Field(default_factory=list, max_length=1000)
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, entries: list[str]) -> list[str]:
+        # uvicorn takes an entry it cannot read as a name to compare the peer with, which never
+        # matches: a typo would quietly trust no one. Said here, it is a configuration error.
+        networks = []
+        for entry in entries:
+            try:
+                networks.append(str(ipaddress.ip_network(entry.strip(), strict=False)))
+            except ValueError:
+                raise ValueError(f"{entry!r} is not an IP address or network (e.g. 10.0.0.5, 10.0.0.0/8)") from None
+        return networks
 
 
 class Config(BaseModel):

@@ -3,7 +3,9 @@ browser before the panel sees it) and the panel itself (behind a guard or alone)
 
 The sign-in cookie never holds the API token. Browsers send a cookie to every port of its host name,
 so any other server on 127.0.0.1 a person visits reads it: it holds a pass derived from the token
-(HMAC), which opens the panel's pages only (never /mcp or /api) and expires.
+(HMAC), which opens the panel's pages only (never /mcp or /api) and expires. For the same reason its
+name carries the server's port (`pass_cookie`): with one name for all, two servers on one machine
+overwrote each other's pass, and signing in to one signed the person out of the other.
 """
 
 from __future__ import annotations
@@ -11,16 +13,31 @@ from __future__ import annotations
 import hashlib
 import hmac
 import time
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import quote
 
-#: The panel's sign-in page, its static files and the cookie that carries the sign-in pass.
+#: The panel's sign-in page, its static files, and how the cookie that carries the sign-in pass is named.
 PANEL_LOGIN = "/login"
 PANEL_STATIC = "/static/"
-PANEL_COOKIE = "awb_panel_token"
+PANEL_COOKIE_PREFIX = "awb_panel_"
 #: How long a sign-in lasts (a leaked pass stops working after this long).
 PASS_SECONDS = 12 * 3600
 #: The faces that take the bearer token only: a panel pass is no API credential.
 TOKEN_ONLY_PREFIXES = ("/mcp", "/api")
+
+
+def cookie_name(port: int | None) -> str:
+    """The sign-in cookie of the server listening on `port`: `awb_panel_7777`."""
+    return f"{PANEL_COOKIE_PREFIX}{port if port is not None else 'pass'}"
+
+
+def pass_cookie(scope: Mapping[str, Any]) -> str:
+    """The sign-in cookie of the server that serves the request of ASGI `scope`, by the port of the socket
+    it came in on (the server's own: no header a client sends changes it)."""
+    server = scope.get("server")
+    port = server[1] if isinstance(server, (tuple, list)) and len(server) == 2 else None
+    return cookie_name(port if isinstance(port, int) else None)
 
 
 def _mac(token: str, expires: int) -> str:

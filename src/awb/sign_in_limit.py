@@ -119,8 +119,8 @@ def client_key(address: str) -> str:
 
 
 def client_address(scope: Any) -> str | None:
-    """The request's client address as the server gives it (uvicorn replaces the peer with the
-    `X-Forwarded-For` address only for the proxies it trusts: `FORWARDED_ALLOW_IPS`, 127.0.0.1 by default)."""
+    """The request's client address as the server gives it: the peer, or the `X-Forwarded-For` address
+    when the peer is one of `http.trusted_proxies` (none by default; `awb.server.http_limits`)."""
     client = scope.get("client")
     return str(client[0]) if client else None
 

@@ -22,7 +22,7 @@ from awb.errors import ConfigError
 from awb.server.http_guard import check_exposure
 from awb.workbench import Workbench
 from journey import call
-from support import add_tool, awb_env
+from support import PANEL_COOKIE, add_tool, awb_env
 
 pytestmark = pytest.mark.anyio
 
@@ -111,6 +111,14 @@ def test_a_non_loopback_bind_without_a_token_is_refused(host: str) -> None:
         check_exposure(Config(host=loopback))
 
 
+def test_serving_behind_a_trusted_proxy_without_a_token_is_refused_even_on_loopback() -> None:
+    proxied = Config(http={"trusted_proxies": ["127.0.0.1"]})
+    with pytest.raises(ConfigError, match="trusted_proxies without auth_token") as refused:
+        check_exposure(proxied)
+    assert refused.value.code == "config_invalid"
+    check_exposure(proxied.model_copy(update={"auth_token": SecretStr(TOKEN)}))
+
+
 def test_awb_start_refuses_a_public_bind_without_a_token_in_one_line(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "awb", "start", "--transport", "http", "--host", "0.0.0.0", "--port", "0"],
@@ -143,7 +151,7 @@ async def test_with_a_token_the_panel_signs_in_through_its_cookie_behind_the_gua
     """The guard wraps the panel too: a browser is sent to the sign-in page, which is open; the pass its
     cookie holds opens the panel; /mcp and /api still need the bearer header."""
     from awb.panel_access import issue_pass
-    from awb.server.http_guard import PANEL_COOKIE, guard_http
+    from awb.server.http_guard import guard_http
 
     token = "a-long-enough-guard-token-0123"
     config = Config(inventory_path=tmp_path / "inventory.db", pid_file=tmp_path / "pid", auth_token=token)
@@ -175,7 +183,7 @@ async def test_the_panel_cookie_is_no_key_to_mcp_or_the_api_and_the_token_itself
     visits reads the panel's. It must hold neither the token nor anything that opens /mcp or /api, and
     must expire."""
     from awb.panel_access import PASS_SECONDS, issue_pass
-    from awb.server.http_guard import PANEL_COOKIE, guard_http
+    from awb.server.http_guard import guard_http
 
     token = "a-long-enough-guard-token-0123"
     config = Config(inventory_path=tmp_path / "inventory.db", pid_file=tmp_path / "pid", auth_token=token)

@@ -13,9 +13,10 @@ import pytest
 
 from awb.clock import ManualClock
 from awb.config import Config
-from awb.panel_access import PANEL_COOKIE, PASS_SECONDS, issue_pass
+from awb.panel_access import PASS_SECONDS, issue_pass
 from awb.server.http_guard import HttpGuard, transport_security
 from awb.sign_in_limit import SignInLimit
+from support import PANEL_COOKIE
 
 pytestmark = pytest.mark.anyio
 

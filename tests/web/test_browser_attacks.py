@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager, contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import anyio
 import httpx
@@ -228,11 +228,12 @@ async def test_another_loopback_port_cannot_frame_post_or_learn_the_token(tmp_pa
         assert not (notes / "planted.txt").exists()
 
         # The cookie went to the other port too: it must open neither /mcp nor /api, and hold no token.
-        sent = [cookie for cookie in cookies_seen if "awb_panel_token=" in cookie]
+        name = f"awb_panel_{urlsplit(base).port}="
+        sent = [cookie for cookie in cookies_seen if name in cookie]
         assert sent, cookies_seen
         assert all(TOKEN not in cookie for cookie in sent)
-        panel_pass = sent[0].split("awb_panel_token=")[1].split(";")[0]
-        async with httpx.AsyncClient(base_url=base, cookies={"awb_panel_token": panel_pass}) as http:
+        panel_pass = sent[0].split(name)[1].split(";")[0]
+        async with httpx.AsyncClient(base_url=base, cookies={name[:-1]: panel_pass}) as http:
             assert (await http.get("/api/blueprints")).status_code == 401
             assert (await http.get("/")).status_code == 200
             bearer = {"Authorization": f"Bearer {panel_pass}"}

@@ -15,11 +15,11 @@ import pytest
 
 from awb.clock import ManualClock
 from awb.config import Config
-from awb.panel_access import PANEL_COOKIE, PASS_SECONDS, issue_pass
+from awb.panel_access import PASS_SECONDS, issue_pass
 from awb.safe_code import shown
 from awb.web import create_panel
 from awb.workbench import Workbench
-from support import ORIGIN, add_tool
+from support import ORIGIN, PANEL_COOKIE, add_tool
 
 pytestmark = pytest.mark.anyio
 
@@ -150,6 +150,44 @@ async def test_a_bearer_token_works_as_for_the_api(guarded: tuple[Workbench, htt
     bearer = {"Authorization": f"Bearer {TOKEN}", "Origin": ORIGIN}
     assert (await client.post("/tools/adder/equip", headers=bearer)).status_code == 303
     assert workbench.resolve("adder").equipped
+
+
+async def test_two_servers_on_one_machine_keep_their_own_sign_in(tmp_path: Path, clock: ManualClock) -> None:
+    """A browser sends a cookie to every port of its host name, and keeps one cookie per name: with one
+    name for every server, signing in to one server replaced the other's pass and signed the person out
+    there. Each server's cookie is named for its port; a pass still opens only the server that gave it."""
+    from awb.server.http_guard import guard_http
+
+    servers: dict[int, str] = {7777: TOKEN, 7778: "another-long-panel-token-4567"}
+    configs = {
+        port: Config(inventory_path=tmp_path / f"{port}.db", port=port, auth_token=token)
+        for port, token in servers.items()
+    }
+    async with Workbench(configs[7777], clock=clock) as first, Workbench(configs[7778], clock=clock) as second:
+        panels = {7777: create_panel(first), 7778: create_panel(second)}
+        mounts = {
+            f"http://127.0.0.1:{port}": httpx.ASGITransport(app=guard_http(panels[port], configs[port]))
+            for port in servers
+        }
+        try:
+            async with httpx.AsyncClient(mounts=mounts) as browser:
+                for port, token in servers.items():
+                    base = f"http://127.0.0.1:{port}"
+                    signed = await browser.post(f"{base}/login", data={"token": token}, headers={"Origin": base})
+                    assert signed.status_code == 303, port
+                    cookie = signed.headers["set-cookie"]
+                    assert cookie.startswith(f"awb_panel_{port}="), cookie
+                    assert all(part in cookie.lower() for part in ("httponly", "samesite=strict", "path=/")), cookie
+                # Both still signed in, with one cookie jar for the host name, as a browser keeps it.
+                assert {cookie.name for cookie in browser.cookies.jar} == {"awb_panel_7777", "awb_panel_7778"}
+                for port in servers:
+                    assert (await browser.get(f"http://127.0.0.1:{port}/")).status_code == 200, port
+                # One server's pass under the other's name is a forged pass there, not a sign-in.
+                browser.cookies.set("awb_panel_7778", browser.cookies.get("awb_panel_7777"))
+                assert (await browser.get("http://127.0.0.1:7778/")).status_code == 303
+        finally:
+            for panel in panels.values():
+                panel.close()
 
 
 async def test_signing_in_refuses_another_origin_and_an_outside_next(

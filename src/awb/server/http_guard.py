@@ -25,9 +25,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from awb.config import Config
 from awb.errors import ConfigError
 from awb.panel_access import (
-    PANEL_COOKIE,
     PANEL_LOGIN,
     PANEL_STATIC,
+    pass_cookie,
     pass_expired,
     pass_ok,
     sign_in_location,
@@ -74,11 +74,23 @@ def transport_security(config: Config) -> TransportSecuritySettings:
 
 
 def check_exposure(config: Config) -> None:
-    """Refuse to serve HTTP on a non-loopback address without a bearer token."""
-    if not is_loopback(config.host) and config.auth_token is None:
+    """Refuse to serve HTTP on a non-loopback address, or behind a reverse proxy, without a bearer token.
+
+    A proxy listed in `http.trusted_proxies` forwards other machines' requests (there is no other reason
+    to believe its `X-Forwarded-For`): bound to loopback or not, the server is then as exposed as one
+    bound to a public address."""
+    if config.auth_token is not None:
+        return
+    if not is_loopback(config.host):
         raise ConfigError(
             f"refusing to serve HTTP on {config.host} (not a loopback address) without auth_token; "
             "set AWB_AUTH_TOKEN (16+ characters) or bind 127.0.0.1",
+            field="auth_token",
+        )
+    if config.http.trusted_proxies:
+        raise ConfigError(
+            "refusing to serve HTTP behind the proxies in http.trusted_proxies without auth_token: they "
+            "forward other machines' requests; set AWB_AUTH_TOKEN (16+ characters)",
             field="auth_token",
         )
 
@@ -146,7 +158,7 @@ class HttpGuard:
             return 403, "invalid_origin", "this Origin is not allowed (see allowed_origins)", []
         if self._token is None:
             return None
-        credential = self._credential(headers, path)
+        credential = self._credential(headers, scope)
         if credential == "open":
             return None
         address = client_address(scope)
@@ -166,11 +178,12 @@ class HttpGuard:
         challenge = [(b"www-authenticate", b'Bearer realm="awb"')]
         return 401, "unauthorized", "a valid 'Authorization: Bearer <token>' header is required", challenge
 
-    def _credential(self, headers: Headers, path: str) -> str:
+    def _credential(self, headers: Headers, scope: Scope) -> str:
         """`ok`, `wrong`, `missing`, or `open` (the sign-in page and the panel's static files need none).
         The bearer header, or for the web panel's pages (a browser page cannot send headers) the pass its
         sign-in form sets in a cookie (`awb.panel_access`: never the token, and no key to /mcp or /api).
         An expired pass is an old sign-in, not a guess: missing."""
+        path = str(scope.get("path", ""))
         header = headers.get("authorization", "")
         if header.strip() and self._authorized(header):
             return "ok"
@@ -182,7 +195,7 @@ class HttpGuard:
         cookie = SimpleCookie()
         with suppress(CookieError):
             cookie.load(headers.get("cookie", ""))
-        morsel = cookie.get(PANEL_COOKIE)
+        morsel = cookie.get(pass_cookie(scope))
         if morsel is None or not morsel.value or pass_expired(morsel.value):
             return presented
         assert self._token is not None

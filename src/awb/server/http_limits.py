@@ -6,11 +6,14 @@ uvicorn bounds idle keep-alive time but not the time a client takes to send its 
 request (from the connection, or from the previous response), a deadline for its body (from the end of
 the headers), and a cap on open connections that, when reached, closes the oldest connection still
 waiting for headers rather than turning new clients away.
+`uvicorn_config` also decides whose `X-Forwarded-For` / `X-Forwarded-Proto` the server believes: only
+`http.trusted_proxies`' (none by default), never uvicorn's default of any process on this machine.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 from typing import Any
 
 import h11
@@ -93,6 +96,18 @@ def guarded_h11(max_connections: int, header_timeout: float, body_timeout: float
     return GuardedH11Protocol
 
 
+def forwarded_allow_ips(trusted_proxies: list[str]) -> list[str]:
+    """uvicorn's list of peers whose forwarding headers it believes: `trusted_proxies` (networks), and
+    each IPv4 network as an IPv6 socket sees it too (`::ffff:10.0.0.5`: a server bound to `::` takes
+    IPv4 connections with such peer addresses, which an IPv4 network never contains)."""
+    allowed = list(trusted_proxies)
+    for entry in trusted_proxies:
+        network = ipaddress.ip_network(entry, strict=False)
+        if network.version == 4:
+            allowed.append(f"::ffff:{network.network_address}/{96 + network.prefixlen}")
+    return allowed
+
+
 def uvicorn_config(app: Any, config: Config, **overrides: Any) -> uvicorn.Config:
     """uvicorn settings for `app` under `config`'s limits."""
     limits = config.http
@@ -108,6 +123,11 @@ def uvicorn_config(app: Any, config: Config, **overrides: Any) -> uvicorn.Config
         "limit_concurrency": limits.max_connections + 1,
         "h11_max_incomplete_event_size": 16 * 1024,
         "server_header": False,
+        # uvicorn believes X-Forwarded-For/-Proto from 127.0.0.1 and ::1 unless told otherwise (or from
+        # FORWARDED_ALLOW_IPS): any local process could then name any client address, past the
+        # credential limiter and each client's slot share. Only `http.trusted_proxies` are believed.
+        "proxy_headers": bool(limits.trusted_proxies),
+        "forwarded_allow_ips": forwarded_allow_ips(limits.trusted_proxies),
         # No WebSocket endpoint anywhere (the guard closes such scopes): uvicorn need not load a
         # WebSocket implementation, ~25 ms of start-up.
         "ws": "none",

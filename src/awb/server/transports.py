@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import ipaddress
 import logging
+import os
 import re
 import socket
 import sys
@@ -26,6 +27,7 @@ from awb.server.http_guard import check_exposure, guard_http, transport_security
 from awb.server.http_limits import uvicorn_config
 from awb.server.http_streams import StreamShare, stream_limit
 from awb.server.mcp import McpFace
+from awb.server.request_ids import RequestIdCheck
 from awb.server.session_room import make_room_for_new_sessions
 from awb.server.stdio import serve_stdio_streams
 from awb.workbench import Workbench
@@ -95,7 +97,8 @@ def bind(host: str, port: int) -> socket.socket:
 def _mcp_app(face: McpFace, config: Config) -> ASGIApp:
     """The MCP face's ASGI app, with the SDK's own DNS-rebinding check set from the same allowlist.
     A request whose client hangs up is let go (`HangUpCancels`); notification streams may hold at most
-    half the connections (`StreamShare`); at `http.max_sessions`, a new session ends the stalest idle ones
+    half the connections (`StreamShare`); a handshake-era request whose id MCP does not take is answered
+    -32600, not 202 (`RequestIdCheck`); at `http.max_sessions`, a new session ends the stalest idle ones
     (`make_room_for_new_sessions`)."""
     settings = transport_security(config)
     app = face.server.streamable_http_app(
@@ -108,7 +111,10 @@ def _mcp_app(face: McpFace, config: Config) -> ASGIApp:
         session_idle_timeout=config.http.session_idle_timeout_seconds,
     )
     make_room_for_new_sessions(face.server.session_manager)
-    return StreamShare(HangUpCancels(app, listen=config.http.json_response), stream_limit(config.http.max_connections))
+    checked = RequestIdCheck(app, max_body=face.server.session_manager.max_request_body_size)
+    return StreamShare(
+        HangUpCancels(checked, listen=config.http.json_response), stream_limit(config.http.max_connections)
+    )
 
 
 def http_app(face: McpFace, config: Config) -> ASGIApp:
@@ -124,6 +130,9 @@ async def serve_http(workbench: Workbench, sock: socket.socket, started: float |
     check_exposure(config)
     if host in ("0.0.0.0", "::") and not config.allowed_hosts:
         log.warning("bound to %s with no allowed_hosts: only loopback Host headers are accepted", host)
+    if os.environ.get("FORWARDED_ALLOW_IPS"):
+        # uvicorn's own setting, which an older set-up may still give: the server no longer reads it.
+        log.warning("FORWARDED_ALLOW_IPS is not read: list the proxies to believe in http.trusted_proxies")
     face = McpFace(workbench, warm_up=heap.WarmUp())
     # REST (/api) and the panel beside MCP (/mcp) in one ASGI app (awb.api.app.HttpApp), all of it behind
     # the HTTP guard. They are imported and built once MCP serves (a stdio server never loads them).

@@ -320,13 +320,17 @@ class Panel:
             return self._render(request, "login.html", 401, next=target, failed=True)
         response = RedirectResponse(target, status_code=303)
         # A pass, not the token: every server on this host name, whatever its port, is sent the cookie.
+        # Its name is this server's own, so it leaves other servers' passes alone.
         response.set_cookie(
-            security.TOKEN_COOKIE,
+            panel_access.pass_cookie(request.scope),
             panel_access.issue_pass(expected),
             max_age=panel_access.PASS_SECONDS,
             httponly=True,
             samesite="strict",
             path="/",
+            # Signed in over https (through a TLS proxy in `http.trusted_proxies`, the only way this
+            # server hears of https): the browser must never send the pass over plain http.
+            secure=request.url.scheme == "https",
         )
         return response
 

@@ -16,7 +16,6 @@ from starlette.requests import Request
 
 from awb import panel_access
 
-TOKEN_COOKIE = panel_access.PANEL_COOKIE
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
 
 
@@ -44,7 +43,7 @@ def signed_in(request: Request, expected: str | None) -> bool:
     header = request.headers.get("authorization", "")
     if header.lower().startswith("bearer "):
         return token_ok(expected, header[7:].strip())
-    return panel_access.pass_ok(expected, request.cookies.get(TOKEN_COOKIE))
+    return panel_access.pass_ok(expected, request.cookies.get(panel_access.pass_cookie(request.scope)))
 
 
 def token_ok(expected: str | None, presented: str | None) -> bool:
