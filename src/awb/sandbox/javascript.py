@@ -26,9 +26,9 @@ from awb.sandbox.resident import ResidentPeak, WorkerFloors
 from awb.sandbox.wire import (
     BadFrame,
     FrameTooLarge,
+    answer_host_call,
     encode_frame,
     frame_limit,
-    host_call,
     read_frame,
     result_from_worker,
 )
@@ -226,10 +226,8 @@ class JavaScriptRuntime:
                             "ok": False,
                             "error": {"code": "sandbox_violation", "message": "no host functions while checking"},
                         }
-                    elif message.get("fn") == "read_file":  # file I/O: off the event loop
-                        reply = await asyncio.to_thread(host_call, host, message)
                     else:
-                        reply = host_call(host, message)
+                        reply = await answer_host_call(host, message)
                     end_if_exhausted(host)
                     await worker.send(reply)
                     continue

@@ -96,6 +96,21 @@ def host_call(host: HostFunctions, message: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True, "value": value}
 
 
+#: Host functions that touch the disk or the store: `read_file` reads a file, `write_file` resolves its
+#: path on the disk and stages the write in a store transaction (a network round trip on PostgreSQL).
+#: Answered on the event loop, a tool staging writes in a loop held every other request up for as long
+#: as each one took.
+BLOCKING_HOST_FNS = frozenset({"read_file", "write_file"})
+
+
+async def answer_host_call(host: HostFunctions, message: dict[str, Any]) -> dict[str, Any]:
+    """`host_call`, on a thread for the host functions that block (`BLOCKING_HOST_FNS`); a log is
+    answered at once."""
+    if message.get("fn") in BLOCKING_HOST_FNS:
+        return await asyncio.to_thread(host_call, host, message)
+    return host_call(host, message)
+
+
 #: A bridged tool result a worker may receive (its reply frame is capped at 8 MB, JSON quoting included).
 MAX_TOOL_REPLY_BYTES = 4 * 1024 * 1024
 

@@ -44,9 +44,9 @@ from awb.sandbox.host import end_if_exhausted
 from awb.sandbox.wire import (
     BadFrame,
     FrameTooLarge,
+    answer_host_call,
     encode_frame,
     frame_limit,
-    host_call,
     read_frame,
     result_from_worker,
     tool_call,
@@ -286,12 +286,10 @@ class CPythonRuntime:
                             "ok": False,
                             "error": {"code": "sandbox_violation", "message": "no host functions while checking"},
                         }
-                    elif message.get("fn") == "read_file":  # file I/O: off the event loop
-                        reply = await asyncio.to_thread(host_call, host, message)
                     elif message.get("fn") == "call_tool":  # a plan's bridged MCP call
                         reply = await tool_call(host, message)
                     else:
-                        reply = host_call(host, message)
+                        reply = await answer_host_call(host, message)
                     end_if_exhausted(host)
                     reply["id"] = message.get("id")
                     writer.write(encode_frame(reply))

@@ -1,0 +1,63 @@
+"""Host functions that touch the disk or the store (`read_file`, `write_file`) are answered on a
+thread of the server's, never on the event loop, in the runtimes whose workers ask over a pipe
+(cpython, javascript): staging a write is a store transaction, and a tool staging in a loop held
+every other request up for as long as each one took."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from awb.sandbox.base import Runtime
+from awb.sandbox.host import HostBridge
+from awb.sandbox.wire import answer_host_call
+from sandbox_support import LIMITS, Staged
+
+pytestmark = pytest.mark.anyio
+
+CODE = {
+    "cpython": "def run(params):\n    write_file('out.txt', 'x')\n    return read_file('data.txt')\n",
+    "javascript": "function run(p) { writeFile('out.txt', 'x'); return readFile('data.txt'); }",
+}
+
+
+class ThreadsSeen(HostBridge):
+    """A host that notes the thread each file call ran on."""
+
+    def __init__(self, granted: Path) -> None:
+        super().__init__(read_dirs=[str(granted)], stage=Staged(), max_log_bytes=LIMITS.max_log_bytes)
+        self.threads: dict[str, threading.Thread] = {}
+
+    def read_file(self, path: str) -> str:
+        self.threads["read_file"] = threading.current_thread()
+        return super().read_file(path)
+
+    def write_file(self, path: str, data: str) -> dict[str, Any]:
+        self.threads["write_file"] = threading.current_thread()
+        return super().write_file(path, data)
+
+
+@pytest.mark.parametrize("name", ["cpython", "javascript"])
+async def test_file_host_calls_run_off_the_event_loop(
+    name: str, cpython: Runtime, javascript: Runtime, dirs: dict[str, Path]
+) -> None:
+    runtime = {"cpython": cpython, "javascript": javascript}[name]
+    host = ThreadsSeen(dirs["granted"])
+    with anyio.fail_after(20):
+        result = await runtime.execute(CODE[name], {}, LIMITS, host)
+    assert result.value == "hello from a granted dir"
+    loop_thread = threading.current_thread()
+    assert set(host.threads) == {"read_file", "write_file"}
+    assert all(thread is not loop_thread for thread in host.threads.values()), host.threads
+
+
+async def test_a_log_is_answered_on_the_loop_and_an_unknown_call_is_refused(dirs: dict[str, Path]) -> None:
+    host = ThreadsSeen(dirs["granted"])
+    assert await answer_host_call(host, {"op": "host", "fn": "log", "args": ["hi"]}) == {"ok": True, "value": None}
+    assert host.logs == ["hi"]
+    refused = await answer_host_call(host, {"op": "host", "fn": "exec", "args": []})
+    assert refused["ok"] is False and refused["error"]["code"] == "sandbox_violation"
