@@ -200,6 +200,15 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         3, "an index on every tool's name, deleted ones too", "CREATE INDEX IF NOT EXISTS tools_name ON tools(name)"
     ),
+    # Every staged write checks the pending writes' number and bytes against the staging caps; with
+    # each write's size beside its status and tool in an index, the check reads no write's row.
+    Migration(
+        4,
+        "each staged write's size, indexed with its status and tool",
+        "ALTER TABLE staged_writes ADD COLUMN IF NOT EXISTS size BIGINT "
+        "GENERATED ALWAYS AS (octet_length(content)) STORED; "
+        "CREATE INDEX IF NOT EXISTS staged_pending ON staged_writes(status, tool_id, size)",
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 
