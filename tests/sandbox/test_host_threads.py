@@ -11,11 +11,12 @@ from typing import Any
 
 import anyio
 import pytest
+from test_cpython_frames import FRAME
 
 from awb.sandbox.base import Runtime
 from awb.sandbox.host import HostBridge
 from awb.sandbox.wire import answer_host_call
-from sandbox_support import LIMITS, Staged
+from sandbox_support import LIMITS, Staged, failure
 
 pytestmark = pytest.mark.anyio
 
@@ -61,3 +62,33 @@ async def test_a_log_is_answered_on_the_loop_and_an_unknown_call_is_refused(dirs
     assert host.logs == ["hi"]
     refused = await answer_host_call(host, {"op": "host", "fn": "exec", "args": []})
     assert refused["ok"] is False and refused["error"]["code"] == "sandbox_violation"
+
+
+MALFORMED_CALLS = {
+    "javascript": "function run(p) { for (;;) { __awb_host('nope', '[]'); __awb_host('log', '[1]'); } }",
+    "cpython": FRAME
+    + """
+def run(params):
+    inbox, outbox = pipes()
+    for n in range(10**9):
+        fn, args = ("nope", []) if n % 2 else ("log", [1])
+        os.write(outbox, frame({"op": "host", "id": n, "fn": fn, "args": args}))
+        (size,) = struct.unpack('>I', os.read(inbox, 4))
+        while size:
+            size -= len(os.read(inbox, size))
+""",
+}
+
+
+@pytest.mark.parametrize("name", ["cpython", "javascript"])
+async def test_malformed_host_calls_count_against_the_calls_host_call_budget(
+    name: str, cpython: Runtime, javascript: Runtime, host_factory: Any
+) -> None:
+    """A call to no host function, or with arguments of the wrong kind, is refused before any host
+    function runs: uncounted, a tool could make them until its time limit, each a round trip answered on
+    the event loop (55% of a server CPU for one such call)."""
+    runtime = {"cpython": cpython, "javascript": javascript}[name]
+    host = host_factory()
+    with anyio.fail_after(20):
+        error = await failure(runtime, MALFORMED_CALLS[name], {}, host, LIMITS)
+    assert (error.code, error.details.get("reason")) == ("output_exceeded", "host_calls"), error

@@ -19,7 +19,7 @@ from awb.errors import (
     ToolTimeout,
 )
 from awb.sandbox.base import HostFunctions, Limits, checked_logs, clean_text, encode_output
-from awb.sandbox.host import MAX_WRITE_BYTES
+from awb.sandbox.host import MAX_WRITE_BYTES, count_refused_call
 
 HEADER = struct.Struct(">I")
 #: Frame budget on top of the output and log caps: JSON quoting of the value text and envelope.
@@ -74,13 +74,16 @@ _ARITY = {"log": 1, "read_file": 1, "write_file": 2}
 def host_call(host: HostFunctions, message: dict[str, Any]) -> dict[str, Any]:
     """Run one host function a worker asked for; the reply the worker gets."""
     fn = message.get("fn")
-    args = message.get("args")
-    if fn not in _ARITY or not isinstance(args, list) or len(args) != _ARITY[str(fn)]:
-        return _refusal(SandboxViolation(f"unknown host function call {fn!r}", fn=str(fn)))
-    if not all(isinstance(a, str) for a in args):
-        return _refusal(SandboxViolation(f"{fn} takes string arguments", fn=fn))
-    if fn != "log" and any(clean_text(a) is not a for a in args):
-        return _refusal(ToolRuntimeError(f"{fn} got text that is not valid Unicode (a lone surrogate)", fn=fn))
+    args: Any = message.get("args")
+    malformed = _malformed(fn, args)
+    if malformed is not None:
+        # No host function runs to count it: counted here, or a tool could send such calls until its
+        # time limit, each a round trip answered on the event loop (55% of a server CPU for one call).
+        try:
+            count_refused_call(host)
+        except AwbError as exc:
+            return _refusal(exc)
+        return _refusal(malformed)
     try:
         if fn == "log":
             host.log(clean_text(args[0]))
@@ -94,6 +97,17 @@ def host_call(host: HostFunctions, message: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:  # a host function must never take the server down
         return _refusal(ToolRuntimeError(f"{fn} failed: {exc}", fn=fn))
     return {"ok": True, "value": value}
+
+
+def _malformed(fn: Any, args: Any) -> AwbError | None:
+    """Why a host call cannot reach a host function (no such function, arguments of the wrong kind), or None."""
+    if not isinstance(fn, str) or fn not in _ARITY or not isinstance(args, list) or len(args) != _ARITY[fn]:
+        return SandboxViolation(f"unknown host function call {str(fn)[:64]!r}", fn=str(fn)[:64])
+    if not all(isinstance(a, str) for a in args):
+        return SandboxViolation(f"{fn} takes string arguments", fn=fn)
+    if fn != "log" and any(clean_text(a) is not a for a in args):
+        return ToolRuntimeError(f"{fn} got text that is not valid Unicode (a lone surrogate)", fn=fn)
+    return None
 
 
 #: Host functions that touch the disk or the store: `read_file` reads a file, `write_file` resolves its
