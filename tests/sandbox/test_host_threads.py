@@ -68,10 +68,12 @@ MALFORMED_CALLS = {
     "javascript": "function run(p) { for (;;) { __awb_host('nope', '[]'); __awb_host('log', '[1]'); } }",
     "cpython": FRAME
     + """
+CALLS = [("nope", []), ("log", [1])]
+
 def run(params):
     inbox, outbox = pipes()
     for n in range(10**9):
-        fn, args = ("nope", []) if n % 2 else ("log", [1])
+        fn, args = CALLS[n % len(CALLS)]
         os.write(outbox, frame({"op": "host", "id": n, "fn": fn, "args": args}))
         (size,) = struct.unpack('>I', os.read(inbox, 4))
         while size:
@@ -80,14 +82,19 @@ def run(params):
 }
 
 
-@pytest.mark.parametrize("name", ["cpython", "javascript"])
+MALFORMED_CALLS["cpython_call_tool"] = MALFORMED_CALLS["cpython"].replace(
+    'CALLS = [("nope", []), ("log", [1])]', 'CALLS = [("call_tool", ["mail", "send", "{}"]), ("call_tool", [1])]'
+)
+
+
+@pytest.mark.parametrize("name", ["cpython", "cpython_call_tool", "javascript"])
 async def test_malformed_host_calls_count_against_the_calls_host_call_budget(
     name: str, cpython: Runtime, javascript: Runtime, host_factory: Any
 ) -> None:
-    """A call to no host function, or with arguments of the wrong kind, is refused before any host
-    function runs: uncounted, a tool could make them until its time limit, each a round trip answered on
-    the event loop (55% of a server CPU for one such call)."""
-    runtime = {"cpython": cpython, "javascript": javascript}[name]
+    """A call to no host function, or with arguments of the wrong kind (or `call_tool`, a plan's, from a
+    tool), is refused before any host function runs: uncounted, a tool could make them until its time
+    limit, each a round trip answered on the event loop (55% of a server CPU for one such call)."""
+    runtime = javascript if name == "javascript" else cpython
     host = host_factory()
     with anyio.fail_after(20):
         error = await failure(runtime, MALFORMED_CALLS[name], {}, host, LIMITS)

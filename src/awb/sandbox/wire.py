@@ -131,21 +131,33 @@ MAX_TOOL_REPLY_BYTES = 4 * 1024 * 1024
 
 async def tool_call(host: HostFunctions, message: dict[str, Any]) -> dict[str, Any]:
     """A plan's `call_tool(server, tool, payload)`: the one host function that waits on another server,
-    so it is awaited on the loop. Only plan hosts offer it; for a crafted tool it is a refusal."""
+    so it is awaited on the loop. Only plan hosts offer it; for a crafted tool it is a refusal. A call
+    refused here is counted as `host_call` counts its own (the plan's bridge counts the others)."""
     call = getattr(host, "call_tool", None)
     args = message.get("args")
+    payload: Any = None
+    refused: AwbError | None = None
     if call is None:
-        return _refusal(SandboxViolation("call_tool is only available to plans of the code-mode planner"))
-    if not isinstance(args, list) or len(args) != 3 or not all(isinstance(a, str) for a in args):
-        return _refusal(SandboxViolation("call_tool takes (server, tool, payload)"))
-    if any(clean_text(a) is not a for a in args):
-        return _refusal(ToolRuntimeError("call_tool got text that is not valid Unicode (a lone surrogate)"))
-    try:
-        payload = json.loads(args[2])
-    except (ValueError, RecursionError):
-        return _refusal(ToolRuntimeError("call_tool's payload is not JSON"))
-    if not isinstance(payload, dict):
-        return _refusal(ToolRuntimeError("call_tool's payload must be an object"))
+        refused = SandboxViolation("call_tool is only available to plans of the code-mode planner")
+    elif not isinstance(args, list) or len(args) != 3 or not all(isinstance(a, str) for a in args):
+        refused = SandboxViolation("call_tool takes (server, tool, payload)")
+    elif any(clean_text(a) is not a for a in args):
+        refused = ToolRuntimeError("call_tool got text that is not valid Unicode (a lone surrogate)")
+    else:
+        try:
+            payload = json.loads(args[2])
+        except (ValueError, RecursionError):
+            refused = ToolRuntimeError("call_tool's payload is not JSON")
+        else:
+            if not isinstance(payload, dict):
+                refused = ToolRuntimeError("call_tool's payload must be an object")
+    if refused is not None:
+        try:
+            count_refused_call(host)
+        except AwbError as exc:
+            return _refusal(exc)
+        return _refusal(refused)
+    assert call is not None and isinstance(args, list)
     try:
         value = await call(args[0], args[1], payload)
     except AwbError as exc:
