@@ -13,6 +13,7 @@ import anyio
 import pytest
 from test_cpython_frames import FRAME
 
+from awb.sandbox import wire
 from awb.sandbox.base import Runtime
 from awb.sandbox.host import HostBridge
 from awb.sandbox.wire import answer_host_call
@@ -99,3 +100,37 @@ async def test_malformed_host_calls_count_against_the_calls_host_call_budget(
     with anyio.fail_after(20):
         error = await failure(runtime, MALFORMED_CALLS[name], {}, host, LIMITS)
     assert (error.code, error.details.get("reason")) == ("output_exceeded", "host_calls"), error
+
+
+QUOTED_READS = {
+    "javascript": "function run(p) { try { return readFile('nul.txt').length; } catch (e) { return 'refused: ' + e.message; } }",
+    "cpython": "def run(params):\n    try:\n        return len(read_file('nul.txt'))\n    except Exception as exc:\n"
+    "        return f'refused: {exc}'\n",
+}
+
+
+@pytest.mark.parametrize("name", ["cpython", "javascript"])
+async def test_a_read_whose_reply_quotes_past_what_a_worker_reads_is_a_refusal_the_tool_can_catch(
+    name: str, cpython: Runtime, javascript: Runtime, dirs: dict[str, Path], host_factory: Any
+) -> None:
+    """2 MB of NUL characters is under read_file's 4 MB, but JSON quotes each as six bytes: the 12 MB
+    reply passed the 8 MB a worker reads of one, and the worker died ("died during the call")."""
+    (dirs["granted"] / "nul.txt").write_bytes(b"\x00" * (2 << 20))
+    runtime = javascript if name == "javascript" else cpython
+    with anyio.fail_after(20):
+        result = await runtime.execute(QUOTED_READS[name], {}, LIMITS, host_factory())
+        assert isinstance(result.value, str) and result.value.startswith("refused: "), result.value
+        assert "bytes a sandbox worker reads" in result.value
+        (dirs["granted"] / "nul.txt").write_bytes(b"\x00" * 1000)
+        assert (await runtime.execute(QUOTED_READS[name], {}, LIMITS, host_factory())).value == 1000
+
+
+def test_the_servers_reply_cap_is_the_workers() -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(wire.__file__).with_name("cpython")))
+    try:
+        import tool_process  # type: ignore[import-not-found]
+    finally:
+        sys.path.pop(0)
+    assert wire.WORKER_REPLY_BYTES == tool_process.MAX_REPLY_BYTES

@@ -30,6 +30,7 @@ from awb.sandbox.wire import (
     encode_frame,
     frame_limit,
     read_frame,
+    reply_frame,
     result_from_worker,
 )
 
@@ -70,8 +71,11 @@ class _JsWorker:
         return self.process.stdout
 
     async def send(self, message: dict[str, Any]) -> None:
+        await self.send_frame(encode_frame(message))
+
+    async def send_frame(self, frame: bytes) -> None:
         assert self.process.stdin is not None
-        self.process.stdin.write(encode_frame(message))
+        self.process.stdin.write(frame)
         await self.process.stdin.drain()
 
     async def kill(self) -> None:
@@ -229,7 +233,7 @@ class JavaScriptRuntime:
                     else:
                         reply = await answer_host_call(host, message)
                     end_if_exhausted(host)
-                    await worker.send(reply)
+                    await worker.send_frame(reply_frame(reply, message))
                     continue
                 if message.get("op") != "result":
                     raise ToolRuntimeError("the javascript worker sent an unexpected frame")

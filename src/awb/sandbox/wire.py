@@ -59,6 +59,34 @@ def encode_frame(message: dict[str, Any]) -> bytes:
     return HEADER.pack(len(data)) + data
 
 
+#: What a worker reads of one host call's reply (`tool_process.MAX_REPLY_BYTES`, shared by the JavaScript
+#: worker): a longer reply ended the worker.
+WORKER_REPLY_BYTES = 8 * 1024 * 1024
+
+
+def reply_frame(reply: dict[str, Any], message: dict[str, Any]) -> bytes:
+    """The frame answering the host call `message` (under its id, when it has one). A reply the worker
+    could not read is a refusal instead: a file's text under read_file's cap can pass it once quoted
+    as JSON (a NUL or another control character takes six bytes), and the worker died of it."""
+    if "id" in message:
+        reply = {**reply, "id": message.get("id")}
+    frame = encode_frame(reply)
+    size = len(frame) - HEADER.size
+    if size <= WORKER_REPLY_BYTES:
+        return frame
+    refusal = _refusal(
+        OutputExceeded(
+            f"the answer to {str(message.get('fn'))[:64]} is {size} bytes as JSON, over the {WORKER_REPLY_BYTES} "
+            "bytes a sandbox worker reads (control characters take six bytes each)",
+            size=size,
+            limit=WORKER_REPLY_BYTES,
+        )
+    )
+    if "id" in message:
+        refusal["id"] = message.get("id")
+    return encode_frame(refusal)
+
+
 def frame_limit(max_output_bytes: int, max_log_bytes: int) -> int:
     """The largest frame a worker may send in a call: its result, or a host call staging a write.
 

@@ -48,6 +48,7 @@ from awb.sandbox.wire import (
     encode_frame,
     frame_limit,
     read_frame,
+    reply_frame,
     result_from_worker,
     tool_call,
 )
@@ -291,8 +292,7 @@ class CPythonRuntime:
                     else:
                         reply = await answer_host_call(host, message)
                     end_if_exhausted(host)
-                    reply["id"] = message.get("id")
-                    writer.write(encode_frame(reply))
+                    writer.write(reply_frame(reply, message))
                     await writer.drain()
                 elif op == "result":
                     value, logs = result_from_worker(own_claims_only(message), limits)
