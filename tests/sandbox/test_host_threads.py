@@ -13,6 +13,8 @@ import anyio
 import pytest
 from test_cpython_frames import FRAME
 
+from awb.errors import OutputExceeded
+from awb.sandbox import host as host_module
 from awb.sandbox import wire
 from awb.sandbox.base import Runtime
 from awb.sandbox.host import HostBridge
@@ -25,6 +27,12 @@ CODE = {
     "cpython": "def run(params):\n    write_file('out.txt', 'x')\n    return read_file('data.txt')\n",
     "javascript": "function run(p) { writeFile('out.txt', 'x'); return readFile('data.txt'); }",
 }
+
+
+@pytest.fixture
+def small_host_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A budget of a few hundred host calls: a flood reaches it in a moment, not 10,000 round trips."""
+    monkeypatch.setattr(host_module, "MAX_HOST_CALLS_PER_CALL", 300)
 
 
 class ThreadsSeen(HostBridge):
@@ -89,6 +97,7 @@ MALFORMED_CALLS["cpython_call_tool"] = MALFORMED_CALLS["cpython"].replace(
 
 
 @pytest.mark.parametrize("name", ["cpython", "cpython_call_tool", "javascript"])
+@pytest.mark.usefixtures("small_host_budget")
 async def test_malformed_host_calls_count_against_the_calls_host_call_budget(
     name: str, cpython: Runtime, javascript: Runtime, host_factory: Any
 ) -> None:
@@ -134,3 +143,23 @@ def test_the_servers_reply_cap_is_the_workers() -> None:
     finally:
         sys.path.pop(0)
     assert wire.WORKER_REPLY_BYTES == tool_process.MAX_REPLY_BYTES
+
+
+LOADING_FLOODS = {
+    "javascript": "for (;;) { try { log(''); } catch (e) {} }\nfunction run(p) { return 1; }",
+    "cpython": "while True:\n    try:\n        log('')\n    except Exception:\n        pass\n\n"
+    "def run(params):\n    return 1\n",
+}
+
+
+@pytest.mark.parametrize("name", ["cpython", "javascript"])
+@pytest.mark.usefixtures("small_host_budget")
+async def test_host_calls_made_while_the_code_loads_for_a_check_count_too(
+    name: str, cpython: Runtime, javascript: Runtime
+) -> None:
+    """A craft's load check runs the code's top level with every host function refused: uncounted, a
+    loop calling `log` there ran to the check's time limit, 60% of a server CPU answering it."""
+    runtime = javascript if name == "javascript" else cpython
+    with anyio.fail_after(20), pytest.raises(OutputExceeded) as ended:
+        await runtime.check(LOADING_FLOODS[name], LIMITS)
+    assert ended.value.details.get("reason") == "host_calls"

@@ -170,6 +170,28 @@ class HostBridge:
         return {"staged": True, "id": staged_id, "path": str(target)}
 
 
+class CheckingHost(HostBridge):
+    """The host of a load check (`Runtime.check`): the code's top level runs with every host function
+    refused, and each call it makes counted as a call's are. Uncounted, top-level code calling `log`
+    in a loop ran to the check's time limit, ~60% of a server CPU answering it on the event loop."""
+
+    def __init__(self) -> None:
+        super().__init__(read_dirs=[], stage=None, max_log_bytes=0)
+
+    def _refuse(self) -> SandboxViolation:
+        self.count_call()
+        return SandboxViolation("no host functions while checking")
+
+    def log(self, message: str) -> None:
+        raise self._refuse()
+
+    def read_file(self, path: str) -> str:
+        raise self._refuse()
+
+    def write_file(self, path: str, data: str) -> dict[str, Any]:
+        raise self._refuse()
+
+
 def count_refused_call(host: object) -> None:
     """Count a host call refused before reaching a host function (no such function, arguments of the
     wrong kind) against the call's budget, for hosts that keep one (`HostBridge.count_call`): such

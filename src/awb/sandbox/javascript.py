@@ -21,7 +21,7 @@ from typing import Any
 from awb.errors import ExecutionError, OutputExceeded, ToolRuntimeError, ToolTimeout, Unavailable
 from awb.sandbox.base import Execution, ExecutionSlots, HostFunctions, Limits
 from awb.sandbox.cpython import lockdown
-from awb.sandbox.host import end_if_exhausted
+from awb.sandbox.host import CheckingHost, end_if_exhausted
 from awb.sandbox.resident import ResidentPeak, WorkerFloors
 from awb.sandbox.wire import (
     BadFrame,
@@ -206,6 +206,7 @@ class JavaScriptRuntime:
     ) -> tuple[Any, list[str]]:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + limits.timeout_ms / 1000
+        asked: HostFunctions = CheckingHost() if host is None else host
         job = {
             "op": "job",
             "mode": mode,
@@ -225,14 +226,8 @@ class JavaScriptRuntime:
                     read_frame(worker.reader, frame_limit(limits.max_output_bytes, limits.max_log_bytes)), remaining
                 )
                 if message.get("op") == "host":
-                    if host is None:
-                        reply: dict[str, Any] = {
-                            "ok": False,
-                            "error": {"code": "sandbox_violation", "message": "no host functions while checking"},
-                        }
-                    else:
-                        reply = await answer_host_call(host, message)
-                    end_if_exhausted(host)
+                    reply = await answer_host_call(asked, message)
+                    end_if_exhausted(asked)
                     await worker.send_frame(reply_frame(reply, message))
                     continue
                 if message.get("op") != "result":
