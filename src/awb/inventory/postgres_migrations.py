@@ -200,14 +200,13 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         3, "an index on every tool's name, deleted ones too", "CREATE INDEX IF NOT EXISTS tools_name ON tools(name)"
     ),
-    # Every staged write checks the pending writes' number and bytes against the staging caps; with
-    # each write's size beside its status and tool in an index, the check reads no write's row.
+    # Every staged write checks the pending writes' number and bytes against the staging caps: an
+    # index on status and tool finds the pending ones without reading every write ever staged, and
+    # octet_length reads a stored text's size without its content.
     Migration(
         4,
-        "each staged write's size, indexed with its status and tool",
-        "ALTER TABLE staged_writes ADD COLUMN IF NOT EXISTS size BIGINT "
-        "GENERATED ALWAYS AS (octet_length(content)) STORED; "
-        "CREATE INDEX IF NOT EXISTS staged_pending ON staged_writes(status, tool_id, size)",
+        "staged writes indexed by status, tool and size",
+        "CREATE INDEX IF NOT EXISTS staged_pending ON staged_writes(status, tool_id, octet_length(content))",
     ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -277,7 +277,7 @@ class PostgresRecords:
         size = len(content.encode("utf-8", errors="surrogatepass"))
         caps = StagingCaps(max_tool_bytes, max_total_bytes, max_tool_writes, max_total_writes)
         with self._pool.connection() as conn, conn.transaction():
-            checks = list(caps.checks(tool_id, "%s"))
+            checks = list(caps.checks(tool_id, "%s", "octet_length(content)"))
             if checks:
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (STAGE_LOCK,))
             for query, args, limits, scope in checks:

@@ -245,10 +245,13 @@ class StagingCaps:
     tool_writes: int | None = None
     total_writes: int | None = None
 
-    def checks(self, tool_id: str, mark: str) -> Iterator[tuple[str, list[str], tuple[int | None, int | None], str]]:
+    def checks(
+        self, tool_id: str, mark: str, size: str
+    ) -> Iterator[tuple[str, list[str], tuple[int | None, int | None], str]]:
         """Per scope: the pending-writes query (count, bytes) with its values, the (bytes, writes) caps,
-        and the scope's config-name suffix. Sizes come from the `staged_pending` index."""
-        query = "SELECT count(*), coalesce(sum(size), 0) FROM staged_writes WHERE status = 'pending'"
+        and the scope's config-name suffix. `size` is the store's expression for a write's size in
+        bytes, the one its `staged_pending` index holds."""
+        query = f"SELECT count(*), coalesce(sum({size}), 0) FROM staged_writes WHERE status = 'pending'"
         if self.tool_bytes is not None or self.tool_writes is not None:
             yield f"{query} AND tool_id = {mark}", [tool_id], (self.tool_bytes, self.tool_writes), "per_tool"
         if self.total_bytes is not None or self.total_writes is not None:

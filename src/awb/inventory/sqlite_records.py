@@ -23,6 +23,7 @@ from awb.inventory.rows import (
     staged_row,
 )
 from awb.inventory.sqlite_cache import ToolCache
+from awb.inventory.sqlite_schema import STAGED_SIZE
 from awb.inventory.store import record_one_at_a_time
 
 #: Journal rows kept (`append_event`): enough for any reader that was away a minute or two.
@@ -189,7 +190,7 @@ class SQLiteRecords:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                for query, args, limits, scope in caps.checks(tool_id, "?"):
+                for query, args, limits, scope in caps.checks(tool_id, "?", STAGED_SIZE):
                     caps.refuse_past(size, self._db.execute(query, args).fetchone(), limits, scope)
                 cursor = self._db.execute(
                     "INSERT INTO staged_writes (tool_id, call_id, path, content, created_at) VALUES (?, ?, ?, ?, ?)",
