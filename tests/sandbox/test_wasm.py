@@ -336,3 +336,25 @@ async def test_a_call_abandoned_while_its_module_compiles_ends_the_compile_proce
         await process.wait()
     assert process.returncode is not None
     assert (await wasm.execute(wat.constant(1), {}, LIMITS, host_factory())).value == 1
+
+
+async def test_looping_modules_leave_the_servers_shared_threads_free(wasm: WasmRuntime, host_factory: Any) -> None:
+    """A module's run holds a thread until its time limit: on the event loop's default executor (six
+    threads on two cores) six looping modules made every other job there wait, another client's
+    `read_file` 2.8 s among them. The runtime runs modules on threads of its own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    loop = asyncio.get_running_loop()
+    loop.set_default_executor(ThreadPoolExecutor(max_workers=2))
+    looping = Limits(timeout_ms=2000, memory_mb=100, max_output_bytes=1024, max_log_bytes=1024)
+    await failure(wasm, wat.LOOP, {}, host_factory(), SHORT)  # compiled and cached: the runs start at once
+    runs = [asyncio.ensure_future(failure(wasm, wat.LOOP, {}, host_factory(), looping)) for _ in range(2)]
+    try:
+        with anyio.fail_after(5):
+            while wasm._active < 2:  # both modules are running
+                await asyncio.sleep(0.01)
+        with anyio.fail_after(1):
+            assert await asyncio.to_thread(lambda: "free") == "free"
+    finally:
+        errors = await asyncio.gather(*runs)
+    assert [error.code for error in errors] == ["timeout", "timeout"]
