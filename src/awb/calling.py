@@ -177,6 +177,8 @@ class Caller:
                 call_id=call_id,
                 max_tool_bytes=self._config.sandbox.max_staged_bytes_per_tool,
                 max_total_bytes=self._config.sandbox.max_staged_bytes_total,
+                max_tool_writes=self._config.sandbox.max_staged_writes_per_tool,
+                max_total_writes=self._config.sandbox.max_staged_writes_total,
             ),
             max_log_bytes=limits.max_log_bytes,
             protected=self._protected,

@@ -89,6 +89,9 @@ class SandboxConfig(_Section):
     #: Pending staged-write bytes one tool may hold, and all tools together.
     max_staged_bytes_per_tool: int = Field(16 * 1024 * 1024, ge=1024)
     max_staged_bytes_total: int = Field(64 * 1024 * 1024, ge=1024)
+    #: Pending staged writes one tool may hold, and all tools together: empty writes pass the byte caps.
+    max_staged_writes_per_tool: int = Field(1000, ge=1)
+    max_staged_writes_total: int = Field(10_000, ge=1)
 
     @property
     def per_client_share(self) -> int:

@@ -9,7 +9,7 @@ import pytest
 
 from awb.clock import ManualClock
 from awb.config import Config
-from awb.errors import LimitExceeded, NameConflict
+from awb.errors import LimitExceeded, NameConflict, OutputExceeded
 from awb.inventory.models import CallRecord, Tool, ToolCounters, ToolMetadata, ToolVersion
 from awb.inventory.store import Store
 from awb.workbench import Workbench
@@ -261,6 +261,30 @@ def test_staged_writes_are_read_a_page_at_a_time_forwards_and_backwards(store: S
     assert page("pending", after_id=ids[0], limit=2) == [ids[1], ids[3]]
     assert page("pending", before_id=ids[4], limit=5) == [ids[0], ids[1], ids[3]]
     assert page() == ids
+
+
+def test_pending_staged_writes_are_capped_in_number_per_tool_and_in_all(store: Store) -> None:
+    """Empty writes pass every byte cap: without a cap on their number, a tool staging 100 a call grew
+    the pending list (and each later write's cap check) without end."""
+    caps = {"max_tool_bytes": 1 << 20, "max_total_bytes": 1 << 20, "max_tool_writes": 3, "max_total_writes": 5}
+    stage: Any = store
+
+    def write(tool: str, n: int) -> int:
+        return store.stage_write(tool, f"/tmp/{n}.txt", "", NOW, call_id=f"call_{n:016x}", **caps)
+
+    ids = [write("tool_one", n) for n in range(3)]
+    with pytest.raises(OutputExceeded) as per_tool:
+        write("tool_one", 3)
+    assert per_tool.value.details["limit"] == "sandbox.max_staged_writes_per_tool"
+    write("tool_two", 4)
+    write("tool_two", 5)
+    with pytest.raises(OutputExceeded) as in_all:
+        write("tool_three", 6)
+    assert in_all.value.details["limit"] == "sandbox.max_staged_writes_total"
+    # Applied and discarded writes no longer count.
+    assert stage.set_staged_status(ids[0], "applied", expected="pending")
+    write("tool_one", 7)
+    assert len(stage.staged_writes("pending")) == 5
 
 
 def test_vectors_are_kept_per_model_and_leave_with_deleted_tools(store: Store) -> None:

@@ -11,6 +11,7 @@ import pytest
 from awb.agents.toolbox import ToolOutcome, ToolSpec
 from awb.config import Config
 from awb.errors import SandboxViolation
+from awb.planner import cpython_plan
 from awb.planner.plan_runner import PlanRunner, run_python_plan
 from awb.workbench import Workbench
 
@@ -153,3 +154,16 @@ async def test_one_servers_unparseable_description_does_not_break_plans_over_the
     )
     result = await run_python_plan(code, tools=toolbox)
     assert (result.success, result.runtime, result.result) == (True, "cpython", 1000), result.error
+
+
+async def test_a_plan_making_host_calls_in_a_loop_ends_at_the_host_call_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan's `log`, refused file calls and malformed host calls each cost the server a round trip on
+    the event loop; a plan, like a tool, makes at most `MAX_HOST_CALLS_PER_CALL` of them."""
+    monkeypatch.setattr(cpython_plan, "MAX_HOST_CALLS_PER_CALL", 300)
+    async with PlanRunner(planner_toolbox([])) as runner:
+        for body in (
+            "for i in range(1000):\n    log('')\nreturn 1",
+            "for i in range(1000):\n    try:\n        read_file('x')\n    except Exception:\n        pass\nreturn 1",
+        ):
+            flood = await runner.run(body, runtime="cpython", timeout_sec=20)
+            assert not flood.success and flood.error_code == "output_exceeded", (body, flood.error)

@@ -191,3 +191,21 @@ async def test_a_lone_call_runs_in_a_fresh_session_checked_out_ahead_and_other_l
     finally:
         with anyio.fail_after(10):
             await runtime.close()
+
+
+async def test_an_error_with_a_huge_message_is_cut_where_the_runtime_reads_it() -> None:
+    """A tool's own exception may carry tens of megabytes of message: the error kept it whole twice
+    (in its message before the cap, and as the traceback's last line), rebuilt by pydantic-monty each
+    time, ~120 ms of work holding the interpreter's lock per call."""
+    runtime = MontyRuntime(pool_size=1)
+    await runtime.start()
+    try:
+        with anyio.fail_after(20), pytest.raises(ToolRuntimeError) as raised:
+            code = "def run(params):\n    raise ValueError('x' * 20_000_000)\n"
+            await runtime.execute(code, {}, LIMITS, HostBridge(read_dirs=[], stage=None, max_log_bytes=1024))
+    finally:
+        await runtime.close()
+    error = raised.value
+    assert error.message.startswith("ValueError: xxx") and len(error.message) < 5000
+    assert error.details["traceback"][-1].startswith("ValueError: xxx")
+    assert all(len(line) < 5000 for line in error.details["traceback"])

@@ -200,6 +200,14 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         3, "an index on every tool's name, deleted ones too", "CREATE INDEX IF NOT EXISTS tools_name ON tools(name)"
     ),
+    # Every staged write checks the pending writes' number and bytes against the staging caps: an
+    # index on status and tool finds the pending ones without reading every write ever staged, and
+    # octet_length reads a stored text's size without its content.
+    Migration(
+        4,
+        "staged writes indexed by status, tool and size",
+        "CREATE INDEX IF NOT EXISTS staged_pending ON staged_writes(status, tool_id, octet_length(content))",
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

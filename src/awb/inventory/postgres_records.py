@@ -9,7 +9,6 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from awb.errors import OutputExceeded
 from awb.inventory.call_groups import GroupMoves, by_tool, one_by_one, per_version
 from awb.inventory.models import CallRecord, MemoryLevel, ToolCounters
 from awb.inventory.postgres_notify import CHANNEL, ChangeListenerThread, payload, send
@@ -17,6 +16,7 @@ from awb.inventory.read_cache import ReadCache
 from awb.inventory.rows import (
     CALL_COLUMNS,
     SELECT_STAGED,
+    StagingCaps,
     call_values,
     iso,
     row_to_call,
@@ -268,31 +268,20 @@ class PostgresRecords:
         call_id: str,
         max_tool_bytes: int | None = None,
         max_total_bytes: int | None = None,
+        max_tool_writes: int | None = None,
+        max_total_writes: int | None = None,
     ) -> int:
-        """Keep a write for review. The caps count pending writes (per tool, and in all), checked under
-        an advisory lock in the inserting transaction, so concurrent calls on any server cannot pass
-        them together."""
+        """Keep a write for review. The caps count pending writes and their bytes (per tool, and in all),
+        checked under an advisory lock in the inserting transaction, so concurrent calls on any server
+        cannot pass them together."""
         size = len(content.encode("utf-8", errors="surrogatepass"))
+        caps = StagingCaps(max_tool_bytes, max_total_bytes, max_tool_writes, max_total_writes)
         with self._pool.connection() as conn, conn.transaction():
-            if max_tool_bytes is not None or max_total_bytes is not None:
+            checks = list(caps.checks(tool_id, "%s", "octet_length(content)"))
+            if checks:
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (STAGE_LOCK,))
-            for limit, name, where, args in (
-                (max_tool_bytes, "sandbox.max_staged_bytes_per_tool", "AND tool_id = %s", (tool_id,)),
-                (max_total_bytes, "sandbox.max_staged_bytes_total", "", ()),
-            ):
-                if limit is None:
-                    continue
-                pending = conn.execute(
-                    f"SELECT coalesce(sum(octet_length(content)), 0) FROM staged_writes WHERE status = 'pending' {where}",
-                    args,
-                ).fetchone()[0]
-                if pending + size > limit:
-                    raise OutputExceeded(
-                        f"staging {size} more bytes would pass {name} ({limit} bytes pending at most); "
-                        "apply or discard staged writes first",
-                        limit=name,
-                        pending=int(pending),
-                    )
+            for query, args, limits, scope in checks:
+                caps.refuse_past(size, conn.execute(query, args).fetchone(), limits, scope)
             row = conn.execute(
                 "INSERT INTO staged_writes (tool_id, call_id, path, content, created_at) "
                 "VALUES (%s, %s, %s, %s, %s) RETURNING id",

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from itertools import islice
 from typing import Any, TypeVar
 
-from awb.errors import LimitExceeded
+from awb.errors import LimitExceeded, OutputExceeded
 from awb.inventory.models import CallRecord, Example, Tool, ToolSummary, ToolVersion
 from awb.search.fts import split_identifier
 
@@ -232,6 +233,51 @@ def staged_page_query(
         query += f" LIMIT {mark}"
         args.append(limit)
     return query, args
+
+
+@dataclass(frozen=True)
+class StagingCaps:
+    """What may be pending at once (None: no cap): bytes and writes per tool, and for every tool together.
+    Empty writes pass every byte cap, so their number is capped too."""
+
+    tool_bytes: int | None = None
+    total_bytes: int | None = None
+    tool_writes: int | None = None
+    total_writes: int | None = None
+
+    def checks(
+        self, tool_id: str, mark: str, size: str
+    ) -> Iterator[tuple[str, list[str], tuple[int | None, int | None], str]]:
+        """Per scope: the pending-writes query (count, bytes) with its values, the (bytes, writes) caps,
+        and the scope's config-name suffix. `size` is the store's expression for a write's size in
+        bytes, the one its `staged_pending` index holds."""
+        query = f"SELECT count(*), coalesce(sum({size}), 0) FROM staged_writes WHERE status = 'pending'"
+        if self.tool_bytes is not None or self.tool_writes is not None:
+            yield f"{query} AND tool_id = {mark}", [tool_id], (self.tool_bytes, self.tool_writes), "per_tool"
+        if self.total_bytes is not None or self.total_writes is not None:
+            yield query, [], (self.total_bytes, self.total_writes), "total"
+
+    def refuse_past(self, size: int, pending: tuple[int, int], caps: tuple[int | None, int | None], scope: str) -> None:
+        """`output_exceeded` when one more write of `size` bytes would pass a cap of `scope`, with
+        (`count`, `bytes`) already pending."""
+        count, pending_bytes = int(pending[0]), int(pending[1])
+        byte_cap, write_cap = caps
+        if byte_cap is not None and pending_bytes + size > byte_cap:
+            name = f"sandbox.max_staged_bytes_{scope}"
+            raise OutputExceeded(
+                f"staging {size} more bytes would pass {name} ({byte_cap} bytes pending at most); "
+                "apply or discard staged writes first",
+                limit=name,
+                pending=pending_bytes,
+            )
+        if write_cap is not None and count + 1 > write_cap:
+            name = f"sandbox.max_staged_writes_{scope}"
+            raise OutputExceeded(
+                f"staging one more write would pass {name} ({write_cap} writes pending at most); "
+                "apply or discard staged writes first",
+                limit=name,
+                pending_writes=count,
+            )
 
 
 def snapshot_condition(expected: Mapping[str, Any], *, sqlite: bool) -> tuple[str, list[Any]]:

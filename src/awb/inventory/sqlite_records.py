@@ -10,12 +10,12 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from awb.errors import OutputExceeded
 from awb.inventory.call_groups import GroupMoves, by_tool, one_by_one, per_version
 from awb.inventory.models import CallRecord, MemoryLevel, ToolCounters
 from awb.inventory.rows import (
     CALL_COLUMNS,
     SELECT_STAGED,
+    StagingCaps,
     call_values,
     iso,
     row_to_call,
@@ -23,6 +23,7 @@ from awb.inventory.rows import (
     staged_row,
 )
 from awb.inventory.sqlite_cache import ToolCache
+from awb.inventory.sqlite_schema import STAGED_SIZE
 from awb.inventory.store import record_one_at_a_time
 
 #: Journal rows kept (`append_event`): enough for any reader that was away a minute or two.
@@ -179,31 +180,18 @@ class SQLiteRecords:
         call_id: str,
         max_tool_bytes: int | None = None,
         max_total_bytes: int | None = None,
+        max_tool_writes: int | None = None,
+        max_total_writes: int | None = None,
     ) -> int:
-        """Keep a write for review. The caps count pending writes (per tool, and in all) and are checked
-        in the write transaction, so concurrent calls cannot pass them together."""
+        """Keep a write for review. The caps count pending writes and their bytes (per tool, and in all)
+        and are checked in the write transaction, so concurrent calls cannot pass them together."""
         size = len(content.encode("utf-8", errors="surrogatepass"))
+        caps = StagingCaps(max_tool_bytes, max_total_bytes, max_tool_writes, max_total_writes)
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                for limit, name, where, args in (
-                    (max_tool_bytes, "sandbox.max_staged_bytes_per_tool", "AND tool_id = ?", (tool_id,)),
-                    (max_total_bytes, "sandbox.max_staged_bytes_total", "", ()),
-                ):
-                    if limit is None:
-                        continue
-                    pending = self._db.execute(
-                        f"SELECT coalesce(sum(length(CAST(content AS BLOB))), 0) FROM staged_writes "
-                        f"WHERE status = 'pending' {where}",
-                        args,
-                    ).fetchone()[0]
-                    if pending + size > limit:
-                        raise OutputExceeded(
-                            f"staging {size} more bytes would pass {name} ({limit} bytes pending at most); "
-                            "apply or discard staged writes first",
-                            limit=name,
-                            pending=pending,
-                        )
+                for query, args, limits, scope in caps.checks(tool_id, "?", STAGED_SIZE):
+                    caps.refuse_past(size, self._db.execute(query, args).fetchone(), limits, scope)
                 cursor = self._db.execute(
                     "INSERT INTO staged_writes (tool_id, call_id, path, content, created_at) VALUES (?, ?, ?, ?, ?)",
                     (tool_id, call_id, path, content, iso(at)),

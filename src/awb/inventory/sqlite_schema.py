@@ -144,8 +144,17 @@ CREATE TRIGGER IF NOT EXISTS tool_tags_delete AFTER DELETE ON tools BEGIN
 END;
 """
 
+# Every staged write checks the pending writes' number and bytes against the staging caps: summing the
+# lengths of their contents read every one of them (and walked every write ever staged, for its status)
+# under the store's lock. With each write's length indexed beside its status and tool, the check reads
+# the index alone (`STAGED_SIZE` is the indexed expression, written the same way in the query).
+STAGED_SIZE = "length(CAST(content AS BLOB))"
+_V9 = f"""
+CREATE INDEX IF NOT EXISTS staged_pending ON staged_writes(status, tool_id, {STAGED_SIZE});
+"""
+
 #: Forward migrations: MIGRATIONS[n] is the SQL that takes a database from schema n to n + 1.
-MIGRATIONS: list[str] = [_V1, _V2, VECTORS_SQL, _V4, SESSIONS_SQL, FEED_SQL, _V7, _V8]
+MIGRATIONS: list[str] = [_V1, _V2, VECTORS_SQL, _V4, SESSIONS_SQL, FEED_SQL, _V7, _V8, _V9]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # BM25 column weights (name, description, problem, tags): a word in the name says more than one

@@ -139,9 +139,11 @@ class Store(Protocol):
         call_id: str,
         max_tool_bytes: int | None = None,
         max_total_bytes: int | None = None,
+        max_tool_writes: int | None = None,
+        max_total_writes: int | None = None,
     ) -> int:
         """Keep a write that call `call_id` of a tool asked for until a person applies or discards it;
-        `output_exceeded` when the pending bytes of the tool or of all tools would pass a cap."""
+        `output_exceeded` when the pending bytes or writes of the tool or of all tools would pass a cap."""
         ...
 
     def iter_maintainable(self, idle_before: Mapping[str, str] | None = None) -> Iterator[Tool]:

@@ -20,6 +20,7 @@ from typing import Any
 
 from awb.errors import OutputExceeded, SandboxViolation, ToolRuntimeError
 from awb.planner.codegen import CLIENT_SOURCE, Wrapper, identifier, module_source
+from awb.sandbox.host import MAX_HOST_CALLS_PER_CALL
 
 #: (server, tool, payload) -> the tool's result; raises on failure.
 Bridge = Callable[[str, str, dict[str, Any]], Awaitable[Any]]
@@ -126,9 +127,26 @@ class PlanHost:
         self._bridge = bridge
         self._max_log_bytes = max_log_bytes
         self._log_bytes = 0
+        self._calls = 0
         self.logs: list[str] = []
+        #: Set past MAX_HOST_CALLS_PER_CALL host calls: the runtime ends the plan with it (`end_if_exhausted`).
+        self.exhausted: OutputExceeded | None = None
+
+    def count_call(self) -> None:
+        """Count one host call (`log`, a file call, a malformed one): each is a round trip the server
+        answers on its event loop, so a plan makes at most as many as a tool's call may."""
+        self._calls += 1
+        if self._calls > MAX_HOST_CALLS_PER_CALL and self.exhausted is None:
+            self.exhausted = OutputExceeded(
+                f"the plan made more than {MAX_HOST_CALLS_PER_CALL} host function calls",
+                limit=MAX_HOST_CALLS_PER_CALL,
+                reason="host_calls",
+            )
+        if self.exhausted is not None:
+            raise self.exhausted
 
     def log(self, message: str) -> None:
+        self.count_call()
         size = len(message.encode("utf-8", "replace"))
         if self._log_bytes + size > self._max_log_bytes:
             raise OutputExceeded(f"the plan's log is over the {self._max_log_bytes}-byte cap")
@@ -136,9 +154,11 @@ class PlanHost:
         self.logs.append(message)
 
     def read_file(self, path: str) -> str:
+        self.count_call()
         raise SandboxViolation("a plan has no filesystem: its only way out is the servers' tools", path=path[:200])
 
     def write_file(self, path: str, data: str) -> dict[str, Any]:
+        self.count_call()
         raise SandboxViolation("a plan has no filesystem: its only way out is the servers' tools", path=path[:200])
 
     async def call_tool(self, server: str, tool: str, payload: dict[str, Any]) -> Any:

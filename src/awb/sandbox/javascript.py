@@ -21,15 +21,16 @@ from typing import Any
 from awb.errors import ExecutionError, OutputExceeded, ToolRuntimeError, ToolTimeout, Unavailable
 from awb.sandbox.base import Execution, ExecutionSlots, HostFunctions, Limits
 from awb.sandbox.cpython import lockdown
-from awb.sandbox.host import end_if_exhausted
+from awb.sandbox.host import CheckingHost, end_if_exhausted
 from awb.sandbox.resident import ResidentPeak, WorkerFloors
 from awb.sandbox.wire import (
     BadFrame,
     FrameTooLarge,
+    answer_host_call,
     encode_frame,
     frame_limit,
-    host_call,
     read_frame,
+    reply_frame,
     result_from_worker,
 )
 
@@ -70,8 +71,11 @@ class _JsWorker:
         return self.process.stdout
 
     async def send(self, message: dict[str, Any]) -> None:
+        await self.send_frame(encode_frame(message))
+
+    async def send_frame(self, frame: bytes) -> None:
         assert self.process.stdin is not None
-        self.process.stdin.write(encode_frame(message))
+        self.process.stdin.write(frame)
         await self.process.stdin.drain()
 
     async def kill(self) -> None:
@@ -202,6 +206,7 @@ class JavaScriptRuntime:
     ) -> tuple[Any, list[str]]:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + limits.timeout_ms / 1000
+        asked: HostFunctions = CheckingHost() if host is None else host
         job = {
             "op": "job",
             "mode": mode,
@@ -221,17 +226,9 @@ class JavaScriptRuntime:
                     read_frame(worker.reader, frame_limit(limits.max_output_bytes, limits.max_log_bytes)), remaining
                 )
                 if message.get("op") == "host":
-                    if host is None:
-                        reply: dict[str, Any] = {
-                            "ok": False,
-                            "error": {"code": "sandbox_violation", "message": "no host functions while checking"},
-                        }
-                    elif message.get("fn") == "read_file":  # file I/O: off the event loop
-                        reply = await asyncio.to_thread(host_call, host, message)
-                    else:
-                        reply = host_call(host, message)
-                    end_if_exhausted(host)
-                    await worker.send(reply)
+                    reply = await answer_host_call(asked, message)
+                    end_if_exhausted(asked)
+                    await worker.send_frame(reply_frame(reply, message))
                     continue
                 if message.get("op") != "result":
                     raise ToolRuntimeError("the javascript worker sent an unexpected frame")

@@ -49,6 +49,7 @@ from awb.sandbox.monty_host import MontyRun
 from awb.sandbox.monty_spare import IdleSpare, hand_back, limits_key
 from awb.sandbox.resident import ResidentPeak, WorkerFloors
 from awb.sandbox.turn_threads import TurnThreads
+from awb.text import MAX_DETAIL_STRING_CHARS, MAX_MESSAGE_CHARS, cap_text
 
 SCRIPT_NAME = "tool.py"
 # The entry point is called in the same feed as the definition so that limits, host functions and
@@ -337,10 +338,13 @@ def _runtime_error(
 
 
 def _runtime_error_of(exc: pm.MontyRuntimeError, limits: Limits, run: MontyRun | None) -> ExecutionError:
+    # pydantic-monty rebuilds the message at each ask (`exception()`, `display()`), holding the
+    # interpreter's lock: asked once, and cut before anything copies it (a tool's 40 MB message cost
+    # ~120 ms of that lock a call, the event loop's turn included).
     inner = exc.exception()
     kind = type(inner).__name__
-    message = str(inner)
-    traceback = _tool_traceback(exc)
+    message = cap_text(str(inner), MAX_MESSAGE_CHARS)
+    traceback = _tool_traceback(exc, f"{kind}: {message}" if message else kind)
     if kind == "TimeoutError" and "time limit" in message:
         return ToolTimeout.past(limits.timeout_ms)
     if kind == "MemoryError":
@@ -369,13 +373,14 @@ def print_cap_hit(message: str, max_log_bytes: int, memory_bytes: int) -> bool:
     return max_log_bytes != memory_bytes and message.endswith(f"> {max_log_bytes} bytes")
 
 
-def _tool_traceback(exc: pm.MontyRuntimeError) -> list[str]:
-    """The traceback lines that belong to the tool's own code (not our call line)."""
+def _tool_traceback(exc: pm.MontyRuntimeError, last_line: str) -> list[str]:
+    """The traceback lines that belong to the tool's own code (not our call line), ending with
+    `last_line` (the exception's type and message)."""
     lines = []
     for frame in exc.traceback():
         if frame.function_name == "<module>" and (frame.source_line or "").strip() in ("run(params)", ""):
             continue
-        source = (frame.source_line or "").strip()
+        source = cap_text((frame.source_line or "").strip(), MAX_DETAIL_STRING_CHARS)
         lines.append(f"line {frame.line}, in {frame.function_name}: {source}")
-    lines.append(exc.display("type-msg"))
+    lines.append(last_line)
     return lines

@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import hashlib
 import importlib.util
 import json
@@ -39,6 +40,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from awb.errors import (
@@ -100,6 +102,8 @@ class WasmRuntime:
         self._active = 0
         self._compilers = Compilers()
         self._too_slow: OrderedDict[str, None] = OrderedDict()
+        self._max_concurrent = max_concurrent
+        self._threads: ThreadPoolExecutor | None = None
 
     async def start(self) -> None:
         if self._engine is not None:
@@ -110,6 +114,11 @@ class WasmRuntime:
         import wasmtime
 
         self._engine = wasmtime.Engine(engine_config())
+        # A module's run holds its thread until its time limit: on the event loop's default executor
+        # (six threads on two cores), six looping modules made every other job there wait (another
+        # client's read_file 2.8 s). Modules run on threads of their own: one per execution slot, and
+        # as many again for runs a call gave up on (a host call stuck past the limit), made as needed.
+        self._threads = ThreadPoolExecutor(max_workers=2 * self._max_concurrent, thread_name_prefix="awb-wasm")
         self._linker = make_linker(self._engine)
         self._stop.clear()
         self._compilers.start()
@@ -159,6 +168,9 @@ class WasmRuntime:
             await asyncio.to_thread(self._ticker.join, 2)
             self._ticker = None
         await self._compilers.close()
+        if self._threads is not None:
+            self._threads.shutdown(wait=False)  # a module still running ends at its epoch deadline
+            self._threads = None
         self._engine = None
         self._linker = None
         self._modules.clear()
@@ -201,10 +213,13 @@ class WasmRuntime:
             token = current_call.set(call)
             try:
                 # The epoch deadline stops the module; the extra second only bounds a stuck host call.
-                return await asyncio.wait_for(
-                    asyncio.to_thread(self._run_ticking, module, params, limits, call, check),
-                    limits.timeout_ms / 1000 + 1,
+                assert self._threads is not None
+                running = asyncio.get_running_loop().run_in_executor(
+                    self._threads,
+                    contextvars.copy_context().run,  # the call and its peak memory travel with the run
+                    functools.partial(self._run_ticking, module, params, limits, call, check),
                 )
+                return await asyncio.wait_for(running, limits.timeout_ms / 1000 + 1)
             except TimeoutError:
                 raise ToolTimeout.past(limits.timeout_ms) from None
             finally:

@@ -19,7 +19,7 @@ from awb.errors import (
     ToolTimeout,
 )
 from awb.sandbox.base import HostFunctions, Limits, checked_logs, clean_text, encode_output
-from awb.sandbox.host import MAX_WRITE_BYTES
+from awb.sandbox.host import MAX_WRITE_BYTES, count_refused_call
 
 HEADER = struct.Struct(">I")
 #: Frame budget on top of the output and log caps: JSON quoting of the value text and envelope.
@@ -59,6 +59,34 @@ def encode_frame(message: dict[str, Any]) -> bytes:
     return HEADER.pack(len(data)) + data
 
 
+#: What a worker reads of one host call's reply (`tool_process.MAX_REPLY_BYTES`, shared by the JavaScript
+#: worker): a longer reply ended the worker.
+WORKER_REPLY_BYTES = 8 * 1024 * 1024
+
+
+def reply_frame(reply: dict[str, Any], message: dict[str, Any]) -> bytes:
+    """The frame answering the host call `message` (under its id, when it has one). A reply the worker
+    could not read is a refusal instead: a file's text under read_file's cap can pass it once quoted
+    as JSON (a NUL or another control character takes six bytes), and the worker died of it."""
+    if "id" in message:
+        reply = {**reply, "id": message.get("id")}
+    frame = encode_frame(reply)
+    size = len(frame) - HEADER.size
+    if size <= WORKER_REPLY_BYTES:
+        return frame
+    refusal = _refusal(
+        OutputExceeded(
+            f"the answer to {str(message.get('fn'))[:64]} is {size} bytes as JSON, over the {WORKER_REPLY_BYTES} "
+            "bytes a sandbox worker reads (control characters take six bytes each)",
+            size=size,
+            limit=WORKER_REPLY_BYTES,
+        )
+    )
+    if "id" in message:
+        refusal["id"] = message.get("id")
+    return encode_frame(refusal)
+
+
 def frame_limit(max_output_bytes: int, max_log_bytes: int) -> int:
     """The largest frame a worker may send in a call: its result, or a host call staging a write.
 
@@ -74,13 +102,16 @@ _ARITY = {"log": 1, "read_file": 1, "write_file": 2}
 def host_call(host: HostFunctions, message: dict[str, Any]) -> dict[str, Any]:
     """Run one host function a worker asked for; the reply the worker gets."""
     fn = message.get("fn")
-    args = message.get("args")
-    if fn not in _ARITY or not isinstance(args, list) or len(args) != _ARITY[str(fn)]:
-        return _refusal(SandboxViolation(f"unknown host function call {fn!r}", fn=str(fn)))
-    if not all(isinstance(a, str) for a in args):
-        return _refusal(SandboxViolation(f"{fn} takes string arguments", fn=fn))
-    if fn != "log" and any(clean_text(a) is not a for a in args):
-        return _refusal(ToolRuntimeError(f"{fn} got text that is not valid Unicode (a lone surrogate)", fn=fn))
+    args: Any = message.get("args")
+    malformed = _malformed(fn, args)
+    if malformed is not None:
+        # No host function runs to count it: counted here, or a tool could send such calls until its
+        # time limit, each a round trip answered on the event loop (55% of a server CPU for one call).
+        try:
+            count_refused_call(host)
+        except AwbError as exc:
+            return _refusal(exc)
+        return _refusal(malformed)
     try:
         if fn == "log":
             host.log(clean_text(args[0]))
@@ -96,27 +127,65 @@ def host_call(host: HostFunctions, message: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True, "value": value}
 
 
+def _malformed(fn: Any, args: Any) -> AwbError | None:
+    """Why a host call cannot reach a host function (no such function, arguments of the wrong kind), or None."""
+    if not isinstance(fn, str) or fn not in _ARITY or not isinstance(args, list) or len(args) != _ARITY[fn]:
+        return SandboxViolation(f"unknown host function call {str(fn)[:64]!r}", fn=str(fn)[:64])
+    if not all(isinstance(a, str) for a in args):
+        return SandboxViolation(f"{fn} takes string arguments", fn=fn)
+    if fn != "log" and any(clean_text(a) is not a for a in args):
+        return ToolRuntimeError(f"{fn} got text that is not valid Unicode (a lone surrogate)", fn=fn)
+    return None
+
+
+#: Host functions that touch the disk or the store: `read_file` reads a file, `write_file` resolves its
+#: path on the disk and stages the write in a store transaction (a network round trip on PostgreSQL).
+#: Answered on the event loop, a tool staging writes in a loop held every other request up for as long
+#: as each one took.
+BLOCKING_HOST_FNS = frozenset({"read_file", "write_file"})
+
+
+async def answer_host_call(host: HostFunctions, message: dict[str, Any]) -> dict[str, Any]:
+    """`host_call`, on a thread for the host functions that block (`BLOCKING_HOST_FNS`); a log is
+    answered at once."""
+    if message.get("fn") in BLOCKING_HOST_FNS:
+        return await asyncio.to_thread(host_call, host, message)
+    return host_call(host, message)
+
+
 #: A bridged tool result a worker may receive (its reply frame is capped at 8 MB, JSON quoting included).
 MAX_TOOL_REPLY_BYTES = 4 * 1024 * 1024
 
 
 async def tool_call(host: HostFunctions, message: dict[str, Any]) -> dict[str, Any]:
     """A plan's `call_tool(server, tool, payload)`: the one host function that waits on another server,
-    so it is awaited on the loop. Only plan hosts offer it; for a crafted tool it is a refusal."""
+    so it is awaited on the loop. Only plan hosts offer it; for a crafted tool it is a refusal. A call
+    refused here is counted as `host_call` counts its own (the plan's bridge counts the others)."""
     call = getattr(host, "call_tool", None)
     args = message.get("args")
+    payload: Any = None
+    refused: AwbError | None = None
     if call is None:
-        return _refusal(SandboxViolation("call_tool is only available to plans of the code-mode planner"))
-    if not isinstance(args, list) or len(args) != 3 or not all(isinstance(a, str) for a in args):
-        return _refusal(SandboxViolation("call_tool takes (server, tool, payload)"))
-    if any(clean_text(a) is not a for a in args):
-        return _refusal(ToolRuntimeError("call_tool got text that is not valid Unicode (a lone surrogate)"))
-    try:
-        payload = json.loads(args[2])
-    except (ValueError, RecursionError):
-        return _refusal(ToolRuntimeError("call_tool's payload is not JSON"))
-    if not isinstance(payload, dict):
-        return _refusal(ToolRuntimeError("call_tool's payload must be an object"))
+        refused = SandboxViolation("call_tool is only available to plans of the code-mode planner")
+    elif not isinstance(args, list) or len(args) != 3 or not all(isinstance(a, str) for a in args):
+        refused = SandboxViolation("call_tool takes (server, tool, payload)")
+    elif any(clean_text(a) is not a for a in args):
+        refused = ToolRuntimeError("call_tool got text that is not valid Unicode (a lone surrogate)")
+    else:
+        try:
+            payload = json.loads(args[2])
+        except (ValueError, RecursionError):
+            refused = ToolRuntimeError("call_tool's payload is not JSON")
+        else:
+            if not isinstance(payload, dict):
+                refused = ToolRuntimeError("call_tool's payload must be an object")
+    if refused is not None:
+        try:
+            count_refused_call(host)
+        except AwbError as exc:
+            return _refusal(exc)
+        return _refusal(refused)
+    assert call is not None and isinstance(args, list)
     try:
         value = await call(args[0], args[1], payload)
     except AwbError as exc:

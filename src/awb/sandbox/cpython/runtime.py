@@ -40,14 +40,15 @@ from awb.sandbox.cpython.watch import (
     set_cgroup_limit,
     watch_rss,
 )
-from awb.sandbox.host import end_if_exhausted
+from awb.sandbox.host import CheckingHost, end_if_exhausted
 from awb.sandbox.wire import (
     BadFrame,
     FrameTooLarge,
+    answer_host_call,
     encode_frame,
     frame_limit,
-    host_call,
     read_frame,
+    reply_frame,
     result_from_worker,
     tool_call,
 )
@@ -253,6 +254,7 @@ class CPythonRuntime:
         assert reader is not None and writer is not None
         watch = Watch()
         watchdog: asyncio.Task[None] | None = None
+        asked: HostFunctions = CheckingHost() if host is None else host
         try:
             read_dirs = list(getattr(host, "read_dirs", []) or [])
             job = {
@@ -281,20 +283,12 @@ class CPythonRuntime:
                 message = await self._next_frame(worker, reader, limits, deadline, watch)
                 op = message.get("op")
                 if op == "host":
-                    if host is None:
-                        reply: dict[str, Any] = {
-                            "ok": False,
-                            "error": {"code": "sandbox_violation", "message": "no host functions while checking"},
-                        }
-                    elif message.get("fn") == "read_file":  # file I/O: off the event loop
-                        reply = await asyncio.to_thread(host_call, host, message)
-                    elif message.get("fn") == "call_tool":  # a plan's bridged MCP call
-                        reply = await tool_call(host, message)
+                    if message.get("fn") == "call_tool":  # a plan's bridged MCP call
+                        reply = await tool_call(asked, message)
                     else:
-                        reply = host_call(host, message)
-                    end_if_exhausted(host)
-                    reply["id"] = message.get("id")
-                    writer.write(encode_frame(reply))
+                        reply = await answer_host_call(asked, message)
+                    end_if_exhausted(asked)
+                    writer.write(reply_frame(reply, message))
                     await writer.drain()
                 elif op == "result":
                     value, logs = result_from_worker(own_claims_only(message), limits)
