@@ -8,6 +8,7 @@ inherits this process's environment, so `AWB_*` settings reach a workbench start
 from __future__ import annotations
 
 import logging
+import math
 import os
 import shlex
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -17,13 +18,13 @@ from typing import Any
 
 import anyio
 import httpx2
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
-from mcp_types import CallToolResult, TextContent, Tool
+from mcp_types import REQUEST_TIMEOUT, CallToolResult, TextContent, Tool
 
 from awb.agents.errors import ServerUnavailable
 from awb.agents.toolbox import Handler, Lister, ListWatch, Toolbox, ToolOutcome, ToolSpec
@@ -50,6 +51,10 @@ ServerTarget = str | Sequence[str] | StdioServerParameters | HttpServer | Server
 
 #: A server that pages its tool list forever must not hang the run.
 _MAX_PAGES = 50
+#: How long a server may take to answer each request of its own (initialize, a tools/list page): a server
+#: that started but never answers must not hang the run before it begins (tool calls are the run's to bound,
+#: by its deadline). 30 s is the SDK's own HTTP default per operation.
+CONNECT_TIMEOUT_SECONDS = 30.0
 #: How long a 2026-07-28 server may take to acknowledge the `subscriptions/listen` stream.
 _LISTEN_ACK_SECONDS = 5.0
 _LIST_CHANGED = "notifications/tools/list_changed"
@@ -68,7 +73,7 @@ def client_target(target: ServerTarget) -> Server[Any] | MCPServer | StdioServer
     return StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
 
 
-async def _open(stack: AsyncExitStack, target: ServerTarget, watch: ListWatch) -> Client:
+async def _open(stack: AsyncExitStack, target: ServerTarget, watch: ListWatch, timeout: float) -> Client:
     async def on_message(message: Any) -> None:
         # 2025-11-25 sessions hear of list changes as notifications (2026-07-28 ones on a listen stream).
         if getattr(message, "method", None) == _LIST_CHANGED:
@@ -76,17 +81,20 @@ async def _open(stack: AsyncExitStack, target: ServerTarget, watch: ListWatch) -
 
     if isinstance(target, HttpServer) and (target.headers or target.public_only):
         # The SDK's own defaults: 30 s per operation, 5 min for a server-sent event stream to speak.
-        timeout = httpx2.Timeout(30.0, read=300.0)
+        limits = httpx2.Timeout(30.0, read=300.0)
         if target.public_only:
             from awb.agents.public_reach import public_only_client
 
-            client = public_only_client(target.headers, timeout)
+            client = public_only_client(target.headers, limits)
         else:
-            client = httpx2.AsyncClient(headers=target.headers, timeout=timeout)
+            client = httpx2.AsyncClient(headers=target.headers, timeout=limits)
         http = await stack.enter_async_context(client)
         transport = streamable_http_client(target.url, http_client=http)
-        return await stack.enter_async_context(Client(transport, message_handler=on_message))
-    return await stack.enter_async_context(Client(client_target(target), message_handler=on_message))
+        return await stack.enter_async_context(
+            Client(transport, message_handler=on_message, read_timeout_seconds=timeout)
+        )
+    session = Client(client_target(target), message_handler=on_message, read_timeout_seconds=timeout)
+    return await stack.enter_async_context(session)
 
 
 async def _follow(stack: AsyncExitStack, name: str, client: Client, watch: ListWatch) -> None:
@@ -121,6 +129,14 @@ async def _follow(stack: AsyncExitStack, name: str, client: Client, watch: ListW
         await ready.wait()
 
 
+def _timed_out(error: BaseException) -> bool:
+    """Whether a failure to connect is the server not answering in time (the SDK's request timeout),
+    found inside the exception groups a transport's task groups wrap it in."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return isinstance(error, TimeoutError) or (isinstance(error, MCPError) and error.code == REQUEST_TIMEOUT)
+
+
 def error_code(result: CallToolResult) -> str | None:
     """The error code an MCP tool result carries: awb's `{"error": {"code": ...}}`, or a top-level `code`."""
     content = result.structured_content
@@ -141,7 +157,9 @@ def describe_result(result: CallToolResult) -> Any:
 def _handler(client: Client, tool: str) -> Handler:
     async def call(arguments: dict[str, Any]) -> ToolOutcome:
         try:
-            result = await client.call_tool(tool, arguments)
+            # The client's own timeout is for the server's answers about itself; a call may take as long as
+            # the run allows (its deadline cancels it).
+            result = await client.call_tool(tool, arguments, read_timeout_seconds=math.inf)
         except Exception as err:  # boundary: any transport or protocol failure is an observation
             return ToolOutcome(ok=False, payload=f"{type(err).__name__}: {err}", error_code="transport_error")
         if result.is_error:
@@ -164,8 +182,13 @@ async def _list_tools(client: Client) -> list[Tool]:
 
 
 @asynccontextmanager
-async def connect_servers(servers: Mapping[str, ServerTarget]) -> AsyncIterator[Toolbox]:
-    """Open every server, list its tools into one toolbox, and close them all on exit."""
+async def connect_servers(
+    servers: Mapping[str, ServerTarget], *, timeout: float = CONNECT_TIMEOUT_SECONDS
+) -> AsyncIterator[Toolbox]:
+    """Open every server, list its tools into one toolbox, and close them all on exit.
+
+    A server that does not answer a request of its start (initialize, a page of its tools) within `timeout`
+    seconds is `ServerUnavailable`; one that takes that long to list its tools again later keeps those it had."""
     toolbox = Toolbox()
     async with AsyncExitStack() as stack:
         for name, target in servers.items():
@@ -173,12 +196,15 @@ async def connect_servers(servers: Mapping[str, ServerTarget]) -> AsyncIterator[
                 raise ServerUnavailable(f"server name {name!r} must not contain '.'", server=name)
             watch = ListWatch()
             try:
-                client = await _open(stack, target, watch)
+                client = await _open(stack, target, watch, timeout)
                 await _follow(stack, name, client, watch)
                 tools = await _list_tools(client)
             except ServerUnavailable:
                 raise
             except Exception as err:  # boundary: report which server failed, whatever the cause
+                if _timed_out(err):
+                    message = f"MCP server {name!r} did not answer within {timeout:g} s ({underlying(err)})"
+                    raise ServerUnavailable(message, server=name, seconds=timeout) from err
                 raise ServerUnavailable(f"cannot reach MCP server {name!r}: {underlying(err)}", server=name) from err
             for spec, handler in _entries(name, client, tools):
                 toolbox.add(spec, handler)
