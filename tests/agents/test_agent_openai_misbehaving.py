@@ -255,3 +255,54 @@ async def test_a_model_that_wants_max_completion_tokens_and_no_temperature_gets_
     sent = [(b.get("max_tokens"), b.get("max_completion_tokens"), b.get("temperature")) for b in fake_provider.bodies()]
     assert sent == [(50, None, 0.2), (None, 50, 0.2), (None, 50, None), (None, 50, None)]
     assert (result.usage.requests, result.usage.failed_requests) == (4, 2)
+
+
+def cut_off_reply(message: dict[str, Any]) -> dict[str, Any]:
+    choice = {"message": {"role": "assistant", **message}, "finish_reason": "length"}
+    return {"choices": [choice], "usage": {"prompt_tokens": 9, "completion_tokens": 50}}
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"content": ""},
+        {"content": None, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "files__read"}}]},
+        {"content": None, "tool_calls": [{"function": {"name": "files__read", "arguments": '{"path": "no'}}]},
+    ],
+    ids=["empty", "no-arguments-yet", "half-the-arguments"],
+)
+async def test_a_reply_cut_off_at_max_tokens_is_fed_back_as_cut_off_and_the_model_recovers(
+    fake_provider: FakeProvider, message: dict[str, Any]
+) -> None:
+    fake_provider.reply(cut_off_reply(message))
+    fake_provider.reply(openai_calls(("done", '{"answer": "short"}')))
+    with anyio.fail_after(15):
+        result = await run_agent(
+            Reader, "q", model=model(fake_provider), servers=servers(), model_settings=ModelSettings(max_tokens=50)
+        )
+    assert (result.termination_reason, result.output) == ("done", {"answer": "short"})
+    rejected = result.steps[0].rejected[0]
+    assert rejected.message.startswith("the reply was cut off at the max_tokens limit (50) before its action")
+    assert "cut off at the max_tokens limit (50)" in user_text(fake_provider.bodies()[1])
+
+
+async def test_a_model_that_is_always_cut_off_ends_saying_so(fake_provider: FakeProvider) -> None:
+    for _ in range(Reader.output_retries + 1):
+        fake_provider.reply(cut_off_reply({"content": '{"action": "done", "output": {"answer": "a very lo'}))
+    result = await run(fake_provider, native_tools=False)
+    assert result.termination_reason == "output_invalid"
+    assert result.error is not None
+    assert (result.error["details"]["cut_off"], result.error["details"]["max_tokens"]) == (True, None)
+    assert "cut off at the provider's length limit" in result.steps[0].rejected[-1].message
+
+
+async def test_a_refusal_ends_the_run_with_the_models_words_after_one_request(fake_provider: FakeProvider) -> None:
+    refusal = {"role": "assistant", "content": None, "refusal": "I can't help with that."}
+    fake_provider.reply({"choices": [{"message": refusal, "finish_reason": "stop"}]})
+    fake_provider.reply(openai_calls(("done", '{"answer": "never asked"}')))
+    result = await run(fake_provider)
+    assert result.termination_reason == "model_error"
+    assert result.error is not None
+    assert result.error["message"] == "the model refused: I can't help with that."
+    assert result.error["details"] == {"refusal": "I can't help with that."}
+    assert len(fake_provider.requests) == 1

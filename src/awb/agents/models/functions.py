@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from awb.agents.actions import Action, CallTool, Done, RunCode, SpawnSubagent, parse_action
-from awb.agents.errors import MalformedAction, TooManyFunctions
+from awb.agents.errors import MalformedAction, ModelError, TooManyFunctions
 from awb.agents.toolbox import ToolSpec
 
 DONE = "done"
@@ -111,6 +111,28 @@ class FunctionTable:
         """The first call as the action; the others are named on it as not run."""
         name, arguments = calls[0]
         return self.to_action(name, arguments).with_not_run([other for other, _ in calls[1:]])
+
+
+#: How much of a refusal's words a run keeps: enough to say why, not a whole essay.
+_REFUSAL_CHARS = 2000
+
+
+def cut_off(err: MalformedAction, max_tokens: int | None) -> MalformedAction:
+    """An unreadable reply the provider stopped at its length limit (`finish_reason: length`, `stop_reason:
+    max_tokens`), said to be cut off: the model can answer with a shorter action, the person can raise
+    `max_tokens`, and neither learns that from "not valid JSON" or "the reply is text"."""
+    limit = f"the max_tokens limit ({max_tokens})" if max_tokens else "the provider's length limit"
+    return MalformedAction(
+        f"the reply was cut off at {limit} before its action was complete ({err.message}): reply with a shorter action",
+        **{**err.details, "cut_off": True, "max_tokens": max_tokens},
+    )
+
+
+def refused(words: str) -> ModelError:
+    """The model declined the task (an OpenAI `refusal`, an Anthropic `stop_reason: refusal`): the run ends
+    with its words rather than feeding an empty reply back as malformed until the corrections run out."""
+    words = words.strip()[:_REFUSAL_CHARS]
+    return ModelError(f"the model refused: {words}" if words else "the model refused", refusal=words)
 
 
 def parse_text_action(text: str, *, native: bool = False) -> Action:
