@@ -110,6 +110,10 @@ class _Run:
             except _Retry:
                 retries -= 1
                 await self.executor.tell_rejected(step)
+                # A correction is another request: the token and cost limits hold within a step too.
+                spent = self.scope.exhausted(self.agent.budget)
+                if spent is not None:
+                    return stopped(spent[0], spent[1], **spent[2])
             except ModelError as err:
                 return "model_error", None, err.to_dict()
             except _GiveUp as give_up:
