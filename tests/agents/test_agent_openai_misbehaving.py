@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 import pytest
 
-from awb.agents import Agent, ModelSettings, RunEvent, run_agent
+from awb.agents import Agent, Budget, ModelSettings, RunEvent, run_agent
 from awb.agents.models.functions import PROSE_REPLY
 from awb.agents.models.openai import OpenAIModel
 
@@ -176,10 +176,11 @@ async def test_429_retry_after_is_honoured_up_to_the_cap(fake_provider: FakeProv
             "q",
             model=adapter,
             servers=servers(),
-            model_settings=ModelSettings(max_retry_wait_seconds=60),
+            model_settings=ModelSettings(max_retry_wait_seconds=10),
         )
     assert result.ok
-    assert recorder.waits == [2.0, 60.0, 0.25]
+    # 10 s: the cap, and within the 15 s this test allows (a wait past the deadline is not taken).
+    assert recorder.waits == [2.0, 10.0, 0.25]
     assert (result.usage.requests, result.usage.failed_requests) == (4, 3)
 
 
@@ -306,3 +307,30 @@ async def test_a_refusal_ends_the_run_with_the_models_words_after_one_request(fa
     assert result.error["message"] == "the model refused: I can't help with that."
     assert result.error["details"] == {"refusal": "I can't help with that."}
     assert len(fake_provider.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "retry_after",
+    [{"retry-after": "36000"}, {"retry-after": "Sun, 06 Nov 2994 08:49:37 GMT"}, {}],
+    ids=["ten-hours", "http-date", "backoff"],
+)
+async def test_a_retry_wait_past_the_runs_deadline_ends_at_once_with_the_providers_message(
+    fake_provider: FakeProvider, retry_after: dict[str, str]
+) -> None:
+    class Hurried(Reader):
+        budget = Budget(timeout_seconds=5)
+
+    fake_provider.reply({"error": {"message": "quota exhausted"}}, status=429, headers=retry_after)
+    adapter = OpenAIModel("fake-model", base_url=fake_provider.url, backoff_seconds=10)
+    recorder = WaitRecorder()
+    adapter.http.sleep = recorder
+    with anyio.fail_after(15):
+        result = await run_agent(
+            Hurried, "q", model=adapter, servers=servers(), model_settings=ModelSettings(max_retry_wait_seconds=60)
+        )
+    assert result.termination_reason == "model_error"
+    assert result.error is not None
+    assert result.error["message"].startswith("provider returned HTTP 429: quota exhausted; not retried: the wait of")
+    assert result.error["message"].endswith("s would pass the run's deadline")
+    assert (result.error["details"]["attempts"], result.error["details"]["status"]) == (1, 429)
+    assert recorder.waits == []

@@ -2,7 +2,8 @@
 
 Every attempt sent is counted in the adapter's `Usage` (failed ones too). A `retry-after` (or
 `retry-after-ms`) from the provider is honoured up to `max_retry_wait_seconds`; otherwise retries
-back off exponentially. Each attempt is bounded by the timeout as a whole, so a server that
+back off exponentially. A wait that would pass the deadline of the run is not taken: the call fails at
+once with the provider's message. Each attempt is bounded by the timeout as a whole, so a server that
 trickles its body cannot hold a run, and the body is read up to `max_reply_bytes` (decoded), so one
 that sends without end cannot fill memory. Provider failures surface as `ModelError` carrying the
 provider's own message and HTTP status, never the key.
@@ -161,7 +162,13 @@ class ProviderClient:
         async with httpx.AsyncClient(timeout=httpx.Timeout(timeout)) as client:
             for attempt in range(retries + 1):
                 if attempt:
-                    await self.sleep(self._wait(attempt, asked, cap))
+                    wait = self._wait(attempt, asked, cap)
+                    # Waiting past the deadline of the run (or of whatever bounds this call) would only end it
+                    # in a bare timeout: end now, with what the provider said.
+                    if wait >= anyio.current_effective_deadline() - anyio.current_time():
+                        failure += f"; not retried: the wait of {wait:g} s would pass the run's deadline"
+                        raise ModelError(redact(failure, self._secret), attempts=attempt, status=status)
+                    await self.sleep(wait)
                 self.usage.requests += 1
                 asked, status = None, None
                 try:
