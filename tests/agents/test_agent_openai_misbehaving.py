@@ -293,6 +293,9 @@ async def test_a_model_that_is_always_cut_off_ends_saying_so(fake_provider: Fake
     result = await run(fake_provider, native_tools=False)
     assert result.termination_reason == "output_invalid"
     assert result.error is not None
+    assert result.error["message"] == (
+        "the model's replies were cut off at the provider's default length limit: raise max_tokens"
+    )
     assert (result.error["details"]["cut_off"], result.error["details"]["max_tokens"]) == (True, None)
     assert "cut off at the provider's length limit" in result.steps[0].rejected[-1].message
 
