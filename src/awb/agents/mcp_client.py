@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import anyio.abc
 import httpx2
 from mcp import Client, MCPError
 from mcp.client.stdio import StdioServerParameters
@@ -24,7 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
-from mcp_types import REQUEST_TIMEOUT, CallToolResult, TextContent, Tool
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, TextContent, Tool
 
 from awb.agents.errors import ServerUnavailable
 from awb.agents.toolbox import Handler, Lister, ListWatch, Toolbox, ToolOutcome, ToolSpec
@@ -154,13 +155,31 @@ def describe_result(result: CallToolResult) -> Any:
     return "\n".join(texts)
 
 
-def _handler(client: Client, tool: str) -> Handler:
+@dataclass
+class _Link:
+    """One server's connection as its tools see it: the client, and why it went down once it has."""
+
+    name: str
+    client: Client
+    down: str | None = None
+
+    def gone(self) -> ServerUnavailable:
+        return ServerUnavailable(f"MCP server {self.name!r} is no longer reachable: {self.down}", server=self.name)
+
+
+def _handler(link: _Link, tool: str) -> Handler:
     async def call(arguments: dict[str, Any]) -> ToolOutcome:
+        if link.down is not None:
+            return ToolOutcome(ok=False, payload=link.gone().message, error_code=ServerUnavailable.code)
         try:
             # The client's own timeout is for the server's answers about itself; a call may take as long as
             # the run allows (its deadline cancels it).
-            result = await client.call_tool(tool, arguments, read_timeout_seconds=math.inf)
+            result = await link.client.call_tool(tool, arguments, read_timeout_seconds=math.inf)
         except Exception as err:  # boundary: any transport or protocol failure is an observation
+            if isinstance(err, MCPError) and err.code == CONNECTION_CLOSED and link.down is None:
+                link.down = "its connection closed"  # for good: the session does not reconnect
+            if link.down is not None:  # the connection went down while the call waited on it
+                return ToolOutcome(ok=False, payload=link.gone().message, error_code=ServerUnavailable.code)
             return ToolOutcome(ok=False, payload=f"{type(err).__name__}: {err}", error_code="transport_error")
         if result.is_error:
             return ToolOutcome(ok=False, payload=describe_result(result), error_code=error_code(result) or "tool_error")
@@ -181,6 +200,52 @@ async def _list_tools(client: Client) -> list[Tool]:
     return tools
 
 
+def _unavailable(name: str, error: BaseException, timeout: float) -> ServerUnavailable:
+    """Why server `name` could not start, whatever the transport raised (inside its exception groups)."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    if isinstance(error, ServerUnavailable):
+        return error
+    if _timed_out(error):
+        message = f"MCP server {name!r} did not answer within {timeout:g} s ({underlying(error)})"
+        return ServerUnavailable(message, server=name, seconds=timeout)
+    return ServerUnavailable(f"cannot reach MCP server {name!r}: {underlying(error)}", server=name)
+
+
+async def _keep(
+    name: str,
+    target: ServerTarget,
+    watch: ListWatch,
+    timeout: float,
+    closing: anyio.Event,
+    *,
+    task_status: anyio.abc.TaskStatus[tuple[_Link, list[Tool]]],
+) -> None:
+    """Open server `name`, hand its link and tools to the caller, and hold the connection until `closing`.
+
+    The connection lives in this task of its own because a transport runs its work in task groups: one that
+    fails mid-run (an HTTP server that went away) fails the task it was opened in, which would otherwise be
+    the run's own. Here it only ends this task: the link says the server is down, and its calls fail as
+    observations. A failure before the start is `ServerUnavailable`, raised to the caller."""
+    link: _Link | None = None
+    try:
+        async with AsyncExitStack() as stack:
+            client = await _open(stack, target, watch, timeout)
+            await _follow(stack, name, client, watch)
+            tools = await _list_tools(client)
+            link = _Link(name, client)
+            task_status.started((link, tools))
+            await closing.wait()
+    except Exception as err:  # boundary: whatever the transport raised
+        if link is None:
+            raise _unavailable(name, err, timeout) from err
+        link.down = underlying(err)
+        log.warning("MCP server %r went down mid-run: %s", name, link.down)
+    finally:
+        if link is not None and link.down is None and not closing.is_set():
+            link.down = "its connection ended"
+
+
 @asynccontextmanager
 async def connect_servers(
     servers: Mapping[str, ServerTarget], *, timeout: float = CONNECT_TIMEOUT_SECONDS
@@ -188,47 +253,51 @@ async def connect_servers(
     """Open every server, list its tools into one toolbox, and close them all on exit.
 
     A server that does not answer a request of its start (initialize, a page of its tools) within `timeout`
-    seconds is `ServerUnavailable`; one that takes that long to list its tools again later keeps those it had."""
+    seconds is `ServerUnavailable`; one that takes that long to list its tools again later keeps those it had.
+    A server that goes down mid-run fails its tools' calls (`server_unavailable`), never the run."""
     toolbox = Toolbox()
-    async with AsyncExitStack() as stack:
-        for name, target in servers.items():
-            if "." in name:
-                raise ServerUnavailable(f"server name {name!r} must not contain '.'", server=name)
-            watch = ListWatch()
+    closing = anyio.Event()
+    try:
+        async with anyio.create_task_group() as keepers:
             try:
-                client = await _open(stack, target, watch, timeout)
-                await _follow(stack, name, client, watch)
-                tools = await _list_tools(client)
-            except ServerUnavailable:
-                raise
-            except Exception as err:  # boundary: report which server failed, whatever the cause
-                if _timed_out(err):
-                    message = f"MCP server {name!r} did not answer within {timeout:g} s ({underlying(err)})"
-                    raise ServerUnavailable(message, server=name, seconds=timeout) from err
-                raise ServerUnavailable(f"cannot reach MCP server {name!r}: {underlying(err)}", server=name) from err
-            for spec, handler in _entries(name, client, tools):
-                toolbox.add(spec, handler)
-            toolbox.relists(name, _lister(name, client), watch)
-        yield toolbox
+                for name, target in servers.items():
+                    if "." in name:
+                        raise ServerUnavailable(f"server name {name!r} must not contain '.'", server=name)
+                    watch = ListWatch()
+                    link, tools = await keepers.start(_keep, name, target, watch, timeout, closing)
+                    for spec, handler in _entries(link, tools):
+                        toolbox.add(spec, handler)
+                    toolbox.relists(name, _lister(link), watch)
+                yield toolbox
+            finally:
+                closing.set()
+    except BaseExceptionGroup as group:
+        # Keepers raise nothing once started, so a group holds what this body raised (a server that could not
+        # start, or the caller's own error): raised as itself, as callers expect, not wrapped.
+        if len(group.exceptions) == 1 and isinstance(group.exceptions[0], Exception):
+            raise group.exceptions[0] from None
+        raise
 
 
-def _entries(name: str, client: Client, tools: list[Tool]) -> list[tuple[ToolSpec, Handler]]:
+def _entries(link: _Link, tools: list[Tool]) -> list[tuple[ToolSpec, Handler]]:
     return [
         (
             ToolSpec(
-                name=f"{name}.{tool.name}",
+                name=f"{link.name}.{tool.name}",
                 description=tool.description or "",
                 input_schema=tool.input_schema,
-                namespace=name,
+                namespace=link.name,
             ),
-            _handler(client, tool.name),
+            _handler(link, tool.name),
         )
         for tool in tools
     ]
 
 
-def _lister(name: str, client: Client) -> Lister:
+def _lister(link: _Link) -> Lister:
     async def relist() -> list[tuple[ToolSpec, Handler]]:
-        return _entries(name, client, await _list_tools(client))
+        if link.down is not None:
+            raise link.gone()
+        return _entries(link, await _list_tools(link.client))
 
     return relist
