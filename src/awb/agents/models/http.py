@@ -68,11 +68,24 @@ def _provider_message(response: httpx.Response) -> str:
     except (ValueError, RecursionError):  # not JSON, or JSON nested past the decoder's stack
         return response.text[:500] or response.reason_phrase
     error = body.get("error") if isinstance(body, dict) else None
+    return _error_message(error) or response.text[:500]
+
+
+def _error_message(error: object) -> str | None:
     if isinstance(error, dict) and isinstance(error.get("message"), str):
-        return str(error["message"])
-    if isinstance(error, str):
-        return error
-    return response.text[:500]
+        return str(error["message"])[:500]
+    return error[:500] if isinstance(error, str) else None
+
+
+def _error_in_reply(body: dict[str, Any]) -> tuple[str, int | None] | None:
+    """The error a 2xx reply carries instead of an answer, and the status its `code` names: routers answer 200
+    with the upstream's error in the body (a rate limit, a model that does not exist)."""
+    error = body.get("error")
+    if error is None or "choices" in body or "content" in body:
+        return None
+    code = error.get("code") if isinstance(error, dict) else None
+    status = code if isinstance(code, int) and not isinstance(code, bool) and 400 <= code < 600 else None
+    return _error_message(error) or "(no message)", status
 
 
 def retry_after_seconds(headers: httpx.Headers) -> float | None:
@@ -201,8 +214,16 @@ class ProviderClient:
                     failure = "provider returned a body that is not JSON"
                     self.usage.failed_requests += 1
                     continue
-                if isinstance(body, dict):
+                if not isinstance(body, dict):
+                    self.usage.failed_requests += 1
+                    failure = "provider returned JSON that is not an object"
+                    continue
+                carried = _error_in_reply(body)
+                if carried is None:
                     return body
                 self.usage.failed_requests += 1
-                failure = "provider returned JSON that is not an object"
+                failure, status = f"provider returned an error: {carried[0]}", carried[1]
+                if status is not None and (status >= 500 or status in _RETRY_STATUSES):
+                    continue
+                break
         raise ModelError(redact(failure, self._secret), attempts=attempt + 1, status=status)
