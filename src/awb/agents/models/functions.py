@@ -37,6 +37,10 @@ _RUN_CODE_PARAMETERS: dict[str, Any] = {
 SUBAGENT_PREFIX = "subagent__"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+#: A reasoning model's thoughts before its answer, as some OpenAI-compatible servers leave them in the text.
+_THINKING = re.compile(r"^\s*<(think|thinking|reasoning)>.*?</\1>", re.DOTALL)
+#: Opening braces tried when looking for an action inside prose.
+_STARTS_TRIED = 20
 #: Fed back when a model that was offered functions answers in prose.
 PROSE_REPLY = "the reply is text, not a function call: call exactly one function, `done` with the final output"
 
@@ -136,16 +140,59 @@ def refused(words: str) -> ModelError:
 
 
 def parse_text_action(text: str, *, native: bool = False) -> Action:
-    """A JSON action written as text, tolerating the code fence many models wrap it in.
+    """A JSON action written as text. Models write around it: a reasoning block first (`<think>...</think>`,
+    as reasoning models served by Ollama or llama.cpp do), a code fence, prose before or after. The action
+    is the text itself, the fenced block, or (for a model asked to write JSON) the first JSON object in
+    the prose that names an action.
 
     With `native` (the model was offered functions) prose is answered with how to call one.
     """
-    stripped = text.strip()
+    stripped = _THINKING.sub("", text, count=1).strip()
     fenced = _FENCE.match(stripped)
     if fenced:
-        stripped = fenced.group(1)
-    if not stripped.startswith("{"):
-        if native:
-            raise MalformedAction(PROSE_REPLY, reply=text[:200])
+        return parse_action(fenced.group(1))
+    if stripped.startswith("{"):
+        return parse_action(stripped)
+    if native:
+        raise MalformedAction(PROSE_REPLY, reply=text[:200])
+    fenced_inside = _fenced_inside(stripped)
+    if fenced_inside is not None:
+        return parse_action(fenced_inside)
+    action = _object_inside(stripped)
+    if action is None:
         raise MalformedAction("expected one JSON action object", reply=text[:200])
-    return parse_action(stripped)
+    return parse_action(action)
+
+
+def _fenced_inside(text: str) -> str | None:
+    """The first fenced block in `text` that holds an object (found with `find`, not a regular expression:
+    a reply full of unclosed fences must not cost time by the square of its length)."""
+    opening = text.find("```")
+    while opening >= 0:
+        closing = text.find("```", opening + 3)
+        if closing < 0:
+            return None
+        block = text[opening + 3 : closing].strip()
+        block = block.removeprefix("json").strip()
+        if block.startswith("{"):
+            return block
+        opening = text.find("```", closing + 3)
+    return None
+
+
+def _object_inside(text: str) -> dict[str, Any] | None:
+    """The first JSON object in `text` that names an action; a few starts tried, so prose full of braces
+    costs little."""
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    for _ in range(_STARTS_TRIED):
+        if start < 0:
+            return None
+        try:
+            value, _ = decoder.raw_decode(text, start)
+        except (ValueError, RecursionError):  # RecursionError: nested past the decoder's stack
+            value = None
+        if isinstance(value, dict) and "action" in value:
+            return value
+        start = text.find("{", start + 1)
+    return None
