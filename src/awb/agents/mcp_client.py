@@ -28,6 +28,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, TextContent, Tool
 
 from awb.agents.errors import ServerUnavailable
+from awb.agents.mcp_replies import capped_client
 from awb.agents.toolbox import Handler, Lister, ListWatch, Toolbox, ToolOutcome, ToolSpec
 from awb.errors import underlying
 
@@ -56,9 +57,15 @@ _MAX_PAGES = 50
 #: that started but never answers must not hang the run before it begins (tool calls are the run's to bound,
 #: by its deadline). 30 s is the SDK's own HTTP default per operation.
 CONNECT_TIMEOUT_SECONDS = 30.0
+#: How long a call whose connection closed waits to learn why (a transport's failure, a reply over the limit).
+_WHY_DOWN_SECONDS = 1.0
 #: How long a 2026-07-28 server may take to acknowledge the `subscriptions/listen` stream.
 _LISTEN_ACK_SECONDS = 5.0
 _LIST_CHANGED = "notifications/tools/list_changed"
+
+
+def _is_url(target: str) -> bool:
+    return target.startswith(("http://", "https://"))
 
 
 def client_target(target: ServerTarget) -> Server[Any] | MCPServer | StdioServerParameters | str:
@@ -66,7 +73,7 @@ def client_target(target: ServerTarget) -> Server[Any] | MCPServer | StdioServer
         return target
     if isinstance(target, HttpServer):
         return target.url
-    if isinstance(target, str) and target.startswith(("http://", "https://")):
+    if isinstance(target, str) and _is_url(target):
         return target
     argv = shlex.split(target) if isinstance(target, str) else list(target)
     if not argv:
@@ -80,17 +87,18 @@ async def _open(stack: AsyncExitStack, target: ServerTarget, watch: ListWatch, t
         if getattr(message, "method", None) == _LIST_CHANGED:
             watch.stale = True
 
-    if isinstance(target, HttpServer) and (target.headers or target.public_only):
+    http_target = HttpServer(target) if isinstance(target, str) and _is_url(target) else target
+    if isinstance(http_target, HttpServer):
         # The SDK's own defaults: 30 s per operation, 5 min for a server-sent event stream to speak.
         limits = httpx2.Timeout(30.0, read=300.0)
-        if target.public_only:
-            from awb.agents.public_reach import public_only_client
+        if http_target.public_only:
+            from awb.agents.public_reach import PublicOnlyTransport
 
-            client = public_only_client(target.headers, limits)
+            client = capped_client(http_target.headers, limits, PublicOnlyTransport(), trust_env=False)
         else:
-            client = httpx2.AsyncClient(headers=target.headers, timeout=limits)
+            client = capped_client(http_target.headers, limits)
         http = await stack.enter_async_context(client)
-        transport = streamable_http_client(target.url, http_client=http)
+        transport = streamable_http_client(http_target.url, http_client=http)
         return await stack.enter_async_context(
             Client(transport, message_handler=on_message, read_timeout_seconds=timeout)
         )
@@ -162,6 +170,8 @@ class _Link:
     name: str
     client: Client
     down: str | None = None
+    #: Set once the connection has ended and `down` says why.
+    ended: anyio.Event = field(default_factory=anyio.Event)
 
     def gone(self) -> ServerUnavailable:
         return ServerUnavailable(f"MCP server {self.name!r} is no longer reachable: {self.down}", server=self.name)
@@ -177,7 +187,10 @@ def _handler(link: _Link, tool: str) -> Handler:
             result = await link.client.call_tool(tool, arguments, read_timeout_seconds=math.inf)
         except Exception as err:  # boundary: any transport or protocol failure is an observation
             if isinstance(err, MCPError) and err.code == CONNECTION_CLOSED and link.down is None:
-                link.down = "its connection closed"  # for good: the session does not reconnect
+                # For good: the session does not reconnect. Its keeper says why, once the transport has ended.
+                with anyio.move_on_after(_WHY_DOWN_SECONDS):
+                    await link.ended.wait()
+                link.down = link.down or "its connection closed"
             if link.down is not None:  # the connection went down while the call waited on it
                 return ToolOutcome(ok=False, payload=link.gone().message, error_code=ServerUnavailable.code)
             return ToolOutcome(ok=False, payload=f"{type(err).__name__}: {err}", error_code="transport_error")
@@ -242,8 +255,10 @@ async def _keep(
         link.down = underlying(err)
         log.warning("MCP server %r went down mid-run: %s", name, link.down)
     finally:
-        if link is not None and link.down is None and not closing.is_set():
-            link.down = "its connection ended"
+        if link is not None:
+            if link.down is None and not closing.is_set():
+                link.down = "its connection ended"
+            link.ended.set()
 
 
 @asynccontextmanager
