@@ -337,3 +337,22 @@ async def test_a_retry_wait_past_the_runs_deadline_ends_at_once_with_the_provide
     assert result.error["message"].endswith("s would pass the run's deadline")
     assert (result.error["details"]["attempts"], result.error["details"]["status"]) == (1, 429)
     assert recorder.waits == []
+
+
+async def test_arguments_encoded_twice_are_read_once_more(fake_provider: FakeProvider) -> None:
+    fake_provider.reply(openai_calls(("files__read", json.dumps(json.dumps({"path": "notes.txt"})))))
+    fake_provider.reply(openai_calls(("done", json.dumps(json.dumps({"answer": "42"})))))
+    result = await run(fake_provider)
+    assert (result.termination_reason, result.output) == ("done", {"answer": "42"})
+    assert [(call.name, call.arguments, call.ok) for call in result.tool_calls] == [
+        ("files.read", {"path": "notes.txt"}, True)
+    ]
+    assert [step.rejected for step in result.steps] == [[], []]
+
+
+async def test_arguments_that_are_a_json_string_of_no_object_are_still_malformed(fake_provider: FakeProvider) -> None:
+    fake_provider.reply(openai_calls(("files__read", json.dumps("notes.txt"))))
+    fake_provider.reply(openai_calls(("done", '{"answer": "42"}')))
+    result = await run(fake_provider)
+    assert result.ok
+    assert result.steps[0].rejected[0].message == "arguments of 'files__read' must be a JSON object"

@@ -77,6 +77,15 @@ def function_overflow(agent: str, model: object, offered: int, *, code_mode: boo
     )
 
 
+def _decoded(name: str, arguments: str) -> object:
+    try:
+        return json.loads(arguments) if arguments.strip() else {}
+    except (ValueError, RecursionError):  # RecursionError: nested past the decoder's stack
+        raise MalformedAction(
+            f"arguments of {name!r} are not valid JSON", function=name, reply=arguments[:200]
+        ) from None
+
+
 class FunctionTable:
     def __init__(self, tools: Sequence[ToolSpec], output_schema: dict[str, Any], *, code_mode: bool = False) -> None:
         self._by_wire = {_wire_name(spec): spec for spec in tools}
@@ -90,12 +99,10 @@ class FunctionTable:
 
     def to_action(self, name: str, arguments: object) -> Action:
         if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments) if arguments.strip() else {}
-            except (ValueError, RecursionError):  # RecursionError: nested past the decoder's stack
-                raise MalformedAction(
-                    f"arguments of {name!r} are not valid JSON", function=name, reply=str(arguments)[:200]
-                ) from None
+            arguments = _decoded(name, arguments)
+            # Some models encode the arguments object as a JSON string, then that string again.
+            if isinstance(arguments, str) and arguments.lstrip().startswith("{"):
+                arguments = _decoded(name, arguments)
         if not isinstance(arguments, dict):
             raise MalformedAction(f"arguments of {name!r} must be a JSON object", function=name)
         if name == DONE:
