@@ -104,3 +104,22 @@ async def test_a_reply_slower_than_the_timeout_ends_in_model_error(fake_provider
     assert result.error is not None
     assert "did not answer within 0.2 s" in result.error["message"]
     assert result.partial is not None
+
+
+async def test_a_reply_stopped_at_max_tokens_is_fed_back_as_cut_off(fake_provider: FakeProvider) -> None:
+    cut = {"content": [{"type": "text", "text": "Let me first think about th"}], "stop_reason": "max_tokens"}
+    fake_provider.reply({**cut, "usage": {"input_tokens": 7, "output_tokens": 20}})
+    fake_provider.reply(anthropic_uses(("done", {"answer": "short"})))
+    result = await run(fake_provider, ModelSettings(max_tokens=20))
+    assert (result.termination_reason, result.output) == ("done", {"answer": "short"})
+    assert result.steps[0].rejected[0].message.startswith("the reply was cut off at the max_tokens limit (20)")
+    assert "cut off at the max_tokens limit (20)" in user_text(fake_provider.bodies()[1])
+
+
+async def test_a_refusal_ends_the_run_with_the_models_words(fake_provider: FakeProvider) -> None:
+    words = {"content": [{"type": "text", "text": "I won't do that."}], "stop_reason": "refusal", "usage": {}}
+    fake_provider.reply(words)
+    result = await run(fake_provider)
+    assert result.termination_reason == "model_error"
+    assert result.error is not None
+    assert (result.error["message"], len(fake_provider.requests)) == ("the model refused: I won't do that.", 1)

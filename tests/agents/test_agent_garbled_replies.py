@@ -129,3 +129,26 @@ async def test_a_compressed_reply_that_inflates_past_the_limit_is_cut_off(fake_p
     result = await run(fake_provider)
     assert result.termination_reason == "model_error"
     assert result.error is not None and "-byte limit" in result.error["message"]
+
+
+async def test_an_error_in_a_200_reply_is_the_providers_error_and_a_transient_one_is_retried(
+    fake_provider: FakeProvider,
+) -> None:
+    # Routers answer 200 with the upstream's error in the body (OpenRouter's rate limits, for one).
+    fake_provider.reply({"error": {"message": "upstream rate limited", "code": 429}})
+    fake_provider.reply(DONE)
+    adapter = OpenAIModel("fake-model", base_url=fake_provider.url, api_key="sk-test", backoff_seconds=0)
+    with anyio.fail_after(15):
+        result = await run_agent(Reader, "q", model=adapter, servers={"files": files_server()})
+    assert result.termination_reason == "done"
+    assert (result.usage.requests, result.usage.failed_requests) == (2, 1)
+
+
+async def test_a_lasting_error_in_a_200_reply_ends_the_run_with_its_message(fake_provider: FakeProvider) -> None:
+    fake_provider.reply({"error": {"message": "model 'gpt-x' does not exist", "code": "model_not_found"}})
+    fake_provider.reply(DONE)
+    result = await run(fake_provider)
+    assert result.termination_reason == "model_error"
+    assert result.error is not None
+    assert result.error["message"] == "provider returned an error: model 'gpt-x' does not exist"
+    assert result.usage.requests == 1

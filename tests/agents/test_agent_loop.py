@@ -284,3 +284,31 @@ async def test_an_action_nested_past_the_limit_is_fed_back_and_the_run_goes_on()
     assert result.steps[0].rejected[0].code == "malformed_action"
     assert "the arguments of the call_tool action nest deeper than 64 levels" in model.seen[1][0].body
     assert len(result.model_dump_json()) < 10_000
+
+
+def shelf_server(count: int) -> MCPServer:
+    server = MCPServer("shelf")
+    for index in range(count):
+
+        def tool(index: int = index) -> int:
+            return index
+
+        server.add_tool(tool, name=f"item_{index:03}", description=f"Item {index}.")
+    return server
+
+
+async def test_an_unknown_tool_is_answered_with_the_closest_names_and_a_bounded_list() -> None:
+    class Shelver(Agent):
+        mode = "shelver"
+        tools = ("shelf",)
+        system_prompt = "Pick items."
+        Input = Question
+        Output = Answer
+
+    model = ScriptedModel([{"action": "call_tool", "tool": "Shelf.Item_007"}, {"action": "done", "output": "x"}])
+    with anyio.fail_after(10):
+        result = await run_agent(Shelver, "q", model=model, servers={"shelf": shelf_server(100)})
+    [rejected] = result.steps[0].rejected
+    assert rejected.message.startswith("no tool named 'Shelf.Item_007' is available; did you mean 'shelf.item_007'")
+    assert rejected.message.endswith("'shelf.item_039'] (and 60 more)")
+    assert "'shelf.item_040'" not in rejected.message

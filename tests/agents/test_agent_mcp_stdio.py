@@ -16,7 +16,7 @@ from mcp.client.stdio import StdioServerParameters
 from pydantic import BaseModel
 
 import awb
-from awb.agents import Agent, run_agent
+from awb.agents import Agent, Budget, run_agent
 from awb.agents.errors import ServerUnavailable
 from awb.agents.models import Prompt, ScriptedModel
 from awb.agents.toolbox import ToolSpec
@@ -75,6 +75,22 @@ async def test_an_unreachable_server_is_named_with_what_failed_not_a_task_group(
     with anyio.fail_after(30), pytest.raises(ServerUnavailable) as caught:
         await run_agent(Shouter, "x", model=ScriptedModel([]), servers={"tiny": f"http://127.0.0.1:{port}/mcp"})
     assert caught.value.message == "cannot reach MCP server 'tiny': ConnectError: All connection attempts failed"
+
+
+class Patient(Shouter):
+    budget = Budget(timeout_seconds=1)
+
+
+async def test_a_server_that_never_answers_initialize_is_unavailable_within_the_runs_time() -> None:
+    silent = StdioServerParameters(command=sys.executable, args=[str(HERE / "silent_mcp_server.py")])
+    started = anyio.current_time()
+    with anyio.fail_after(20), pytest.raises(ServerUnavailable) as caught:
+        await run_agent(Patient, "x", model=ScriptedModel([]), servers={"tiny": silent})
+    assert anyio.current_time() - started < 5
+    assert caught.value.details == {"server": "tiny", "seconds": 1}
+    assert caught.value.message == (
+        "MCP server 'tiny' did not answer within 1 s (MCPError: Request 'initialize' timed out)"
+    )
 
 
 class Number(BaseModel):

@@ -10,6 +10,7 @@ import anyio
 import pytest
 
 from awb.agents import run_agent
+from awb.agents.models.functions import PROSE_REPLY
 from awb.agents.models.openai import OpenAIModel
 
 from .agent_fixtures import FakeProvider, Reader, files_server
@@ -112,3 +113,34 @@ async def test_api_key_never_appears_in_results_or_logs(
     assert KEY not in result.model_dump_json()
     assert KEY not in caplog.text
     assert KEY not in repr(model(fake_provider))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<think>The file says 42, so I am done.</think>\n{"action": "done", "output": {"answer": "42"}}',
+        'Here is my action:\n```json\n{"action": "done", "output": {"answer": "42"}}\n```\nThat finishes it.',
+        'I have the answer {from notes.txt}. {"action": "done", "output": {"answer": "42"}} I hope this helps.',
+    ],
+    ids=["thinking-first", "fence-inside-prose", "object-inside-prose"],
+)
+async def test_openai_json_fallback_finds_the_action_in_what_models_write_around_it(
+    fake_provider: FakeProvider, text: str
+) -> None:
+    fake_provider.reply(text_reply(text))
+    with anyio.fail_after(10):
+        result = await run_agent(
+            Reader, "q", model=model(fake_provider, native_tools=False), servers={"files": files_server()}
+        )
+    assert (result.termination_reason, result.output, len(fake_provider.requests)) == ("done", {"answer": "42"}, 1)
+
+
+async def test_a_thinking_block_before_prose_is_still_prose_to_a_model_offered_functions(
+    fake_provider: FakeProvider,
+) -> None:
+    fake_provider.reply(text_reply("<think>hmm</think>\nThe answer is 42."))
+    fake_provider.reply(text_reply('<think>right</think>{"action": "done", "output": {"answer": "42"}}'))
+    with anyio.fail_after(10):
+        result = await run_agent(Reader, "q", model=model(fake_provider), servers={"files": files_server()})
+    assert (result.termination_reason, result.output) == ("done", {"answer": "42"})
+    assert result.steps[0].rejected[0].message == PROSE_REPLY

@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 import pytest
 
-from awb.agents import Agent, ModelSettings, RunEvent, run_agent
+from awb.agents import Agent, Budget, ModelSettings, RunEvent, run_agent
 from awb.agents.models.functions import PROSE_REPLY
 from awb.agents.models.openai import OpenAIModel
 
@@ -176,10 +176,11 @@ async def test_429_retry_after_is_honoured_up_to_the_cap(fake_provider: FakeProv
             "q",
             model=adapter,
             servers=servers(),
-            model_settings=ModelSettings(max_retry_wait_seconds=60),
+            model_settings=ModelSettings(max_retry_wait_seconds=10),
         )
     assert result.ok
-    assert recorder.waits == [2.0, 60.0, 0.25]
+    # 10 s: the cap, and within the 15 s this test allows (a wait past the deadline is not taken).
+    assert recorder.waits == [2.0, 10.0, 0.25]
     assert (result.usage.requests, result.usage.failed_requests) == (4, 3)
 
 
@@ -255,3 +256,103 @@ async def test_a_model_that_wants_max_completion_tokens_and_no_temperature_gets_
     sent = [(b.get("max_tokens"), b.get("max_completion_tokens"), b.get("temperature")) for b in fake_provider.bodies()]
     assert sent == [(50, None, 0.2), (None, 50, 0.2), (None, 50, None), (None, 50, None)]
     assert (result.usage.requests, result.usage.failed_requests) == (4, 2)
+
+
+def cut_off_reply(message: dict[str, Any]) -> dict[str, Any]:
+    choice = {"message": {"role": "assistant", **message}, "finish_reason": "length"}
+    return {"choices": [choice], "usage": {"prompt_tokens": 9, "completion_tokens": 50}}
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"content": ""},
+        {"content": None, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "files__read"}}]},
+        {"content": None, "tool_calls": [{"function": {"name": "files__read", "arguments": '{"path": "no'}}]},
+    ],
+    ids=["empty", "no-arguments-yet", "half-the-arguments"],
+)
+async def test_a_reply_cut_off_at_max_tokens_is_fed_back_as_cut_off_and_the_model_recovers(
+    fake_provider: FakeProvider, message: dict[str, Any]
+) -> None:
+    fake_provider.reply(cut_off_reply(message))
+    fake_provider.reply(openai_calls(("done", '{"answer": "short"}')))
+    with anyio.fail_after(15):
+        result = await run_agent(
+            Reader, "q", model=model(fake_provider), servers=servers(), model_settings=ModelSettings(max_tokens=50)
+        )
+    assert (result.termination_reason, result.output) == ("done", {"answer": "short"})
+    rejected = result.steps[0].rejected[0]
+    assert rejected.message.startswith("the reply was cut off at the max_tokens limit (50) before its action")
+    assert "cut off at the max_tokens limit (50)" in user_text(fake_provider.bodies()[1])
+
+
+async def test_a_model_that_is_always_cut_off_ends_saying_so(fake_provider: FakeProvider) -> None:
+    for _ in range(Reader.output_retries + 1):
+        fake_provider.reply(cut_off_reply({"content": '{"action": "done", "output": {"answer": "a very lo'}))
+    result = await run(fake_provider, native_tools=False)
+    assert result.termination_reason == "output_invalid"
+    assert result.error is not None
+    assert result.error["message"] == (
+        "the model's replies were cut off at the provider's default length limit: raise max_tokens"
+    )
+    assert (result.error["details"]["cut_off"], result.error["details"]["max_tokens"]) == (True, None)
+    assert "cut off at the provider's length limit" in result.steps[0].rejected[-1].message
+
+
+async def test_a_refusal_ends_the_run_with_the_models_words_after_one_request(fake_provider: FakeProvider) -> None:
+    refusal = {"role": "assistant", "content": None, "refusal": "I can't help with that."}
+    fake_provider.reply({"choices": [{"message": refusal, "finish_reason": "stop"}]})
+    fake_provider.reply(openai_calls(("done", '{"answer": "never asked"}')))
+    result = await run(fake_provider)
+    assert result.termination_reason == "model_error"
+    assert result.error is not None
+    assert result.error["message"] == "the model refused: I can't help with that."
+    assert result.error["details"] == {"refusal": "I can't help with that."}
+    assert len(fake_provider.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "retry_after",
+    [{"retry-after": "36000"}, {"retry-after": "Sun, 06 Nov 2994 08:49:37 GMT"}, {}],
+    ids=["ten-hours", "http-date", "backoff"],
+)
+async def test_a_retry_wait_past_the_runs_deadline_ends_at_once_with_the_providers_message(
+    fake_provider: FakeProvider, retry_after: dict[str, str]
+) -> None:
+    class Hurried(Reader):
+        budget = Budget(timeout_seconds=5)
+
+    fake_provider.reply({"error": {"message": "quota exhausted"}}, status=429, headers=retry_after)
+    adapter = OpenAIModel("fake-model", base_url=fake_provider.url, backoff_seconds=10)
+    recorder = WaitRecorder()
+    adapter.http.sleep = recorder
+    with anyio.fail_after(15):
+        result = await run_agent(
+            Hurried, "q", model=adapter, servers=servers(), model_settings=ModelSettings(max_retry_wait_seconds=60)
+        )
+    assert result.termination_reason == "model_error"
+    assert result.error is not None
+    assert result.error["message"].startswith("provider returned HTTP 429: quota exhausted; not retried: the wait of")
+    assert result.error["message"].endswith("s would pass the run's deadline")
+    assert (result.error["details"]["attempts"], result.error["details"]["status"]) == (1, 429)
+    assert recorder.waits == []
+
+
+async def test_arguments_encoded_twice_are_read_once_more(fake_provider: FakeProvider) -> None:
+    fake_provider.reply(openai_calls(("files__read", json.dumps(json.dumps({"path": "notes.txt"})))))
+    fake_provider.reply(openai_calls(("done", json.dumps(json.dumps({"answer": "42"})))))
+    result = await run(fake_provider)
+    assert (result.termination_reason, result.output) == ("done", {"answer": "42"})
+    assert [(call.name, call.arguments, call.ok) for call in result.tool_calls] == [
+        ("files.read", {"path": "notes.txt"}, True)
+    ]
+    assert [step.rejected for step in result.steps] == [[], []]
+
+
+async def test_arguments_that_are_a_json_string_of_no_object_are_still_malformed(fake_provider: FakeProvider) -> None:
+    fake_provider.reply(openai_calls(("files__read", json.dumps("notes.txt"))))
+    fake_provider.reply(openai_calls(("done", '{"answer": "42"}')))
+    result = await run(fake_provider)
+    assert result.ok
+    assert result.steps[0].rejected[0].message == "arguments of 'files__read' must be a JSON object"

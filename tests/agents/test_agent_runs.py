@@ -198,6 +198,19 @@ async def test_a_token_budget_ends_the_run_with_the_best_partial_output() -> Non
     assert any("the answer is 42" in line for line in result.partial.observations)
 
 
+async def test_a_budget_spent_by_a_rejected_reply_ends_the_run_before_the_correction_is_asked() -> None:
+    class Thrifty(Lead):
+        budget = Budget(max_total_tokens=100_000)
+        output_retries = 5
+
+    model = PricedModel(lambda prompt, tools: {"action": "dance"})
+    with anyio.fail_after(10):
+        result = await run_agent(Thrifty, "q", model=model, servers=servers())
+    assert result.termination_reason == "max_tokens"
+    assert (result.usage.requests, result.usage.total_tokens) == (1, 110_000)
+    assert [rejected.code for rejected in result.steps[0].rejected] == ["malformed_action"]
+
+
 async def test_max_cost_ends_the_run_and_usage_reports_the_cost() -> None:
     class Capped(Lead):
         budget = Budget(max_cost_usd=0.02)

@@ -7,6 +7,7 @@ subagent) is an observation too, never an exception. Asking the model is the loo
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
@@ -22,6 +23,25 @@ from awb.agents.telemetry import span
 from awb.agents.toolbox import Toolbox, ToolOutcome, ToolSpec
 from awb.errors import InvalidParams
 from awb.text import bounded
+
+#: Names an unknown-name observation lists: a catalogue of thousands (a server's, in a run whose model writes
+#: actions as text) would otherwise be copied into the record at every miss.
+NAMES_LISTED = 40
+
+
+def unknown_name(kind: str, name: str, available: list[str]) -> str:
+    """What the model is told of a tool or subagent it named that is not there: the names closest to it
+    first (a model that changed the case or a letter finds the right one), then at most `NAMES_LISTED`."""
+    by_lower = {known.lower(): known for known in available}
+    close = [by_lower[near] for near in difflib.get_close_matches(name.lower(), list(by_lower), n=3)]
+    message = f"no {kind} named {name!r} is available; "
+    if close:
+        message += f"did you mean {' or '.join(repr(known) for known in close)}? "
+    listed = available[:NAMES_LISTED]
+    message += f"available: {listed}"
+    if len(available) > len(listed):
+        message += f" (and {len(available) - len(listed)} more)"
+    return message
 
 
 class Tell(Protocol):
@@ -93,7 +113,7 @@ class ActionExecutor:
 
     def _unknown(self, step: StepRecord, kind: str, name: str) -> None:
         available = [s.name for s in self.tools.specs("tool" if kind == "tool" else "subagent")]
-        message = f"no {kind} named {name!r} is available; available: {available}"
+        message = unknown_name(kind, name, available)
         step.rejected.append(RejectedAction(code=f"{kind}_not_found", message=message, reply=name))
         self.context.add("tool_error", name, message)
 

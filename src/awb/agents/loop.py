@@ -57,6 +57,15 @@ class _GiveUp(Exception):
         self.ending = ending
 
 
+def _gave_up(err: MalformedAction) -> str:
+    """Why a run whose corrections ran out ended: a reply cut off at the length limit says what to raise."""
+    if err.details.get("cut_off"):
+        limit = err.details.get("max_tokens")
+        where = f"max_tokens ({limit})" if limit else "the provider's default length limit"
+        return f"the model's replies were cut off at {where}: raise max_tokens"
+    return "the model kept replying with malformed actions"
+
+
 class _Run:
     def __init__(
         self, agent: type[Agent], task: BaseModel, model: Model, tools: Toolbox, scope: RunScope, depth: int
@@ -110,6 +119,10 @@ class _Run:
             except _Retry:
                 retries -= 1
                 await self.executor.tell_rejected(step)
+                # A correction is another request: the token and cost limits hold within a step too.
+                spent = self.scope.exhausted(self.agent.budget)
+                if spent is not None:
+                    return stopped(spent[0], spent[1], **spent[2])
             except ModelError as err:
                 return "model_error", None, err.to_dict()
             except _GiveUp as give_up:
@@ -167,9 +180,7 @@ class _Run:
                 current.set_attribute("error.type", err.code)
                 reply = err.details.get("reply")
                 self._reject(step, retries, err.code, err.message, reply, err.details.get("errors", []), err.details)
-                raise _GiveUp(
-                    stopped("output_invalid", "the model kept replying with malformed actions", **err.details)
-                ) from None
+                raise _GiveUp(stopped("output_invalid", _gave_up(err), **err.details)) from None
             except ModelError as err:
                 current.set_attribute("error.type", err.code)
                 raise

@@ -8,6 +8,7 @@ inherits this process's environment, so `AWB_*` settings reach a workbench start
 from __future__ import annotations
 
 import logging
+import math
 import os
 import shlex
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -16,16 +17,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import anyio.abc
 import httpx2
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
-from mcp_types import CallToolResult, TextContent, Tool
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, TextContent, Tool
 
 from awb.agents.errors import ServerUnavailable
+from awb.agents.mcp_replies import capped_client
 from awb.agents.toolbox import Handler, Lister, ListWatch, Toolbox, ToolOutcome, ToolSpec
 from awb.errors import underlying
 
@@ -50,9 +53,19 @@ ServerTarget = str | Sequence[str] | StdioServerParameters | HttpServer | Server
 
 #: A server that pages its tool list forever must not hang the run.
 _MAX_PAGES = 50
+#: How long a server may take to answer each request of its own (initialize, a tools/list page): a server
+#: that started but never answers must not hang the run before it begins (tool calls are the run's to bound,
+#: by its deadline). 30 s is the SDK's own HTTP default per operation.
+CONNECT_TIMEOUT_SECONDS = 30.0
+#: How long a call whose connection closed waits to learn why (a transport's failure, a reply over the limit).
+_WHY_DOWN_SECONDS = 1.0
 #: How long a 2026-07-28 server may take to acknowledge the `subscriptions/listen` stream.
 _LISTEN_ACK_SECONDS = 5.0
 _LIST_CHANGED = "notifications/tools/list_changed"
+
+
+def _is_url(target: str) -> bool:
+    return target.startswith(("http://", "https://"))
 
 
 def client_target(target: ServerTarget) -> Server[Any] | MCPServer | StdioServerParameters | str:
@@ -60,7 +73,7 @@ def client_target(target: ServerTarget) -> Server[Any] | MCPServer | StdioServer
         return target
     if isinstance(target, HttpServer):
         return target.url
-    if isinstance(target, str) and target.startswith(("http://", "https://")):
+    if isinstance(target, str) and _is_url(target):
         return target
     argv = shlex.split(target) if isinstance(target, str) else list(target)
     if not argv:
@@ -68,25 +81,29 @@ def client_target(target: ServerTarget) -> Server[Any] | MCPServer | StdioServer
     return StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
 
 
-async def _open(stack: AsyncExitStack, target: ServerTarget, watch: ListWatch) -> Client:
+async def _open(stack: AsyncExitStack, target: ServerTarget, watch: ListWatch, timeout: float) -> Client:
     async def on_message(message: Any) -> None:
         # 2025-11-25 sessions hear of list changes as notifications (2026-07-28 ones on a listen stream).
         if getattr(message, "method", None) == _LIST_CHANGED:
             watch.stale = True
 
-    if isinstance(target, HttpServer) and (target.headers or target.public_only):
+    http_target = HttpServer(target) if isinstance(target, str) and _is_url(target) else target
+    if isinstance(http_target, HttpServer):
         # The SDK's own defaults: 30 s per operation, 5 min for a server-sent event stream to speak.
-        timeout = httpx2.Timeout(30.0, read=300.0)
-        if target.public_only:
-            from awb.agents.public_reach import public_only_client
+        limits = httpx2.Timeout(30.0, read=300.0)
+        if http_target.public_only:
+            from awb.agents.public_reach import PublicOnlyTransport
 
-            client = public_only_client(target.headers, timeout)
+            client = capped_client(http_target.headers, limits, PublicOnlyTransport(), trust_env=False)
         else:
-            client = httpx2.AsyncClient(headers=target.headers, timeout=timeout)
+            client = capped_client(http_target.headers, limits)
         http = await stack.enter_async_context(client)
-        transport = streamable_http_client(target.url, http_client=http)
-        return await stack.enter_async_context(Client(transport, message_handler=on_message))
-    return await stack.enter_async_context(Client(client_target(target), message_handler=on_message))
+        transport = streamable_http_client(http_target.url, http_client=http)
+        return await stack.enter_async_context(
+            Client(transport, message_handler=on_message, read_timeout_seconds=timeout)
+        )
+    session = Client(client_target(target), message_handler=on_message, read_timeout_seconds=timeout)
+    return await stack.enter_async_context(session)
 
 
 async def _follow(stack: AsyncExitStack, name: str, client: Client, watch: ListWatch) -> None:
@@ -121,6 +138,14 @@ async def _follow(stack: AsyncExitStack, name: str, client: Client, watch: ListW
         await ready.wait()
 
 
+def _timed_out(error: BaseException) -> bool:
+    """Whether a failure to connect is the server not answering in time (the SDK's request timeout),
+    found inside the exception groups a transport's task groups wrap it in."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return isinstance(error, TimeoutError) or (isinstance(error, MCPError) and error.code == REQUEST_TIMEOUT)
+
+
 def error_code(result: CallToolResult) -> str | None:
     """The error code an MCP tool result carries: awb's `{"error": {"code": ...}}`, or a top-level `code`."""
     content = result.structured_content
@@ -138,11 +163,36 @@ def describe_result(result: CallToolResult) -> Any:
     return "\n".join(texts)
 
 
-def _handler(client: Client, tool: str) -> Handler:
+@dataclass
+class _Link:
+    """One server's connection as its tools see it: the client, and why it went down once it has."""
+
+    name: str
+    client: Client
+    down: str | None = None
+    #: Set once the connection has ended and `down` says why.
+    ended: anyio.Event = field(default_factory=anyio.Event)
+
+    def gone(self) -> ServerUnavailable:
+        return ServerUnavailable(f"MCP server {self.name!r} is no longer reachable: {self.down}", server=self.name)
+
+
+def _handler(link: _Link, tool: str) -> Handler:
     async def call(arguments: dict[str, Any]) -> ToolOutcome:
+        if link.down is not None:
+            return ToolOutcome(ok=False, payload=link.gone().message, error_code=ServerUnavailable.code)
         try:
-            result = await client.call_tool(tool, arguments)
+            # The client's own timeout is for the server's answers about itself; a call may take as long as
+            # the run allows (its deadline cancels it).
+            result = await link.client.call_tool(tool, arguments, read_timeout_seconds=math.inf)
         except Exception as err:  # boundary: any transport or protocol failure is an observation
+            if isinstance(err, MCPError) and err.code == CONNECTION_CLOSED and link.down is None:
+                # For good: the session does not reconnect. Its keeper says why, once the transport has ended.
+                with anyio.move_on_after(_WHY_DOWN_SECONDS):
+                    await link.ended.wait()
+                link.down = link.down or "its connection closed"
+            if link.down is not None:  # the connection went down while the call waited on it
+                return ToolOutcome(ok=False, payload=link.gone().message, error_code=ServerUnavailable.code)
             return ToolOutcome(ok=False, payload=f"{type(err).__name__}: {err}", error_code="transport_error")
         if result.is_error:
             return ToolOutcome(ok=False, payload=describe_result(result), error_code=error_code(result) or "tool_error")
@@ -163,46 +213,106 @@ async def _list_tools(client: Client) -> list[Tool]:
     return tools
 
 
+def _unavailable(name: str, error: BaseException, timeout: float) -> ServerUnavailable:
+    """Why server `name` could not start, whatever the transport raised (inside its exception groups)."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    if isinstance(error, ServerUnavailable):
+        return error
+    if _timed_out(error):
+        message = f"MCP server {name!r} did not answer within {timeout:g} s ({underlying(error)})"
+        return ServerUnavailable(message, server=name, seconds=timeout)
+    return ServerUnavailable(f"cannot reach MCP server {name!r}: {underlying(error)}", server=name)
+
+
+async def _keep(
+    name: str,
+    target: ServerTarget,
+    watch: ListWatch,
+    timeout: float,
+    closing: anyio.Event,
+    *,
+    task_status: anyio.abc.TaskStatus[tuple[_Link, list[Tool]]],
+) -> None:
+    """Open server `name`, hand its link and tools to the caller, and hold the connection until `closing`.
+
+    The connection lives in this task of its own because a transport runs its work in task groups: one that
+    fails mid-run (an HTTP server that went away) fails the task it was opened in, which would otherwise be
+    the run's own. Here it only ends this task: the link says the server is down, and its calls fail as
+    observations. A failure before the start is `ServerUnavailable`, raised to the caller."""
+    link: _Link | None = None
+    try:
+        async with AsyncExitStack() as stack:
+            client = await _open(stack, target, watch, timeout)
+            await _follow(stack, name, client, watch)
+            tools = await _list_tools(client)
+            link = _Link(name, client)
+            task_status.started((link, tools))
+            await closing.wait()
+    except Exception as err:  # boundary: whatever the transport raised
+        if link is None:
+            raise _unavailable(name, err, timeout) from err
+        link.down = underlying(err)
+        log.warning("MCP server %r went down mid-run: %s", name, link.down)
+    finally:
+        if link is not None:
+            if link.down is None and not closing.is_set():
+                link.down = "its connection ended"
+            link.ended.set()
+
+
 @asynccontextmanager
-async def connect_servers(servers: Mapping[str, ServerTarget]) -> AsyncIterator[Toolbox]:
-    """Open every server, list its tools into one toolbox, and close them all on exit."""
+async def connect_servers(
+    servers: Mapping[str, ServerTarget], *, timeout: float = CONNECT_TIMEOUT_SECONDS
+) -> AsyncIterator[Toolbox]:
+    """Open every server, list its tools into one toolbox, and close them all on exit.
+
+    A server that does not answer a request of its start (initialize, a page of its tools) within `timeout`
+    seconds is `ServerUnavailable`; one that takes that long to list its tools again later keeps those it had.
+    A server that goes down mid-run fails its tools' calls (`server_unavailable`), never the run."""
     toolbox = Toolbox()
-    async with AsyncExitStack() as stack:
-        for name, target in servers.items():
-            if "." in name:
-                raise ServerUnavailable(f"server name {name!r} must not contain '.'", server=name)
-            watch = ListWatch()
+    closing = anyio.Event()
+    try:
+        async with anyio.create_task_group() as keepers:
             try:
-                client = await _open(stack, target, watch)
-                await _follow(stack, name, client, watch)
-                tools = await _list_tools(client)
-            except ServerUnavailable:
-                raise
-            except Exception as err:  # boundary: report which server failed, whatever the cause
-                raise ServerUnavailable(f"cannot reach MCP server {name!r}: {underlying(err)}", server=name) from err
-            for spec, handler in _entries(name, client, tools):
-                toolbox.add(spec, handler)
-            toolbox.relists(name, _lister(name, client), watch)
-        yield toolbox
+                for name, target in servers.items():
+                    if "." in name:
+                        raise ServerUnavailable(f"server name {name!r} must not contain '.'", server=name)
+                    watch = ListWatch()
+                    link, tools = await keepers.start(_keep, name, target, watch, timeout, closing)
+                    for spec, handler in _entries(link, tools):
+                        toolbox.add(spec, handler)
+                    toolbox.relists(name, _lister(link), watch)
+                yield toolbox
+            finally:
+                closing.set()
+    except BaseExceptionGroup as group:
+        # Keepers raise nothing once started, so a group holds what this body raised (a server that could not
+        # start, or the caller's own error): raised as itself, as callers expect, not wrapped.
+        if len(group.exceptions) == 1 and isinstance(group.exceptions[0], Exception):
+            raise group.exceptions[0] from None
+        raise
 
 
-def _entries(name: str, client: Client, tools: list[Tool]) -> list[tuple[ToolSpec, Handler]]:
+def _entries(link: _Link, tools: list[Tool]) -> list[tuple[ToolSpec, Handler]]:
     return [
         (
             ToolSpec(
-                name=f"{name}.{tool.name}",
+                name=f"{link.name}.{tool.name}",
                 description=tool.description or "",
                 input_schema=tool.input_schema,
-                namespace=name,
+                namespace=link.name,
             ),
-            _handler(client, tool.name),
+            _handler(link, tool.name),
         )
         for tool in tools
     ]
 
 
-def _lister(name: str, client: Client) -> Lister:
+def _lister(link: _Link) -> Lister:
     async def relist() -> list[tuple[ToolSpec, Handler]]:
-        return _entries(name, client, await _list_tools(client))
+        if link.down is not None:
+            raise link.gone()
+        return _entries(link, await _list_tools(link.client))
 
     return relist

@@ -13,7 +13,7 @@ from awb.agents.agent import Agent
 from awb.agents.errors import TooManyFunctions
 from awb.agents.events import Emitter, EventHandler, RunEvent
 from awb.agents.loop import run_loop
-from awb.agents.mcp_client import ServerTarget, connect_servers
+from awb.agents.mcp_client import CONNECT_TIMEOUT_SECONDS, ServerTarget, connect_servers
 from awb.agents.models.base import Model
 from awb.agents.models.functions import function_overflow
 from awb.agents.models.settings import ModelSettings
@@ -99,7 +99,10 @@ async def run_agent(
         own_model=lambda sub: own.get(sub.mode),
     )
     needed = agent.namespaces()
-    async with connect_servers({name: target for name, target in available.items() if name in needed}) as toolbox:
+    wanted = {name: target for name, target in available.items() if name in needed}
+    # A server is given no longer to answer than the run itself has.
+    wait = min(CONNECT_TIMEOUT_SECONDS, agent.budget.timeout_seconds)
+    async with connect_servers(wanted, timeout=wait) as toolbox:
         overflow = _function_overflow(agent, toolbox, chosen, own)
         if overflow is None:
             return await _run(agent, task, chosen, toolbox, scope)

@@ -21,7 +21,7 @@ from awb.agents.agent import Agent
 from awb.agents.budget import Budget as RunBudget
 from awb.agents.events import Emitter, EventHandler, RunEvent
 from awb.agents.loop import run_loop
-from awb.agents.mcp_client import ServerTarget, connect_servers
+from awb.agents.mcp_client import CONNECT_TIMEOUT_SECONDS, ServerTarget, connect_servers
 from awb.agents.models.base import Model
 from awb.agents.models.spec import resolve_model
 from awb.agents.pricing import has_price
@@ -103,7 +103,7 @@ async def execute_mcp_task(
     telemetry = TaskTelemetry(task_id, user_id)
     chosen = resolve_model(model, base_url=base_url) if isinstance(model, str) else model
     storage = workspace / "tool-results" / task_id if workspace is not None else None
-    async with connect_servers(servers) as toolbox:
+    async with connect_servers(servers, timeout=min(CONNECT_TIMEOUT_SECONDS, budget.timeout_seconds)) as toolbox:
         index = ToolIndex(mode=search_mode)
         try:
             return await _plan(

@@ -11,7 +11,7 @@ from typing import Any
 from awb.agents.actions import Action
 from awb.agents.errors import MalformedAction
 from awb.agents.models.base import Prompt
-from awb.agents.models.functions import MAX_FUNCTIONS, FunctionTable, parse_text_action
+from awb.agents.models.functions import MAX_FUNCTIONS, FunctionTable, cut_off, parse_text_action, refused
 from awb.agents.models.http import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_SECONDS, ProviderClient, needs_key, token_count
 from awb.agents.models.settings import ModelSettings
 from awb.agents.result import Usage
@@ -88,10 +88,16 @@ class AnthropicModel:
             for block in blocks
             if isinstance(block, dict) and block.get("type") == "tool_use"
         ]
-        if calls:
-            return table.first_of(calls)
         text = "".join(str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text")
-        return parse_text_action(text, native=True)
+        stop_reason = reply.get("stop_reason")
+        if stop_reason == "refusal":
+            raise refused(text)
+        try:
+            return table.first_of(calls) if calls else parse_text_action(text, native=True)
+        except MalformedAction as err:
+            if stop_reason == "max_tokens":
+                raise cut_off(err, payload["max_tokens"]) from None
+            raise
 
     def _count(self, usage: object) -> None:
         if isinstance(usage, dict):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from awb.agents.actions import Action, CallTool, Done, RunCode, SpawnSubagent, parse_action
-from awb.agents.errors import MalformedAction, TooManyFunctions
+from awb.agents.errors import MalformedAction, ModelError, TooManyFunctions
 from awb.agents.toolbox import ToolSpec
 
 DONE = "done"
@@ -37,6 +37,10 @@ _RUN_CODE_PARAMETERS: dict[str, Any] = {
 SUBAGENT_PREFIX = "subagent__"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+#: A reasoning model's thoughts before its answer, as some OpenAI-compatible servers leave them in the text.
+_THINKING = re.compile(r"^\s*<(think|thinking|reasoning)>.*?</\1>", re.DOTALL)
+#: Opening braces tried when looking for an action inside prose.
+_STARTS_TRIED = 20
 #: Fed back when a model that was offered functions answers in prose.
 PROSE_REPLY = "the reply is text, not a function call: call exactly one function, `done` with the final output"
 
@@ -73,6 +77,15 @@ def function_overflow(agent: str, model: object, offered: int, *, code_mode: boo
     )
 
 
+def _decoded(name: str, arguments: str) -> object:
+    try:
+        return json.loads(arguments) if arguments.strip() else {}
+    except (ValueError, RecursionError):  # RecursionError: nested past the decoder's stack
+        raise MalformedAction(
+            f"arguments of {name!r} are not valid JSON", function=name, reply=arguments[:200]
+        ) from None
+
+
 class FunctionTable:
     def __init__(self, tools: Sequence[ToolSpec], output_schema: dict[str, Any], *, code_mode: bool = False) -> None:
         self._by_wire = {_wire_name(spec): spec for spec in tools}
@@ -86,12 +99,10 @@ class FunctionTable:
 
     def to_action(self, name: str, arguments: object) -> Action:
         if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments) if arguments.strip() else {}
-            except (ValueError, RecursionError):  # RecursionError: nested past the decoder's stack
-                raise MalformedAction(
-                    f"arguments of {name!r} are not valid JSON", function=name, reply=str(arguments)[:200]
-                ) from None
+            arguments = _decoded(name, arguments)
+            # Some models encode the arguments object as a JSON string, then that string again.
+            if isinstance(arguments, str) and arguments.lstrip().startswith("{"):
+                arguments = _decoded(name, arguments)
         if not isinstance(arguments, dict):
             raise MalformedAction(f"arguments of {name!r} must be a JSON object", function=name)
         if name == DONE:
@@ -113,17 +124,82 @@ class FunctionTable:
         return self.to_action(name, arguments).with_not_run([other for other, _ in calls[1:]])
 
 
+#: How much of a refusal's words a run keeps: enough to say why, not a whole essay.
+_REFUSAL_CHARS = 2000
+
+
+def cut_off(err: MalformedAction, max_tokens: int | None) -> MalformedAction:
+    """An unreadable reply the provider stopped at its length limit (`finish_reason: length`, `stop_reason:
+    max_tokens`), said to be cut off: the model can answer with a shorter action, the person can raise
+    `max_tokens`, and neither learns that from "not valid JSON" or "the reply is text"."""
+    limit = f"the max_tokens limit ({max_tokens})" if max_tokens else "the provider's length limit"
+    return MalformedAction(
+        f"the reply was cut off at {limit} before its action was complete ({err.message}): reply with a shorter action",
+        **{**err.details, "cut_off": True, "max_tokens": max_tokens},
+    )
+
+
+def refused(words: str) -> ModelError:
+    """The model declined the task (an OpenAI `refusal`, an Anthropic `stop_reason: refusal`): the run ends
+    with its words rather than feeding an empty reply back as malformed until the corrections run out."""
+    words = words.strip()[:_REFUSAL_CHARS]
+    return ModelError(f"the model refused: {words}" if words else "the model refused", refusal=words)
+
+
 def parse_text_action(text: str, *, native: bool = False) -> Action:
-    """A JSON action written as text, tolerating the code fence many models wrap it in.
+    """A JSON action written as text. Models write around it: a reasoning block first (`<think>...</think>`,
+    as reasoning models served by Ollama or llama.cpp do), a code fence, prose before or after. The action
+    is the text itself, the fenced block, or (for a model asked to write JSON) the first JSON object in
+    the prose that names an action.
 
     With `native` (the model was offered functions) prose is answered with how to call one.
     """
-    stripped = text.strip()
+    stripped = _THINKING.sub("", text, count=1).strip()
     fenced = _FENCE.match(stripped)
     if fenced:
-        stripped = fenced.group(1)
-    if not stripped.startswith("{"):
-        if native:
-            raise MalformedAction(PROSE_REPLY, reply=text[:200])
+        return parse_action(fenced.group(1))
+    if stripped.startswith("{"):
+        return parse_action(stripped)
+    if native:
+        raise MalformedAction(PROSE_REPLY, reply=text[:200])
+    fenced_inside = _fenced_inside(stripped)
+    if fenced_inside is not None:
+        return parse_action(fenced_inside)
+    action = _object_inside(stripped)
+    if action is None:
         raise MalformedAction("expected one JSON action object", reply=text[:200])
-    return parse_action(stripped)
+    return parse_action(action)
+
+
+def _fenced_inside(text: str) -> str | None:
+    """The first fenced block in `text` that holds an object (found with `find`, not a regular expression:
+    a reply full of unclosed fences must not cost time by the square of its length)."""
+    opening = text.find("```")
+    while opening >= 0:
+        closing = text.find("```", opening + 3)
+        if closing < 0:
+            return None
+        block = text[opening + 3 : closing].strip()
+        block = block.removeprefix("json").strip()
+        if block.startswith("{"):
+            return block
+        opening = text.find("```", closing + 3)
+    return None
+
+
+def _object_inside(text: str) -> dict[str, Any] | None:
+    """The first JSON object in `text` that names an action; a few starts tried, so prose full of braces
+    costs little."""
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    for _ in range(_STARTS_TRIED):
+        if start < 0:
+            return None
+        try:
+            value, _ = decoder.raw_decode(text, start)
+        except (ValueError, RecursionError):  # RecursionError: nested past the decoder's stack
+            value = None
+        if isinstance(value, dict) and "action" in value:
+            return value
+        start = text.find("{", start + 1)
+    return None

@@ -2,7 +2,8 @@
 
 Every attempt sent is counted in the adapter's `Usage` (failed ones too). A `retry-after` (or
 `retry-after-ms`) from the provider is honoured up to `max_retry_wait_seconds`; otherwise retries
-back off exponentially. Each attempt is bounded by the timeout as a whole, so a server that
+back off exponentially. A wait that would pass the deadline of the run is not taken: the call fails at
+once with the provider's message. Each attempt is bounded by the timeout as a whole, so a server that
 trickles its body cannot hold a run, and the body is read up to `max_reply_bytes` (decoded), so one
 that sends without end cannot fill memory. Provider failures surface as `ModelError` carrying the
 provider's own message and HTTP status, never the key.
@@ -67,11 +68,24 @@ def _provider_message(response: httpx.Response) -> str:
     except (ValueError, RecursionError):  # not JSON, or JSON nested past the decoder's stack
         return response.text[:500] or response.reason_phrase
     error = body.get("error") if isinstance(body, dict) else None
+    return _error_message(error) or response.text[:500]
+
+
+def _error_message(error: object) -> str | None:
     if isinstance(error, dict) and isinstance(error.get("message"), str):
-        return str(error["message"])
-    if isinstance(error, str):
-        return error
-    return response.text[:500]
+        return str(error["message"])[:500]
+    return error[:500] if isinstance(error, str) else None
+
+
+def _error_in_reply(body: dict[str, Any]) -> tuple[str, int | None] | None:
+    """The error a 2xx reply carries instead of an answer, and the status its `code` names: routers answer 200
+    with the upstream's error in the body (a rate limit, a model that does not exist)."""
+    error = body.get("error")
+    if error is None or "choices" in body or "content" in body:
+        return None
+    code = error.get("code") if isinstance(error, dict) else None
+    status = code if isinstance(code, int) and not isinstance(code, bool) and 400 <= code < 600 else None
+    return _error_message(error) or "(no message)", status
 
 
 def retry_after_seconds(headers: httpx.Headers) -> float | None:
@@ -161,7 +175,13 @@ class ProviderClient:
         async with httpx.AsyncClient(timeout=httpx.Timeout(timeout)) as client:
             for attempt in range(retries + 1):
                 if attempt:
-                    await self.sleep(self._wait(attempt, asked, cap))
+                    wait = self._wait(attempt, asked, cap)
+                    # Waiting past the deadline of the run (or of whatever bounds this call) would only end it
+                    # in a bare timeout: end now, with what the provider said.
+                    if wait >= anyio.current_effective_deadline() - anyio.current_time():
+                        failure += f"; not retried: the wait of {wait:g} s would pass the run's deadline"
+                        raise ModelError(redact(failure, self._secret), attempts=attempt, status=status)
+                    await self.sleep(wait)
                 self.usage.requests += 1
                 asked, status = None, None
                 try:
@@ -194,8 +214,16 @@ class ProviderClient:
                     failure = "provider returned a body that is not JSON"
                     self.usage.failed_requests += 1
                     continue
-                if isinstance(body, dict):
+                if not isinstance(body, dict):
+                    self.usage.failed_requests += 1
+                    failure = "provider returned JSON that is not an object"
+                    continue
+                carried = _error_in_reply(body)
+                if carried is None:
                     return body
                 self.usage.failed_requests += 1
-                failure = "provider returned JSON that is not an object"
+                failure, status = f"provider returned an error: {carried[0]}", carried[1]
+                if status is not None and (status >= 500 or status in _RETRY_STATUSES):
+                    continue
+                break
         raise ModelError(redact(failure, self._secret), attempts=attempt + 1, status=status)

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 from awb.agents.actions import Action
 from awb.agents.errors import MalformedAction, ModelError
 from awb.agents.models.base import Prompt, json_action_instructions
-from awb.agents.models.functions import MAX_FUNCTIONS, FunctionTable, parse_text_action
+from awb.agents.models.functions import MAX_FUNCTIONS, FunctionTable, cut_off, parse_text_action, refused
 from awb.agents.models.http import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_SECONDS, ProviderClient, needs_key, token_count
 from awb.agents.models.settings import ModelSettings
 from awb.agents.result import Usage
@@ -45,15 +45,15 @@ def _without(payload: dict[str, Any], refused: list[str]) -> dict[str, Any]:
     return kept
 
 
-def _first_message(reply: dict[str, Any]) -> dict[str, Any]:
-    """`choices[0].message` of a chat-completions reply; `ModelError` when the reply has no such object."""
+def _first_choice(reply: dict[str, Any]) -> tuple[dict[str, Any], object]:
+    """`choices[0].message` of a chat-completions reply and its `finish_reason`; `ModelError` when the reply
+    has no such message."""
     choices = reply.get("choices")
-    message = (
-        choices[0].get("message") if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
-    )
+    choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    message = choice.get("message")
     if not isinstance(message, dict):
         raise ModelError("provider reply has no choices[0].message")
-    return message
+    return message, choice.get("finish_reason")
 
 
 class OpenAIModel:
@@ -155,18 +155,29 @@ class OpenAIModel:
 
     async def call(self, prompt: Prompt, tools: Sequence[ToolSpec]) -> Action:
         table = FunctionTable(tools, prompt.output_schema, code_mode=prompt.code_mode)
-        reply = await self._post(self._payload(prompt, tools, table), self.settings.merged(prompt.settings))
+        settings = self.settings.merged(prompt.settings)
+        reply = await self._post(self._payload(prompt, tools, table), settings)
         self._count(reply.get("usage"))
-        message = _first_message(reply)
+        message, finish_reason = _first_choice(reply)
         listed = message.get("tool_calls")
         calls = [
             (str(function.get("name")), function.get("arguments"))
             for call in (listed if isinstance(listed, list) else [])
             if isinstance(call, dict) and isinstance(function := call.get("function"), dict)
         ]
+        refusal = message.get("refusal")
+        if not calls and isinstance(refusal, str) and refusal.strip():
+            raise refused(refusal)
+        try:
+            return self._action(table, calls, message.get("content"))
+        except MalformedAction as err:
+            if finish_reason == "length":
+                raise cut_off(err, settings.max_tokens) from None
+            raise
+
+    def _action(self, table: FunctionTable, calls: list[tuple[str, object]], content: object) -> Action:
         if calls:
             return table.first_of(calls)
-        content = message.get("content")
         if not isinstance(content, str):
             raise MalformedAction("the reply has neither a tool call nor text")
         return parse_text_action(content, native=self.native_tools)
