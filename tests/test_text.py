@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from awb.text import nesting_depth, unencodable_path
+from awb.text import nesting_depth, surrogates_replaced, unencodable_path
 
 
 def reference_depth(value: Any) -> int:
@@ -45,3 +45,15 @@ def test_unencodable_path_names_the_keys_and_indexes_down_to_the_bad_text() -> N
     assert unencodable_path({"ok": 1, "a\udc00": 1}) == ["a\udc00"]  # a key is text too
     assert unencodable_path("\ud800") == []
     assert unencodable_path({"a": ["é", ("t", 2)], "b": None}) is None
+
+
+def test_surrogates_replaced_puts_u_fffd_in_keys_and_values_at_any_depth_and_keeps_clean_values() -> None:
+    clean = {"a": [1, "é", {"b": None}]}
+    assert surrogates_replaced(clean) is clean
+    received = {"k\ud800": ["x\udfffy", {"z": "\ud83d"}], "ok": 1.5}
+    assert surrogates_replaced(received) == {"k\ufffd": ["x\ufffdy", {"z": "\ufffd"}], "ok": 1.5}
+    chain: Any = "\ud800"
+    for _ in range(5000):  # deeper than recursion could walk
+        chain = [chain]
+    replaced = surrogates_replaced(chain)
+    assert unencodable_path(replaced) is None and nesting_depth(replaced, 6000) == 5000

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from awb.text import MAX_MESSAGE_CHARS, bounded, cap_text
+from awb.text import MAX_MESSAGE_CHARS, bounded, cap_text, without_surrogates
 
 
 class AwbError(Exception):
@@ -21,8 +21,9 @@ class AwbError(Exception):
     exit_code: ClassVar[int] = 1
 
     def __init__(self, message: str, **details: Any) -> None:
-        # Messages quote what tools and agents sent; capped here, once, for every face and log line.
-        message = cap_text(str(message), MAX_MESSAGE_CHARS)
+        # Messages quote what tools, agents and providers sent; capped here, once, for every face and log
+        # line, and made text every face can encode (a lone surrogate in a provider's message was a 500).
+        message = without_surrogates(cap_text(str(message), MAX_MESSAGE_CHARS))
         super().__init__(message)
         self.message = message
         self.details: dict[str, Any] = details

@@ -5,6 +5,7 @@ Anything a tool or an agent sent can come back in an error; these keep what come
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 #: An error message's length on the wire (its details are capped by `bounded`).
@@ -31,7 +32,8 @@ def cap_text(text: str, limit: int) -> str:
 
 
 def bounded(value: Any) -> Any:
-    """A copy of a JSON-like value small enough for the wire: strings cut to MAX_DETAIL_STRING_CHARS,
+    """A copy of a JSON-like value small enough for the wire (and UTF-8: lone surrogates become U+FFFD):
+    strings cut to MAX_DETAIL_STRING_CHARS,
     lists and objects to MAX_DETAIL_ITEMS, nesting to MAX_DETAIL_DEPTH, and MAX_DETAIL_CHARS of text
     in all (what is past the budget becomes a marker); values that are not JSON become their repr."""
     return _Bounder(MAX_DETAIL_CHARS).copy(value, 0)
@@ -43,7 +45,7 @@ class _Bounder:
 
     def text(self, text: str) -> str:
         limit = max(0, min(MAX_DETAIL_STRING_CHARS, self.left))
-        out = cap_text(text, limit) if len(text) > limit else text
+        out = without_surrogates(cap_text(text, limit) if len(text) > limit else text)
         self.left -= min(len(text), limit) + 8
         return out
 
@@ -125,6 +127,44 @@ def unencodable_path(value: Any) -> list[str | int] | None:
         elif isinstance(node, list | tuple):
             stack.extend((child, (index, link)) for index, child in enumerate(node))
     return None
+
+
+#: A code point of the surrogate range in a `str`: always a lone one, as decoders join a valid pair into one.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+#: What a lone surrogate becomes: U+FFFD, as a UTF-8 decoder replaces bytes it cannot read.
+REPLACEMENT_CHARACTER = "\ufffd"
+
+
+def without_surrogates(text: str) -> str:
+    """`text` with each lone surrogate replaced by U+FFFD (`text` itself when it holds none)."""
+    return text if _encodes(text) else _SURROGATE.sub(REPLACEMENT_CHARACTER, text)
+
+
+def surrogates_replaced(value: Any) -> Any:
+    """A JSON-like value received from elsewhere (a model provider, a web service), with each lone
+    surrogate in its text, keys included, replaced by U+FFFD; `value` itself when it holds none.
+
+    `json.loads` turns a `\\ud800` escape into one, and the text then fails wherever it meets UTF-8
+    (SQLite, a response's encoder): a model's answer holding one ended its REST run in a 500 after the
+    run had finished. Without recursion: the value can nest as deeply as the decoder allowed."""
+    if unencodable_path(value) is None:
+        return value
+    root = [value]
+    stack: list[tuple[Any, Any]] = [(root, 0)]
+    while stack:
+        parent, key = stack.pop()
+        node = parent[key]
+        if isinstance(node, str):
+            parent[key] = without_surrogates(node)
+        elif isinstance(node, dict):
+            copy = {without_surrogates(k) if isinstance(k, str) else k: v for k, v in node.items()}
+            parent[key] = copy
+            stack.extend((copy, k) for k in copy)
+        elif isinstance(node, list | tuple):
+            items = list(node)
+            parent[key] = items
+            stack.extend((items, index) for index in range(len(items)))
+    return root[0]
 
 
 def _spelled(link: _Link) -> list[str | int]:

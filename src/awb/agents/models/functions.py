@@ -17,6 +17,7 @@ from typing import Any
 from awb.agents.actions import Action, CallTool, Done, RunCode, SpawnSubagent, parse_action
 from awb.agents.errors import MalformedAction, TooManyFunctions
 from awb.agents.toolbox import ToolSpec
+from awb.text import surrogates_replaced
 
 DONE = "done"
 #: The most functions one request may offer. OpenAI refuses more than 128 (`array_above_max_length`, at the
@@ -87,7 +88,8 @@ class FunctionTable:
     def to_action(self, name: str, arguments: object) -> Action:
         if isinstance(arguments, str):
             try:
-                arguments = json.loads(arguments) if arguments.strip() else {}
+                # Decoded here, not with the reply: the escapes of a lone surrogate are U+FFFD too.
+                arguments = surrogates_replaced(json.loads(arguments)) if arguments.strip() else {}
             except (ValueError, RecursionError):  # RecursionError: nested past the decoder's stack
                 raise MalformedAction(
                     f"arguments of {name!r} are not valid JSON", function=name, reply=str(arguments)[:200]

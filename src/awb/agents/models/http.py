@@ -22,6 +22,7 @@ import httpx
 from awb.agents.errors import ModelError
 from awb.agents.models.settings import ModelSettings
 from awb.agents.result import Usage
+from awb.text import surrogates_replaced
 
 _RETRY_STATUSES = frozenset({408, 409, 429})
 DEFAULT_TIMEOUT_SECONDS = 120.0
@@ -195,7 +196,9 @@ class ProviderClient:
                     self.usage.failed_requests += 1
                     continue
                 if isinstance(body, dict):
-                    return body
+                    # A `\\ud800` escape in the reply is a lone surrogate in its text, which no store or
+                    # response can encode: the run finished, then failed to save or send its answer.
+                    return dict(surrogates_replaced(body))
                 self.usage.failed_requests += 1
                 failure = "provider returned JSON that is not an object"
         raise ModelError(redact(failure, self._secret), attempts=attempt + 1, status=status)
