@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from awb.text import MAX_MESSAGE_CHARS, bounded, cap_text, without_surrogates
+from awb.text import MAX_MESSAGE_CHARS, NOT_UNICODE, bounded, cap_text, unencodable_path, without_surrogates
 
 
 class AwbError(Exception):
@@ -59,6 +59,17 @@ class InvalidParams(AwbError):
             message,
             errors=[{"path": "/" + "/".join(str(p) for p in e["loc"]), "message": e["msg"]} for e in exc.errors()[:20]],
         )
+
+
+def check_unicode(value: Any, field: str) -> None:
+    """`InvalidParams` when `value` (text, or a JSON-like value) holds text that is not valid Unicode: a
+    lone surrogate, which a `\\ud800` escape in JSON decodes to, and Python makes of each byte of a
+    command-line argument that is not UTF-8. Checked where input starts a run: past that point it failed
+    wherever it met UTF-8 (a model request: `model_error`; the printed result: `internal_error`)."""
+    path = unencodable_path(value)
+    if path is not None:
+        where = "/".join([field, *(str(step) for step in path)])
+        raise InvalidParams(f"{where} holds {NOT_UNICODE}: give UTF-8 text", field=where)
 
 
 class NameConflict(AwbError):
