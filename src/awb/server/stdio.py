@@ -195,8 +195,11 @@ class _Outstanding:
         if isinstance(message, types.JSONRPCRequest):
             self._ids.add(message.id)
         elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
-            # The SDK never answers a request its client cancelled.
-            self._ids.discard((message.params or {}).get("requestId"))
+            # The SDK never answers a request its client cancelled. Any JSON can stand where the id should:
+            # a list or an object (unhashable) raised out of the reader and ended the server.
+            cancelled = (message.params or {}).get("requestId")
+            if isinstance(cancelled, str | int):
+                self._ids.discard(cancelled)
 
     def written(self, message: types.JSONRPCMessage) -> None:
         if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and message.id is not None:
