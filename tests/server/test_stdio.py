@@ -291,3 +291,11 @@ def test_a_cancellation_naming_no_request_id_mcp_takes_is_ignored_and_the_sessio
         tmp_path, rpc(1, "ping"), *odd, rpc(2, "ping"), stdin_file=tmp_path / "in.jsonl" if stdin == "file" else None
     )
     assert answers[1]["result"] == {} and answers[2]["result"] == {}
+
+
+def test_a_line_nested_past_the_json_decoder_is_an_invalid_request_and_the_session_goes_on(tmp_path: Path) -> None:
+    """Nested past the SDK's parser and then past `json.loads`: RecursionError ended the server."""
+    deep = '{"jsonrpc": "2.0", "id": 5, "method": "ping", "params": {"a": ' + "[" * 100_000 + "]" * 100_000 + "}}"
+    answers = session_answers(tmp_path, rpc(1, "ping"), deep, "[" * 100_000, rpc(2, "ping"))
+    assert answers[1]["result"] == {} and answers[2]["result"] == {}
+    assert answers[None]["error"]["code"] == -32600

@@ -157,6 +157,12 @@ def _unreadable(line: str, error: ValueError) -> types.JSONRPCError:
         return types.JSONRPCError(
             jsonrpc="2.0", id=None, error=types.ErrorData(code=types.PARSE_ERROR, message="Parse error: not JSON")
         )
+    except RecursionError:
+        # JSON nested past the decoder's stack (the SDK's parser gives up far sooner): it raised out of the
+        # line reader and ended the server.
+        log.warning("answered a line of JSON nested too deeply to read (%d bytes)", len(line))
+        message = "Invalid Request: not a JSON-RPC message (nested too deeply)"
+        return types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(code=INVALID_REQUEST, message=message))
     request_id = data.get("id") if isinstance(data, dict) else None
     if not isinstance(request_id, str | int) or isinstance(request_id, bool):
         request_id = None
