@@ -393,3 +393,19 @@ async def test_a_run_cancelled_by_its_caller_still_logs_how_it_ended(
         service.close()
     assert [e.kind for e in entries] == ["run_start", "run_end"]
     assert entries[-1].data["status"] == "cancelled"
+
+
+def test_a_field_the_request_does_not_take_is_a_400_naming_it_before_any_model_request(
+    api: Api, fake_model: FakeServer
+) -> None:
+    """A misspelt `sessionId` was dropped without a word: the run went to a new session, and the client lost
+    the conversation it meant to continue."""
+    for path, body, field in (
+        ("/api/agents/run", {"blueprint": blueprint(), "message": "hi", "sessionId": "chat-1"}, "sessionId"),
+        ("/api/instructions/improve", {"instructions": "be brief", "goal": "cite sources"}, "goal"),
+    ):
+        response = api.post(path, body)
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert error["code"] == "bad_request" and error["details"]["errors"][0]["path"] == field, error
+    assert fake_model.requests == []
