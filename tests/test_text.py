@@ -57,3 +57,10 @@ def test_surrogates_replaced_puts_u_fffd_in_keys_and_values_at_any_depth_and_kee
         chain = [chain]
     replaced = surrogates_replaced(chain)
     assert unencodable_path(replaced) is None and nesting_depth(replaced, 6000) == 5000
+
+
+def test_unencodable_path_with_numbers_finds_a_float_that_is_not_finite() -> None:
+    value = {"a": [1.5, {"b": float("nan")}], "c": 10**400}
+    assert unencodable_path(value) is None
+    assert unencodable_path(value, numbers=True) == ["a", 1, "b"]
+    assert unencodable_path([float("-inf")], numbers=True) == [0]

@@ -5,6 +5,7 @@ Anything a tool or an agent sent can come back in an error; these keep what come
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -100,15 +101,19 @@ def nesting_depth(value: Any, limit: int) -> int:
 
 #: How errors name what `unencodable_path` finds.
 NOT_UNICODE = "text that is not valid Unicode (a lone surrogate, \\ud800-\\udfff)"
+#: How errors name what `unencodable_path(..., numbers=True)` finds besides text.
+NOT_A_JSON_NUMBER = "a number JSON cannot carry (NaN or Infinity, which a number past ±1.8e308 also becomes)"
 
 #: A value's place: its key or index and its parent's place (None at the top).
 _Link = tuple[str | int, Any] | None
 
 
-def unencodable_path(value: Any) -> list[str | int] | None:
+def unencodable_path(value: Any, *, numbers: bool = False) -> list[str | int] | None:
     """Where a JSON-like value holds text no UTF-8 wire can carry (a lone surrogate, which `json.loads`
     accepts from a `\\ud800` escape), as the keys and indexes that lead to it; None when it holds none.
-    A key is checked as well as a value. Without recursion; ASCII text costs no encoding.
+    A key is checked as well as a value. Without recursion; ASCII text costs no encoding. With `numbers`,
+    a float that is not finite is found too: JSON has no such number, yet the decoders take the tokens
+    `NaN` and `Infinity`, and read a number past the float range (`1e309`) as infinity.
 
     Each value carries a link to its parent's (key, link), and the path is spelled out only for the text
     found: copying the path to every value cost time in depth times size (2.8 s of the event loop for a
@@ -118,6 +123,9 @@ def unencodable_path(value: Any) -> list[str | int] | None:
         node, link = stack.pop()
         if isinstance(node, str):
             if not _encodes(node):
+                return _spelled(link)
+        elif isinstance(node, float):
+            if numbers and not math.isfinite(node):
                 return _spelled(link)
         elif isinstance(node, dict):
             for key, child in node.items():
