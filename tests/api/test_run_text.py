@@ -49,3 +49,18 @@ def test_a_search_result_holding_a_lone_surrogate_reaches_the_model_and_the_log(
     assert response.status_code == 200, response.text
     assert "t\ufffd" in user_text(fake_model.requests[1]["body"])
     assert api.get("/api/agents/logs", session_id="search").status_code == 200
+
+
+def test_a_search_reply_nested_past_the_decoder_is_a_failed_search_and_the_run_goes_on(
+    api: Api, fake_model: FakeServer, fake_tavily: FakeServer
+) -> None:
+    """It raised RecursionError out of the run: a 500, and the run's log lost with it."""
+    fake_model.queue(tool_call("tavily__search", {"query": "q"}), answer("done"))
+    fake_tavily.queue((200, b'{"results": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"))
+    response = api.post(
+        "/api/agents/run", {"blueprint": blueprint(arms=[TAVILY]), "message": "hi", "session_id": "deep"}
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["tool_calls"][0]["success"] is False
+    entries = api.get("/api/agents/logs", session_id="deep").json()["entries"]
+    assert entries[-1]["kind"] == "run_end" and entries[-1]["data"]["status"] == "ok"

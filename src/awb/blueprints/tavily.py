@@ -76,8 +76,8 @@ def tavily_handler(
             return ToolOutcome(ok=False, payload=f"Tavily returned HTTP {response.status_code}: {response.text[:300]}")
         try:
             data = surrogates_replaced(response.json())
-        except ValueError:
-            return ToolOutcome(ok=False, payload="Tavily returned a body that is not JSON")
+        except (ValueError, RecursionError):  # RecursionError: nested past the decoder's stack
+            return ToolOutcome(ok=False, payload="Tavily returned a body that is not JSON (or nested too deeply)")
         results = data.get("results") if isinstance(data, dict) else None
         if not isinstance(results, list):
             return ToolOutcome(ok=False, payload="Tavily returned no result list")
