@@ -165,25 +165,57 @@ async def _list_tools(client: Client) -> list[Tool]:
 
 @asynccontextmanager
 async def connect_servers(servers: Mapping[str, ServerTarget]) -> AsyncIterator[Toolbox]:
-    """Open every server, list its tools into one toolbox, and close them all on exit."""
+    """Open every server, list its tools into one toolbox, and close them all on exit.
+
+    Raises `ServerUnavailable` naming the server that failed, and passes on what the body raises, each as
+    itself: an exception leaving an open SDK client comes out of its task groups wrapped in exception
+    groups, and a server that failed its tool list (or a body's own `AwbError`) reached the caller as an
+    `ExceptionGroup`, which the REST face answered with a 500 instead of a 502."""
     toolbox = Toolbox()
-    async with AsyncExitStack() as stack:
-        for name, target in servers.items():
-            if "." in name:
-                raise ServerUnavailable(f"server name {name!r} must not contain '.'", server=name)
-            watch = ListWatch()
+    failure: ServerUnavailable | None = None
+    try:
+        async with AsyncExitStack() as stack:
             try:
-                client = await _open(stack, target, watch)
-                await _follow(stack, name, client, watch)
-                tools = await _list_tools(client)
-            except ServerUnavailable:
-                raise
-            except Exception as err:  # boundary: report which server failed, whatever the cause
-                raise ServerUnavailable(f"cannot reach MCP server {name!r}: {underlying(err)}", server=name) from err
-            for spec, handler in _entries(name, client, tools):
-                toolbox.add(spec, handler)
-            toolbox.relists(name, _lister(name, client), watch)
-        yield toolbox
+                await _connect_all(stack, servers, toolbox)
+            except ServerUnavailable as err:
+                failure = err  # raised once the clients opened so far are closed, outside their task groups
+            else:
+                yield toolbox
+    except BaseExceptionGroup as group:
+        sole = _sole(group)
+        if failure is not None:
+            raise failure from sole
+        if sole is group:
+            raise
+        raise sole from None
+    if failure is not None:
+        raise failure
+
+
+async def _connect_all(stack: AsyncExitStack, servers: Mapping[str, ServerTarget], toolbox: Toolbox) -> None:
+    for name, target in servers.items():
+        if "." in name:
+            raise ServerUnavailable(f"server name {name!r} must not contain '.'", server=name)
+        watch = ListWatch()
+        try:
+            client = await _open(stack, target, watch)
+            await _follow(stack, name, client, watch)
+            tools = await _list_tools(client)
+        except ServerUnavailable:
+            raise
+        except Exception as err:  # boundary: report which server failed, whatever the cause
+            raise ServerUnavailable(f"cannot reach MCP server {name!r}: {underlying(err)}", server=name) from err
+        for spec, handler in _entries(name, client, tools):
+            toolbox.add(spec, handler)
+        toolbox.relists(name, _lister(name, client), watch)
+
+
+def _sole(group: BaseExceptionGroup[Any]) -> BaseException:
+    """The one exception inside `group` and the groups nested in it, or `group` when it holds several."""
+    found: BaseException = group
+    while isinstance(found, BaseExceptionGroup) and len(found.exceptions) == 1:
+        found = found.exceptions[0]
+    return group if isinstance(found, BaseExceptionGroup) else found
 
 
 def _entries(name: str, client: Client, tools: list[Tool]) -> list[tuple[ToolSpec, Handler]]:
