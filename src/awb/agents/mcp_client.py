@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import httpx2
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -25,7 +24,9 @@ from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, TextContent, Tool
 
+from awb.agents import mcp_http
 from awb.agents.errors import ServerUnavailable
+from awb.agents.mcp_http import mcp_http_client
 from awb.agents.toolbox import Handler, Lister, ListWatch, Toolbox, ToolOutcome, ToolSpec
 from awb.errors import underlying
 
@@ -74,19 +75,14 @@ async def _open(stack: AsyncExitStack, target: ServerTarget, watch: ListWatch) -
         if getattr(message, "method", None) == _LIST_CHANGED:
             watch.stale = True
 
-    if isinstance(target, HttpServer) and (target.headers or target.public_only):
-        # The SDK's own defaults: 30 s per operation, 5 min for a server-sent event stream to speak.
-        timeout = httpx2.Timeout(30.0, read=300.0)
-        if target.public_only:
-            from awb.agents.public_reach import public_only_client
-
-            client = public_only_client(target.headers, timeout)
-        else:
-            client = httpx2.AsyncClient(headers=target.headers, timeout=timeout)
-        http = await stack.enter_async_context(client)
-        transport = streamable_http_client(target.url, http_client=http)
+    opened = client_target(target)
+    if isinstance(opened, str):  # a URL: through a client of ours, whose replies are capped (awb.agents.mcp_http)
+        headers = target.headers if isinstance(target, HttpServer) else {}
+        public_only = isinstance(target, HttpServer) and target.public_only
+        http = await stack.enter_async_context(mcp_http_client(headers, public_only=public_only))
+        transport = streamable_http_client(opened, http_client=http)
         return await stack.enter_async_context(Client(transport, message_handler=on_message))
-    return await stack.enter_async_context(Client(client_target(target), message_handler=on_message))
+    return await stack.enter_async_context(Client(opened, message_handler=on_message))
 
 
 async def _follow(stack: AsyncExitStack, name: str, client: Client, watch: ListWatch) -> None:
@@ -152,10 +148,16 @@ def _handler(client: Client, tool: str) -> Handler:
 
 
 async def _list_tools(client: Client) -> list[Tool]:
+    """Every page of the server's tool list, at most `_MAX_PAGES` of them and one reply's worth of bytes."""
     tools: list[Tool] = []
     cursor: str | None = None
+    listed = 0
     for _ in range(_MAX_PAGES):
         page = await client.list_tools(cursor=cursor)
+        # Each page is one reply, capped; pages on pages must not pile up more than one reply's worth.
+        listed += sum(len(tool.model_dump_json()) for tool in page.tools)
+        if listed > mcp_http.MAX_REPLY_BYTES:
+            raise ServerUnavailable(f"the server's tool list is over {mcp_http.MAX_REPLY_BYTES} bytes")
         tools.extend(page.tools)
         cursor = page.next_cursor
         if cursor is None:

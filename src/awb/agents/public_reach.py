@@ -69,10 +69,3 @@ class PublicOnlyTransport(httpx2.AsyncHTTPTransport):
         self._pool = httpcore2.AsyncConnectionPool(
             ssl_context=httpx2.create_ssl_context(trust_env=False), network_backend=_PublicOnlyBackend()
         )
-
-
-def public_only_client(headers: dict[str, str], timeout: httpx2.Timeout) -> httpx2.AsyncClient:
-    """An MCP HTTP client like the SDK's (no redirects of its own: the SDK's transport follows those
-    within the endpoint's origin) that reaches public addresses only, and takes no proxy from the
-    environment either, which would dial on its behalf."""
-    return httpx2.AsyncClient(headers=headers, timeout=timeout, transport=PublicOnlyTransport(), trust_env=False)
