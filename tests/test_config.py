@@ -92,6 +92,16 @@ def test_invalid_json_says_where(tmp_path: Path) -> None:
         load_config(path, environ={})
 
 
+def test_json_nested_past_the_decoder_is_a_config_error_not_an_internal_one(tmp_path: Path) -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    path = tmp_path / "awb.config.json"
+    path.write_text(deep)
+    with pytest.raises(ConfigError, match="nested too deeply"):
+        load_config(path, environ={})
+    with pytest.raises(ConfigError, match="AWB_MEMORY must be an object written as JSON"):
+        load_config(None, environ={"AWB_MEMORY": deep, "AWB_CONFIG": ""})
+
+
 def test_the_written_default_config_loads_back_unchanged(tmp_path: Path) -> None:
     path = tmp_path / "awb.config.json"
     path.write_text(default_config_json())

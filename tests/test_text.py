@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from awb.text import UNLOCATED, nesting_depth, unencodable_path
+from awb.text import UNLOCATED, nesting_depth, surrogates_replaced, unencodable_path
 
 
 def reference_depth(value: Any) -> int:
@@ -112,3 +112,22 @@ def _encodes(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def test_surrogates_replaced_puts_u_fffd_in_keys_and_values_at_any_depth_and_keeps_clean_values() -> None:
+    clean = {"a": [1, "é", {"b": None}]}
+    assert surrogates_replaced(clean) is clean
+    received = {"k\ud800": ["x\udfffy", {"z": "\ud83d"}], "ok": 1.5}
+    assert surrogates_replaced(received) == {"k\ufffd": ["x\ufffdy", {"z": "\ufffd"}], "ok": 1.5}
+    chain: Any = "\ud800"
+    for _ in range(5000):  # deeper than recursion could walk
+        chain = [chain]
+    replaced = surrogates_replaced(chain)
+    assert unencodable_path(replaced) is None and nesting_depth(replaced, 6000) == 5000
+
+
+def test_unencodable_path_with_numbers_finds_a_float_that_is_not_finite() -> None:
+    value = {"a": [1.5, {"b": float("nan")}], "c": 10**400}
+    assert unencodable_path(value) is None
+    assert unencodable_path(value, numbers=True) == ["a", 1, "b"]
+    assert unencodable_path([float("-inf")], numbers=True) == [0]

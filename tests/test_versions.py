@@ -7,11 +7,13 @@ from typing import Any
 
 import anyio
 import pytest
+from mcp import Client
 
 from awb.errors import AdmissionFailed, ExecutionError, InvalidParams, VersionConflict
 from awb.events import Event
+from awb.server.mcp import McpFace
 from awb.workbench import Workbench
-from support import add_tool
+from support import ADD_CODE, add_tool
 
 pytestmark = pytest.mark.anyio
 
@@ -162,9 +164,11 @@ async def test_two_updates_built_on_the_same_version_do_not_lose_one_another(wor
     current = workbench.resolve("add_numbers")
     assert (current.version, current.code, current.description) == (2, updated[0].code, updated[0].description)
     assert [v.version for v in workbench.store.versions(current.tool_id)] == [1, 2]
-    # Sent again, the update is built on version 2 and keeps its change.
-    again = await workbench.update("add_numbers", description="Add two numbers, described anew")
-    assert again.version == 3 and again.code == current.code
+    # The update that lost, sent again, is built on version 2: both changes are current.
+    lost = next(label for label, outcome in outcomes.items() if isinstance(outcome, VersionConflict))
+    fields = {"description": "Add two numbers, described anew"} if lost == "description" else {"code": DOUBLE_SUM}
+    again = await workbench.update("add_numbers", **fields)
+    assert (again.version, again.code, again.description) == (3, DOUBLE_SUM, "Add two numbers, described anew")
 
 
 async def test_a_rollback_from_a_version_another_writer_replaced_meanwhile_is_a_conflict(
@@ -201,3 +205,31 @@ async def test_an_older_record_named_like_a_tool_id_can_still_be_updated(workben
         await workbench.craft({**add_tool(), "name": "tool_0123456789abcdee"})
     updated = await workbench.update(tool.tool_id, description="Add two numbers, again")
     assert (updated.version, updated.name) == (2, "tool_0123456789abcdef")
+
+
+async def test_an_update_that_changes_nothing_writes_no_version_and_evicts_no_history(
+    workbench: Workbench,
+) -> None:
+    """A client retrying an update (its answer lost to a timeout) wrote the same version again on each try, and
+    past `max_versions_per_tool` the copies pushed the tool's earlier versions out of its history."""
+    workbench.config.max_versions_per_tool = 3
+    tool = await workbench.craft(add_tool())
+    await workbench.update(tool.name, code=DOUBLE_SUM)
+    events: list[Event] = []
+    workbench.events.subscribe(events.append)
+    for _ in range(3):
+        same = await workbench.update(tool.name, code=DOUBLE_SUM, description=tool.description)
+        assert (same.version, same.parent_version) == (2, 2)  # as a rollback to the current version says
+    assert events == []
+    assert [v.version for v in workbench.inspect(tool.name).versions] == [1, 2]
+    changed = await workbench.update(tool.name, **MULTIPLY)
+    assert (changed.version, changed.parent_version) == (3, 2)
+
+
+async def test_awb_update_that_changes_nothing_says_unchanged(workbench: Workbench) -> None:
+    await workbench.craft(add_tool())
+    async with Client(McpFace(workbench).server) as client:
+        with anyio.fail_after(30):
+            result = await client.call_tool("awb_update", {"name": "add_numbers", "code": ADD_CODE})
+    assert result.structured_content is not None and not result.is_error
+    assert result.structured_content["status"] == "unchanged" and result.structured_content["version"] == 1

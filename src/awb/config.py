@@ -348,6 +348,8 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
                 f"config file {file} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
                 path=str(file),
             ) from exc
+        except RecursionError:  # nested past the decoder's stack: was internal_error from every command
+            raise ConfigError(f"config file {file} is JSON nested too deeply to read", path=str(file)) from None
         if not isinstance(loaded, dict):
             raise ConfigError(f"config file {file} must hold a JSON object", path=str(file))
         data = loaded

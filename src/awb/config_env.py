@@ -87,7 +87,7 @@ def _not_json(model: type[BaseModel], known: Mapping[str, str]) -> ConfigError |
             continue
         try:
             json.loads(value)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested past the decoder's stack
             name = variable.upper()
             annotation = _annotation_of(model, variable)
             shape = "a list" if list in (annotation, get_origin(annotation)) else "an object"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from awb.text import MAX_MESSAGE_CHARS, bounded, cap_text
+from awb.text import MAX_MESSAGE_CHARS, NOT_UNICODE, bounded, cap_text, unencodable_path, without_surrogates
 
 
 class AwbError(Exception):
@@ -21,8 +21,9 @@ class AwbError(Exception):
     exit_code: ClassVar[int] = 1
 
     def __init__(self, message: str, **details: Any) -> None:
-        # Messages quote what tools and agents sent; capped here, once, for every face and log line.
-        message = cap_text(str(message), MAX_MESSAGE_CHARS)
+        # Messages quote what tools, agents and providers sent; capped here, once, for every face and log
+        # line, and made text every face can encode (a lone surrogate in a provider's message was a 500).
+        message = without_surrogates(cap_text(str(message), MAX_MESSAGE_CHARS))
         super().__init__(message)
         self.message = message
         self.details: dict[str, Any] = details
@@ -58,6 +59,17 @@ class InvalidParams(AwbError):
             message,
             errors=[{"path": "/" + "/".join(str(p) for p in e["loc"]), "message": e["msg"]} for e in exc.errors()[:20]],
         )
+
+
+def check_unicode(value: Any, field: str) -> None:
+    """`InvalidParams` when `value` (text, or a JSON-like value) holds text that is not valid Unicode: a
+    lone surrogate, which a `\\ud800` escape in JSON decodes to, and Python makes of each byte of a
+    command-line argument that is not UTF-8. Checked where input starts a run: past that point it failed
+    wherever it met UTF-8 (a model request: `model_error`; the printed result: `internal_error`)."""
+    path = unencodable_path(value)
+    if path is not None:
+        where = "/".join([field, *(str(step) for step in path)])
+        raise InvalidParams(f"{where} holds {NOT_UNICODE}: give UTF-8 text", field=where)
 
 
 class NameConflict(AwbError):

@@ -4,8 +4,8 @@ The tool record always holds its current version; `tool_versions` holds the vers
 `max_versions_per_tool` of them: a new version past it removes the oldest, never the current one.
 `parent_version` is the version that was current before this one became current (by update or rollback).
 What `update` and `rollback` return is the record with `parent_version` the version current when the
-request came: a rollback to the version already current changes nothing, and returns `parent_version`
-equal to `version` (the record keeps its own).
+request came: a rollback to the version already current, or an update that gives the current version's
+fields again, changes nothing, and returns `parent_version` equal to `version` (the record keeps its own).
 A deleted tool neither gains a version nor rolls back (`tool_deleted`), even when the delete comes from
 another server while the update is tested.
 Usage counters stay on the tool across versions; per-version usage and failures live on the versions.
@@ -128,6 +128,11 @@ async def update(
         )
     except ValidationError as exc:
         raise InvalidParams.of_model("invalid update", exc) from None
+    if _same_version(tool, request):
+        # Nothing to write, as for a rollback to the current version. A client retrying an update whose
+        # answer it lost wrote the same version again on each try, and past `max_versions_per_tool`
+        # the copies pushed the tool's earlier versions out of its history.
+        return tool.model_copy(update={"parent_version": tool.version})
     await workbench.validate_craft(request)
     problems = equip_problems(request.input_schema)
     if tool.equipped and problems:
@@ -186,6 +191,18 @@ async def update(
         Event("updated", tool.tool_id, {"version": number, "previous": tool.version, "equipped": tool.equipped})
     )
     return tool.model_copy(update=fields)
+
+
+def _same_version(tool: Tool, request: CraftRequest) -> bool:
+    """Whether `request` (fields left out taken from `tool`, and normalised as a craft's) is the version
+    `tool` has now."""
+    return (
+        request.code == tool.code
+        and request.description == tool.description
+        and request.input_schema == tool.input_schema
+        and request.output_schema == tool.output_schema
+        and request.examples == tool.examples
+    )
 
 
 def rollback(workbench: Bench, ref: str, to_version: int) -> Tool:

@@ -5,6 +5,8 @@ Anything a tool or an agent sent can come back in an error; these keep what come
 
 from __future__ import annotations
 
+import math
+import re
 from itertools import chain
 from typing import Any
 
@@ -99,15 +101,19 @@ def nesting_depth(value: Any, limit: int) -> int:
 
 #: How errors name what `unencodable_path` finds.
 NOT_UNICODE = "text that is not valid Unicode (a lone surrogate, \\ud800-\\udfff)"
+#: How errors name what `unencodable_path(..., numbers=True)` finds besides text.
+NOT_A_JSON_NUMBER = "a number JSON cannot carry (NaN or Infinity, which a number past ±1.8e308 also becomes)"
 
 #: A value's place: its key or index and its parent's place (None at the top).
 _Link = tuple[str | int, Any] | None
 
 
-def unencodable_path(value: Any) -> list[str | int] | None:
+def unencodable_path(value: Any, *, numbers: bool = False) -> list[str | int] | None:
     """Where a JSON-like value holds text no UTF-8 wire can carry (a lone surrogate, which `json.loads`
     accepts from a `\\ud800` escape), as the keys and indexes that lead to it; None when it holds none.
-    A key is checked as well as a value. Without recursion; ASCII text costs no encoding.
+    A key is checked as well as a value. Without recursion; ASCII text costs no encoding. With `numbers`,
+    a float that is not finite is found too: JSON has no such number, yet the decoders take the tokens
+    `NaN` and `Infinity`, and read a number past the float range (`1e309`) as infinity.
 
     Run on every MCP call's arguments, on the event loop, so its cost is bounded by what the body limit
     lets in (4 MiB): a small value is walked node by node; a bigger one is first checked a level at a
@@ -115,13 +121,13 @@ def unencodable_path(value: Any) -> list[str | int] | None:
     parse), and only text found to be bad is then located, by a walk of at most `LOCATE_NODES` nodes.
     Past those the place is given as `UNLOCATED`."""
     try:
-        return _walk(value, SMALL_NODES)
+        return _walk(value, SMALL_NODES, numbers)
     except _TooBig:
         pass
-    if _all_encodable(value):
+    if _all_encodable(value, numbers):
         return None
     try:
-        found = _walk(value, LOCATE_NODES)
+        found = _walk(value, LOCATE_NODES, numbers)
     except _TooBig:
         found = None
     return list(UNLOCATED) if found is None else found
@@ -142,7 +148,7 @@ class _TooBig(Exception):
 _SEQUENCES = (list, tuple)
 
 
-def _walk(value: Any, budget: int) -> list[str | int] | None:
+def _walk(value: Any, budget: int, numbers: bool) -> list[str | int] | None:
     """The path to the first bad text (None: there is none); `_TooBig` past `budget` nodes.
 
     Each value carries a link to its parent's (key, link), and the path is spelled out only for the text
@@ -156,6 +162,9 @@ def _walk(value: Any, budget: int) -> list[str | int] | None:
         if isinstance(node, str):
             if not _encodes(node):
                 return _spelled(link)
+        elif isinstance(node, float):
+            if numbers and not math.isfinite(node):
+                return _spelled(link)
         elif isinstance(node, dict | list | tuple) and len(node) > budget:
             raise _TooBig  # before its children are stacked: that alone would cost time in its size
         elif isinstance(node, dict):
@@ -168,9 +177,10 @@ def _walk(value: Any, budget: int) -> list[str | int] | None:
     return None
 
 
-def _all_encodable(value: Any) -> bool:
-    """Whether every text in a value (keys included) encodes, a level at a time: each level's texts are
-    joined and checked at once, its containers' children gathered by C-level list operations.
+def _all_encodable(value: Any, numbers: bool) -> bool:
+    """Whether every text in a value (keys included) encodes, and with `numbers` every float is finite, a
+    level at a time: each level's texts are joined and checked at once, its containers' children
+    gathered by C-level list operations.
 
     Types are matched exactly (`type(node) is str`, four times quicker than `isinstance` here): the
     values checked are what `json.loads` makes, never subclasses."""
@@ -178,6 +188,8 @@ def _all_encodable(value: Any) -> bool:
     while level:
         texts = [node for node in level if type(node) is str]
         if texts and not _encodes("".join(texts)):
+            return False
+        if numbers and not all(map(math.isfinite, [node for node in level if type(node) is float])):
             return False
         dicts = [node for node in level if type(node) is dict]
         sequences = [node for node in level if type(node) in _SEQUENCES]
@@ -189,6 +201,44 @@ def _all_encodable(value: Any) -> bool:
             )
         )
     return True
+
+
+#: A code point of the surrogate range in a `str`: always a lone one, as decoders join a valid pair into one.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+#: What a lone surrogate becomes: U+FFFD, as a UTF-8 decoder replaces bytes it cannot read.
+REPLACEMENT_CHARACTER = "\ufffd"
+
+
+def without_surrogates(text: str) -> str:
+    """`text` with each lone surrogate replaced by U+FFFD (`text` itself when it holds none)."""
+    return text if _encodes(text) else _SURROGATE.sub(REPLACEMENT_CHARACTER, text)
+
+
+def surrogates_replaced(value: Any) -> Any:
+    """A JSON-like value received from elsewhere (a model provider, a web service), with each lone
+    surrogate in its text, keys included, replaced by U+FFFD; `value` itself when it holds none.
+
+    `json.loads` turns a `\\ud800` escape into one, and the text then fails wherever it meets UTF-8
+    (SQLite, a response's encoder): a model's answer holding one ended its REST run in a 500 after the
+    run had finished. Without recursion: the value can nest as deeply as the decoder allowed."""
+    if unencodable_path(value) is None:
+        return value
+    root = [value]
+    stack: list[tuple[Any, Any]] = [(root, 0)]
+    while stack:
+        parent, key = stack.pop()
+        node = parent[key]
+        if isinstance(node, str):
+            parent[key] = without_surrogates(node)
+        elif isinstance(node, dict):
+            copy = {without_surrogates(k) if isinstance(k, str) else k: v for k, v in node.items()}
+            parent[key] = copy
+            stack.extend((copy, k) for k in copy)
+        elif isinstance(node, list | tuple):
+            items = list(node)
+            parent[key] = items
+            stack.extend((items, index) for index in range(len(items)))
+    return root[0]
 
 
 def _spelled(link: _Link) -> list[str | int]:

@@ -11,7 +11,7 @@ import uvicorn
 from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel
 
-from awb.agents import Agent, mcp_replies, run_agent
+from awb.agents import Agent, mcp_http, run_agent
 from awb.agents.mcp_client import connect_servers
 from awb.agents.models import Prompt, ScriptedModel
 from awb.agents.toolbox import ToolSpec
@@ -112,10 +112,10 @@ async def test_a_server_that_goes_away_mid_run_fails_the_next_call_not_the_run()
     assert error.message.startswith("MCP server 'math' is no longer reachable: ")
 
 
-async def test_a_tool_reply_over_the_size_limit_fails_that_server_not_the_process(
+async def test_a_tool_reply_over_the_size_limit_fails_that_call_not_the_process(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(mcp_replies, "MAX_MCP_REPLY_BYTES", 100_000)
+    monkeypatch.setattr(mcp_http, "MAX_REPLY_BYTES", 100_000)
     server = MCPServer("big")
 
     @server.tool()
@@ -137,9 +137,11 @@ async def test_a_tool_reply_over_the_size_limit_fails_that_server_not_the_proces
                     assert spec is not None
                     small = await box.call(spec, {"size": 1000})
                     big = await box.call(spec, {"size": 1_000_000})
+                    after = await box.call(spec, {"size": 1000})
             finally:
                 http.should_exit = True
     sock.close()
     assert small.ok
-    assert (big.ok, big.error_code) == (False, "server_unavailable")
+    assert (big.ok, big.error_code) == (False, "transport_error")
     assert "over the 100000-byte limit" in big.message()
+    assert after.ok  # the server was not given up for it

@@ -63,6 +63,12 @@ def test_a_missing_or_broken_servers_file_is_a_config_error(tmp_path: Path) -> N
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(ConfigError, match="is not valid JSON"):
         load_servers_file(tmp_path / "bad.json")
+    deep = '{"mcpServers": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    (tmp_path / "deep.json").write_text(deep)
+    with pytest.raises(ConfigError, match="nested too deeply"):  # was RecursionError: internal_error
+        load_servers_file(tmp_path / "deep.json")
+    with pytest.raises(ConfigError, match="nested too deeply"):
+        configured_servers(deep, base=tmp_path)
 
 
 def test_the_config_value_may_be_inline_json_a_path_or_a_map(tmp_path: Path) -> None:

@@ -35,7 +35,8 @@ def user_text(body: dict[str, Any]) -> str:
 
 @dataclass
 class FakeServer:
-    """Answers each POST from a queue of replies, or with `responder` when the queue is empty."""
+    """Answers each POST from a queue of replies, or with `responder` when the queue is empty. A reply is
+    JSON-encoded, unless it is bytes (a body JSON cannot be made of, such as one nested past its encoder)."""
 
     url: str = ""
     replies: list[Reply] = field(default_factory=list)
@@ -70,7 +71,7 @@ def serving(fake: FakeServer) -> Iterator[FakeServer]:
             body = json.loads(self.rfile.read(length) or b"{}")
             fake.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
             status, reply = fake.answer(self.path, body)
-            data = json.dumps(reply).encode()
+            data = reply if isinstance(reply, bytes) else json.dumps(reply).encode()  # bytes: sent as they are
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))

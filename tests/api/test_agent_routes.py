@@ -393,3 +393,40 @@ async def test_a_run_cancelled_by_its_caller_still_logs_how_it_ended(
         service.close()
     assert [e.kind for e in entries] == ["run_start", "run_end"]
     assert entries[-1].data["status"] == "cancelled"
+
+
+def test_a_field_the_request_does_not_take_is_a_400_naming_it_before_any_model_request(
+    api: Api, fake_model: FakeServer
+) -> None:
+    """A misspelt `sessionId` was dropped without a word: the run went to a new session, and the client lost
+    the conversation it meant to continue."""
+    for path, body, field in (
+        ("/api/agents/run", {"blueprint": blueprint(), "message": "hi", "sessionId": "chat-1"}, "sessionId"),
+        ("/api/instructions/improve", {"instructions": "be brief", "goal": "cite sources"}, "goal"),
+    ):
+        response = api.post(path, body)
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert error["code"] == "bad_request" and error["details"]["errors"][0]["path"] == field, error
+    assert fake_model.requests == []
+
+
+def test_a_run_that_fails_unexpectedly_is_a_500_and_its_log_still_says_how_it_ended(
+    api: Api, fake_model: FakeServer, fake_tavily: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only awb's own errors and cancellation were logged as the run's end: anything else (a bug in a tool's
+    handler) left a log with a start and no end, as if the run were still going."""
+
+    def broken(url: str, domains: list[str]) -> bool:
+        raise RuntimeError("secret internal state")
+
+    monkeypatch.setattr("awb.blueprints.tavily.domain_allowed", broken)
+    fake_model.queue(tool_call("tavily__search", {"query": "q"}))
+    fake_tavily.queue(tavily_results("https://example.com/a"))
+    response = api.post(
+        "/api/agents/run", {"blueprint": blueprint(arms=[TAVILY]), "message": "hi", "session_id": "bug"}
+    )
+    assert response.status_code == 500 and response.json()["error"]["code"] == "internal_error"
+    entries = api.get("/api/agents/logs", session_id="bug").json()["entries"]
+    assert [e["kind"] for e in entries] == ["run_start", "tool_call", "run_end"]
+    assert entries[-1]["data"]["status"] == "internal_error" and "secret" not in json.dumps(entries)

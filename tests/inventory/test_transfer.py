@@ -99,3 +99,25 @@ def test_a_record_holding_a_lone_surrogate_is_refused_at_its_line_and_nothing_is
     with pytest.raises(InvalidParams, match=r"line 3: .*description holds text that is not valid Unicode"):
         import_lines(store, lambda: lines)
     assert store.get("tool_fine") is None and store.get("tool_odd") is None
+
+
+@pytest.mark.parametrize(
+    ("odd", "said"),
+    [
+        # `json.loads` takes NaN: a schema holding one was stored so, and listed with null in its place
+        ('"input_schema": {"type": "object", "maximum": NaN}', r"line 3: .*input_schema/maximum holds a number JSON"),
+        ('"input_schema": ' + "[" * 100_000 + "]" * 100_000, r"line 3 is JSON nested too deeply"),  # was internal_error
+    ],
+)
+def test_a_record_json_cannot_hold_is_refused_at_its_line_and_nothing_is_written(
+    store: Store, tmp_path: Path, odd: str, said: str
+) -> None:
+    source = older_inventory(tmp_path / "older.db", older_tool("fine", []))
+    lines = list(export_lines(source))
+    source.close()
+    assert '"input_schema": {"type": "object"}' in lines[1]
+    odd_line = lines[1].replace("tool_fine", "tool_odd").replace('"name": "fine"', '"name": "odd"')
+    lines.append(odd_line.replace('"input_schema": {"type": "object"}', odd))
+    with pytest.raises(InvalidParams, match=said):
+        import_lines(store, lambda: lines)
+    assert store.get("tool_fine") is None and store.get("tool_odd") is None

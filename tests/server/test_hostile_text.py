@@ -8,6 +8,7 @@ POST raw bodies to the real app.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import anyio
@@ -91,3 +92,37 @@ def test_unencodable_path_finds_keys_and_values_at_any_depth() -> None:
     assert unencodable_path({"a": ["ok", {"b": "\udfff"}]}) == ["a", 1, "b"]
     assert unencodable_path({"a": {"\ud800": 1}}) == ["a", "\ud800"]
     assert unencodable_path("\ud800") == []
+
+
+@pytest.mark.parametrize("number", [math.nan, math.inf, -math.inf])
+@pytest.mark.parametrize(
+    ("tool", "arguments", "path"),
+    [
+        # was the tool's failure (invalid_output, or a SyntaxError in JavaScript), counted against the tool
+        ("awb_call", {"name": "add_numbers", "params": {"a": None, "b": 2}}, "/params/a"),
+        ("add_numbers", {"a": None, "b": 2}, "/a"),
+        # was stored with `"maximum": null` in its place
+        (
+            "awb_craft",
+            {**add_tool("other"), "input_schema": {"type": "object", "maximum": None}},
+            "/input_schema/maximum",
+        ),
+    ],
+)
+async def test_a_number_json_cannot_carry_is_invalid_params_at_its_path(
+    workbench: Workbench, config: Config, tool: str, arguments: dict[str, Any], path: str, number: float
+) -> None:
+    """`NaN`, `Infinity` and a number past the float range (`1e309`, which decodes to Infinity) are read by
+    every transport's parser; json.dumps writes the first two as such tokens."""
+    await workbench.craft(add_tool())
+    workbench.equip("add_numbers")
+    arguments = json.loads(json.dumps(arguments).replace("null", json.dumps(number)))
+    with anyio.fail_after(60):
+        async with serving(workbench, config) as running, httpx.AsyncClient(timeout=30) as http:
+            reply = await post_call(http, running.url, tool, arguments)
+            assert reply["result"]["isError"] is True
+            error = reply["result"]["structuredContent"]["error"]
+            assert error["code"] == "invalid_params" and error["details"]["errors"][0]["path"] == path, error
+            assert "a number JSON cannot carry" in error["message"]
+    assert workbench.store.get_by_name("other") is None
+    assert workbench.inspect("add_numbers").tool.failure_count == 0

@@ -275,3 +275,27 @@ def test_a_request_whose_id_mcp_does_not_take_is_answered_invalid_request(tmp_pa
     assert [e["error"]["code"] for e in errors] == [-32600] * 4
     assert all("must be a string or an integer" in e["error"]["message"] for e in errors)
     assert any(m.get("id") == 9 and m["result"] == {} for m in map(json.loads, done.stdout.splitlines()))
+
+
+@pytest.mark.parametrize("stdin", ["pipe", "file"])
+def test_a_cancellation_naming_no_request_id_mcp_takes_is_ignored_and_the_session_goes_on(
+    tmp_path: Path, stdin: str
+) -> None:
+    """A `requestId` that is a list or an object ended the server (both transports) before it answered
+    anything more; a cancellation of a request never sent, or already answered, never did."""
+    odd = [
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id}}
+        for request_id in ([1], {"a": 1}, 1.5, None, 999, 1)
+    ]
+    answers = session_answers(
+        tmp_path, rpc(1, "ping"), *odd, rpc(2, "ping"), stdin_file=tmp_path / "in.jsonl" if stdin == "file" else None
+    )
+    assert answers[1]["result"] == {} and answers[2]["result"] == {}
+
+
+def test_a_line_nested_past_the_json_decoder_is_an_invalid_request_and_the_session_goes_on(tmp_path: Path) -> None:
+    """Nested past the SDK's parser and then past `json.loads`: RecursionError ended the server."""
+    deep = '{"jsonrpc": "2.0", "id": 5, "method": "ping", "params": {"a": ' + "[" * 100_000 + "]" * 100_000 + "}}"
+    answers = session_answers(tmp_path, rpc(1, "ping"), deep, "[" * 100_000, rpc(2, "ping"))
+    assert answers[1]["result"] == {} and answers[2]["result"] == {}
+    assert answers[None]["error"]["code"] == -32600

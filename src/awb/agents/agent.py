@@ -27,7 +27,7 @@ from pydantic import BaseModel, ValidationError
 from awb.agents.budget import Budget
 from awb.agents.errors import AgentDefinitionError, validation_errors
 from awb.agents.models.settings import ModelSettings
-from awb.errors import InvalidParams
+from awb.errors import InvalidParams, check_unicode
 
 if TYPE_CHECKING:
     from awb.agents.models.base import Model
@@ -111,15 +111,18 @@ class Agent:
         """Validate input given as a model, a dict, JSON text, or a plain string for one field."""
         try:
             if isinstance(value, cls.Input):
-                return value
-            if isinstance(value, str):
-                return cls._parse_text(value)
-            return cls.Input.model_validate(value)
+                task = value
+            elif isinstance(value, str):
+                task = cls._parse_text(value)
+            else:
+                task = cls.Input.model_validate(value)
         except ValidationError as err:
             raise InvalidParams(
                 f"invalid input for agent {cls.mode!r}",
                 errors=validation_errors(err),
             ) from None
+        check_unicode(task.model_dump(), "input")
+        return task
 
     @classmethod
     def _parse_text(cls, text: str) -> BaseModel:

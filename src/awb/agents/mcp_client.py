@@ -18,7 +18,6 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import httpx2
 from mcp import Client, MCPError
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -27,8 +26,9 @@ from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, TextContent, Tool
 
+from awb.agents import mcp_http
 from awb.agents.errors import ServerUnavailable
-from awb.agents.mcp_replies import capped_client
+from awb.agents.mcp_http import mcp_http_client
 from awb.agents.toolbox import Handler, Lister, ListWatch, Toolbox, ToolOutcome, ToolSpec
 from awb.errors import underlying
 
@@ -89,14 +89,8 @@ async def _open(stack: AsyncExitStack, target: ServerTarget, watch: ListWatch, t
 
     http_target = HttpServer(target) if isinstance(target, str) and _is_url(target) else target
     if isinstance(http_target, HttpServer):
-        # The SDK's own defaults: 30 s per operation, 5 min for a server-sent event stream to speak.
-        limits = httpx2.Timeout(30.0, read=300.0)
-        if http_target.public_only:
-            from awb.agents.public_reach import PublicOnlyTransport
-
-            client = capped_client(http_target.headers, limits, PublicOnlyTransport(), trust_env=False)
-        else:
-            client = capped_client(http_target.headers, limits)
+        # Through a client of ours, whose replies are capped (awb.agents.mcp_http).
+        client = mcp_http_client(http_target.headers, public_only=http_target.public_only)
         http = await stack.enter_async_context(client)
         transport = streamable_http_client(http_target.url, http_client=http)
         return await stack.enter_async_context(
@@ -202,10 +196,16 @@ def _handler(link: _Link, tool: str) -> Handler:
 
 
 async def _list_tools(client: Client) -> list[Tool]:
+    """Every page of the server's tool list, at most `_MAX_PAGES` of them and one reply's worth of bytes."""
     tools: list[Tool] = []
     cursor: str | None = None
+    listed = 0
     for _ in range(_MAX_PAGES):
         page = await client.list_tools(cursor=cursor)
+        # Each page is one reply, capped; pages on pages must not pile up more than one reply's worth.
+        listed += sum(len(tool.model_dump_json()) for tool in page.tools)
+        if listed > mcp_http.MAX_REPLY_BYTES:
+            raise ServerUnavailable(f"the server's tool list is over {mcp_http.MAX_REPLY_BYTES} bytes")
         tools.extend(page.tools)
         cursor = page.next_cursor
         if cursor is None:

@@ -81,6 +81,8 @@ def load_servers_file(path: Path, environ: Mapping[str, str] | None = None) -> d
         raise ConfigError(f"MCP servers file not found: {path}", path=str(path)) from None
     except json.JSONDecodeError as err:
         raise ConfigError(f"MCP servers file {path} is not valid JSON: {err}", path=str(path)) from None
+    except RecursionError:  # nested past the decoder's stack: was internal_error
+        raise ConfigError(f"MCP servers file {path} is JSON nested too deeply to read", path=str(path)) from None
     return parse_servers(data, source=str(path), base=path.parent, environ=environ)
 
 
@@ -97,5 +99,7 @@ def configured_servers(
                 return parse_servers(json.loads(stripped), source="mcp_servers", base=base, environ=environ)
             except json.JSONDecodeError as err:
                 raise ConfigError(f"mcp_servers is not valid JSON: {err}") from None
+            except RecursionError:
+                raise ConfigError("mcp_servers is JSON nested too deeply to read") from None
         return load_servers_file(base / stripped, environ)
     return parse_servers(dict(setting), source="mcp_servers", base=base, environ=environ)

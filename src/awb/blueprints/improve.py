@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from awb.agents.agent import Agent
 from awb.agents.budget import Budget
@@ -19,6 +19,8 @@ from awb.errors import AwbError
 
 
 class ImproveRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt `goal` is an error, not a request without goals
+
     instructions: str = Field(max_length=catalog.SYSTEM_PROMPT_MAX_CHARS, description="The current system prompt.")
     goals: str = Field("", max_length=2000, description="What the improvement should achieve.")
 

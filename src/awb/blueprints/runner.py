@@ -130,6 +130,15 @@ async def run_blueprint(
         with anyio.CancelScope(shield=True), anyio.move_on_after(_SAVE_ON_CANCEL_SECONDS):
             await anyio.to_thread.run_sync(store.append_logs, session_id, journal.entries)
         raise
+    except Exception:
+        # Not awb's own error (a bug in a tool's handler): the face answers with its generic error and keeps
+        # the details in the server log; the run's log, which was lost whole, says what ran and that it
+        # ended so. The exception's text stays out of it, as it stays out of the face's answer.
+        latency_ms = round((anyio.current_time() - started) * 1000, 3)
+        error = {"code": "internal_error", "message": "the run failed unexpectedly; see the server log", "details": {}}
+        journal.log("run_end", status="internal_error", latency_ms=latency_ms, error=error)
+        await anyio.to_thread.run_sync(store.append_logs, session_id, journal.entries)
+        raise
     latency_ms = round((anyio.current_time() - started) * 1000, 3)
     response = str((results[-1].output or {}).get("response", "")) if failure is None else ""
     status = "ok" if failure is None else failure.code

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from awb.blueprints.compile import Turn
 from awb.blueprints.journal import LogEntry
-from awb.errors import InvalidParams
+from awb.errors import InvalidParams, check_unicode
 
 #: Sessions the panel's overview lists, newest first.
 SESSIONS_SHOWN = 100
@@ -33,6 +33,7 @@ def check_run_input(message: str, session_id: str | None) -> None:
         raise InvalidParams(
             f"the message must be 1 to {MAX_MESSAGE_CHARS} characters (got {len(message)})", field="message"
         )
+    check_unicode(message, "message")
     if session_id is not None and not _SESSION_ID.match(session_id):
         raise InvalidParams(
             f"session id {session_id[:140]!r} is not 1 to 128 of A-Z a-z 0-9 _ . : -", field="session_id"

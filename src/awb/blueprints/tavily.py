@@ -14,6 +14,7 @@ import httpx
 from awb.agents.toolbox import Handler, ToolOutcome, ToolSpec
 from awb.blueprints.journal import RunJournal
 from awb.blueprints.schema import TavilySearchArm
+from awb.text import surrogates_replaced
 
 DEFAULT_BASE_URL = "https://api.tavily.com"
 TOOL_NAME = "tavily.search"
@@ -74,9 +75,9 @@ def tavily_handler(
         if response.status_code >= 400:
             return ToolOutcome(ok=False, payload=f"Tavily returned HTTP {response.status_code}: {response.text[:300]}")
         try:
-            data = response.json()
-        except ValueError:
-            return ToolOutcome(ok=False, payload="Tavily returned a body that is not JSON")
+            data = surrogates_replaced(response.json())
+        except (ValueError, RecursionError):  # RecursionError: nested past the decoder's stack
+            return ToolOutcome(ok=False, payload="Tavily returned a body that is not JSON (or nested too deeply)")
         results = data.get("results") if isinstance(data, dict) else None
         if not isinstance(results, list):
             return ToolOutcome(ok=False, payload="Tavily returned no result list")

@@ -43,7 +43,7 @@ class ServerRecord:
         """The record in a pid file, or None when the file holds something else."""
         try:
             data: Any = json.loads(text)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return None
         if isinstance(data, int) and data > 0:  # a bare pid, as older versions wrote
             return cls(pid=data, transport="")

@@ -29,7 +29,7 @@ from awb.errors import InvalidParams, NameConflict
 from awb.inventory.models import CallRecord, Tool, ToolVersion, normal_tags
 from awb.inventory.store import Store
 from awb.safe_text import visible
-from awb.text import NOT_UNICODE, unencodable_path
+from awb.text import NOT_A_JSON_NUMBER, NOT_UNICODE, unencodable_path
 
 FORMAT = "awb-inventory"
 #: 2 adds call history, staged writes and blueprint sessions; files of version 1 still import.
@@ -149,6 +149,8 @@ def _parse(lines: Iterable[str]) -> Iterator[_Record]:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InvalidParams(f"line {number} is not JSON: {exc.msg}", line=number) from None
+        except RecursionError:  # nested past the decoder's stack: was internal_error
+            raise InvalidParams(f"line {number} is JSON nested too deeply to read", line=number) from None
         if not header_seen:
             if not isinstance(data, dict) or data.get("format") != FORMAT:
                 raise InvalidParams("not an awb inventory export (no header line)", line=number)
@@ -156,13 +158,16 @@ def _parse(lines: Iterable[str]) -> Iterator[_Record]:
                 raise InvalidParams(f"export format {data.get('version')} is not supported", line=number)
             header_seen = True
             continue
-        bad_text = unencodable_path(data)
-        if bad_text is not None:
-            where = "/".join(str(step) for step in bad_text)
-            raise InvalidParams(
-                f"line {number}: {visible(where)} holds {NOT_UNICODE}",
-                line=number,
-            )
+        # `NaN` and `Infinity` too, which `json.loads` takes: a schema holding one was stored so, and
+        # listed with null in its place.
+        bad = unencodable_path(data, numbers=True)
+        if bad is not None:
+            where = "/".join(str(step) for step in bad)
+            found: Any = data
+            for step in bad:
+                found = found[step]
+            what = NOT_A_JSON_NUMBER if isinstance(found, float) else NOT_UNICODE
+            raise InvalidParams(f"line {number}: {visible(where)} holds {what}", line=number)
         record = _record(number, data)
         if record.kind == "tool":
             tool_id = record.value[0].tool_id

@@ -28,6 +28,7 @@ from awb.agents.pricing import has_price
 from awb.agents.result import RunResult
 from awb.agents.scope import RunScope
 from awb.agents.toolbox import Toolbox
+from awb.errors import check_unicode
 from awb.planner.budget import Budget, BudgetSnapshot
 from awb.planner.calls import CallMade, calls_report
 from awb.planner.discovery import ToolIndex
@@ -98,6 +99,8 @@ async def execute_mcp_task(
     context (the baseline the code-mode benchmark compares against). Full payloads of summarised
     results are stored under `workspace/tool-results/<task_id>/` when a workspace is given.
     """
+    check_unicode(task, "task")
+    check_unicode(extra_context, "extra_context")
     budget = budget or Budget()
     task_id = uuid.uuid4().hex[:12]
     telemetry = TaskTelemetry(task_id, user_id)

@@ -36,7 +36,7 @@ from awb.server.heap import WarmUp
 from awb.server.listing import EquippedListing, tool_names_warning
 from awb.server.notify import ListChangedNotifier
 from awb.server.schemas import INPUT, OUTPUT
-from awb.text import NOT_UNICODE, cap_text, unencodable_path
+from awb.text import NOT_A_JSON_NUMBER, NOT_UNICODE, cap_text, unencodable_path
 from awb.validation import ToolSchema
 from awb.workbench import Workbench
 
@@ -64,16 +64,27 @@ def to_mcp_error(error: AwbError) -> types.CallToolResult:
     )
 
 
-def _not_text(name: str, arguments: dict[str, Any]) -> InvalidParams | None:
-    """The error for a name or arguments holding a lone surrogate, or None. JSON's `\\ud800` escape
-    carries one, and the 2026-07-28 HTTP path parses bodies with `json.loads`, which accepts it; past this
-    point it fails wherever the text meets UTF-8 (SQLite, a tool's worker, the response's encoder)."""
+def _not_json(name: str, arguments: dict[str, Any]) -> InvalidParams | None:
+    """The error for a name or arguments holding a lone surrogate or a number that is not finite, or None.
+
+    JSON's `\\ud800` escape carries a lone surrogate, and the 2026-07-28 HTTP path parses bodies with
+    `json.loads`, which accepts it; past this point it fails wherever the text meets UTF-8 (SQLite, a
+    tool's worker, the response's encoder). Every transport's parser reads `NaN`, `Infinity` and `1e309`
+    as floats that are not finite: a tool handed one failed (`invalid_output` from Python, a JavaScript
+    `SyntaxError`) and the failure was counted against the tool; a schema holding one was stored with
+    `null` in its place."""
     rule = f"{NOT_UNICODE}: send UTF-8 text"
     if unencodable_path(name) is not None:
         return InvalidParams(f"the tool name '{visible(name)}' is {rule}", name=visible(name))
-    path = unencodable_path(arguments)
+    path = unencodable_path(arguments, numbers=True)
     if path is None:
         return None
+    found: Any = arguments
+    for step in path:
+        found = found[step]
+    # The path ends at the value found, or at a key that is the text found (whose value may be anything).
+    if isinstance(found, float) and not (path and unencodable_path(path[-1]) is not None):
+        rule = f"{NOT_A_JSON_NUMBER}: send a finite number"
     pointer = "/" + "/".join(visible(str(step)) for step in path)
     return _invalid_arguments(visible(name), [{"path": pointer, "message": rule}])
 
@@ -215,9 +226,9 @@ class McpFace:
         arguments = {} if arguments is None else arguments
         verb = verb_of(name, self.tool_names)
         try:
-            not_text = _not_text(name, arguments)
-            if not_text is not None:
-                raise not_text
+            not_json = _not_json(name, arguments)
+            if not_json is not None:
+                raise not_json
             if verb is None:
                 return await self._call_equipped(name, arguments, started)
             handler = self._handlers[verb]

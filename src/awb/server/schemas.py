@@ -96,7 +96,10 @@ _VERSION_OUT: dict[str, Any] = {
         "status": {
             "type": "string",
             "enum": ["updated", "rolled_back", "unchanged"],
-            "description": "unchanged: to_version was already current, and nothing was written.",
+            "description": (
+                "unchanged: to_version was already current, or the update's fields were the current "
+                "version's, and nothing was written."
+            ),
         },
         "version": {"type": "integer", "description": "The version now current."},
         "parent_version": {

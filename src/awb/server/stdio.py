@@ -157,6 +157,12 @@ def _unreadable(line: str, error: ValueError) -> types.JSONRPCError:
         return types.JSONRPCError(
             jsonrpc="2.0", id=None, error=types.ErrorData(code=types.PARSE_ERROR, message="Parse error: not JSON")
         )
+    except RecursionError:
+        # JSON nested past the decoder's stack (the SDK's parser gives up far sooner): it raised out of the
+        # line reader and ended the server.
+        log.warning("answered a line of JSON nested too deeply to read (%d bytes)", len(line))
+        message = "Invalid Request: not a JSON-RPC message (nested too deeply)"
+        return types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(code=INVALID_REQUEST, message=message))
     request_id = data.get("id") if isinstance(data, dict) else None
     if not isinstance(request_id, str | int) or isinstance(request_id, bool):
         request_id = None
@@ -195,8 +201,11 @@ class _Outstanding:
         if isinstance(message, types.JSONRPCRequest):
             self._ids.add(message.id)
         elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
-            # The SDK never answers a request its client cancelled.
-            self._ids.discard((message.params or {}).get("requestId"))
+            # The SDK never answers a request its client cancelled. Any JSON can stand where the id should:
+            # a list or an object (unhashable) raised out of the reader and ended the server.
+            cancelled = (message.params or {}).get("requestId")
+            if isinstance(cancelled, str | int):
+                self._ids.discard(cancelled)
 
     def written(self, message: types.JSONRPCMessage) -> None:
         if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and message.id is not None:

@@ -17,6 +17,7 @@ from typing import Any
 from awb.agents.actions import Action, CallTool, Done, RunCode, SpawnSubagent, parse_action
 from awb.agents.errors import MalformedAction, ModelError, TooManyFunctions
 from awb.agents.toolbox import ToolSpec
+from awb.text import surrogates_replaced
 
 DONE = "done"
 #: The most functions one request may offer. OpenAI refuses more than 128 (`array_above_max_length`, at the
@@ -79,7 +80,8 @@ def function_overflow(agent: str, model: object, offered: int, *, code_mode: boo
 
 def _decoded(name: str, arguments: str) -> object:
     try:
-        return json.loads(arguments) if arguments.strip() else {}
+        # Decoded here, not with the reply: the escapes of a lone surrogate are U+FFFD too.
+        return surrogates_replaced(json.loads(arguments)) if arguments.strip() else {}
     except (ValueError, RecursionError):  # RecursionError: nested past the decoder's stack
         raise MalformedAction(
             f"arguments of {name!r} are not valid JSON", function=name, reply=arguments[:200]

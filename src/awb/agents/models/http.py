@@ -23,6 +23,7 @@ import httpx
 from awb.agents.errors import ModelError
 from awb.agents.models.settings import ModelSettings
 from awb.agents.result import Usage
+from awb.text import surrogates_replaced
 
 _RETRY_STATUSES = frozenset({408, 409, 429})
 DEFAULT_TIMEOUT_SECONDS = 120.0
@@ -220,7 +221,9 @@ class ProviderClient:
                     continue
                 carried = _error_in_reply(body)
                 if carried is None:
-                    return body
+                    # A `\\ud800` escape in the reply is a lone surrogate in its text, which no store or
+                    # response can encode: the run finished, then failed to save or send its answer.
+                    return dict(surrogates_replaced(body))
                 self.usage.failed_requests += 1
                 failure, status = f"provider returned an error: {carried[0]}", carried[1]
                 if status is not None and (status >= 500 or status in _RETRY_STATUSES):

@@ -20,13 +20,15 @@ Service = Annotated[BlueprintService, Depends(blueprint_service)]
 
 
 class RunRequest(BaseModel):
+    # A field it does not take is a 400 naming it: a misspelt `sessionId`, dropped, started a new session.
     model_config = ConfigDict(
+        extra="forbid",
         json_schema_extra={
             "oneOf": [
                 {"required": ["blueprint"], "not": {"required": ["blueprint_id"]}},
                 {"required": ["blueprint_id"], "not": {"required": ["blueprint"]}},
             ]
-        }
+        },
     )
 
     message: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
