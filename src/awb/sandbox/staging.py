@@ -154,6 +154,9 @@ LISTED_STATUSES = (PENDING, APPLYING, APPLIED, DISCARDED)
 #: The most staged writes one page of a listing holds: applied and discarded writes are kept, so a
 #: listing of them all grows without end.
 MAX_PAGE = 1000
+#: A page of a listing that does not say how many: the panel's and `awb staged list`'s. Each write may
+#: hold up to `awb.sandbox.host.MAX_WRITE_BYTES`, so a listing of them all could hold gigabytes.
+PAGE = 25
 
 
 def list_staged(
@@ -170,6 +173,25 @@ def list_staged(
         raise InvalidParams(f"no staged-write status {status!r}: one of {', '.join(LISTED_STATUSES)}", status=status)
     if limit is not None and not 1 <= limit <= MAX_PAGE:
         raise InvalidParams(f"a page holds 1 to {MAX_PAGE} staged writes, not {limit}", field="limit")
+    return _read(store, status, after, before, limit)
+
+
+def staged_page(
+    store: StagingStore, status: str | None = PENDING, *, after: int | None = None, limit: int = PAGE
+) -> tuple[list[StagedWrite], int | None]:
+    """The first `limit` writes with `status` and an id past `after` (as `list_staged`), and the id to
+    list the next page from: None on the last page."""
+    if status is not None and status not in LISTED_STATUSES:
+        raise InvalidParams(f"no staged-write status {status!r}: one of {', '.join(LISTED_STATUSES)}", status=status)
+    if not 1 <= limit <= MAX_PAGE:
+        raise InvalidParams(f"a page holds 1 to {MAX_PAGE} staged writes, not {limit}", field="limit")
+    writes = _read(store, status, after, None, limit + 1)  # one more says whether another page follows
+    return writes[:limit], writes[limit - 1].id if len(writes) > limit else None
+
+
+def _read(
+    store: StagingStore, status: str | None, after: int | None, before: int | None, limit: int | None
+) -> list[StagedWrite]:
     # An id past the database's integers is past every write (the database cannot even compare it).
     after = None if after is None else min(max(after, 0), MAX_STORED_INT)
     before = None if before is None else min(max(before, 0), MAX_STORED_INT)
