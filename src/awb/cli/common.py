@@ -7,6 +7,7 @@ commands that use it, when they run.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -73,16 +74,42 @@ def open_store(config: Config) -> SQLiteStore:
     except AwbError:
         raise
     except (sqlite3.Error, OSError) as error:
-        raise InventoryUnreadable(
-            f"cannot open the inventory {config.inventory_path}: {error}", path=str(config.inventory_path)
-        ) from None
+        raise unopenable(config.inventory_path, error) from None
+
+
+def unopenable(path: Path, error: Exception) -> InventoryUnreadable:
+    """`InventoryUnreadable` for the SQLite inventory at `path`, saying why when SQLite does not ("unable
+    to open database file" is all it says of a file or folder this user may not read or write)."""
+    why = str(error)
+    if why == "unable to open database file":
+        try:
+            with open(path, "r+b"):  # only to learn why SQLite could not open it
+                pass
+        except FileNotFoundError:
+            pass
+        except OSError as reason:
+            return InventoryUnreadable(f"cannot open the inventory {path}: {reason.strerror or reason}", path=str(path))
+        if not os.access(path.parent, os.W_OK | os.X_OK):
+            why = f"{path.parent} is not writable (SQLite keeps its journal beside the inventory)"
+    return InventoryUnreadable(f"cannot open the inventory {path}: {why}", path=str(path))
 
 
 def absent_inventory(config: Config) -> Path | None:
     """The SQLite file the config names when it does not exist yet; None when there is an inventory to
     read (or one that is not a file: PostgreSQL, `:memory:`)."""
     path = config.inventory_path
-    return None if config.inventory_url or str(path) == ":memory:" or path.exists() else path
+    return None if config.inventory_url or str(path) == ":memory:" or inventory_exists(path) else path
+
+
+def inventory_exists(path: Path) -> bool:
+    """Whether the SQLite inventory is there; `InventoryUnreadable` when that cannot be told (a folder on
+    the way this user may not enter, such as a `.awb` of another user's)."""
+    try:
+        return path.exists()
+    except OSError as error:
+        raise InventoryUnreadable(
+            f"cannot reach the inventory {path}: {error.strerror or error}", path=str(path)
+        ) from None
 
 
 def inventory_missing(config: Config, config_path: Path | None) -> bool:
