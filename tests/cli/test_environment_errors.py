@@ -172,11 +172,14 @@ def test_doctor_fails_the_inventory_row_whose_existence_cannot_be_told(tmp_path:
 
 
 @pytest.mark.parametrize(
-    "command", [("inventory", "list"), ("db", "status"), ("doctor", "--quick", "--json")], ids=" ".join
+    "command",
+    [("inventory", "list"), ("db", "status"), ("reindex",), ("inventory", "export"), ("doctor", "--quick", "--json")],
+    ids=" ".join,
 )
 def test_an_inventory_sqlite_cannot_open_says_why(tmp_path: Path, command: tuple[str, ...]) -> None:
     # SQLite says only "unable to open database file" (of a folder, or a file this user may not open);
-    # `awb db status` and doctor's store row did not even catch it (an `internal_error`).
+    # `awb db status`, `reindex`, `inventory export` and doctor's store row did not even catch it (an
+    # `internal_error`).
     (tmp_path / "inventory.db").mkdir()
     result = run_awb(tmp_path, *command, env=clean_env(AWB_INVENTORY_PATH=str(tmp_path / "inventory.db")))
     if command[0] == "doctor":

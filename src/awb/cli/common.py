@@ -7,7 +7,6 @@ commands that use it, when they run.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -61,37 +60,9 @@ def config_for(path: Path | None, as_json: bool = False, **overrides: Any) -> Co
 
 def open_store(config: Config) -> SQLiteStore:
     """The inventory, or `InventoryUnreadable` saying why (a directory, a file that is not SQLite...)."""
-    import sqlite3
+    from awb.inventory.open import open_store as open_any
 
-    from awb.inventory.sqlite import SQLiteStore
-
-    if config.inventory_url:
-        from awb.inventory.open import open_store as open_any
-
-        return open_any(config)  # type: ignore[return-value]  # PostgresStore: the same methods
-    try:
-        return SQLiteStore(config.inventory_path)
-    except AwbError:
-        raise
-    except (sqlite3.Error, OSError) as error:
-        raise unopenable(config.inventory_path, error) from None
-
-
-def unopenable(path: Path, error: Exception) -> InventoryUnreadable:
-    """`InventoryUnreadable` for the SQLite inventory at `path`, saying why when SQLite does not ("unable
-    to open database file" is all it says of a file or folder this user may not read or write)."""
-    why = str(error)
-    if why == "unable to open database file":
-        try:
-            with open(path, "r+b"):  # only to learn why SQLite could not open it
-                pass
-        except FileNotFoundError:
-            pass
-        except OSError as reason:
-            return InventoryUnreadable(f"cannot open the inventory {path}: {reason.strerror or reason}", path=str(path))
-        if not os.access(path.parent, os.W_OK | os.X_OK):
-            why = f"{path.parent} is not writable (SQLite keeps its journal beside the inventory)"
-    return InventoryUnreadable(f"cannot open the inventory {path}: {why}", path=str(path))
+    return open_any(config)  # type: ignore[return-value]  # PostgresStore: the same methods
 
 
 def absent_inventory(config: Config) -> Path | None:

@@ -82,7 +82,8 @@ def _read_status(config: Config) -> dict[str, Any]:
     from awb.inventory.sqlite import SCHEMA_VERSION as SQLITE_SCHEMA
 
     version = 0
-    from awb.cli.common import inventory_exists, unopenable
+    from awb.cli.common import inventory_exists
+    from awb.inventory.open import unopenable
 
     if inventory_exists(config.inventory_path):
         try:
