@@ -39,3 +39,13 @@ def test_a_full_disk_is_named_when_sqlite_says_only_disk_io_error(
     monkeypatch.setattr(inventory_open.os, "statvfs", real)
     error = inventory_open.unopenable(tmp_path / "inventory.db", sqlite3.OperationalError(said))
     assert error.message.endswith(said)
+
+
+def test_a_folder_that_cannot_be_made_is_named_with_the_systems_reason(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    with pytest.raises(InventoryUnreadable) as refused:
+        open_store(Config(inventory_path=tmp_path / "file" / "inv" / "inventory.db"))
+    # Before: "... inventory.db: [Errno 20] Not a directory: '.../file/inv'".
+    assert refused.value.message == (
+        f"cannot open the inventory {tmp_path}/file/inv/inventory.db: Not a directory: {tmp_path}/file/inv"
+    )

@@ -37,7 +37,9 @@ def unopenable(path: Path, error: Exception) -> InventoryUnreadable:
     to open database file" is all it says of a file or folder this user may not read or write, and
     "disk I/O error" of a full disk (it cannot make its journal, even to read)."""
     why = str(error)
-    if why == "unable to open database file":
+    if isinstance(error, OSError) and error.strerror:  # making its folder: not Python's "[Errno 13] ..."
+        why = error.strerror if error.filename in (None, str(path)) else f"{error.strerror}: {error.filename}"
+    elif why == "unable to open database file":
         try:
             with open(path, "r+b"):  # only to learn why SQLite could not open it
                 pass
