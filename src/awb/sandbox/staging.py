@@ -8,6 +8,7 @@ both rules are checked again, on the resolved path, when a person applies it.
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from dataclasses import dataclass
@@ -236,7 +237,7 @@ def apply_staged(
         _write_atomically(Path(staged.path), staged.content)
     except OSError as exc:
         store.set_staged_status(staged_id, PENDING, expected=APPLYING)
-        raise InvalidParams(f"cannot write {staged.path}: {exc.strerror or exc}", id=staged_id) from None
+        raise InvalidParams(f"cannot write {staged.path}: {_reason(exc, staged.path)}", id=staged_id) from None
     store.set_staged_status(staged_id, APPLIED, expected=APPLYING)
     return get_staged(store, staged_id)
 
@@ -252,10 +253,22 @@ def discard_staged(store: StagingStore, staged_id: int) -> StagedWrite:
     return get_staged(store, staged_id)
 
 
+def _reason(error: OSError, path: str) -> str:
+    """The system's reason, naming the file it concerns when that is not `path` (a folder on the way)."""
+    reason = error.strerror or str(error)
+    on_the_way = isinstance(error.filename, str) and error.filename in map(str, Path(path).parents)
+    return f"{error.filename}: {reason}" if on_the_way else reason
+
+
 def _write_atomically(path: Path, content: str) -> None:
     if not path.is_absolute():
         raise OSError(f"staged path {path} is not absolute")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):  # a file on the way: "File exists" named neither
+        ways = (path.parent, *path.parent.parents)
+        blocking = next((part for part in ways if part.exists() and not part.is_dir()), path.parent)
+        raise NotADirectoryError(errno.ENOTDIR, "a file, not a folder", str(blocking)) from None
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".awb")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
