@@ -36,6 +36,7 @@ def init(
 ) -> None:
     """Create awb.config.json, the inventory database, a tools/ directory and .awb/.gitignore."""
     from awb.config import config_from, default_config_data, default_config_json
+    from awb.text import os_reason
 
     config_path = directory / CONFIG_FILENAME
     if directory.exists() and not directory.is_dir():
@@ -54,7 +55,7 @@ def init(
         (state_dir / ".gitignore").write_text(AWB_DIR_GITIGNORE, encoding="utf-8")
         _write_atomically(config_path, default_config_json())
     except OSError as error:
-        fail(ConfigError(f"cannot create the workbench in {directory}: {error.strerror or error}"), as_json)
+        fail(ConfigError(f"cannot create the workbench in {directory}: {os_reason(error)}"), as_json)
     except AwbError as error:
         fail(error, as_json)
     if as_json:

@@ -9,6 +9,7 @@ from pathlib import Path
 from awb.config import Config
 from awb.errors import AwbError, InventoryUnreadable
 from awb.inventory.store import Store
+from awb.text import os_reason
 
 
 def open_store(config: Config) -> Store:
@@ -38,7 +39,7 @@ def unopenable(path: Path, error: Exception) -> InventoryUnreadable:
     "disk I/O error" of a full disk (it cannot make its journal, even to read)."""
     why = str(error)
     if isinstance(error, OSError) and error.strerror:  # making its folder: not Python's "[Errno 13] ..."
-        why = error.strerror if error.filename in (None, str(path)) else f"{error.strerror}: {error.filename}"
+        why = error.strerror if error.filename in (None, str(path)) else os_reason(error)
     elif why == "unable to open database file":
         try:
             with open(path, "r+b"):  # only to learn why SQLite could not open it
