@@ -77,7 +77,8 @@ def test_a_validation_that_runs_away_is_still_stopped_by_its_cpu_time(monkeypatc
     began, cpu = time.monotonic(), time.thread_time()
     with pytest.raises(SchemaTooExpensive):
         validation.schema_errors(RUNAWAY.validator, _nested(40))
-    assert 0.2 <= time.thread_time() - cpu < 0.5
+    # Unbounded, it would take 2**40 steps; the margin is for a full garbage collection in a long test run.
+    assert 0.2 <= time.thread_time() - cpu < 2
     assert time.monotonic() - began < 10
 
 
