@@ -26,7 +26,7 @@ from awb.sandbox.host import HostBridge
 from awb.schema_bounds import SchemaTooExpensive, json_equal
 from awb.schema_rules import normalise_schemas
 from awb.text import MAX_RESULT_DEPTH, nesting_depth
-from awb.validation import VALIDATION_SECONDS, ToolSchema, check_tool_schema
+from awb.validation import ToolSchema, check_tool_schema
 
 #: Tool names: what the spec allows (`^[A-Za-z0-9_-]{1,64}$`, matched whole: no trailing newline),
 #: and never a leading '-' (it reads as an option on every command line).
@@ -185,8 +185,9 @@ class AdmissionBudget:
         return int((self._deadline - time.monotonic()) * 1000)
 
     def validation_deadline(self) -> float:
-        """When a schema check inside this admission must stop: its own budget, or the admission's end."""
-        return min(self._deadline, time.monotonic() + VALIDATION_SECONDS)
+        """The admission's end (`time.monotonic()`): a schema check inside it stops there, if its own
+        CPU-time budget (`awb.validation.VALIDATION_SECONDS`) has not stopped it before."""
+        return self._deadline
 
     def limits(self, share: int = 1) -> Limits:
         """Limits for the next step (or for `share` steps together), or `admission_failed` when the

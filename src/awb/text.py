@@ -262,3 +262,13 @@ def _encodes(text: str) -> bool:
 def first_line(exc: BaseException) -> str:
     """An exception's message as one line (its first), or its type's name when it says nothing."""
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def os_reason(error: OSError) -> str:
+    """The system's reason with the file it concerns, as a person reads it (not "[Errno 17] ..."); a
+    folder that could not be made because a file has its name is said so ("File exists" names neither)."""
+    if error.filename is None:
+        return error.strerror or str(error)
+    if isinstance(error, FileExistsError):
+        return f"{error.filename} is a file, not a folder"
+    return f"{error.strerror or error}: {error.filename}"

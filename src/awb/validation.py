@@ -2,7 +2,8 @@
 
 A tool's schema is written by whoever crafts the tool, so it is hostile input. It may only refer to
 itself (`$ref` never reaches a URL or a file), its patterns run on RE2 (linear time, no backtracking),
-its size and nesting are capped, and every validation has a time budget checked at each keyword.
+its size and nesting are capped, and every validation has a time budget checked at each keyword: CPU time
+of the thread that validates, so time spent waiting for the interpreter lock or for a core is not counted.
 
 jsonschema itself is imported on the first check (`_engine`): a process that builds a workbench and
 never validates (`awb doctor`, the CLI's listings) does not pay for it.
@@ -13,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator
@@ -42,6 +42,7 @@ from awb.schema_bounds import (
 )
 from awb.schema_rules import DATA_KEYWORDS, NAME_MAPS
 from awb.text import cap_text
+from awb.validation_budget import ValidationBudget
 
 T = TypeVar("T")
 
@@ -55,7 +56,9 @@ MAX_PATTERN_CHARS = 1000
 #: Validation errors reported per check, and the length of each message (they quote the input).
 MAX_REPORTED_ERRORS = 20
 MAX_ERROR_MESSAGE_CHARS = 500
-#: Time one validation may take; checked before every keyword, so a schema cannot run away with it.
+#: CPU time one validation may take in the thread that runs it (`awb.validation_budget`: waiting for the
+#: interpreter lock or a core is not counted); checked before every keyword, so a schema cannot run away
+#: with it.
 VALIDATION_SECONDS = 2.0
 
 
@@ -130,7 +133,7 @@ def _check_against_the_metaschema(schema: dict[str, Any], field: str) -> None:
     meta = _engine().validator_class(
         Draft202012Validator.META_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER
     )
-    _budget.deadline = time.monotonic() + VALIDATION_SECONDS
+    _budget.arm(VALIDATION_SECONDS)
     try:
         error = best_match(meta.iter_errors(schema))
     except SchemaTooExpensive:
@@ -138,7 +141,7 @@ def _check_against_the_metaschema(schema: dict[str, Any], field: str) -> None:
     except (RecursionError, _unresolvable()):
         raise InvalidParams(f"{field} is not a valid JSON Schema", field=field) from None
     finally:
-        _budget.deadline = float("inf")
+        _budget.disarm()
     if error is not None:
         raise InvalidParams(
             f"{field} is not a valid JSON Schema: {cap_text(error.message, MAX_ERROR_MESSAGE_CHARS)}", field=field
@@ -184,25 +187,15 @@ def _check_pattern(pattern: str, field: str) -> int:
         ) from None
 
 
-def _check_budget() -> None:
-    """Raise `SchemaTooExpensive` once this thread's validation is past its deadline."""
-    if time.monotonic() > _budget.deadline:
-        raise SchemaTooExpensive("validation ran out of its time budget")
-
-
 def _bounded(keyword: Callable[..., Any]) -> Callable[..., Any]:
     def run(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
-        _check_budget()
+        _budget.check()
         return keyword(validator, value, instance, schema)
 
     return run
 
 
-class _Budget(threading.local):
-    deadline = float("inf")
-
-
-_budget = _Budget()
+_budget = ValidationBudget()
 
 
 @dataclass(frozen=True)
@@ -226,7 +219,7 @@ def _engine() -> _Engine:
         "pattern": pattern_keyword,
         "patternProperties": pattern_properties_keyword,
         "additionalProperties": additional_properties_keyword,
-        "uniqueItems": unique_items(_check_budget),
+        "uniqueItems": unique_items(_budget.check),
     }
     validator_class = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
         Draft202012Validator, {name: _bounded(fn) for name, fn in keywords.items()}
@@ -270,24 +263,27 @@ class ToolSchema:
             keywords.update(node)
         return cls(validator, trusted or keywords <= _CHEAP_KEYWORDS, quick_check(schema))
 
-    def problems(self, instance: Any, deadline: float | None = None) -> list[dict[str, str]]:
+    def problems(
+        self, instance: Any, deadline: float | None = None, until: float | None = None
+    ) -> list[dict[str, str]]:
         """Up to MAX_REPORTED_ERRORS errors, in this thread; raises `SchemaTooExpensive` past
-        `deadline` (a `time.monotonic()` value; default: VALIDATION_SECONDS from now)."""
+        `deadline` (this thread's `time.thread_time()`; default: VALIDATION_SECONDS of it from now) or
+        past `until` (`time.monotonic()`) when given."""
         if self._surely_valid(instance):
             return []
-        return schema_errors(self.validator, instance, deadline)
+        return schema_errors(self.validator, instance, deadline, until)
 
-    async def problems_off_loop(self, instance: Any, deadline: float | None = None) -> list[dict[str, str]]:
+    async def problems_off_loop(self, instance: Any, until: float | None = None) -> list[dict[str, str]]:
         """`problems`, in a worker thread unless the instance is small and either the quick check
-        passes it or the schema is cheap."""
+        passes it or the schema is cheap; within VALIDATION_SECONDS of CPU time, and `until` when given."""
         if not _small(instance):
-            return await _off_loop(self.problems, instance, deadline)
+            return await _off_loop(self.problems, instance, None, until)
         if self._surely_valid(instance):
             return []
         if self.cheap:
-            return schema_errors(self.validator, instance, deadline)
+            return schema_errors(self.validator, instance, None, until)
         # The quick check has had its say: the thread runs only the full validator.
-        return await _off_loop(schema_errors, self.validator, instance, deadline)
+        return await _off_loop(schema_errors, self.validator, instance, None, until)
 
     def _surely_valid(self, instance: Any) -> bool:
         try:
@@ -300,7 +296,7 @@ class ToolSchema:
         within one time budget; None when all pass."""
 
         def check() -> tuple[int, list[dict[str, str]]] | None:
-            deadline = time.monotonic() + VALIDATION_SECONDS
+            deadline = time.thread_time() + VALIDATION_SECONDS
             for index, instance in enumerate(instances):
                 problems = self.problems(instance, deadline)
                 if problems:
@@ -348,10 +344,13 @@ def _small(instance: Any, budget: int = 2000) -> bool:
     return True
 
 
-def schema_errors(validator: Validator, instance: Any, deadline: float | None = None) -> list[dict[str, str]]:
+def schema_errors(
+    validator: Validator, instance: Any, deadline: float | None = None, until: float | None = None
+) -> list[dict[str, str]]:
     """Validation errors as {path, message}, capped in number and length; raises `SchemaTooExpensive`
-    when the check runs out of time (past `deadline`, default VALIDATION_SECONDS from now) or recursion."""
-    _budget.deadline = time.monotonic() + VALIDATION_SECONDS if deadline is None else deadline
+    when the check runs out of CPU time (past `deadline`, this thread's `time.thread_time()`, default
+    VALIDATION_SECONDS of it from now), out of wall time (past `until`, when given) or recursion."""
+    _budget.arm(VALIDATION_SECONDS, deadline, until)
     errors: list[ValidationError] = []
     try:
         for error in validator.iter_errors(instance):
@@ -371,7 +370,7 @@ def schema_errors(validator: Validator, instance: Any, deadline: float | None = 
     except _unresolvable():
         raise SchemaTooExpensive("the schema has a reference that does not resolve inside it") from None
     finally:
-        _budget.deadline = float("inf")
+        _budget.disarm()
 
 
 def _unresolvable() -> type[Exception]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import queue
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -21,6 +22,17 @@ def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWB_")}
     env.update(PYTHONUNBUFFERED="1", **extra)
     return env
+
+
+@contextmanager
+def reserved_port() -> Iterator[int]:
+    """A loopback port that `awb doctor` finds free and no other program can serve while the block runs:
+    bound with SO_REUSEADDR and never listened on (doctor's probe binds the same way). A test of doctor
+    then checks a port it owns, whatever the machine serves on awb's default port 7777."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        held.bind(("127.0.0.1", 0))
+        yield held.getsockname()[1]
 
 
 def run_awb(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from awb.clock import ManualClock
 from awb.config import load_config
 from awb.errors import AwbError
 from awb.workbench import Workbench
-from clitools import assert_one_error_line, clean_env, http_server, run_awb
+from clitools import assert_one_error_line, clean_env, http_server, reserved_port, run_awb
 from support import REPO, add_tool
 
 pytestmark = pytest.mark.anyio
@@ -27,6 +28,13 @@ pytestmark = pytest.mark.anyio
 
 def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
     return clean_env(AWB_INVENTORY_PATH=str(tmp_path / "inventory.db"), AWB_PID_FILE=str(tmp_path / "awb.pid"), **extra)
+
+
+@pytest.fixture
+def port() -> Iterator[int]:
+    """The port `awb doctor` checks: one this test holds, not the machine's 7777."""
+    with reserved_port() as held:
+        yield held
 
 
 def test_init_creates_config_inventory_tools_dir_and_an_ignored_state_dir_and_refuses_to_overwrite(
@@ -53,17 +61,20 @@ def test_init_with_an_invalid_environment_is_one_error_line(tmp_path: Path) -> N
     assert result.returncode == 2
 
 
-def test_doctor_passes_on_a_fresh_workbench_and_reports_json(tmp_path: Path) -> None:
+def test_doctor_passes_on_a_fresh_workbench_and_reports_json(tmp_path: Path, port: int) -> None:
     assert run_awb(tmp_path, "init").returncode == 0
-    result = run_awb(tmp_path, "doctor", "--json")
+    result = run_awb(tmp_path, "doctor", "--json", env=clean_env(AWB_PORT=str(port)))
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     checks = {check["check"]: check for check in report["checks"]}
     assert report["ok"] and checks["inventory"]["ok"] and checks["fts5"]["ok"] and checks["sandbox:monty"]["ok"]
     assert "search.mode is 'auto'" in checks["search"]["detail"]
+    assert checks["port"]["ok"] and checks["port"]["detail"] == f"127.0.0.1:{port} free"
 
 
-def test_doctor_probes_in_every_runtime_without_loading_the_mcp_sdk_or_the_embedding_model(tmp_path: Path) -> None:
+def test_doctor_probes_in_every_runtime_without_loading_the_mcp_sdk_or_the_embedding_model(
+    tmp_path: Path, port: int
+) -> None:
     # Nothing is equipped, so the listing check needs none of the SDK's wire models; no check needs the
     # model loaded (the search row reports the mode and why).
     assert run_awb(tmp_path, "init").returncode == 0
@@ -78,7 +89,12 @@ def test_doctor_probes_in_every_runtime_without_loading_the_mcp_sdk_or_the_embed
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy), file=sys.stderr)\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", probe], cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env=clean_env(AWB_PORT=str(port)),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     checks = {check["check"]: check for check in json.loads(done.stdout)["checks"]}
@@ -87,9 +103,9 @@ def test_doctor_probes_in_every_runtime_without_loading_the_mcp_sdk_or_the_embed
     assert done.stderr.strip().splitlines()[-1] == "[]"
 
 
-def test_doctor_quick_starts_no_worker_and_says_what_it_did_not_check(tmp_path: Path) -> None:
+def test_doctor_quick_starts_no_worker_and_says_what_it_did_not_check(tmp_path: Path, port: int) -> None:
     assert run_awb(tmp_path, "init").returncode == 0
-    result = run_awb(tmp_path, "doctor", "--quick", "--json")
+    result = run_awb(tmp_path, "doctor", "--quick", "--json", env=clean_env(AWB_PORT=str(port)))
     assert result.returncode == 0, result.stderr
     checks = {check["check"]: check for check in json.loads(result.stdout)["checks"]}
     assert "not probed (--quick)" in checks["sandbox:monty"]["detail"]
@@ -115,7 +131,7 @@ def test_unknown_awb_variables_stop_no_command_and_doctor_lists_them(tmp_path: P
     assert "AWB_MEMORY__NOT_A_FIELD" in environment["detail"] and "AWB_AGENTS_DIR" not in environment["detail"]
 
 
-def test_checks_and_listings_without_a_config_say_so_and_create_nothing(tmp_path: Path) -> None:
+def test_checks_and_listings_without_a_config_say_so_and_create_nothing(tmp_path: Path, port: int) -> None:
     before = sorted(p.name for p in tmp_path.iterdir())
     for args in (
         ("doctor", "--json"),
@@ -129,11 +145,11 @@ def test_checks_and_listings_without_a_config_say_so_and_create_nothing(tmp_path
         ("reindex", "--json"),
         ("blueprints", "schemas", "--part", "spine"),
     ):
-        result = run_awb(tmp_path, *args)
+        result = run_awb(tmp_path, *args, env=clean_env(AWB_PORT=str(port)))
         assert result.returncode == 0, (args, result.stderr)
         if args[0] not in ("doctor", "blueprints"):
             assert "no awb.config.json here" in result.stderr and "nothing to show" in result.stderr
-    report = json.loads(run_awb(tmp_path, "doctor", "--json").stdout)
+    report = json.loads(run_awb(tmp_path, "doctor", "--json", env=clean_env(AWB_PORT=str(port))).stdout)
     config_row = next(c for c in report["checks"] if c["check"] == "config")
     assert "no awb.config.json here" in config_row["detail"]
     # The built-in defaults are what `make run` serves: a pass, not a warning.

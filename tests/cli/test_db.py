@@ -267,10 +267,10 @@ def test_staged_writes_in_a_postgres_inventory_are_reviewed_with_awb_staged(tmp_
     assert "call_00000000000000ab" in result.output and "writer" in result.output
     # A page at a time: --limit, then --after the last id shown.
     first = runner.invoke(app, ["staged", "list", "--config", str(config), "--json", "--limit", "2"])
-    page = [w["id"] for w in json.loads(first.output)]
+    page = [w["id"] for w in json.loads(first.output)["writes"]]
     assert len(page) == 2
     rest = runner.invoke(app, ["staged", "list", "--config", str(config), "--json", "--after", str(page[-1])])
-    assert [w["call_id"] for w in json.loads(rest.output)] == ["call_0000000000000001"]
+    assert [w["call_id"] for w in json.loads(rest.output)["writes"]] == ["call_0000000000000001"]
     refused = runner.invoke(app, ["staged", "list", "--config", str(config), "--json", "--limit", "0"])
     assert refused.exit_code != 0 and "--limit" in refused.output
 

@@ -138,3 +138,54 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path: Path, comm
     )
     assert shell.returncode == 0 and shell.stderr == "", shell
     assert shell.stdout.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("inventory", "list"),
+        ("inventory", "search", "add"),
+        ("staged", "list"),
+        ("staged", "show", "1"),
+        ("maintain",),
+        ("reindex",),
+        ("db", "status"),
+        ("inventory", "export"),
+    ],
+)
+def test_an_inventory_whose_existence_cannot_be_told_is_one_inventory_unreadable_line(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    # The check for "no inventory yet" ran `Path.exists`, which raises on anything but a missing file:
+    # a `.awb` of another user's (permission denied), or here a name too long, was an `internal_error`.
+    env = clean_env(AWB_INVENTORY_PATH=str(tmp_path / ("x" * 300) / "inventory.db"))
+    line = assert_one_error_line(run_awb(tmp_path, *command, env=env), "inventory_unreadable")
+    assert "cannot reach the inventory" in line and "File name too long" in line
+
+
+def test_doctor_fails_the_inventory_row_whose_existence_cannot_be_told(tmp_path: Path) -> None:
+    env = clean_env(AWB_INVENTORY_PATH=str(tmp_path / ("x" * 300) / "inventory.db"))
+    doctor = run_awb(tmp_path, "doctor", "--quick", "--json", env=env)
+    checks = {check["check"]: check for check in json.loads(doctor.stdout)["checks"]}
+    assert not checks["inventory"]["ok"] and "File name too long" in checks["inventory"]["detail"]
+    assert doctor.returncode == 1
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("inventory", "list"), ("db", "status"), ("reindex",), ("inventory", "export"), ("doctor", "--quick", "--json")],
+    ids=" ".join,
+)
+def test_an_inventory_sqlite_cannot_open_says_why(tmp_path: Path, command: tuple[str, ...]) -> None:
+    # SQLite says only "unable to open database file" (of a folder, or a file this user may not open);
+    # `awb db status`, `reindex`, `inventory export` and doctor's store row did not even catch it (an
+    # `internal_error`).
+    (tmp_path / "inventory.db").mkdir()
+    result = run_awb(tmp_path, *command, env=clean_env(AWB_INVENTORY_PATH=str(tmp_path / "inventory.db")))
+    if command[0] == "doctor":
+        checks = {check["check"]: check for check in json.loads(result.stdout)["checks"]}
+        said = [checks["store"]["detail"], checks["inventory"]["detail"]]
+        assert not checks["store"]["ok"] and not checks["inventory"]["ok"] and result.returncode == 1
+    else:
+        said = [assert_one_error_line(result, "inventory_unreadable")]
+    assert all(f"cannot open the inventory {tmp_path / 'inventory.db'}: Is a directory" in line for line in said)

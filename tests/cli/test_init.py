@@ -44,3 +44,21 @@ def test_an_init_into_a_file_is_one_usage_error_line_naming_it(tmp_path: Path) -
     line = assert_one_error_line(result, "usage_error")
     assert result.returncode == 2 and "notes.txt is a file, not a directory" in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_an_init_where_a_file_has_the_name_of_a_folder_it_makes_names_that_file(tmp_path: Path) -> None:
+    # Before: "cannot create the workbench in .: File exists", naming neither the file nor the folder.
+    (tmp_path / "tools").write_text("notes\n", encoding="utf-8")
+    line = assert_one_error_line(run_awb(tmp_path, "init"), "config_invalid")
+    assert line.endswith(f"cannot create the workbench in .: {tmp_path / 'tools'} is a file, not a folder")
+    (tmp_path / "tools").unlink()
+    retried = run_awb(tmp_path, "init")
+    assert retried.returncode == 0, retried.stderr
+    _initialised(tmp_path)
+
+
+def test_an_init_where_a_file_is_named_awb_names_that_file(tmp_path: Path) -> None:
+    (tmp_path / ".awb").write_text("", encoding="utf-8")
+    line = assert_one_error_line(run_awb(tmp_path, "init"), "inventory_unreadable")
+    assert line.endswith(f"{tmp_path / '.awb'} is a file, not a folder")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".awb"]

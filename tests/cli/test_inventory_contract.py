@@ -22,6 +22,11 @@ async def test_inventory_list_pages_and_search_takes_top_k(tmp_path: Path) -> No
     assert (first["count"], first["total"], first["next_offset"]) == (2, 3, 2)
     rest = awb_json(tmp_path, "inventory", "list", "--limit", "2", "--offset", "2")
     assert (rest["count"], rest["total"], rest["next_offset"]) == (1, 3, None)
+    # A person is told how to see the next page; the last page says nothing more.
+    shown = run_awb(tmp_path, "inventory", "list", "--limit", "2", "--tag", "math", env=awb_env(tmp_path))
+    assert shown.stderr.strip() == "more tools: awb inventory list --tag math --limit 2 --offset 2"
+    last = run_awb(tmp_path, "inventory", "list", "--limit", "2", "--offset", "2", env=awb_env(tmp_path))
+    assert last.returncode == 0 and last.stderr == ""
     found = awb_json(tmp_path, "inventory", "search", "add numbers", "--top-k", "2")
     assert isinstance(found["results"], list) and len(found["results"]) == 2
     same = awb_json(tmp_path, "inventory", "search", "add numbers", "--top-k", "1", "--limit", "1")

@@ -60,7 +60,7 @@ async def test_relative_grants_follow_the_config_file_when_the_server_is_spawned
                 assert "is_error" not in called, called
     listed = run_awb(tmp_path, "staged", "list", "--config", str(config), "--json")
     assert listed.returncode == 0, listed.stderr
-    staged = sorted(write["path"] for write in json.loads(listed.stdout))
+    staged = sorted(write["path"] for write in json.loads(listed.stdout)["writes"])
     out = (workspace / "tools" / "out").resolve()
     assert staged == [str(out / "absolute.txt"), str(out / "relative.txt")]
 

@@ -6,11 +6,15 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+from typing import Any
 
 import anyio
 import pytest
 
 from awb.errors import ToolRuntimeError
+from awb.sandbox.cpython import handles
+from awb.sandbox.cpython.runtime import CPythonRuntime
 from awb.workbench import Workbench
 from support import Announcing, until_running
 
@@ -60,3 +64,32 @@ async def test_the_dead_zygotes_ready_workers_never_take_a_call(workbench: Workb
         # Before: each pre-forked worker, dead with its zygote, failed a call in turn.
         for _ in range(3):
             assert (await workbench.call("waiter", {})).result == 1
+
+
+async def test_a_start_cancelled_while_its_zygote_starts_leaves_no_zygote(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A server stopped while it warms up cancels the zygote's start. Before: the zygote was left
+    # running, its control socket still open, after the server had exited.
+    started: list[subprocess.Popen[bytes]] = []
+
+    def popen(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        started.append(real_popen(*args, **kwargs))
+        return started[-1]
+
+    real_popen = subprocess.Popen
+    monkeypatch.setattr(handles.subprocess, "Popen", popen)
+    runtime = CPythonRuntime(pool_size=1, max_concurrent=2)
+    try:
+        with anyio.fail_after(30):
+            start = asyncio.ensure_future(runtime.start())
+            while not started:
+                await anyio.sleep(0.001)
+            start.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await start
+        assert started[0].poll() is not None
+    finally:
+        await runtime.close()
+        for process in started:
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=5)

@@ -236,3 +236,32 @@ async def test_printing_past_the_log_cap_stops_the_run_in_output_exceeded(
     with anyio.fail_after(20):
         error = await failure(javascript, code, {}, host_factory(), SHORT)
     assert error.code == "output_exceeded", error
+
+
+async def test_a_start_cancelled_while_its_workers_start_leaves_no_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A server stopped while it warms up cancels the workers' start. Before: each worker started so
+    # far was left running after the server had exited.
+    started: list[asyncio.subprocess.Process] = []
+    real_exec = asyncio.create_subprocess_exec
+
+    async def spawn(*args: Any, **kwargs: Any) -> asyncio.subprocess.Process:
+        started.append(await real_exec(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", spawn)
+    runtime = JavaScriptRuntime(pool_size=2, max_concurrent=4)
+    try:
+        with anyio.fail_after(30):
+            start = asyncio.ensure_future(runtime.start())
+            while len(started) < 2:
+                await anyio.sleep(0.001)
+            start.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await start
+        assert [process.returncode is not None for process in started] == [True, True]
+    finally:
+        await runtime.close()
+        for process in started:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from awb.cli.staged import staged_app
 from awb.inventory.sqlite import SQLiteStore
+from awb.sandbox import staging
 from sandbox_support import granted_tool
 
 
@@ -29,7 +30,7 @@ def test_list_show_apply_and_refused_second_apply(tmp_path: Path) -> None:
     runner = CliRunner()
     listed = runner.invoke(staged_app, ["list", "--config", str(config), "--json"])
     assert listed.exit_code == 0, listed.output
-    assert [w["id"] for w in json.loads(listed.output)] == [staged_id]
+    assert [w["id"] for w in json.loads(listed.output)["writes"]] == [staged_id]
     shown = runner.invoke(staged_app, ["show", str(staged_id), "--config", str(config)])
     assert "staged content" in shown.output
     applied = runner.invoke(staged_app, ["apply", str(staged_id), "--config", str(config)])
@@ -54,7 +55,7 @@ def test_list_and_show_name_the_call_that_staged_the_write(tmp_path: Path) -> No
     config, _, staged_id = _setup(tmp_path)
     runner = CliRunner()
     listed = runner.invoke(staged_app, ["list", "--config", str(config), "--json"])
-    assert [w["call_id"] for w in json.loads(listed.output)] == ["call_1"]
+    assert [w["call_id"] for w in json.loads(listed.output)["writes"]] == ["call_1"]
     shown = runner.invoke(staged_app, ["show", str(staged_id), "--config", str(config), "--json"])
     assert json.loads(shown.output)["call_id"] == "call_1"
     for command in (["list"], ["show", str(staged_id)]):
@@ -160,7 +161,7 @@ def test_ids_past_the_databases_integers_and_unknown_statuses_are_invalid_params
         assert json.loads(result.output)["error"]["code"] == "invalid_params", command
     assert not target.exists()
     listed = runner.invoke(staged_app, ["list", "--config", str(config), "--json"])
-    assert [w["id"] for w in json.loads(listed.output)] == [staged_id]
+    assert [w["id"] for w in json.loads(listed.output)["writes"]] == [staged_id]
 
 
 def test_show_prints_the_content_as_written_with_hidden_characters_marked(tmp_path: Path) -> None:
@@ -186,3 +187,31 @@ def test_show_prints_the_content_as_written_with_hidden_characters_marked(tmp_pa
     )
     clean = runner.invoke(staged_app, ["show", str(plain_id), "--config", str(config)], env={"COLUMNS": "400"})
     assert clean.output.endswith("-" * 40 + "\na\\b\n\n") and "Hidden characters" not in clean.output
+
+
+def test_list_without_limit_shows_one_page_and_how_to_get_the_next(tmp_path: Path) -> None:
+    config, _, first = _setup(tmp_path)
+    store = SQLiteStore(tmp_path / "inv.db")
+    now = datetime.now(UTC)
+    ids = [first] + [
+        store.stage_write("tool_x", str(tmp_path / "out" / f"f{n}.txt"), "x", now, call_id=f"call_{n}")
+        for n in range(staging.PAGE + 4)
+    ]
+    store.close()
+    runner = CliRunner()
+    shown = runner.invoke(staged_app, ["list", "--config", str(config)], terminal_width=200)
+    assert shown.exit_code == 0, shown.output
+    assert f"awb staged list --after {ids[staging.PAGE - 1]}" in shown.stderr
+    assert f"f{staging.PAGE - 2}.txt" in shown.stdout and f"f{staging.PAGE - 1}.txt" not in shown.stdout
+    last = runner.invoke(staged_app, ["list", "--config", str(config), "--after", str(ids[-2])], terminal_width=200)
+    assert "--after" not in last.stderr and f"f{staging.PAGE + 3}.txt" in last.stdout
+    page = json.loads(runner.invoke(staged_app, ["list", "--config", str(config), "--json"]).stdout)
+    assert [w["id"] for w in page["writes"]] == ids[: staging.PAGE]
+    assert page["count"] == staging.PAGE and page["next_after"] == ids[staging.PAGE - 1]
+    assert all("content" not in w for w in page["writes"])
+    rest = runner.invoke(staged_app, ["list", "--config", str(config), "--json", "--after", str(page["next_after"])])
+    following = json.loads(rest.stdout)
+    assert [w["id"] for w in following["writes"]] == ids[staging.PAGE :]
+    assert following["count"] == 5 and following["next_after"] is None
+    widest = runner.invoke(staged_app, ["list", "--config", str(config), "--json", "--limit", str(staging.MAX_PAGE)])
+    assert json.loads(widest.stdout)["count"] == staging.PAGE + 5

@@ -65,6 +65,21 @@ def test_failed_apply_leaves_the_write_pending(store: SQLiteStore, tmp_path: Pat
     assert staging.get_staged(store, staged_id).status == "pending"
 
 
+@pytest.mark.parametrize("where", ["file/out.txt", "file/deeper/out.txt", "folder"])
+def test_a_failed_apply_names_what_is_in_the_way(store: SQLiteStore, tmp_path: Path, where: str) -> None:
+    # Before: "cannot write .../file/out.txt: File exists" (Python's mkdir of a path through a file), and
+    # for a folder in place of the file, nothing named the temporary file in the way either.
+    (tmp_path / "file").write_text("not a folder")
+    (tmp_path / "folder").mkdir()
+    target = tmp_path / where
+    staged_id = store.stage_write("tool_1", str(target), "x", datetime.now(UTC), call_id="call_1")
+    with pytest.raises(InvalidParams) as refused:
+        staging.apply_staged(store, staged_id)
+    why = f"{tmp_path / 'file'}: a file, not a folder" if where.startswith("file/") else "Is a directory"
+    assert refused.value.message == f"cannot write {target}: {why}"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".awb")) == []
+
+
 def test_apply_without_the_protected_list_still_refuses_awb_directories_and_config(
     store: SQLiteStore, tmp_path: Path
 ) -> None:

@@ -60,29 +60,27 @@ def config_for(path: Path | None, as_json: bool = False, **overrides: Any) -> Co
 
 def open_store(config: Config) -> SQLiteStore:
     """The inventory, or `InventoryUnreadable` saying why (a directory, a file that is not SQLite...)."""
-    import sqlite3
+    from awb.inventory.open import open_store as open_any
 
-    from awb.inventory.sqlite import SQLiteStore
-
-    if config.inventory_url:
-        from awb.inventory.open import open_store as open_any
-
-        return open_any(config)  # type: ignore[return-value]  # PostgresStore: the same methods
-    try:
-        return SQLiteStore(config.inventory_path)
-    except AwbError:
-        raise
-    except (sqlite3.Error, OSError) as error:
-        raise InventoryUnreadable(
-            f"cannot open the inventory {config.inventory_path}: {error}", path=str(config.inventory_path)
-        ) from None
+    return open_any(config)  # type: ignore[return-value]  # PostgresStore: the same methods
 
 
 def absent_inventory(config: Config) -> Path | None:
     """The SQLite file the config names when it does not exist yet; None when there is an inventory to
     read (or one that is not a file: PostgreSQL, `:memory:`)."""
     path = config.inventory_path
-    return None if config.inventory_url or str(path) == ":memory:" or path.exists() else path
+    return None if config.inventory_url or str(path) == ":memory:" or inventory_exists(path) else path
+
+
+def inventory_exists(path: Path) -> bool:
+    """Whether the SQLite inventory is there; `InventoryUnreadable` when that cannot be told (a folder on
+    the way this user may not enter, such as a `.awb` of another user's)."""
+    try:
+        return path.exists()
+    except OSError as error:
+        raise InventoryUnreadable(
+            f"cannot reach the inventory {path}: {error.strerror or error}", path=str(path)
+        ) from None
 
 
 def inventory_missing(config: Config, config_path: Path | None) -> bool:

@@ -82,9 +82,15 @@ def _read_status(config: Config) -> dict[str, Any]:
     from awb.inventory.sqlite import SCHEMA_VERSION as SQLITE_SCHEMA
 
     version = 0
-    if config.inventory_path.exists():
-        with sqlite3.connect(config.inventory_path) as db:
-            version = int(db.execute("PRAGMA user_version").fetchone()[0])
+    from awb.cli.common import inventory_exists
+    from awb.inventory.open import unopenable
+
+    if inventory_exists(config.inventory_path):
+        try:
+            with sqlite3.connect(config.inventory_path) as db:
+                version = int(db.execute("PRAGMA user_version").fetchone()[0])
+        except sqlite3.Error as error:
+            raise unopenable(config.inventory_path, error) from None
     return {
         "store": "sqlite",
         "location": str(config.inventory_path),

@@ -127,7 +127,13 @@ def _inventory_check(config: Config) -> tuple[dict[str, Any], Any]:
         version = shared.schema_version()
         detail = f"{describe(config)}, schema {version}/{SHARED_SCHEMA_VERSION}"
         return _check("inventory", version == SHARED_SCHEMA_VERSION, detail), shared
-    if str(path) != ":memory:" and not path.exists():
+    from awb.cli.common import inventory_exists
+
+    try:
+        exists = str(path) == ":memory:" or inventory_exists(path)
+    except AwbError as error:
+        return _check("inventory", False, error.message), None
+    if not exists:
         parent = next((p for p in [path.parent, *path.parent.parents] if p.exists()), Path("/"))
         import os
 

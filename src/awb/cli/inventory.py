@@ -44,6 +44,8 @@ MEMORY_LEVELS = ("short_term", "medium_term", "long_term", "archived")
 SUMMARY_COLUMNS = ["name", "tool_id", "memory", "uses", "score", "description"]
 #: Calls shown by `inspect` in table form (the JSON has every recent call the workbench returns).
 RECENT_CALLS_SHOWN = 10
+#: Tools `awb inventory list` shows without --limit.
+LIST_PAGE = 50
 #: Results of `awb inventory search` without --limit, as `awb_search`'s default.
 DEFAULT_SEARCH_LIMIT = 10
 
@@ -84,7 +86,7 @@ def inventory_list(
     memory_level: Annotated[str | None, typer.Option(help="short_term, medium_term, long_term or archived.")] = None,
     tag: Annotated[str | None, typer.Option(help="Only tools with this tag.")] = None,
     query: Annotated[str | None, typer.Option(help="Only tools matching this search.")] = None,
-    limit: Annotated[int, typer.Option(help="At most this many.")] = 50,
+    limit: Annotated[int, typer.Option(help="At most this many.")] = LIST_PAGE,
     offset: Annotated[int, typer.Option(help="Skip this many (a previous page's next_offset).")] = 0,
     as_json: JsonOption = False,
 ) -> None:
@@ -115,8 +117,15 @@ def inventory_list(
     page = with_store(config, as_json, read)
     if as_json:
         print_json({**page.model_dump(mode="json"), "count": len(page.tools)})
-    else:
-        table(f"{len(page.tools)} of {page.total} tools", SUMMARY_COLUMNS, _summary_rows(page.tools))
+        return
+    table(f"{len(page.tools)} of {page.total} tools", SUMMARY_COLUMNS, _summary_rows(page.tools))
+    if page.next_offset is not None:
+        import shlex
+
+        given = {"--memory-level": memory_level, "--tag": tag, "--query": query, "--config": config_path}
+        again = [f"{flag} {shlex.quote(str(value))}" for flag, value in given.items() if value is not None]
+        again += [f"--limit {limit}"] if limit != LIST_PAGE else []
+        note(f"more tools: awb inventory list {' '.join([*again, f'--offset {page.next_offset}'])}")
 
 
 @inventory_app.command("search")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -200,6 +201,8 @@ def main(
             # A search that loaded the embedding model: freeing ONNX Runtime's session alone takes
             # ~15 ms, the rest of the teardown ~10 more, all for memory the system takes back. The
             # command only read (its store is closed) and started no process, so the process ends here.
+            # A stopped server's last log lines are written first (the interpreter's exit would).
+            logging.shutdown()
             for stream in (sys.stdout, sys.stderr):
                 try:
                     stream.flush()

@@ -26,7 +26,9 @@ if TYPE_CHECKING:
 #: Set by `awb --debug`: errors keep their details and unexpected ones their traceback.
 DEBUG = False
 #: Set by a command that only read and whose process holds something slow to take apart (the embedding
-#: model): the `awb` process then ends without the interpreter's teardown, its output flushed.
+#: model), or by a server that has stopped and closed what it opened while threads still warm up what
+#: no one will use: the `awb` process then ends without the interpreter's teardown (which would join
+#: those threads), its output and log flushed.
 NOTHING_TO_TEAR_DOWN = False
 #: Columns whose values are identifiers: never wrapped or cut, whatever the terminal's width.
 ID_COLUMNS = frozenset({"tool_id", "id", "call_id", "call"})

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from awb.cli.common import ConfigOption, JsonOption, absent_inventory, config_for, inventory_missing, open_store
-from awb.cli.output import print_code, print_text, report_error, say, table
+from awb.cli.output import note, print_code, print_json, print_text, report_error, say, table
 from awb.errors import AwbError, InvalidParams
 from awb.sandbox import staging
 
@@ -65,26 +65,25 @@ def _tool_names(store: SQLiteStore, writes: list[staging.StagedWrite]) -> dict[s
 @staged_app.command("list")
 def list_command(
     status: Annotated[str, typer.Option(help="pending, applied, discarded or all.")] = "pending",
-    limit: Annotated[
-        int | None, typer.Option(help=f"At most this many (1 to {staging.MAX_PAGE}); all when unset.")
-    ] = None,
+    limit: Annotated[int, typer.Option(help=f"At most this many (1 to {staging.MAX_PAGE}).")] = staging.PAGE,
     after: Annotated[int | None, typer.Option(help="Only writes with an id past this one (the next page).")] = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List staged writes (pending ones by default), oldest first."""
-    if limit is not None and not 1 <= limit <= staging.MAX_PAGE:
+    """List staged writes (pending ones by default), oldest first, a page at a time."""
+    if not 1 <= limit <= staging.MAX_PAGE:
         raise _fail(InvalidParams(f"--limit is 1 to {staging.MAX_PAGE}, not {limit}", field="limit"), as_json)
     if status != "all" and status not in staging.LISTED_STATUSES:  # said before looking for an inventory
         raise _fail(InvalidParams(f"no staged-write status {status!r}: pending, applied, discarded or all"), as_json)
     store = _store(config, as_json, read_only=True)
-    if store is None:
-        writes: list[staging.StagedWrite] = []
-        names: dict[str, str] = {}
-    else:
-        writes, names = _listed(store, status, limit, after)
+    writes: list[staging.StagedWrite] = []
+    names: dict[str, str] = {}
+    next_after = None
+    if store is not None:
+        writes, next_after, names = _listed(store, status, limit, after)
     if as_json:
-        typer.echo(json.dumps([{**w.to_dict(content=False), "tool": names[w.tool_id]} for w in writes], indent=2))
+        listed = [{**w.to_dict(content=False), "tool": names[w.tool_id]} for w in writes]
+        print_json({"writes": listed, "count": len(listed), "next_after": next_after})
         return
     if not writes:
         say(f"no {'' if status == 'all' else status + ' '}staged writes")
@@ -97,17 +96,27 @@ def list_command(
             for w in writes
         ],
     )
+    if next_after is not None:
+        again = ["awb staged list", *([f"--status {status}"] if status != "pending" else [])]
+        again += [*([f"--limit {limit}"] if limit != staging.PAGE else []), f"--after {next_after}"]
+        note(f"more staged writes: {' '.join(again)}" + (f" {_config_flag(config)}" if config is not None else ""))
+
+
+def _config_flag(config: Path) -> str:
+    import shlex
+
+    return f"--config {shlex.quote(str(config))}"
 
 
 def _listed(
-    store: SQLiteStore, status: str, limit: int | None, after: int | None
-) -> tuple[list[staging.StagedWrite], dict[str, str]]:
+    store: SQLiteStore, status: str, limit: int, after: int | None
+) -> tuple[list[staging.StagedWrite], int | None, dict[str, str]]:
     try:
-        writes = staging.list_staged(store, None if status == "all" else status, after=after, limit=limit)
+        writes, next_after = staging.staged_page(store, None if status == "all" else status, after=after, limit=limit)
         names = _tool_names(store, writes)
     finally:
         store.close()
-    return writes, names
+    return writes, next_after, names
 
 
 def _store_holding(staged_id: int, config_path: Path | None, as_json: bool) -> SQLiteStore:

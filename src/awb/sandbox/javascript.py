@@ -150,6 +150,9 @@ class JavaScriptRuntime:
         except (TimeoutError, asyncio.IncompleteReadError, FrameTooLarge, BadFrame):
             await worker.kill()
             raise Unavailable("a javascript worker did not start (is quickjs importable?)") from None
+        except BaseException:  # cancelled (the server stopped while it warmed up): the worker goes too
+            await asyncio.shield(worker.kill())
+            raise
         raw = ready.get("layers")
         worker.layers = {k: bool(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
         self._layers = worker.layers

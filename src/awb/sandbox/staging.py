@@ -8,6 +8,7 @@ both rules are checked again, on the resolved path, when a person applies it.
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from dataclasses import dataclass
@@ -154,6 +155,9 @@ LISTED_STATUSES = (PENDING, APPLYING, APPLIED, DISCARDED)
 #: The most staged writes one page of a listing holds: applied and discarded writes are kept, so a
 #: listing of them all grows without end.
 MAX_PAGE = 1000
+#: A page of a listing that does not say how many: the panel's and `awb staged list`'s. Each write may
+#: hold up to `awb.sandbox.host.MAX_WRITE_BYTES`, so a listing of them all could hold gigabytes.
+PAGE = 25
 
 
 def list_staged(
@@ -170,6 +174,25 @@ def list_staged(
         raise InvalidParams(f"no staged-write status {status!r}: one of {', '.join(LISTED_STATUSES)}", status=status)
     if limit is not None and not 1 <= limit <= MAX_PAGE:
         raise InvalidParams(f"a page holds 1 to {MAX_PAGE} staged writes, not {limit}", field="limit")
+    return _read(store, status, after, before, limit)
+
+
+def staged_page(
+    store: StagingStore, status: str | None = PENDING, *, after: int | None = None, limit: int = PAGE
+) -> tuple[list[StagedWrite], int | None]:
+    """The first `limit` writes with `status` and an id past `after` (as `list_staged`), and the id to
+    list the next page from: None on the last page."""
+    if status is not None and status not in LISTED_STATUSES:
+        raise InvalidParams(f"no staged-write status {status!r}: one of {', '.join(LISTED_STATUSES)}", status=status)
+    if not 1 <= limit <= MAX_PAGE:
+        raise InvalidParams(f"a page holds 1 to {MAX_PAGE} staged writes, not {limit}", field="limit")
+    writes = _read(store, status, after, None, limit + 1)  # one more says whether another page follows
+    return writes[:limit], writes[limit - 1].id if len(writes) > limit else None
+
+
+def _read(
+    store: StagingStore, status: str | None, after: int | None, before: int | None, limit: int | None
+) -> list[StagedWrite]:
     # An id past the database's integers is past every write (the database cannot even compare it).
     after = None if after is None else min(max(after, 0), MAX_STORED_INT)
     before = None if before is None else min(max(before, 0), MAX_STORED_INT)
@@ -214,7 +237,7 @@ def apply_staged(
         _write_atomically(Path(staged.path), staged.content)
     except OSError as exc:
         store.set_staged_status(staged_id, PENDING, expected=APPLYING)
-        raise InvalidParams(f"cannot write {staged.path}: {exc.strerror or exc}", id=staged_id) from None
+        raise InvalidParams(f"cannot write {staged.path}: {_reason(exc, staged.path)}", id=staged_id) from None
     store.set_staged_status(staged_id, APPLIED, expected=APPLYING)
     return get_staged(store, staged_id)
 
@@ -230,10 +253,22 @@ def discard_staged(store: StagingStore, staged_id: int) -> StagedWrite:
     return get_staged(store, staged_id)
 
 
+def _reason(error: OSError, path: str) -> str:
+    """The system's reason, naming the file it concerns when that is not `path` (a folder on the way)."""
+    reason = error.strerror or str(error)
+    on_the_way = isinstance(error.filename, str) and error.filename in map(str, Path(path).parents)
+    return f"{error.filename}: {reason}" if on_the_way else reason
+
+
 def _write_atomically(path: Path, content: str) -> None:
     if not path.is_absolute():
         raise OSError(f"staged path {path} is not absolute")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):  # a file on the way: "File exists" named neither
+        ways = (path.parent, *path.parent.parents)
+        blocking = next((part for part in ways if part.exists() and not part.is_dir()), path.parent)
+        raise NotADirectoryError(errno.ENOTDIR, "a file, not a folder", str(blocking)) from None
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".awb")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:

@@ -65,7 +65,9 @@ class DeferredFaces:
     async def build(self, workbench: Workbench, face: McpFace) -> None:
         """Import and build REST and the panel; a failure is logged and those paths answer 503."""
         try:
-            await anyio.to_thread.run_sync(_import_faces)
+            # Abandoned when the server stops first: the import (~1 s on a busy machine) has nothing to
+            # undo, and `awb stop` would otherwise wait for it.
+            await anyio.to_thread.run_sync(_import_faces, abandon_on_cancel=True)
             from awb.api.app import http_app as rest_and_mcp
             from awb.web import create_panel
 

@@ -172,7 +172,9 @@ async def _when_ready(
 async def _prepare_search(workbench: Workbench) -> None:
     started = time.perf_counter()
     try:
-        await anyio.to_thread.run_sync(workbench.search_engine.prepare)
+        # Abandoned when the server stops first: it only reads, and the store's close waits for the
+        # query under way (later ones fail, unseen).
+        await anyio.to_thread.run_sync(workbench.search_engine.prepare, abandon_on_cancel=True)
     except Exception as error:  # a search builds them on demand instead
         log.warning("search indexes not prepared: %s", error)
     else:

@@ -213,7 +213,7 @@ class StagedView:
 
 
 #: Staged writes one page of the panel shows (each is diffed against the file on disk).
-STAGED_PAGE = 25
+STAGED_PAGE = staging.PAGE
 
 
 @dataclass

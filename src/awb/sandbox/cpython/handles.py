@@ -168,8 +168,15 @@ class Zygote:
         try:
             self.process.wait(timeout=2)
         except subprocess.TimeoutExpired:
+            self.kill()
+
+    def kill(self) -> None:
+        """End the zygote at once (and with it every worker it forked, in its pid namespace)."""
+        self._died()
+        self.control.close()
+        with contextlib.suppress(ProcessLookupError):
             self.process.kill()
-            self.process.wait(timeout=2)
+        self.process.wait(timeout=2)
 
 
 async def start_zygote(python: str, grants: list[str], network_namespace: bool) -> Zygote:
@@ -203,6 +210,9 @@ async def start_zygote(python: str, grants: list[str], network_namespace: bool) 
         zygote.close()
         detail = _drain(process)
         raise Unavailable(f"the cpython zygote did not start: {detail or 'no output'}") from None
+    except BaseException:  # cancelled (the server stopped while it warmed up): the zygote goes too
+        zygote.kill()
+        raise
     finally:
         if process.stderr is not None:
             process.stderr.close()
