@@ -131,3 +131,11 @@ def test_unencodable_path_with_numbers_finds_a_float_that_is_not_finite() -> Non
     assert unencodable_path(value) is None
     assert unencodable_path(value, numbers=True) == ["a", 1, "b"]
     assert unencodable_path([float("-inf")], numbers=True) == [0]
+
+
+def test_a_number_json_cannot_carry_is_found_in_a_value_too_big_to_walk() -> None:
+    rows = [[i, 1.5, "é"] for i in range(30_000)]
+    assert unencodable_path({"rows": rows}, numbers=True) is None
+    assert unencodable_path({"rows": [*rows, float("nan")]}, numbers=True) == list(UNLOCATED)
+    assert unencodable_path({"rows": [*rows, float("inf")]}) is None  # numbers are looked at only when asked
+    assert unencodable_path({"wide": list(range(100)), "x": [0.5, float("-inf")]}, numbers=True) == ["x", 1]
