@@ -272,3 +272,20 @@ async def test_a_blank_listing_query_filters_nothing_as_an_empty_one_does(workbe
     assert (page.total, [t.name for t in page.tools]) == (1, ["add_numbers"])
     with pytest.raises(InvalidParams, match="empty"):
         workbench.search(blank or " ")  # a search, unlike a listing, needs something to look for
+
+
+async def test_entering_a_started_workbench_starts_nothing_again(
+    config: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The HTTP server starts its workbench before it serves (without the embedding model), then holds it
+    open with `async with`: that must neither follow a shared store's changes a second time (each change
+    would be handled twice) nor start loading the model before the server is ready."""
+    workbench = Workbench(config)
+    subscribed: list[object] = []
+    loading: list[bool] = []
+    monkeypatch.setattr(workbench.store, "subscribe_changes", subscribed.append, raising=False)
+    monkeypatch.setattr(workbench.search_engine, "warm_up", lambda: loading.append(True))
+    await workbench.start(warm_search=False)
+    async with workbench:
+        assert (len(subscribed), loading) == (1, [])
+    assert len(subscribed) == 1

@@ -83,6 +83,7 @@ class Workbench:
         self.events.subscribe(search_follower(lambda: self.search_engine, self.store))
         self.events.subscribe(journal_writer(self.store, self.clock))
         self.runtimes: dict[str, Runtime] = runtimes or build_runtimes(self.config)
+        self._started = False
         sandbox = self.config.sandbox
         self._slots = ExecutionSlots(sandbox.max_concurrent, "tool", per_client=sandbox.per_client_share)
         memory = self.config.memory
@@ -112,10 +113,11 @@ class Workbench:
         JavaScript worker they do not need."""
         if warm_search:
             self.search_engine.warm_up()
-        # A shared store (PostgreSQL) tells us what other servers change; follow it from now on.
+        # A shared store (PostgreSQL) tells us what other servers change; follow it from now on, once.
         subscribe = getattr(self.store, "subscribe_changes", None)
-        if callable(subscribe):
+        if callable(subscribe) and not self._started:
             subscribe(self._follow_other_servers)
+        self._started = True
         for name, runtime in self.runtimes.items():
             if warm_all or name == "monty":
                 await runtime.start()
@@ -128,13 +130,15 @@ class Workbench:
             self.events.publish(Event("external", None, {"kind": change.kind, "tool_ids": list(change.tool_ids)}))
 
     async def close(self) -> None:
+        self._started = False
         await self.upkeep.settled()
         for runtime in self.runtimes.values():
             await runtime.close()
         self.store.close()
 
     async def __aenter__(self) -> Workbench:
-        await self.start()
+        if not self._started:  # a server starts it first, its own way (`awb.server.transports`)
+            await self.start()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
