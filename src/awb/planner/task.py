@@ -228,6 +228,7 @@ def _task_result(
         input_tokens=run.usage.input_tokens,
         output_tokens=run.usage.output_tokens,
         model_requests=run.usage.requests,
+        estimated_model_replies=run.usage.estimated_replies,
         limits=budget,
     )
     raw: dict[str, Any] = {"storage_refs": tools.storage_refs, "tool_calls": [c.as_dict() for c in tools.calls]}
