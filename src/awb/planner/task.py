@@ -103,7 +103,8 @@ async def execute_mcp_task(
     telemetry = TaskTelemetry(task_id, user_id)
     chosen = resolve_model(model, base_url=base_url) if isinstance(model, str) else model
     storage = workspace / "tool-results" / task_id if workspace is not None else None
-    async with connect_servers(servers, timeout=min(CONNECT_TIMEOUT_SECONDS, budget.timeout_seconds)) as toolbox:
+    wait = min(CONNECT_TIMEOUT_SECONDS, budget.timeout_seconds)
+    async with connect_servers(servers, timeout=wait, within=budget.timeout_seconds) as toolbox:
         index = ToolIndex(mode=search_mode)
         try:
             return await _plan(
