@@ -115,6 +115,18 @@ async def test_servers_start_together_so_their_waits_do_not_add_up() -> None:
     assert (result.termination_reason, result.output) == ("done", {"text": "ok"})
 
 
+async def test_a_server_that_cannot_start_ends_the_others_starts_and_is_the_one_named() -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    servers = {"first": slow(5), "second": f"http://127.0.0.1:{port}/mcp"}
+    started = anyio.current_time()
+    with anyio.fail_after(20), pytest.raises(ServerUnavailable) as caught:
+        await run_agent(Watchful, "x", model=ScriptedModel([]), servers=servers)
+    assert anyio.current_time() - started < 1
+    assert caught.value.message == "cannot reach MCP server 'second': ConnectError: All connection attempts failed"
+
+
 async def test_a_start_that_outlasts_the_runs_time_is_unavailable_though_each_answer_came_in_time() -> None:
     started = anyio.current_time()
     with anyio.fail_after(20), pytest.raises(ServerUnavailable) as caught:

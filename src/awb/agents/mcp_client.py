@@ -323,9 +323,11 @@ async def _start_all(
         async with anyio.create_task_group() as starting:
             for name, target in servers.items():
                 starting.start_soon(start, name, target)
+    # A failure cancels the other starts: those are not late, the failure is what to report.
     for name in servers:
         if name in failed:
             raise failed[name]
+    for name in servers:
         if name not in started:
             message = f"MCP server {name!r} did not answer within {within:g} s (its start outlasted the run's time)"
             raise ServerUnavailable(message, server=name, seconds=within)
