@@ -88,9 +88,53 @@ async def test_a_server_that_never_answers_initialize_is_unavailable_within_the_
         await run_agent(Patient, "x", model=ScriptedModel([]), servers={"tiny": silent})
     assert anyio.current_time() - started < 5
     assert caught.value.details == {"server": "tiny", "seconds": 1}
-    assert caught.value.message == (
-        "MCP server 'tiny' did not answer within 1 s (MCPError: Request 'initialize' timed out)"
-    )
+    assert caught.value.message == "MCP server 'tiny' did not answer within 1 s (its start outlasted the run's time)"
+
+
+def slow(seconds: float) -> StdioServerParameters:
+    """A server that answers each request of its start (initialize, tools/list) after `seconds`."""
+    return StdioServerParameters(command=sys.executable, args=[str(HERE / "slow_mcp_server.py"), str(seconds)])
+
+
+class Watchful(Agent):
+    mode = "watchful"
+    tools = ("first", "second")
+    system_prompt = "Watch."
+    Input = Text
+    Output = Text
+    budget = Budget(timeout_seconds=2)
+
+
+async def test_servers_start_together_so_their_waits_do_not_add_up() -> None:
+    done = ScriptedModel([{"action": "done", "output": {"text": "ok"}}])
+    started = anyio.current_time()
+    with anyio.fail_after(20):
+        result = await run_agent(Watchful, "x", model=done, servers={"first": slow(0.6), "second": slow(0.6)})
+    # Each start takes 1.2 s: one after another they took 2.4 s, longer than the run may.
+    assert anyio.current_time() - started < 2
+    assert (result.termination_reason, result.output) == ("done", {"text": "ok"})
+
+
+async def test_a_server_that_cannot_start_ends_the_others_starts_and_is_the_one_named() -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    servers = {"first": slow(5), "second": f"http://127.0.0.1:{port}/mcp"}
+    started = anyio.current_time()
+    with anyio.fail_after(20), pytest.raises(ServerUnavailable) as caught:
+        await run_agent(Watchful, "x", model=ScriptedModel([]), servers=servers)
+    assert anyio.current_time() - started < 1
+    assert caught.value.message == "cannot reach MCP server 'second': ConnectError: All connection attempts failed"
+
+
+async def test_a_start_that_outlasts_the_runs_time_is_unavailable_though_each_answer_came_in_time() -> None:
+    started = anyio.current_time()
+    with anyio.fail_after(20), pytest.raises(ServerUnavailable) as caught:
+        await run_agent(Patient, "x", model=ScriptedModel([]), servers={"tiny": slow(0.7)})
+    # initialize and tools/list each took 0.7 s, within the 1 s each may take, 1.4 s together.
+    assert anyio.current_time() - started < 1.5
+    assert caught.value.details == {"server": "tiny", "seconds": 1}
+    assert caught.value.message == "MCP server 'tiny' did not answer within 1 s (its start outlasted the run's time)"
 
 
 class Number(BaseModel):

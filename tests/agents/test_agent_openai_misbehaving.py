@@ -233,12 +233,12 @@ async def test_agent_settings_are_sent_and_the_run_overrides_them(fake_provider:
 
 
 async def test_usage_of_a_priced_model_reports_its_cost(fake_provider: FakeProvider) -> None:
-    fake_provider.reply(openai_calls(("done", '{"answer": "a"}'), usage=(1_000_000, 0)))
+    fake_provider.reply(openai_calls(("done", '{"answer": "a"}'), usage=(1_000_000, 1_000_000)))
     adapter = OpenAIModel("gpt-4o-mini", base_url=fake_provider.url, backoff_seconds=0)
     with anyio.fail_after(15):
         result = await run_agent(Reader, "q", model=adapter, servers=servers())
-    assert result.usage.cost_usd == pytest.approx(0.15)
-    assert json.loads(result.model_dump_json())["usage"]["cost_usd"] == pytest.approx(0.15)
+    assert result.usage.cost_usd == pytest.approx(0.75)
+    assert json.loads(result.model_dump_json())["usage"]["cost_usd"] == pytest.approx(0.75)
 
 
 async def test_a_model_that_wants_max_completion_tokens_and_no_temperature_gets_them(

@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel
 from rich.console import Console
 
-from awb.agents import Agent, run_agent
+from awb.agents import Agent, RunEvent, run_agent
 from awb.agents.models import ScriptedModel
 from awb.agents.progress import ProgressView
 
@@ -47,3 +47,15 @@ async def test_progress_view_shows_each_step_and_the_ending_on_a_terminal() -> N
     assert view.lines[1].startswith("reader #1   ✗ tool_error files.read")
     assert view.lines[-1] == "reader finished: done in 2 steps"
     assert "reader finished: done in 2 steps" in screen.getvalue()
+
+
+def test_progress_view_marks_a_token_total_that_holds_estimates() -> None:
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=120, color_system=None)
+    reported = {"input_tokens": 10, "output_tokens": 3, "estimated_replies": 0}
+    estimated = {"input_tokens": 20, "output_tokens": 5, "estimated_replies": 1}
+    with ProgressView(console) as view:
+        view.handle(RunEvent(type="model_reply", agent="reader", step=1, data={"usage": reported}))
+        assert "steps/tool calls/tokens: 1/0/13" in screen.getvalue()
+        view.handle(RunEvent(type="model_reply", agent="reader", step=2, data={"usage": estimated}))
+    assert "steps/tool calls/tokens: 2/0/~38" in screen.getvalue()

@@ -241,6 +241,21 @@ async def test_the_llm_cost_limit_stops_the_task_once_the_priced_usage_passes_it
     assert result.budget_usage.model_requests == 2
 
 
+async def test_the_budget_usage_says_how_many_replies_had_estimated_tokens() -> None:
+    class Unreported(ScriptedModel):
+        """Stands for a provider that sends no usage: its adapter marks each reply estimated."""
+
+        async def call(self, prompt: Prompt, tools: Sequence[ToolSpec]) -> Action:
+            self.usage.estimated_replies += 1
+            return await super().call(prompt, tools)
+
+    model = Unreported([call("chat", "post_message", channel="c", text="t"), done("x")])
+    with anyio.fail_after(30):
+        result = await execute_mcp_task("post", servers=servers(), model=model)
+    assert result.success
+    assert (result.budget_usage.model_requests, result.budget_usage.estimated_model_replies) == (2, 2)
+
+
 async def test_telemetry_events_carry_ids_and_are_redacted() -> None:
     model = ScriptedModel(
         [call("mail", "send_mail", to="a@b.c", subject="key sk-ABCDEFGHIJKLMNOPQRSTUVWX", api_key="hunter2"), done("s")]

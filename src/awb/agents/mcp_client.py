@@ -263,26 +263,29 @@ async def _keep(
 
 @asynccontextmanager
 async def connect_servers(
-    servers: Mapping[str, ServerTarget], *, timeout: float = CONNECT_TIMEOUT_SECONDS
+    servers: Mapping[str, ServerTarget], *, timeout: float = CONNECT_TIMEOUT_SECONDS, within: float = math.inf
 ) -> AsyncIterator[Toolbox]:
     """Open every server, list its tools into one toolbox, and close them all on exit.
 
     A server that does not answer a request of its start (initialize, a page of its tools) within `timeout`
     seconds is `ServerUnavailable`; one that takes that long to list its tools again later keeps those it had.
-    A server that goes down mid-run fails its tools' calls (`server_unavailable`), never the run."""
+    The servers start together, and all of them within `within` seconds (a run's time budget): silent ones
+    cannot add their waits up. A server that goes down mid-run fails its tools' calls (`server_unavailable`),
+    never the run."""
+    for name in servers:
+        if "." in name:
+            raise ServerUnavailable(f"server name {name!r} must not contain '.'", server=name)
     toolbox = Toolbox()
     closing = anyio.Event()
     try:
         async with anyio.create_task_group() as keepers:
             try:
-                for name, target in servers.items():
-                    if "." in name:
-                        raise ServerUnavailable(f"server name {name!r} must not contain '.'", server=name)
-                    watch = ListWatch()
-                    link, tools = await keepers.start(_keep, name, target, watch, timeout, closing)
+                watches = {name: ListWatch() for name in servers}
+                started = await _start_all(keepers, servers, watches, timeout, within, closing)
+                for name, (link, tools) in started.items():
                     for spec, handler in _entries(link, tools):
                         toolbox.add(spec, handler)
-                    toolbox.relists(name, _lister(link), watch)
+                    toolbox.relists(name, _lister(link), watches[name])
                 yield toolbox
             finally:
                 closing.set()
@@ -292,6 +295,43 @@ async def connect_servers(
         if len(group.exceptions) == 1 and isinstance(group.exceptions[0], Exception):
             raise group.exceptions[0] from None
         raise
+
+
+async def _start_all(
+    keepers: anyio.abc.TaskGroup,
+    servers: Mapping[str, ServerTarget],
+    watches: Mapping[str, ListWatch],
+    timeout: float,
+    within: float,
+    closing: anyio.Event,
+) -> dict[str, tuple[_Link, list[Tool]]]:
+    """Start a keeper for each server, all at once, in `keepers`; their links and tools in the servers' order.
+
+    The first server that cannot start stops the others' starts (a keeper cancelled before it started closes
+    what it opened), and is raised; so is the first one still starting when `within` seconds have passed."""
+    started: dict[str, tuple[_Link, list[Tool]]] = {}
+    failed: dict[str, ServerUnavailable] = {}
+
+    async def start(name: str, target: ServerTarget) -> None:
+        try:
+            started[name] = await keepers.start(_keep, name, target, watches[name], timeout, closing)
+        except ServerUnavailable as err:
+            failed[name] = err
+            starting.cancel_scope.cancel()
+
+    with anyio.move_on_after(within):
+        async with anyio.create_task_group() as starting:
+            for name, target in servers.items():
+                starting.start_soon(start, name, target)
+    # A failure cancels the other starts: those are not late, the failure is what to report.
+    for name in servers:
+        if name in failed:
+            raise failed[name]
+    for name in servers:
+        if name not in started:
+            message = f"MCP server {name!r} did not answer within {within:g} s (its start outlasted the run's time)"
+            raise ServerUnavailable(message, server=name, seconds=within)
+    return {name: started[name] for name in servers}
 
 
 def _entries(link: _Link, tools: list[Tool]) -> list[tuple[ToolSpec, Handler]]:

@@ -56,6 +56,8 @@ class ProgressView:
         self.console = console
         self.lines: list[str] = []
         self.tokens = 0
+        #: Some replies' tokens are estimates (the provider reported no usage): the total shows as `~N`.
+        self.estimated = False
         self.tool_calls = 0
         self._live = Live(console=console, auto_refresh=False, transient=False)
 
@@ -72,11 +74,13 @@ class ProgressView:
         if event.type == "model_reply":
             usage = event.data.get("usage") or {}
             self.tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+            self.estimated = self.estimated or bool(usage.get("estimated_replies"))
         if event.type == "tool_call":
             self.tool_calls += 1
         line = describe(event)
         if line is not None:
             self.lines.append(line)
-        status = Text(f"steps/tool calls/tokens: {event.step}/{self.tool_calls}/{self.tokens}", style="dim")
+        tokens = f"~{self.tokens}" if self.estimated else str(self.tokens)
+        status = Text(f"steps/tool calls/tokens: {event.step}/{self.tool_calls}/{tokens}", style="dim")
         body = Group(*(Text(line) for line in self.lines[-_VISIBLE_LINES:]), status)
         self._live.update(body, refresh=True)

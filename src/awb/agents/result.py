@@ -40,6 +40,9 @@ class Usage(BaseModel):
     failed_requests: int = 0
     #: Price of the tokens from the offline price table; None when the model's price is unknown.
     cost_usd: float | None = None
+    #: Replies whose token counts are estimates: the provider reported no usable usage, so the tokens
+    #: were counted from characters (`awb.agents.models.tokens`), and budgets still hold.
+    estimated_replies: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -50,6 +53,7 @@ class Usage(BaseModel):
         self.output_tokens += other.output_tokens
         self.requests += other.requests
         self.failed_requests += other.failed_requests
+        self.estimated_replies += other.estimated_replies
         if other.cost_usd is not None:
             self.cost_usd = (self.cost_usd or 0.0) + other.cost_usd
 
@@ -63,6 +67,7 @@ class Usage(BaseModel):
             requests=self.requests - before.requests,
             failed_requests=self.failed_requests - before.failed_requests,
             cost_usd=cost,
+            estimated_replies=self.estimated_replies - before.estimated_replies,
         )
 
 

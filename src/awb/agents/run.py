@@ -102,7 +102,7 @@ async def run_agent(
     wanted = {name: target for name, target in available.items() if name in needed}
     # A server is given no longer to answer than the run itself has.
     wait = min(CONNECT_TIMEOUT_SECONDS, agent.budget.timeout_seconds)
-    async with connect_servers(wanted, timeout=wait) as toolbox:
+    async with connect_servers(wanted, timeout=wait, within=agent.budget.timeout_seconds) as toolbox:
         overflow = _function_overflow(agent, toolbox, chosen, own)
         if overflow is None:
             return await _run(agent, task, chosen, toolbox, scope)

@@ -24,4 +24,6 @@ class BudgetSnapshot(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     model_requests: int = 0
+    #: Of the model's replies, those whose tokens (and so cost) are estimates: the provider reported no usage.
+    estimated_model_replies: int = 0
     limits: Budget = Field(default_factory=Budget)

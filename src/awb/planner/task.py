@@ -106,7 +106,8 @@ async def execute_mcp_task(
     telemetry = TaskTelemetry(task_id, user_id)
     chosen = resolve_model(model, base_url=base_url) if isinstance(model, str) else model
     storage = workspace / "tool-results" / task_id if workspace is not None else None
-    async with connect_servers(servers, timeout=min(CONNECT_TIMEOUT_SECONDS, budget.timeout_seconds)) as toolbox:
+    wait = min(CONNECT_TIMEOUT_SECONDS, budget.timeout_seconds)
+    async with connect_servers(servers, timeout=wait, within=budget.timeout_seconds) as toolbox:
         index = ToolIndex(mode=search_mode)
         try:
             return await _plan(
@@ -231,6 +232,7 @@ def _task_result(
         input_tokens=run.usage.input_tokens,
         output_tokens=run.usage.output_tokens,
         model_requests=run.usage.requests,
+        estimated_model_replies=run.usage.estimated_replies,
         limits=budget,
     )
     raw: dict[str, Any] = {"storage_refs": tools.storage_refs, "tool_calls": [c.as_dict() for c in tools.calls]}

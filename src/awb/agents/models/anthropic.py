@@ -12,8 +12,9 @@ from awb.agents.actions import Action
 from awb.agents.errors import MalformedAction
 from awb.agents.models.base import Prompt
 from awb.agents.models.functions import MAX_FUNCTIONS, FunctionTable, cut_off, parse_text_action, refused
-from awb.agents.models.http import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_SECONDS, ProviderClient, needs_key, token_count
+from awb.agents.models.http import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_SECONDS, ProviderClient, needs_key
 from awb.agents.models.settings import ModelSettings
+from awb.agents.models.tokens import count_reply
 from awb.agents.result import Usage
 from awb.agents.toolbox import ToolSpec
 
@@ -79,7 +80,7 @@ class AnthropicModel:
         if settings.temperature is not None:
             payload["temperature"] = settings.temperature
         reply = await self.http.post("/v1/messages", payload, settings)
-        self._count(reply.get("usage"))
+        self._count(reply, payload)
         blocks = reply.get("content")
         if not isinstance(blocks, list):
             raise MalformedAction("the reply has no content blocks")
@@ -99,7 +100,12 @@ class AnthropicModel:
                 raise cut_off(err, payload["max_tokens"]) from None
             raise
 
-    def _count(self, usage: object) -> None:
-        if isinstance(usage, dict):
-            self.usage.input_tokens += token_count(usage.get("input_tokens"))
-            self.usage.output_tokens += token_count(usage.get("output_tokens"))
+    def _count(self, reply: dict[str, Any], payload: dict[str, Any]) -> None:
+        usage = reply.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        count_reply(
+            self.usage,
+            (usage.get("input_tokens"), usage.get("output_tokens")),
+            sent=(payload["system"], payload["messages"], payload["tools"]),
+            received=reply.get("content"),
+        )

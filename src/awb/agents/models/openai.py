@@ -20,8 +20,9 @@ from awb.agents.actions import Action
 from awb.agents.errors import MalformedAction, ModelError
 from awb.agents.models.base import Prompt, json_action_instructions
 from awb.agents.models.functions import MAX_FUNCTIONS, FunctionTable, cut_off, parse_text_action, refused
-from awb.agents.models.http import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_SECONDS, ProviderClient, needs_key, token_count
+from awb.agents.models.http import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT_SECONDS, ProviderClient, needs_key
 from awb.agents.models.settings import ModelSettings
+from awb.agents.models.tokens import count_reply
 from awb.agents.result import Usage
 from awb.agents.toolbox import ToolSpec
 
@@ -156,8 +157,9 @@ class OpenAIModel:
     async def call(self, prompt: Prompt, tools: Sequence[ToolSpec]) -> Action:
         table = FunctionTable(tools, prompt.output_schema, code_mode=prompt.code_mode)
         settings = self.settings.merged(prompt.settings)
-        reply = await self._post(self._payload(prompt, tools, table), settings)
-        self._count(reply.get("usage"))
+        payload = self._payload(prompt, tools, table)
+        reply = await self._post(payload, settings)
+        self._count(reply, payload)
         message, finish_reason = _first_choice(reply)
         listed = message.get("tool_calls")
         calls = [
@@ -182,7 +184,14 @@ class OpenAIModel:
             raise MalformedAction("the reply has neither a tool call nor text")
         return parse_text_action(content, native=self.native_tools)
 
-    def _count(self, usage: object) -> None:
-        if isinstance(usage, dict):
-            self.usage.input_tokens += token_count(usage.get("prompt_tokens"))
-            self.usage.output_tokens += token_count(usage.get("completion_tokens"))
+    def _count(self, reply: dict[str, Any], payload: dict[str, Any]) -> None:
+        usage = reply.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        choices = reply.get("choices")
+        first = choices[0] if isinstance(choices, list) and choices else None
+        count_reply(
+            self.usage,
+            (usage.get("prompt_tokens"), usage.get("completion_tokens")),
+            sent=(payload["messages"], payload.get("tools")),
+            received=first.get("message") if isinstance(first, dict) else None,
+        )
