@@ -112,3 +112,20 @@ def test_redaction_masks_secret_keys_and_known_secret_values() -> None:
         "api_key": "***",
         "nested": [{"Authorization": "***", "ok": "***!"}],
     }
+
+
+def test_a_sessions_log_is_read_a_page_at_a_time_in_the_order_written(store: SessionStore) -> None:
+    """`logs` read a whole session at once, and a session's log has no bound."""
+    written = [*entries("r1"), *entries("r2")]
+    store.append_logs("s", written[:4])
+    store.append_logs("other", entries("x"))
+    store.append_logs("s", written[4:])
+    read, after = [], 0
+    while page := store.log_page("s", after=after, limit=4):
+        assert len(page) <= 4 and all(n > after for n, _ in page)
+        read += [entry for _, entry in page]
+        after = page[-1][0]
+    assert read == written
+    assert store.log_page("nobody", limit=4) == []
+    assert store.newest_logs("s", 2) == written[-2:]
+    assert store.newest_logs("s", 100) == written

@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from awb.blueprints.compile import Turn
 from awb.blueprints.journal import LogEntry
-from awb.blueprints.sessions import SESSIONS_SHOWN, Exchange, MemorySessionStore, SessionStore, SessionSummary
+from awb.blueprints.sessions import (
+    LOG_PAGE_DEFAULT,
+    SESSIONS_SHOWN,
+    Exchange,
+    MemorySessionStore,
+    SessionStore,
+    SessionSummary,
+)
 
 if TYPE_CHECKING:
     from awb.config import Config
@@ -32,6 +39,8 @@ _ADD = (
 _EXCHANGES = "SELECT blueprint_id, at, message, response FROM blueprint_messages WHERE session_id = {m} ORDER BY id"
 _APPEND = "INSERT INTO blueprint_run_logs(session_id, run_id, at, kind, data) VALUES ({m}, {m}, {m}, {m}, {m})"
 _LOGS = "SELECT run_id, at, kind, data FROM blueprint_run_logs WHERE session_id = {m} ORDER BY id"
+_LOG_PAGE = "SELECT id, run_id, at, kind, data FROM blueprint_run_logs WHERE session_id = {m} AND id > {m} ORDER BY id LIMIT {m}"
+_NEWEST_LOGS = "SELECT run_id, at, kind, data FROM blueprint_run_logs WHERE session_id = {m} ORDER BY id DESC LIMIT {m}"
 _SESSIONS = (
     "SELECT session_id, count(DISTINCT run_id), count(*), min(at), max(at) FROM blueprint_run_logs "
     "GROUP BY session_id ORDER BY max(id) DESC LIMIT {m}"
@@ -110,6 +119,16 @@ class _SessionTables:
         with self._statement() as db:
             rows = db.execute(self._sql(_LOGS), (session_id,)).fetchall()
         return [_entry(r) for r in rows]
+
+    def log_page(self, session_id: str, *, after: int = 0, limit: int = LOG_PAGE_DEFAULT) -> list[tuple[int, LogEntry]]:
+        with self._statement() as db:
+            rows = db.execute(self._sql(_LOG_PAGE), (session_id, after, limit)).fetchall()
+        return [(int(r[0]), _entry(r[1:])) for r in rows]
+
+    def newest_logs(self, session_id: str, limit: int) -> list[LogEntry]:
+        with self._statement() as db:
+            rows = db.execute(self._sql(_NEWEST_LOGS), (session_id, limit)).fetchall()
+        return [_entry(r) for r in reversed(rows)]
 
     def sessions(self, limit: int = SESSIONS_SHOWN) -> list[SessionSummary]:
         with self._statement() as db:

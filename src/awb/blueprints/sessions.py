@@ -25,6 +25,11 @@ SESSION_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"
 _SESSION_ID = re.compile(SESSION_ID_PATTERN)
 #: Longest message one run takes.
 MAX_MESSAGE_CHARS = 100_000
+#: Log entries one page of a session's log holds unless asked for fewer, and at most: a run logs up to
+#: `blueprints.log_run_chars` (256,000 characters by default) and a session's runs are not counted, so a
+#: whole log in one reply grew without bound.
+LOG_PAGE_DEFAULT = 1000
+LOG_PAGE_MAX = 10_000
 
 
 def check_run_input(message: str, session_id: str | None) -> None:
@@ -72,6 +77,15 @@ class SessionStore(Protocol):
         """Every log entry of the session, in the order it was written."""
         ...
 
+    def log_page(self, session_id: str, *, after: int = 0, limit: int = LOG_PAGE_DEFAULT) -> list[tuple[int, LogEntry]]:
+        """At most `limit` log entries of the session written after the one numbered `after` (0: from the
+        first), in order, each with its number (increasing; what `after` takes to read on)."""
+        ...
+
+    def newest_logs(self, session_id: str, limit: int) -> list[LogEntry]:
+        """The session's last `limit` log entries, in the order they were written."""
+        ...
+
     def sessions(self, limit: int = SESSIONS_SHOWN) -> list[SessionSummary]:
         """Sessions with run logs, the most recently logged first."""
         ...
@@ -116,6 +130,17 @@ class MemorySessionStore:
     def logs(self, session_id: str) -> list[LogEntry]:
         with self._lock:
             return list(self._logs.get(session_id, []))
+
+    def log_page(self, session_id: str, *, after: int = 0, limit: int = LOG_PAGE_DEFAULT) -> list[tuple[int, LogEntry]]:
+        # An entry's number is its place in the session's log, from 1: entries are only ever appended.
+        start = max(after, 0)
+        with self._lock:
+            kept = self._logs.get(session_id, [])[start : start + limit]
+        return list(enumerate(kept, start=start + 1))
+
+    def newest_logs(self, session_id: str, limit: int) -> list[LogEntry]:
+        with self._lock:
+            return self._logs.get(session_id, [])[-limit:] if limit > 0 else []
 
     def sessions(self, limit: int = SESSIONS_SHOWN) -> list[SessionSummary]:
         with self._lock:
