@@ -291,6 +291,23 @@ def test_a_line_past_the_bound_is_refused_naming_its_number_and_nothing_is_writt
         assert not (tmp_path / "b.db").exists()
 
 
+def test_an_import_refuses_a_tag_holding_nul_naming_its_line_and_the_tag(tmp_path: Path) -> None:
+    anyio.run(_fill, Config(inventory_path=tmp_path / "a.db"))
+    export = tmp_path / "out.jsonl"
+    assert (
+        runner.invoke(app, ["inventory", "export", "--inventory", str(tmp_path / "a.db"), "-o", str(export)]).exit_code
+        == 0
+    )
+    records = [json.loads(line) for line in export.read_text(encoding="utf-8").splitlines()]
+    records[1]["tool"]["metadata"]["tags"] = ["fine", "a\x00b"]
+    export.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    result = runner.invoke(app, ["inventory", "import", str(export), "--inventory", str(tmp_path / "b.db"), "--json"])
+    assert result.exit_code != 0
+    error = json.loads(result.output)["error"]
+    assert error["code"] == "invalid_params" and error["message"].startswith("line 2: the tag 'a\\x00b' holds U+0000")
+    assert not (tmp_path / "b.db").exists()
+
+
 def test_import_refuses_a_file_that_is_not_an_export(tmp_path: Path) -> None:
     bogus = tmp_path / "bogus.jsonl"
     bogus.write_text('{"hello": 1}\n', encoding="utf-8")

@@ -63,6 +63,20 @@ def test_imported_tags_are_trimmed_and_each_kept_once(store: Store, tmp_path: Pa
     assert [s.tags for s in store.list_summaries(tag="db")] == [["db", "DB"]]
 
 
+def test_an_imported_tag_that_does_not_show_is_refused_at_its_line_and_nothing_is_written(
+    store: Store, tmp_path: Path
+) -> None:
+    """An older awb stored such tags (no `tag` filter found one holding NUL); a craft now refuses them, and so
+    does an import."""
+    source = older_inventory(tmp_path / "older.db", older_tool("fine", ["db"]), older_tool("odd", ["db", "a\x00b"]))
+    lines = list(export_lines(source))
+    source.close()
+    odd_line = next(n for n, line in enumerate(lines, start=1) if "tool_odd" in line[:40])
+    with pytest.raises(InvalidParams, match=rf"^line {odd_line}: the tag 'a\\x00b' holds U\+0000 at character 2"):
+        import_lines(store, lambda: lines)
+    assert store.get("tool_fine") is None and store.get("tool_odd") is None
+
+
 async def test_an_older_tool_named_like_a_meta_tool_imports_and_can_be_unequipped_renamed_and_deleted(
     store_config: Config, tmp_path: Path
 ) -> None:

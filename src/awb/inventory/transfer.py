@@ -29,7 +29,7 @@ from typing import Any, Literal, Protocol, cast, runtime_checkable
 from pydantic import BaseModel, ValidationError
 
 from awb.errors import InvalidParams, NameConflict
-from awb.inventory.models import CallRecord, Tool, ToolVersion, normal_tags
+from awb.inventory.models import CallRecord, Tool, ToolVersion, check_tags, normal_tags
 from awb.inventory.store import Store
 from awb.safe_text import visible
 from awb.text import NOT_A_JSON_NUMBER, NOT_UNICODE, unencodable_path
@@ -239,6 +239,10 @@ def _record(number: int, data: Any) -> _Record:
             tool = Tool.model_validate(data["tool"])
             # Tags come in as a craft takes them (an export from before tags were normalised may repeat one).
             tool.metadata.tags = normal_tags(tool.metadata.tags)
+            try:
+                check_tags(tool.metadata.tags)
+            except InvalidParams as exc:  # as a craft refuses it: no `tag` filter would find it
+                raise InvalidParams(f"line {number}: {exc.message}", line=number, **exc.details) from None
             versions = [ToolVersion.model_validate(v) for v in data.get("versions", [])]  # format 1 and 2
             return _Record(number, "tool", (tool, versions))
         if "version" in data:
