@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -98,8 +98,16 @@ class SessionStore(Protocol):
         """Every exchange of the session, oldest first."""
         ...
 
-    def import_session(self, session_id: str, exchanges: Sequence[Exchange], logs: Sequence[LogEntry]) -> bool:
-        """Write an exported session in one go; False (and nothing written) when the session already has
+    def exchange_page(
+        self, session_id: str, *, after: int = 0, limit: int = LOG_PAGE_DEFAULT
+    ) -> list[tuple[int, Exchange]]:
+        """At most `limit` exchanges of the session after the one numbered `after`, oldest first, each with
+        its number (as `log_page`)."""
+        ...
+
+    def import_session(self, session_id: str, exchanges: Iterable[Exchange], logs: Iterable[LogEntry]) -> bool:
+        """Write an exported session in one go, reading `exchanges` to its end before `logs` (both may be
+        read from the file as they are written); False (and neither read) when the session already has
         records here, so an import can be re-run."""
         ...
 
@@ -165,14 +173,22 @@ class MemorySessionStore:
         with self._lock:
             return list(self._exchanges.get(session_id, []))
 
-    def import_session(self, session_id: str, exchanges: Sequence[Exchange], logs: Sequence[LogEntry]) -> bool:
+    def exchange_page(
+        self, session_id: str, *, after: int = 0, limit: int = LOG_PAGE_DEFAULT
+    ) -> list[tuple[int, Exchange]]:
+        start = max(after, 0)
+        with self._lock:
+            kept = self._exchanges.get(session_id, [])[start : start + limit]
+        return list(enumerate(kept, start=start + 1))
+
+    def import_session(self, session_id: str, exchanges: Iterable[Exchange], logs: Iterable[LogEntry]) -> bool:
         with self._lock:
             if session_id in self._exchanges or session_id in self._logs:
                 return False
-            if exchanges:
-                self._exchanges[session_id] = list(exchanges)
-            if logs:
-                self._logs[session_id] = list(logs)
+            if kept_exchanges := list(exchanges):
+                self._exchanges[session_id] = kept_exchanges
+            if kept_logs := list(logs):
+                self._logs[session_id] = kept_logs
         return True
 
     def close(self) -> None:

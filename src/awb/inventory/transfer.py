@@ -77,7 +77,7 @@ class Sessions(Protocol):
 
     def session_ids(self) -> list[str]: ...
 
-    def exchanges(self, session_id: str) -> list[Any]: ...
+    def exchange_page(self, session_id: str, *, after: int = 0, limit: int = ...) -> list[tuple[int, Any]]: ...
 
     def log_page(self, session_id: str, *, after: int = 0, limit: int = ...) -> list[tuple[int, Any]]: ...
 
@@ -129,8 +129,11 @@ def export_lines(store: Store, sessions: Sessions | None = None) -> Iterator[str
     for session_id in session_ids:
         assert sessions is not None
         yield _line({"session": session_id})
-        for exchange in sessions.exchanges(session_id):
-            yield _line({"exchange": exchange.model_dump(mode="json")})
+        after = 0
+        while exchanges := sessions.exchange_page(session_id, after=after, limit=CALL_PAGE):
+            for _, exchange in exchanges:
+                yield _line({"exchange": exchange.model_dump(mode="json")})
+            after = exchanges[-1][0]
         after = 0
         while entries := sessions.log_page(session_id, after=after, limit=CALL_PAGE):
             for _, entry in entries:
@@ -323,13 +326,14 @@ def import_lines(
             _import_tool(store, record.value, records, report)
         elif record.kind == "session" and sessions is not None:
             session_id, exchanges, logs = record.value
-            # A session is written in one transaction, as the store holds it whole anyway.
-            exchanges = [*exchanges, *records.following("exchange")]
-            logs = [*logs, *records.following("log")]
+            # Written in one transaction as the file is read (format 3 gives each record a line after it).
+            exchanges, logs = chain(exchanges, records.following("exchange")), chain(logs, records.following("log"))
             if sessions.import_session(session_id, exchanges, logs):
                 report.sessions += 1
             else:
                 report.sessions_skipped += 1
+            for _ in chain(exchanges, logs):  # a skipped session's records go with it
+                pass
     announce = getattr(store, "announce", None)
     if callable(announce) and report.imported:
         announce("resync", [], equipped=True)  # other servers reload rather than follow one by one
