@@ -180,6 +180,36 @@ async def test_list_filters_by_level_and_tag_and_caps_the_count(workbench: Workb
         workbench.list_tools(limit=0)
 
 
+@pytest.mark.parametrize(
+    "tag", ["a\x00b", "x\ty", "line\nbreak", "esc\x1b[2J", "rtl\u202eoverride", "no\u00a0break", "zero\u200bwidth"]
+)
+async def test_a_tag_holding_a_character_that_does_not_show_is_refused_naming_it(
+    workbench: Workbench, tag: str
+) -> None:
+    """Such tags were stored; `list_tools(tag=...)` never found one holding NUL, and the rest looked like another tag."""
+    with pytest.raises(
+        InvalidParams, match=r"^the tag '.+' holds U\+[0-9A-F]{4} at character \d+: tags are text"
+    ) as refused:
+        await workbench.craft(add_tool("tagged", tags=["fine", tag]))
+    assert refused.value.details["field"] == "tags" and "\\" in refused.value.details["tag"]  # escaped, shown
+    assert workbench.list_tools() == []
+
+
+async def test_tags_that_show_are_kept_with_inner_spaces_and_emoji_and_trimmed_at_the_ends(
+    workbench: Workbench,
+) -> None:
+    tags = [" data science\n", "👩\u200d💻", "\tdb"]
+    tool = await workbench.craft(add_tool("tagged", tags=tags, created_by_agent="planner 2"))
+    assert tool.metadata.tags == ["data science", "👩\u200d💻", "db"]
+    assert [t.name for t in workbench.list_tools(tag="👩\u200d💻")] == ["tagged"]
+
+
+async def test_an_agent_name_holding_a_character_that_does_not_show_is_refused(workbench: Workbench) -> None:
+    with pytest.raises(InvalidParams, match=r"^the agent name 'planner\\x00' holds U\+0000 at character 8") as refused:
+        await workbench.craft(add_tool("tagged", created_by_agent="planner\x00"))
+    assert refused.value.details["field"] == "created_by_agent"
+
+
 async def test_every_call_starts_from_fresh_globals(workbench: Workbench) -> None:
     # Monty sessions are checked out ahead of calls and handed back afterwards: never reused.
     code = (

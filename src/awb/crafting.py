@@ -19,7 +19,17 @@ from pydantic_core import PydanticCustomError
 
 from awb.craft_shape import craft_fields, looks_like_javascript
 from awb.errors import AdmissionFailed, ExecutionError, InvalidParams, LimitExceeded, OutputExceeded
-from awb.inventory.models import Capabilities, Example, Language, RuntimeName, Tool, ToolMetadata, normal_tags
+from awb.inventory.models import (
+    Capabilities,
+    Example,
+    Language,
+    RuntimeName,
+    Tool,
+    ToolMetadata,
+    check_shown,
+    check_tags,
+    normal_tags,
+)
 from awb.meta_tools import RESERVED_NAME_RULE, ToolNames, meta_tool_name, reserved_name
 from awb.sandbox.base import Limits, Runtime
 from awb.sandbox.host import HostBridge
@@ -125,6 +135,9 @@ def validate_request(request: CraftRequest, max_code_bytes: int) -> None:
             field="name",
             name=request.name,
         )
+    check_tags(request.tags)
+    if request.created_by_agent:
+        check_shown(request.created_by_agent, "created_by_agent", "agent name")
     size = len(request.code.encode("utf-8", errors="surrogatepass"))
     if size > max_code_bytes:
         raise LimitExceeded(

@@ -7,6 +7,7 @@ import hashlib
 import json
 import logging
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ import httpx
 import pytest
 
 from awb.api.app import create_api
+from awb.blueprints.journal import LogEntry
+from awb.blueprints.sessions import LOG_PAGE_DEFAULT, LOG_PAGE_MAX
 
 from .blueprints_data import TAVILY, blueprint
 from .conftest import OPENAI_KEY, TAVILY_KEY, Api, make_service
@@ -272,10 +275,10 @@ def test_provider_error_is_a_502_carrying_the_providers_message(api: Api, fake_m
 def test_unexpected_error_is_a_generic_500_with_details_only_in_the_log(
     api: Api, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def broken(session_id: str) -> list[Any]:
+    def broken(session_id: str, **page: int) -> list[Any]:
         raise RuntimeError("secret internal state")
 
-    api.service.sessions.logs = broken  # type: ignore[method-assign]
+    api.service.sessions.log_page = broken  # type: ignore[method-assign]
     with caplog.at_level(logging.ERROR, logger="awb.api"):
         response = api.get("/api/agents/logs", session_id="x")
     assert response.status_code == 500
@@ -430,3 +433,25 @@ def test_a_run_that_fails_unexpectedly_is_a_500_and_its_log_still_says_how_it_en
     entries = api.get("/api/agents/logs", session_id="bug").json()["entries"]
     assert [e["kind"] for e in entries] == ["run_start", "tool_call", "run_end"]
     assert entries[-1]["data"]["status"] == "internal_error" and "secret" not in json.dumps(entries)
+
+
+def test_run_logs_come_a_page_at_a_time_with_the_cursor_of_the_next(api: Api) -> None:
+    """The logs of a session came back whole in one reply, however many runs had written them."""
+    at = datetime.now(UTC)
+    written = [
+        LogEntry(at=at, run_id=f"r{n // 2}", kind="run_start", data={"n": n}) for n in range(LOG_PAGE_DEFAULT + 3)
+    ]
+    api.service.sessions.append_logs("long", written)
+    first = api.get("/api/agents/logs", session_id="long").json()
+    assert set(first) == {"session_id", "entries", "next_after"}
+    assert [e["data"]["n"] for e in first["entries"]] == list(range(LOG_PAGE_DEFAULT))
+    seen, after = [], 0
+    while after is not None:
+        page = api.get("/api/agents/logs", session_id="long", limit="2", after=str(after)).json()
+        assert len(page["entries"]) <= 2
+        seen += [e["data"]["n"] for e in page["entries"]]
+        after = page["next_after"]
+    assert seen == list(range(LOG_PAGE_DEFAULT + 3))
+    for bad in ({"limit": "0"}, {"limit": str(LOG_PAGE_MAX + 1)}, {"after": "-1"}):
+        response = api.get("/api/agents/logs", session_id="long", **bad)
+        assert response.status_code == 400 and response.json()["error"]["code"] == "bad_request"

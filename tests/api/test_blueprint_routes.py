@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ import yaml
 
 import awb.api.routes.blueprints as routes
 from awb.api.app import create_api
+from awb.blueprints.files import LIST_PAGE_MAX
 
 from .blueprints_data import TAVILY, blueprint
 from .conftest import Api, make_service
@@ -255,3 +257,27 @@ def test_errors_the_framework_raises_carry_codes_that_say_what_to_fix(api: Api) 
     assert deep.json()["error"]["code"] == "bad_request" and "nested too deeply" in deep.json()["error"]["message"]
     unknown = api.get("/api/no-such-thing")
     assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "not_found"
+
+
+def test_saved_blueprints_are_listed_a_page_at_a_time_newest_first(api: Api) -> None:
+    """Every save adds a file, and the listing returned all of them in one reply."""
+    saved = Path(api.config.blueprints_dir) / api.post("/api/blueprints", blueprint(name="paged")).json()["file"]
+    for n in range(4):
+        copy = saved.with_name(f"copy-{n}.yaml")
+        copy.write_bytes(saved.read_bytes())
+        os.utime(copy, (1_700_000_000 + n, 1_700_000_000 + n))
+    newest_first = [saved.name, "copy-3.yaml", "copy-2.yaml", "copy-1.yaml", "copy-0.yaml"]
+    whole = api.get("/api/blueprints").json()
+    assert [e["file"] for e in whole["blueprints"]] == newest_first and whole["next_after"] is None
+    listed, after = [], None
+    while True:
+        page = api.get("/api/blueprints", limit="2", **({"after": after} if after else {})).json()
+        assert len(page["blueprints"]) <= 2
+        listed += [e["file"] for e in page["blueprints"]]
+        if (after := page["next_after"]) is None:
+            break
+    assert listed == newest_first
+    gone = api.get("/api/blueprints", after="nothing.yaml")
+    assert gone.status_code == 404 and "nothing.yaml" in gone.json()["error"]["message"]
+    for bad in ("0", str(LIST_PAGE_MAX + 1)):
+        assert api.get("/api/blueprints", limit=bad).status_code == 400

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -112,3 +113,43 @@ def test_redaction_masks_secret_keys_and_known_secret_values() -> None:
         "api_key": "***",
         "nested": [{"Authorization": "***", "ok": "***!"}],
     }
+
+
+def test_a_sessions_log_is_read_a_page_at_a_time_in_the_order_written(store: SessionStore) -> None:
+    """`logs` read a whole session at once, and a session's log has no bound."""
+    written = [*entries("r1"), *entries("r2")]
+    store.append_logs("s", written[:4])
+    store.append_logs("other", entries("x"))
+    store.append_logs("s", written[4:])
+    read, after = [], 0
+    while page := store.log_page("s", after=after, limit=4):
+        assert len(page) <= 4 and all(n > after for n, _ in page)
+        read += [entry for _, entry in page]
+        after = page[-1][0]
+    assert read == written
+    assert store.log_page("nobody", limit=4) == []
+    assert store.newest_logs("s", 2) == written[-2:]
+    assert store.newest_logs("s", 100) == written
+
+
+def test_an_import_reads_a_session_as_it_comes_and_a_page_at_a_time_gives_it_back(store: SessionStore) -> None:
+    """An import held a session's every record in memory (rows built in a list), as the export did."""
+    written = [Exchange(blueprint_id="bp", at=AT, message=f"q{n}", response=f"a{n}") for n in range(5)]
+    read: list[str] = []
+
+    def reading(items: list[Any], kind: str) -> Iterator[Any]:
+        for item in items:
+            read.append(kind)
+            yield item
+
+    assert store.import_session("s", reading(written, "exchange"), reading(entries("r"), "log")) is True
+    assert read == ["exchange"] * 5 + ["log"] * 3
+    assert store.import_session("logs_only", iter(()), reading(entries("r2"), "log")) is True
+    assert store.import_session("s", reading(written, "again"), reading([], "again")) is False
+    assert "again" not in read
+    pages, after = [], 0
+    while page := store.exchange_page("s", after=after, limit=2):
+        pages.append([exchange for _, exchange in page])
+        after = page[-1][0]
+    assert pages == [written[:2], written[2:4], written[4:]]
+    assert store.logs("logs_only") == entries("r2") and store.exchange_page("logs_only") == []

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from awb.cli.main import app
 from awb.config import Config
+from awb.inventory import transfer
 from awb.inventory.open import open_store
 from awb.inventory.postgres_migrations import SCHEMA_VERSION
 from awb.workbench import Workbench
@@ -212,9 +213,10 @@ def test_an_export_of_the_first_format_still_imports(tmp_path: Path) -> None:
         runner.invoke(app, ["inventory", "export", "--inventory", str(tmp_path / "a.db"), "-o", str(export)]).exit_code
         == 0
     )
-    records = [json.loads(line) for line in export.read_text(encoding="utf-8").splitlines()]
+    records = _as_format_2([json.loads(line) for line in export.read_text(encoding="utf-8").splitlines()])
     header = {"format": "awb-inventory", "version": 1, "tools": records[0]["tools"]}
     v1 = [header, *(r for r in records[1:] if "tool" in r)]
+    assert sum(len(r["versions"]) for r in v1[1:]) == 4
     export.write_text("".join(json.dumps(r) + "\n" for r in v1), encoding="utf-8")
     result = runner.invoke(app, ["inventory", "import", str(export), "--inventory", str(tmp_path / "b.db"), "--json"])
     assert json.loads(result.output) == {
@@ -225,6 +227,85 @@ def test_an_export_of_the_first_format_still_imports(tmp_path: Path) -> None:
         "sessions": 0,
         "sessions_skipped": 0,
     }
+
+
+def _as_format_2(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """An export's records as format 2 wrote them: versions on their tool's line, exchanges and run logs on
+    their session's."""
+    older: list[dict[str, Any]] = [{**records[0], "version": 2}]
+    for record in records[1:]:
+        if "tool" in record:
+            older.append({**record, "versions": []})
+        elif "session" in record:
+            older.append({**record, "exchanges": [], "logs": []})
+        elif "version" in record:
+            older[-1]["versions"].append(record["version"])
+        elif "exchange" in record or "log" in record:
+            older[-1]["exchanges" if "exchange" in record else "logs"].append(record.get("exchange", record.get("log")))
+        else:
+            older.append(record)
+    return older
+
+
+def test_an_export_of_the_second_format_imports_the_same_records(tmp_path: Path) -> None:
+    """Format 3 gives versions, exchanges and run-log entries lines of their own; format 2 files still import."""
+    config = Config(inventory_path=tmp_path / "a.db")
+    anyio.run(_fill, config)
+    export = tmp_path / "v3.jsonl"
+    assert (
+        runner.invoke(
+            app, ["inventory", "export", "--inventory", str(config.inventory_path), "-o", str(export)]
+        ).exit_code
+        == 0
+    )
+    records = [json.loads(line) for line in export.read_text(encoding="utf-8").splitlines()]
+    assert records[0]["version"] == 3 and all("versions" not in r and "logs" not in r for r in records)
+    assert {"version", "exchange", "log"} <= {key for r in records for key in r}
+    older = tmp_path / "v2.jsonl"
+    older.write_text("".join(json.dumps(r) + "\n" for r in _as_format_2(records)), encoding="utf-8")
+    result = runner.invoke(app, ["inventory", "import", str(older), "--inventory", str(tmp_path / "b.db"), "--json"])
+    assert result.exit_code == 0, result.output
+    assert _snapshot(Config(inventory_path=tmp_path / "b.db")) == _snapshot(config)
+
+
+def test_a_line_past_the_bound_is_refused_naming_its_number_and_nothing_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lines were read whole, however long: `awb inventory import /dev/zero` grew until memory ran out."""
+    monkeypatch.setattr(transfer, "MAX_LINE_BYTES", 1000)
+    header = json.dumps({"format": "awb-inventory", "version": 3, "tools": 0, "sessions": 1}) + "\n"
+    at_bound = json.dumps({"session": "s" * (1000 - 15)}) + "\n"
+    assert len(at_bound) == 1001  # the bound, and its newline
+    fits = tmp_path / "fits.jsonl"
+    fits.write_text(header + at_bound, encoding="utf-8")
+    result = runner.invoke(app, ["inventory", "import", str(fits), "--inventory", str(tmp_path / "a.db"), "--json"])
+    assert result.exit_code == 0, result.output
+    for tail in (at_bound[:-1] + " \n", "x" * 1001, "\0" * 5000):
+        long = tmp_path / "long.jsonl"
+        long.write_text(header + tail, encoding="utf-8")
+        result = runner.invoke(app, ["inventory", "import", str(long), "--inventory", str(tmp_path / "b.db"), "--json"])
+        assert result.exit_code != 0
+        error = json.loads(result.output)["error"]
+        assert error["code"] == "invalid_params" and error["details"] == {"line": 2, "limit": 1000}
+        assert error["message"] == f"line 2 of {long} is longer than 1000 bytes (an export's lines are far shorter)"
+        assert not (tmp_path / "b.db").exists()
+
+
+def test_an_import_refuses_a_tag_holding_nul_naming_its_line_and_the_tag(tmp_path: Path) -> None:
+    anyio.run(_fill, Config(inventory_path=tmp_path / "a.db"))
+    export = tmp_path / "out.jsonl"
+    assert (
+        runner.invoke(app, ["inventory", "export", "--inventory", str(tmp_path / "a.db"), "-o", str(export)]).exit_code
+        == 0
+    )
+    records = [json.loads(line) for line in export.read_text(encoding="utf-8").splitlines()]
+    records[1]["tool"]["metadata"]["tags"] = ["fine", "a\x00b"]
+    export.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    result = runner.invoke(app, ["inventory", "import", str(export), "--inventory", str(tmp_path / "b.db"), "--json"])
+    assert result.exit_code != 0
+    error = json.loads(result.output)["error"]
+    assert error["code"] == "invalid_params" and error["message"].startswith("line 2: the tag 'a\\x00b' holds U+0000")
+    assert not (tmp_path / "b.db").exists()
 
 
 def test_import_refuses_a_file_that_is_not_an_export(tmp_path: Path) -> None:

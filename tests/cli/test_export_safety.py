@@ -72,7 +72,7 @@ def test_an_export_replaces_an_earlier_export_but_never_another_file(workspace: 
 
     first = run_awb(workspace, "inventory", "export", "-o", "out.jsonl")
     assert first.returncode == 0, first.stderr
-    assert "exported 2 lines: the header and 1 record" in first.stderr  # the tool, its versions inside
+    assert "exported 3 lines: the header and 2 records" in first.stderr  # the tool, and its one version
     again = run_awb(workspace, "inventory", "export", "-o", "out.jsonl")
     assert again.returncode == 0, again.stderr
     lines = (workspace / "out.jsonl").read_text(encoding="utf-8").splitlines()
@@ -99,7 +99,7 @@ def test_import_of_text_that_is_not_utf8_or_of_a_missing_file_is_one_error_line(
     latin = workspace / "latin1.jsonl"
     latin.write_bytes((workspace / "out.jsonl").read_bytes() + b'{"note": "caf\xe9"}\n')
     line = assert_one_error_line(run_awb(workspace, "inventory", "import", str(latin)), "invalid_params")
-    assert "line 3 of" in line and "is not UTF-8 text" in line
+    assert "line 4 of" in line and "is not UTF-8 text" in line
     line = assert_one_error_line(run_awb(workspace, "inventory", "import", "missing.jsonl"), "usage_error")
     assert "cannot read missing.jsonl: No such file or directory" in line
     as_json = run_awb(workspace, "inventory", "import", "missing.jsonl", "--json")
@@ -137,7 +137,7 @@ def test_an_export_to_a_name_of_stdout_writes_through_its_pipe(workspace: Path, 
     result = run_awb(workspace, "inventory", "export", "-o", output)
     assert result.returncode == 0, result.stderr
     assert export_header(result.stdout)["tools"] == 1
-    assert len(result.stdout.splitlines()) == 2
+    assert len(result.stdout.splitlines()) == 3
     assert (workspace / "to-stdout").is_symlink()  # followed, never replaced
 
 
@@ -146,7 +146,7 @@ def test_an_export_to_dev_stderr_comes_before_the_note(workspace: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout == ""
     export_header(result.stderr)
-    assert result.stderr.splitlines()[2] == "exported 2 lines: the header and 1 record"
+    assert result.stderr.splitlines()[3] == "exported 3 lines: the header and 2 records"
 
 
 def test_an_export_to_dev_stdout_appends_to_the_file_the_shell_opened_and_keeps_its_inode(workspace: Path) -> None:

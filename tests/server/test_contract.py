@@ -174,6 +174,15 @@ async def test_the_spec_shape_and_the_flat_shape_give_the_same_record(workbench:
             assert "metadata.tags and tags disagree" in conflict["error"]["message"]
 
 
+async def test_a_craft_with_a_tag_holding_nul_is_refused_naming_the_tag(workbench: Workbench) -> None:
+    async with Client(McpFace(workbench).server) as client:
+        with anyio.fail_after(30):
+            refused = await call(client, "awb_craft", {**SPEC_CRAFT, "metadata": {"tags": ["image", "re\x00size"]}})
+            assert refused["error"]["code"] == "invalid_params"
+            assert refused["error"]["message"].startswith("the tag 're\\x00size' holds U+0000 at character 3")
+            assert (await call(client, "awb_list", {}))["tools"] == []
+
+
 async def test_craft_without_description_or_docstring_says_what_is_missing(workbench: Workbench) -> None:
     async with Client(McpFace(workbench).server) as client:
         with anyio.fail_after(30):

@@ -266,7 +266,10 @@ async def test_a_staged_path_with_a_newline_cannot_forge_a_line_of_the_diff(
 async def test_tool_written_text_on_other_pages_is_shown_escaped(
     workbench: Workbench, client: httpx.AsyncClient
 ) -> None:
-    await workbench.craft(add_tool("adder", description=f"Add numbers {SPOOF}", tags=["ma\u202eth"]))
+    tool = await workbench.craft(add_tool("adder", description=f"Add numbers {SPOOF}", tags=["math"]))
+    # A craft refuses such a tag now; an inventory from before may hold one.
+    workbench.store.update(tool.tool_id, metadata=tool.metadata.model_copy(update={"tags": ["ma\u202eth"]}))
+    assert workbench.store.get(tool.tool_id).metadata.tags == ["ma\u202eth"]  # type: ignore[union-attr]
     for path in ("/", "/tools/adder", "/tools/adder/delete", "/?done=applied&what=%E2%80%AEtxt.exe"):
         # What the page shows, tags and their attributes left out: a filter's value is the tag as it is.
         shown = re.sub(r"<[^>]*>", " ", (await client.get(path)).text)

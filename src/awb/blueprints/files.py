@@ -23,6 +23,9 @@ from awb.blueprints.schema import Blueprint, validate_blueprint
 from awb.errors import AwbError
 
 MAX_FILE_BYTES = 1024 * 1024
+#: Files one page of a listing holds unless asked for fewer, and at most (every save adds one).
+LIST_PAGE_DEFAULT = 1000
+LIST_PAGE_MAX = 10_000
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,200}\.ya?ml$")
 
 
@@ -219,6 +222,22 @@ class BlueprintFiles:
     def scan(self) -> list[BlueprintFile]:
         """Every YAML file in the directory, newest first, each loaded (or with its error)."""
         return [read.entry for read in self._scan()]
+
+    def page(
+        self, *, after: str | None = None, limit: int = LIST_PAGE_DEFAULT
+    ) -> tuple[list[BlueprintFile], str | None]:
+        """At most `limit` files of `scan`, those listed after the file `after` (None: from the newest), and
+        the file to give as `after` for the next page (None when these are the last)."""
+        entries = self.scan()
+        start = 0
+        if after is not None:
+            start = next((i + 1 for i, e in enumerate(entries) if e.file == after), -1)
+            if start < 0:
+                raise BlueprintNotFound(
+                    f"no blueprint file {after[:210]!r} to list after (list from the start)", file=after
+                )
+        page = entries[start : start + limit]
+        return page, (page[-1].file if start + limit < len(entries) else None)
 
     def find(self, blueprint_id: str) -> Blueprint | None:
         for read in self._scan():

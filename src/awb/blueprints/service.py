@@ -101,6 +101,9 @@ class BlueprintService:
     async def list_files(self) -> list[BlueprintFile]:
         return await anyio.to_thread.run_sync(self.files.scan)
 
+    async def list_page(self, *, after: str | None, limit: int) -> tuple[list[BlueprintFile], str | None]:
+        return await anyio.to_thread.run_sync(lambda: self.files.page(after=after, limit=limit))
+
     # --- runs -----------------------------------------------------------------------------------
 
     async def run(
@@ -124,6 +127,14 @@ class BlueprintService:
 
     async def logs(self, session_id: str) -> list[LogEntry]:
         return await anyio.to_thread.run_sync(self.sessions.logs, session_id)
+
+    async def log_page(self, session_id: str, *, after: int, limit: int) -> tuple[list[LogEntry], int | None]:
+        """At most `limit` entries after the one numbered `after`, and the number to read on from (None
+        when these are the last)."""
+        # One more than asked says whether there is a next page without a count over the whole log.
+        rows = await anyio.to_thread.run_sync(lambda: self.sessions.log_page(session_id, after=after, limit=limit + 1))
+        page = rows[:limit]
+        return [entry for _, entry in page], (page[-1][0] if len(rows) > limit else None)
 
     def close(self) -> None:
         self.sessions.close()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from awb.blueprints.compile import Turn
 from awb.blueprints.journal import LogEntry
-from awb.blueprints.sessions import SESSIONS_SHOWN, Exchange, MemorySessionStore, SessionStore, SessionSummary
+from awb.blueprints.sessions import (
+    LOG_PAGE_DEFAULT,
+    SESSIONS_SHOWN,
+    Exchange,
+    MemorySessionStore,
+    SessionStore,
+    SessionSummary,
+)
 
 if TYPE_CHECKING:
     from awb.config import Config
@@ -30,8 +37,14 @@ _ADD = (
     "INSERT INTO blueprint_messages(session_id, blueprint_id, at, message, response) VALUES ({m}, {m}, {m}, {m}, {m})"
 )
 _EXCHANGES = "SELECT blueprint_id, at, message, response FROM blueprint_messages WHERE session_id = {m} ORDER BY id"
+_EXCHANGE_PAGE = (
+    "SELECT id, blueprint_id, at, message, response FROM blueprint_messages "
+    "WHERE session_id = {m} AND id > {m} ORDER BY id LIMIT {m}"
+)
 _APPEND = "INSERT INTO blueprint_run_logs(session_id, run_id, at, kind, data) VALUES ({m}, {m}, {m}, {m}, {m})"
 _LOGS = "SELECT run_id, at, kind, data FROM blueprint_run_logs WHERE session_id = {m} ORDER BY id"
+_LOG_PAGE = "SELECT id, run_id, at, kind, data FROM blueprint_run_logs WHERE session_id = {m} AND id > {m} ORDER BY id LIMIT {m}"
+_NEWEST_LOGS = "SELECT run_id, at, kind, data FROM blueprint_run_logs WHERE session_id = {m} ORDER BY id DESC LIMIT {m}"
 _SESSIONS = (
     "SELECT session_id, count(DISTINCT run_id), count(*), min(at), max(at) FROM blueprint_run_logs "
     "GROUP BY session_id ORDER BY max(id) DESC LIMIT {m}"
@@ -102,6 +115,19 @@ class _SessionTables:
             for r in rows
         ]
 
+    def exchange_page(
+        self, session_id: str, *, after: int = 0, limit: int = LOG_PAGE_DEFAULT
+    ) -> list[tuple[int, Exchange]]:
+        with self._statement() as db:
+            rows = db.execute(self._sql(_EXCHANGE_PAGE), (session_id, after, limit)).fetchall()
+        return [
+            (
+                int(r[0]),
+                Exchange(blueprint_id=r[1], at=r[2], message=self._text_out(r[3]), response=self._text_out(r[4])),
+            )
+            for r in rows
+        ]
+
     def append_logs(self, session_id: str, entries: Sequence[LogEntry]) -> None:
         with self._transaction() as db:
             db.executemany(self._sql(_APPEND), [_log_row(session_id, e) for e in entries])
@@ -110,6 +136,16 @@ class _SessionTables:
         with self._statement() as db:
             rows = db.execute(self._sql(_LOGS), (session_id,)).fetchall()
         return [_entry(r) for r in rows]
+
+    def log_page(self, session_id: str, *, after: int = 0, limit: int = LOG_PAGE_DEFAULT) -> list[tuple[int, LogEntry]]:
+        with self._statement() as db:
+            rows = db.execute(self._sql(_LOG_PAGE), (session_id, after, limit)).fetchall()
+        return [(int(r[0]), _entry(r[1:])) for r in rows]
+
+    def newest_logs(self, session_id: str, limit: int) -> list[LogEntry]:
+        with self._statement() as db:
+            rows = db.execute(self._sql(_NEWEST_LOGS), (session_id, limit)).fetchall()
+        return [_entry(r) for r in reversed(rows)]
 
     def sessions(self, limit: int = SESSIONS_SHOWN) -> list[SessionSummary]:
         with self._statement() as db:
@@ -120,16 +156,17 @@ class _SessionTables:
         with self._statement() as db:
             return [str(r[0]) for r in db.execute(_SESSION_IDS).fetchall()]
 
-    def import_session(self, session_id: str, exchanges: Sequence[Exchange], logs: Sequence[LogEntry]) -> bool:
+    def import_session(self, session_id: str, exchanges: Iterable[Exchange], logs: Iterable[LogEntry]) -> bool:
         with self._transaction() as db:
             if db.execute(self._sql(_HAS_RECORDS), (session_id, session_id)).fetchone()[0]:
                 return False
-            rows = [
+            # Rows as they are read: a session's records need not all be in memory at once.
+            rows = (
                 (session_id, e.blueprint_id, e.at.isoformat(), self._text_in(e.message), self._text_in(e.response))
                 for e in exchanges
-            ]
+            )
             db.executemany(self._sql(_ADD), rows)
-            db.executemany(self._sql(_APPEND), [_log_row(session_id, e) for e in logs])
+            db.executemany(self._sql(_APPEND), (_log_row(session_id, e) for e in logs))
         return True
 
 
@@ -179,10 +216,9 @@ class _PsycopgWriter:
     def execute(self, sql: str, args: Sequence[Any] = ()) -> Any:
         return self._conn.execute(sql, args)
 
-    def executemany(self, sql: str, rows: list[Any]) -> None:
-        if rows:
-            with self._conn.cursor() as cursor:
-                cursor.executemany(sql, rows)
+    def executemany(self, sql: str, rows: Iterable[Any]) -> None:
+        with self._conn.cursor() as cursor:
+            cursor.executemany(sql, rows)
 
 
 class PostgresSessionStore(_SessionTables):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -25,6 +25,11 @@ SESSION_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"
 _SESSION_ID = re.compile(SESSION_ID_PATTERN)
 #: Longest message one run takes.
 MAX_MESSAGE_CHARS = 100_000
+#: Log entries one page of a session's log holds unless asked for fewer, and at most: a run logs up to
+#: `blueprints.log_run_chars` (256,000 characters by default) and a session's runs are not counted, so a
+#: whole log in one reply grew without bound.
+LOG_PAGE_DEFAULT = 1000
+LOG_PAGE_MAX = 10_000
 
 
 def check_run_input(message: str, session_id: str | None) -> None:
@@ -72,6 +77,15 @@ class SessionStore(Protocol):
         """Every log entry of the session, in the order it was written."""
         ...
 
+    def log_page(self, session_id: str, *, after: int = 0, limit: int = LOG_PAGE_DEFAULT) -> list[tuple[int, LogEntry]]:
+        """At most `limit` log entries of the session written after the one numbered `after` (0: from the
+        first), in order, each with its number (increasing; what `after` takes to read on)."""
+        ...
+
+    def newest_logs(self, session_id: str, limit: int) -> list[LogEntry]:
+        """The session's last `limit` log entries, in the order they were written."""
+        ...
+
     def sessions(self, limit: int = SESSIONS_SHOWN) -> list[SessionSummary]:
         """Sessions with run logs, the most recently logged first."""
         ...
@@ -84,8 +98,16 @@ class SessionStore(Protocol):
         """Every exchange of the session, oldest first."""
         ...
 
-    def import_session(self, session_id: str, exchanges: Sequence[Exchange], logs: Sequence[LogEntry]) -> bool:
-        """Write an exported session in one go; False (and nothing written) when the session already has
+    def exchange_page(
+        self, session_id: str, *, after: int = 0, limit: int = LOG_PAGE_DEFAULT
+    ) -> list[tuple[int, Exchange]]:
+        """At most `limit` exchanges of the session after the one numbered `after`, oldest first, each with
+        its number (as `log_page`)."""
+        ...
+
+    def import_session(self, session_id: str, exchanges: Iterable[Exchange], logs: Iterable[LogEntry]) -> bool:
+        """Write an exported session in one go, reading `exchanges` to its end before `logs` (both may be
+        read from the file as they are written); False (and neither read) when the session already has
         records here, so an import can be re-run."""
         ...
 
@@ -117,6 +139,17 @@ class MemorySessionStore:
         with self._lock:
             return list(self._logs.get(session_id, []))
 
+    def log_page(self, session_id: str, *, after: int = 0, limit: int = LOG_PAGE_DEFAULT) -> list[tuple[int, LogEntry]]:
+        # An entry's number is its place in the session's log, from 1: entries are only ever appended.
+        start = max(after, 0)
+        with self._lock:
+            kept = self._logs.get(session_id, [])[start : start + limit]
+        return list(enumerate(kept, start=start + 1))
+
+    def newest_logs(self, session_id: str, limit: int) -> list[LogEntry]:
+        with self._lock:
+            return self._logs.get(session_id, [])[-limit:] if limit > 0 else []
+
     def sessions(self, limit: int = SESSIONS_SHOWN) -> list[SessionSummary]:
         with self._lock:
             logged = list(self._logs.items())[::-1][:limit]
@@ -140,14 +173,22 @@ class MemorySessionStore:
         with self._lock:
             return list(self._exchanges.get(session_id, []))
 
-    def import_session(self, session_id: str, exchanges: Sequence[Exchange], logs: Sequence[LogEntry]) -> bool:
+    def exchange_page(
+        self, session_id: str, *, after: int = 0, limit: int = LOG_PAGE_DEFAULT
+    ) -> list[tuple[int, Exchange]]:
+        start = max(after, 0)
+        with self._lock:
+            kept = self._exchanges.get(session_id, [])[start : start + limit]
+        return list(enumerate(kept, start=start + 1))
+
+    def import_session(self, session_id: str, exchanges: Iterable[Exchange], logs: Iterable[LogEntry]) -> bool:
         with self._lock:
             if session_id in self._exchanges or session_id in self._logs:
                 return False
-            if exchanges:
-                self._exchanges[session_id] = list(exchanges)
-            if logs:
-                self._logs[session_id] = list(logs)
+            if kept_exchanges := list(exchanges):
+                self._exchanges[session_id] = kept_exchanges
+            if kept_logs := list(logs):
+                self._logs[session_id] = kept_logs
         return True
 
     def close(self) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -12,7 +11,7 @@ import typer
 from awb.cli.common import absent_inventory
 from awb.cli.export_sink import ExportSink
 from awb.cli.output import drop_stdout, fail, note, print_json
-from awb.errors import AwbError, InvalidParams, OutputFailed, UsageError
+from awb.errors import AwbError, OutputFailed, UsageError
 
 if TYPE_CHECKING:
     from awb.config import Config
@@ -105,20 +104,11 @@ def register(inventory_app: typer.Typer) -> None:
         sessions already present are skipped."""
         from awb.blueprints.session_tables import open_session_store
         from awb.inventory.open import open_store
-        from awb.inventory.transfer import check_lines, import_lines
+        from awb.inventory.transfer import check_lines, file_lines, import_lines
 
         config = _config(config_path, inventory_url, inventory)
 
-        def lines() -> Iterator[str]:
-            with source.open("rb") as file:
-                for number, raw in enumerate(file, start=1):
-                    try:
-                        yield raw.decode("utf-8")
-                    except UnicodeDecodeError as exc:
-                        raise InvalidParams(
-                            f"line {number} of {source} is not UTF-8 text ({exc.reason} at byte {exc.start})",
-                            line=number,
-                        ) from None
+        lines = file_lines(source)
 
         try:
             check_lines(lines())  # unreadable or malformed: said before the inventory is opened (or made)

@@ -9,6 +9,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from awb.errors import InvalidParams
+from awb.invisible import hidden_indexes
+from awb.safe_text import visible
+
 Language = Literal["python", "javascript", "wasm"]
 RuntimeName = Literal["monty", "cpython", "javascript", "wasm"]
 MemoryLevel = Literal["short_term", "medium_term", "long_term", "archived"]
@@ -36,6 +40,28 @@ def normal_tags(tags: Iterable[str]) -> list[str]:
     once in the order first given. Tags compare exactly, case included (`DB` and `db` are two tags),
     because that is how every store's `tag` filter matches them."""
     return list(dict.fromkeys(stripped for stripped in (tag.strip() for tag in tags) if stripped))
+
+
+def check_shown(text: str, field: str, what: str) -> None:
+    """Refuse a label holding a character that does not show as itself (`awb.invisible`): a control (NUL,
+    a tab or newline within it, ESC), a format character (a bidi override, a zero-width space), a space
+    other than U+0020. Such a tag was stored, yet the `tag` filter never matched one holding NUL (SQLite
+    cuts it there) and the others looked like another tag in every listing."""
+    hidden = hidden_indexes(text)
+    if hidden:
+        at = hidden[0]
+        raise InvalidParams(
+            f"the {what} '{visible(text)}' holds U+{ord(text[at]):04X} at character {at + 1}: "
+            f"{what}s are text that shows (no control, format or invisible characters; spaces are U+0020)",
+            field=field,
+            **{what.replace(" ", "_"): visible(text)},
+        )
+
+
+def check_tags(tags: Iterable[str]) -> None:
+    """`check_shown` for each of the tags (once trimmed, as `normal_tags` keeps them)."""
+    for tag in tags:
+        check_shown(tag, "tags", "tag")
 
 
 class ToolMetadata(BaseModel):

@@ -1,9 +1,11 @@
 """Moving an inventory between stores: JSON Lines of everything a store holds that a person would miss.
 
 `awb inventory export` writes a header line, then for each tool (live, archived and soft-deleted) one line
-with the full record (counters, tier, status, equipped flag, metadata, examples) and every version with
-its own counters, followed by one line per call of its history (oldest first) and one per staged write
-(pending, applied or discarded); then one line per blueprint session with its exchanges and run logs.
+with the full record (counters, tier, status, equipped flag, metadata, examples), followed by one line per
+version with its own counters, one per call of its history (oldest first) and one per staged write
+(pending, applied or discarded); then for each blueprint session a line naming it, followed by one line
+per exchange and one per run-log entry. Every line is thus bounded by the caps on one record (a few
+megabytes at most), and an import reads no line longer than `MAX_LINE_BYTES`.
 `import` writes them into any store unchanged (tags apart: trimmed and each once, as a craft keeps
 them), so SQLite -> PostgreSQL -> SQLite gives back the same records. Vectors stay behind (`awb
 reindex` recomputes them), as does the panel's event journal (a feed of the last few thousand
@@ -21,20 +23,26 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import chain
+from pathlib import Path
 from typing import Any, Literal, Protocol, cast, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
 from awb.errors import InvalidParams, NameConflict
-from awb.inventory.models import CallRecord, Tool, ToolVersion, normal_tags
+from awb.inventory.models import CallRecord, Tool, ToolVersion, check_tags, normal_tags
 from awb.inventory.store import Store
 from awb.safe_text import visible
 from awb.text import NOT_A_JSON_NUMBER, NOT_UNICODE, unencodable_path
 
 FORMAT = "awb-inventory"
-#: 2 adds call history, staged writes and blueprint sessions; files of version 1 still import.
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+#: 2 adds call history, staged writes and blueprint sessions; 3 gives each version, exchange and run-log
+#: entry a line of its own (a session's line held all of its, without bound). Files of 1 and 2 still import.
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
+#: Longest line an import reads. A record of the current format, at the craft caps' worst (64 KiB of code,
+#: 16,000 characters of description, two 64 KiB schemas, 256 KiB of examples, all escaped), is a few
+#: megabytes; a line past this bound (a file with no newlines: `/dev/zero`) was read whole into memory.
+MAX_LINE_BYTES = 64 * 1024 * 1024
 #: More than any inventory holds (max_tools caps live tools far below it).
 ALL = 1_000_000_000
 #: Calls read from the store per query while exporting.
@@ -69,9 +77,9 @@ class Sessions(Protocol):
 
     def session_ids(self) -> list[str]: ...
 
-    def exchanges(self, session_id: str) -> list[Any]: ...
+    def exchange_page(self, session_id: str, *, after: int = 0, limit: int = ...) -> list[tuple[int, Any]]: ...
 
-    def logs(self, session_id: str) -> list[Any]: ...
+    def log_page(self, session_id: str, *, after: int = 0, limit: int = ...) -> list[tuple[int, Any]]: ...
 
     def import_session(self, session_id: str, exchanges: Any, logs: Any) -> bool: ...
 
@@ -108,8 +116,9 @@ def export_lines(store: Store, sessions: Sessions | None = None) -> Iterator[str
     header = {"format": FORMAT, "version": FORMAT_VERSION, "tools": len(live) + len(deleted)}
     yield json.dumps({**header, "sessions": len(session_ids)})
     for tool in [*live, *deleted]:
-        versions = [v.model_dump(mode="json") for v in store.versions(tool.tool_id)]
-        yield _line({"tool": tool.model_dump(mode="json"), "versions": versions})
+        yield _line({"tool": tool.model_dump(mode="json")})
+        for version in store.versions(tool.tool_id):
+            yield _line({"version": version.model_dump(mode="json")})
         after = 0
         while page := records.call_history(tool.tool_id, after=after, limit=CALL_PAGE):
             for _, call in page:
@@ -119,9 +128,17 @@ def export_lines(store: Store, sessions: Sessions | None = None) -> Iterator[str
             yield _line({"staged": StagedRecord.model_validate(write).model_dump()})
     for session_id in session_ids:
         assert sessions is not None
-        exchanges = [e.model_dump(mode="json") for e in sessions.exchanges(session_id)]
-        logs = [e.model_dump(mode="json") for e in sessions.logs(session_id)]
-        yield _line({"session": session_id, "exchanges": exchanges, "logs": logs})
+        yield _line({"session": session_id})
+        after = 0
+        while exchanges := sessions.exchange_page(session_id, after=after, limit=CALL_PAGE):
+            for _, exchange in exchanges:
+                yield _line({"exchange": exchange.model_dump(mode="json")})
+            after = exchanges[-1][0]
+        after = 0
+        while entries := sessions.log_page(session_id, after=after, limit=CALL_PAGE):
+            for _, entry in entries:
+                yield _line({"log": entry.model_dump(mode="json")})
+            after = entries[-1][0]
 
 
 def _line(record: dict[str, Any]) -> str:
@@ -131,10 +148,36 @@ def _line(record: dict[str, Any]) -> str:
 # --- reading --------------------------------------------------------------------------------------------
 
 
+def file_lines(path: Path) -> Callable[[], Iterator[str]]:
+    """The lines of the file at `path`, read afresh on each call (what `import_lines` takes): each checked
+    to be UTF-8 and at most `MAX_LINE_BYTES` long, or `invalid_params` naming its number."""
+
+    def lines() -> Iterator[str]:
+        bound = MAX_LINE_BYTES  # read once: a test lowers it
+        with path.open("rb") as file:
+            number = 0
+            while raw := file.readline(bound + 1):
+                number += 1
+                if len(raw) > bound and not (len(raw) == bound + 1 and raw.endswith(b"\n")):
+                    raise InvalidParams(
+                        f"line {number} of {path} is longer than {bound} bytes (an export's lines are far shorter)",
+                        line=number,
+                        limit=bound,
+                    )
+                try:
+                    yield raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise InvalidParams(
+                        f"line {number} of {path} is not UTF-8 text ({exc.reason} at byte {exc.start})", line=number
+                    ) from None
+
+    return lines
+
+
 @dataclass
 class _Record:
     line: int
-    kind: Literal["tool", "call", "staged", "session"]
+    kind: Literal["tool", "version", "call", "staged", "session", "exchange", "log"]
     value: Any
 
 
@@ -142,6 +185,7 @@ def _parse(lines: Iterable[str]) -> Iterator[_Record]:
     """Every record after the header, checked: shape, and calls and staged writes under their tool."""
     header_seen = False
     tool_id: str | None = None
+    in_session = False
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -171,13 +215,20 @@ def _parse(lines: Iterable[str]) -> Iterator[_Record]:
         record = _record(number, data)
         if record.kind == "tool":
             tool_id = record.value[0].tool_id
+        elif record.kind == "version" and tool_id is None:
+            raise InvalidParams(f"line {number}: a version record is not under a tool's line", line=number)
         elif record.kind in ("call", "staged") and record.value.tool_id != tool_id:
             raise InvalidParams(
                 f"line {number}: a {record.kind} record of {record.value.tool_id!r} is not under its tool's line",
                 line=number,
             )
         elif record.kind == "session":
-            tool_id = None  # sessions come after every tool
+            tool_id, in_session = None, True  # sessions come after every tool
+        elif record.kind in ("exchange", "log") and not in_session:
+            raise InvalidParams(
+                f"line {number}: a{'n' * (record.kind == 'exchange')} {record.kind} record is not under a session's line",
+                line=number,
+            )
         yield record
     if not header_seen:
         raise InvalidParams("the export is empty")
@@ -191,8 +242,14 @@ def _record(number: int, data: Any) -> _Record:
             tool = Tool.model_validate(data["tool"])
             # Tags come in as a craft takes them (an export from before tags were normalised may repeat one).
             tool.metadata.tags = normal_tags(tool.metadata.tags)
-            versions = [ToolVersion.model_validate(v) for v in data.get("versions", [])]
+            try:
+                check_tags(tool.metadata.tags)
+            except InvalidParams as exc:  # as a craft refuses it: no `tag` filter would find it
+                raise InvalidParams(f"line {number}: {exc.message}", line=number, **exc.details) from None
+            versions = [ToolVersion.model_validate(v) for v in data.get("versions", [])]  # format 1 and 2
             return _Record(number, "tool", (tool, versions))
+        if "version" in data:
+            return _Record(number, "version", ToolVersion.model_validate(data["version"]))
         if "call" in data:
             return _Record(number, "call", CallRecord.model_validate(data["call"]))
         if "staged" in data:
@@ -204,10 +261,19 @@ def _record(number: int, data: Any) -> _Record:
             session_id = data["session"]
             if not isinstance(session_id, str) or not session_id:
                 raise TypeError("a session id must be a non-empty string")
+            # Format 2 held them on this line; 3 gives them lines of their own, after it.
             exchanges = [Exchange.model_validate(e) for e in data.get("exchanges", [])]
             logs = [LogEntry.model_validate(e) for e in data.get("logs", [])]
             return _Record(number, "session", (session_id, exchanges, logs))
-        raise KeyError("tool, call, staged or session")
+        if "exchange" in data:
+            from awb.blueprints.sessions import Exchange
+
+            return _Record(number, "exchange", Exchange.model_validate(data["exchange"]))
+        if "log" in data:
+            from awb.blueprints.journal import LogEntry
+
+            return _Record(number, "log", LogEntry.model_validate(data["log"]))
+        raise KeyError("tool, version, call, staged, session, exchange or log")
     except ValidationError as exc:
         # One line: pydantic's own message spans a dozen.
         said = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(record)'}: {e['msg']}" for e in exc.errors()[:3])
@@ -260,10 +326,14 @@ def import_lines(
             _import_tool(store, record.value, records, report)
         elif record.kind == "session" and sessions is not None:
             session_id, exchanges, logs = record.value
+            # Written in one transaction as the file is read (format 3 gives each record a line after it).
+            exchanges, logs = chain(exchanges, records.following("exchange")), chain(logs, records.following("log"))
             if sessions.import_session(session_id, exchanges, logs):
                 report.sessions += 1
             else:
                 report.sessions_skipped += 1
+            for _ in chain(exchanges, logs):  # a skipped session's records go with it
+                pass
     announce = getattr(store, "announce", None)
     if callable(announce) and report.imported:
         announce("resync", [], equipped=True)  # other servers reload rather than follow one by one
@@ -292,6 +362,7 @@ def _check(store: Store, records: Iterator[_Record], sessions: Sessions | None) 
 
 def _import_tool(store: Store, value: Any, records: _Lookahead, report: ImportReport) -> None:
     tool, versions = value
+    versions = [*versions, *records.following("version")]
     calls, staged = records.following("call"), records.following("staged")
     if store.get(tool.tool_id) is not None:
         report.skipped += 1
@@ -314,4 +385,13 @@ def _counting(items: Iterable[Any], report: ImportReport, field: str) -> Iterato
         yield item
 
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "ImportReport", "ImportingStore", "export_lines", "import_lines"]
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "MAX_LINE_BYTES",
+    "ImportReport",
+    "ImportingStore",
+    "export_lines",
+    "file_lines",
+    "import_lines",
+]

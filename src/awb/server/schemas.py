@@ -43,7 +43,7 @@ _TAGS: dict[str, Any] = {
     "maxItems": 16 * MAX_TAGS,
     "description": (
         f"Labels to filter and search by: at most {MAX_TAGS}, each 1-{MAX_TAG_CHARS} characters once trimmed "
-        "(blank and repeated ones are dropped)."
+        "(blank and repeated ones are dropped) of text that shows (no control or invisible characters)."
     ),
 }
 _PROBLEM: dict[str, Any] = {"type": "string", "description": "The problem this tool was made to solve."}

@@ -27,7 +27,7 @@ class RunLogs:
         return self._store.sessions(SESSIONS_SHOWN)
 
     def logs(self, session_id: str) -> list[LogEntry]:
-        return self._store.logs(session_id)[-ENTRIES_SHOWN:]
+        return self._store.newest_logs(session_id, ENTRIES_SHOWN)
 
     def close(self) -> None:
         self._store.close()

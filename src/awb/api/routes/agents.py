@@ -13,7 +13,7 @@ from awb.blueprints.journal import LogEntry
 from awb.blueprints.runner import RunReply
 from awb.blueprints.schema import Blueprint
 from awb.blueprints.service import BlueprintService
-from awb.blueprints.sessions import MAX_MESSAGE_CHARS, SESSION_ID_PATTERN
+from awb.blueprints.sessions import LOG_PAGE_DEFAULT, LOG_PAGE_MAX, MAX_MESSAGE_CHARS, SESSION_ID_PATTERN
 
 router = APIRouter(prefix="/api/agents", tags=["agents"], route_class=GuardedRoute)
 Service = Annotated[BlueprintService, Depends(blueprint_service)]
@@ -47,6 +47,8 @@ class RunResponse(RunReply):
 class SessionLogs(BaseModel):
     session_id: str
     entries: list[LogEntry]
+    #: Give it as `after` for the entries that follow; null when `entries` ends the log.
+    next_after: int | None = None
 
 
 _RUN_ERRORS: dict[int | str, dict[str, Any]] = {
@@ -70,6 +72,13 @@ async def run_agent(service: Service, request: RunRequest) -> RunResponse:
 
 
 @router.get("/logs", responses=ERRORS)
-async def run_logs(service: Service, session_id: Annotated[str, Query(pattern=SESSION_ID_PATTERN)]) -> SessionLogs:
-    """Every log entry of a session in chronological order: run_start, tool_call, guardrail_violation, run_end."""
-    return SessionLogs(session_id=session_id, entries=await service.logs(session_id))
+async def run_logs(
+    service: Service,
+    session_id: Annotated[str, Query(pattern=SESSION_ID_PATTERN)],
+    limit: Annotated[int, Query(ge=1, le=LOG_PAGE_MAX, description="Most entries in this reply.")] = LOG_PAGE_DEFAULT,
+    after: Annotated[int, Query(ge=0, description="The `next_after` of the previous page; 0: from the start.")] = 0,
+) -> SessionLogs:
+    """A session's log entries in chronological order (run_start, tool_call, guardrail_violation, run_end), a
+    page at a time: `next_after` is where the next page starts, null on the last one."""
+    entries, next_after = await service.log_page(session_id, after=after, limit=limit)
+    return SessionLogs(session_id=session_id, entries=entries, next_after=next_after)

@@ -7,13 +7,13 @@ from typing import Annotated, Any
 
 import anyio
 import yaml
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 from pydantic import BaseModel
 
 from awb.api.errors import ERRORS, ErrorBody, GuardedRoute
 from awb.api.service import blueprint_service
 from awb.blueprints.compile import CompiledBlueprint
-from awb.blueprints.files import BlueprintFile, load_yaml
+from awb.blueprints.files import LIST_PAGE_DEFAULT, LIST_PAGE_MAX, BlueprintFile, load_yaml
 from awb.blueprints.service import BlueprintService
 from awb.errors import AwbError
 
@@ -93,6 +93,8 @@ class SaveReply(CompileReply):
 
 class BlueprintList(BaseModel):
     blueprints: list[BlueprintFile]
+    #: Give it as `after` for the files that follow; null when `blueprints` ends the listing.
+    next_after: str | None = None
 
 
 class BlueprintReply(BaseModel):
@@ -132,10 +134,19 @@ async def save_blueprint(service: Service, blueprint: BlueprintBody) -> SaveRepl
     return SaveReply(**_reply(compiled).model_dump(), file=file)
 
 
-@router.get("", responses=ERRORS)
-async def list_blueprints(service: Service) -> BlueprintList:
-    """Every blueprint file in the blueprints directory, newest first; files that no longer validate carry `error`."""
-    return BlueprintList(blueprints=await service.list_files())
+@router.get("", responses={**ERRORS, 404: {"model": ErrorBody, "description": "No file `after` names."}})
+async def list_blueprints(
+    service: Service,
+    limit: Annotated[int, Query(ge=1, le=LIST_PAGE_MAX, description="Most files in this reply.")] = LIST_PAGE_DEFAULT,
+    after: Annotated[
+        str | None,
+        Query(min_length=1, max_length=256, description="The `next_after` of the previous page; absent: the newest."),
+    ] = None,
+) -> BlueprintList:
+    """The blueprint files in the blueprints directory, newest first, a page at a time (`next_after` is where the
+    next page starts, null on the last); files that no longer validate carry `error`."""
+    files, next_after = await service.list_page(after=after, limit=limit)
+    return BlueprintList(blueprints=files, next_after=next_after)
 
 
 @router.get("/{blueprint_id}", responses={**ERRORS, 404: {"model": ErrorBody, "description": "Unknown id."}})
