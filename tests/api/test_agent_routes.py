@@ -15,9 +15,10 @@ import anyio
 import httpx
 import pytest
 
+from awb.api import whole_listing
 from awb.api.app import create_api
 from awb.blueprints.journal import LogEntry
-from awb.blueprints.sessions import LOG_PAGE_DEFAULT, LOG_PAGE_MAX
+from awb.blueprints.sessions import LOG_PAGE_MAX
 
 from .blueprints_data import TAVILY, blueprint
 from .conftest import OPENAI_KEY, TAVILY_KEY, Api, make_service
@@ -435,23 +436,44 @@ def test_a_run_that_fails_unexpectedly_is_a_500_and_its_log_still_says_how_it_en
     assert entries[-1]["data"]["status"] == "internal_error" and "secret" not in json.dumps(entries)
 
 
-def test_run_logs_come_a_page_at_a_time_with_the_cursor_of_the_next(api: Api) -> None:
-    """The logs of a session came back whole in one reply, however many runs had written them."""
+def test_run_logs_come_a_page_at_a_time_with_the_cursor_of_the_next(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The logs of a session came back whole in one reply, however many runs had written them, built in
+    memory. Asked without `limit` they still come whole (the spec: all entries, in order), sent while they
+    are read a page at a time; with `limit`, a page and where the next starts."""
+    monkeypatch.setattr(whole_listing, "PAGE", 7)
     at = datetime.now(UTC)
-    written = [
-        LogEntry(at=at, run_id=f"r{n // 2}", kind="run_start", data={"n": n}) for n in range(LOG_PAGE_DEFAULT + 3)
-    ]
+    written = [LogEntry(at=at, run_id=f"r{n // 2}", kind="run_start", data={"n": n}) for n in range(40)]
     api.service.sessions.append_logs("long", written)
-    first = api.get("/api/agents/logs", session_id="long").json()
-    assert set(first) == {"session_id", "entries", "next_after"}
-    assert [e["data"]["n"] for e in first["entries"]] == list(range(LOG_PAGE_DEFAULT))
+    pages: list[int] = []
+    log_page = api.service.log_page
+
+    async def counted(session_id: str, *, after: int, limit: int) -> Any:
+        pages.append(limit)
+        return await log_page(session_id, after=after, limit=limit)
+
+    monkeypatch.setattr(api.service, "log_page", counted)
+    whole = api.get("/api/agents/logs", session_id="long")
+    assert whole.headers["content-type"] == "application/json"
+    assert whole.json() == {
+        "session_id": "long",
+        "entries": [json.loads(entry.model_dump_json()) for entry in written],
+        "next_after": None,
+    }
+    assert pages == [7] * 6  # 40 entries read 7 at a time, never all at once
+    assert api.get("/api/agents/logs", session_id="nobody").json() == {
+        "session_id": "nobody",
+        "entries": [],
+        "next_after": None,
+    }
+    later = api.get("/api/agents/logs", session_id="long", after="35").json()  # whole from a cursor on
+    assert [e["data"]["n"] for e in later["entries"]] == [35, 36, 37, 38, 39]
     seen, after = [], 0
     while after is not None:
         page = api.get("/api/agents/logs", session_id="long", limit="2", after=str(after)).json()
         assert len(page["entries"]) <= 2
         seen += [e["data"]["n"] for e in page["entries"]]
         after = page["next_after"]
-    assert seen == list(range(LOG_PAGE_DEFAULT + 3))
+    assert seen == list(range(40))
     for bad in ({"limit": "0"}, {"limit": str(LOG_PAGE_MAX + 1)}, {"after": "-1"}):
         response = api.get("/api/agents/logs", session_id="long", **bad)
         assert response.status_code == 400 and response.json()["error"]["code"] == "bad_request"

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 import awb.api.routes.blueprints as routes
+from awb.api import whole_listing
 from awb.api.app import create_api
 from awb.blueprints.files import LIST_PAGE_MAX
 
@@ -259,8 +260,10 @@ def test_errors_the_framework_raises_carry_codes_that_say_what_to_fix(api: Api) 
     assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "not_found"
 
 
-def test_saved_blueprints_are_listed_a_page_at_a_time_newest_first(api: Api) -> None:
-    """Every save adds a file, and the listing returned all of them in one reply."""
+def test_saved_blueprints_are_listed_a_page_at_a_time_newest_first(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every save adds a file, and the listing returned all of them in one reply, built in memory. Without
+    `limit` it is still all of them (the spec), sent while read a page at a time; with it, a page."""
+    monkeypatch.setattr(whole_listing, "PAGE", 2)
     saved = Path(api.config.blueprints_dir) / api.post("/api/blueprints", blueprint(name="paged")).json()["file"]
     for n in range(4):
         copy = saved.with_name(f"copy-{n}.yaml")
@@ -277,7 +280,10 @@ def test_saved_blueprints_are_listed_a_page_at_a_time_newest_first(api: Api) -> 
         if (after := page["next_after"]) is None:
             break
     assert listed == newest_first
-    gone = api.get("/api/blueprints", after="nothing.yaml")
-    assert gone.status_code == 404 and "nothing.yaml" in gone.json()["error"]["message"]
+    rest = api.get("/api/blueprints", after="copy-3.yaml").json()
+    assert [e["file"] for e in rest["blueprints"]] == newest_first[2:] and rest["next_after"] is None
+    for paged in ({}, {"limit": "2"}):
+        gone = api.get("/api/blueprints", after="nothing.yaml", **paged)
+        assert gone.status_code == 404 and "nothing.yaml" in gone.json()["error"]["message"]
     for bad in ("0", str(LIST_PAGE_MAX + 1)):
         assert api.get("/api/blueprints", limit=bad).status_code == 400

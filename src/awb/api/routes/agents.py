@@ -5,15 +5,17 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from awb.api.errors import ERRORS, ErrorBody, GuardedRoute
 from awb.api.service import blueprint_service
+from awb.api.whole_listing import whole_listing
 from awb.blueprints.journal import LogEntry
 from awb.blueprints.runner import RunReply
 from awb.blueprints.schema import Blueprint
 from awb.blueprints.service import BlueprintService
-from awb.blueprints.sessions import LOG_PAGE_DEFAULT, LOG_PAGE_MAX, MAX_MESSAGE_CHARS, SESSION_ID_PATTERN
+from awb.blueprints.sessions import LOG_PAGE_MAX, MAX_MESSAGE_CHARS, SESSION_ID_PATTERN
 
 router = APIRouter(prefix="/api/agents", tags=["agents"], route_class=GuardedRoute)
 Service = Annotated[BlueprintService, Depends(blueprint_service)]
@@ -71,14 +73,26 @@ async def run_agent(service: Service, request: RunRequest) -> RunResponse:
     return RunResponse(**reply.model_dump(), cache_hit=hit)
 
 
-@router.get("/logs", responses=ERRORS)
+@router.get("/logs", responses=ERRORS, response_model=SessionLogs)
 async def run_logs(
     service: Service,
     session_id: Annotated[str, Query(pattern=SESSION_ID_PATTERN)],
-    limit: Annotated[int, Query(ge=1, le=LOG_PAGE_MAX, description="Most entries in this reply.")] = LOG_PAGE_DEFAULT,
+    limit: Annotated[
+        int | None, Query(ge=1, le=LOG_PAGE_MAX, description="Most entries in this reply; absent: all of them.")
+    ] = None,
     after: Annotated[int, Query(ge=0, description="The `next_after` of the previous page; 0: from the start.")] = 0,
-) -> SessionLogs:
-    """A session's log entries in chronological order (run_start, tool_call, guardrail_violation, run_end), a
-    page at a time: `next_after` is where the next page starts, null on the last one."""
+) -> SessionLogs | StreamingResponse:
+    """A session's log entries in chronological order (run_start, tool_call, guardrail_violation, run_end):
+    all of them, or with `limit` a page at a time (`next_after` is where the next page starts, null on the
+    last one)."""
+    if limit is None:
+
+        async def read(cursor: int | None, size: int) -> tuple[list[BaseModel], int | None]:
+            entries, following = await service.log_page(
+                session_id, after=after if cursor is None else cursor, limit=size
+            )
+            return list(entries), following
+
+        return await whole_listing({"session_id": session_id}, "entries", read)
     entries, next_after = await service.log_page(session_id, after=after, limit=limit)
     return SessionLogs(session_id=session_id, entries=entries, next_after=next_after)

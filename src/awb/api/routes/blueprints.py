@@ -8,12 +8,14 @@ from typing import Annotated, Any
 import anyio
 import yaml
 from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
 from awb.api.errors import ERRORS, ErrorBody, GuardedRoute
 from awb.api.service import blueprint_service
+from awb.api.whole_listing import whole_listing
 from awb.blueprints.compile import CompiledBlueprint
-from awb.blueprints.files import LIST_PAGE_DEFAULT, LIST_PAGE_MAX, BlueprintFile, load_yaml
+from awb.blueprints.files import LIST_PAGE_MAX, BlueprintFile, load_yaml
 from awb.blueprints.service import BlueprintService
 from awb.errors import AwbError
 
@@ -134,17 +136,31 @@ async def save_blueprint(service: Service, blueprint: BlueprintBody) -> SaveRepl
     return SaveReply(**_reply(compiled).model_dump(), file=file)
 
 
-@router.get("", responses={**ERRORS, 404: {"model": ErrorBody, "description": "No file `after` names."}})
+@router.get(
+    "",
+    responses={**ERRORS, 404: {"model": ErrorBody, "description": "No file `after` names."}},
+    response_model=BlueprintList,
+)
 async def list_blueprints(
     service: Service,
-    limit: Annotated[int, Query(ge=1, le=LIST_PAGE_MAX, description="Most files in this reply.")] = LIST_PAGE_DEFAULT,
+    limit: Annotated[
+        int | None, Query(ge=1, le=LIST_PAGE_MAX, description="Most files in this reply; absent: all of them.")
+    ] = None,
     after: Annotated[
         str | None,
         Query(min_length=1, max_length=256, description="The `next_after` of the previous page; absent: the newest."),
     ] = None,
-) -> BlueprintList:
-    """The blueprint files in the blueprints directory, newest first, a page at a time (`next_after` is where the
-    next page starts, null on the last); files that no longer validate carry `error`."""
+) -> BlueprintList | StreamingResponse:
+    """The blueprint files in the blueprints directory, newest first: all of them, or with `limit` a page at a
+    time (`next_after` is where the next page starts, null on the last); files that no longer validate carry
+    `error`."""
+    if limit is None:
+
+        async def read(cursor: str | None, size: int) -> tuple[list[BaseModel], str | None]:
+            files, following = await service.list_page(after=after if cursor is None else cursor, limit=size)
+            return list(files), following
+
+        return await whole_listing({}, "blueprints", read)
     files, next_after = await service.list_page(after=after, limit=limit)
     return BlueprintList(blueprints=files, next_after=next_after)
 
