@@ -10,18 +10,22 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import anyio
 import psycopg
 import pytest
+from mcp import Client
 
 import pg_support
 from awb.blueprints.session_tables import open_session_store
 from awb.cli.db import store_status
-from awb.config import Config
+from awb.config import Config, SearchConfig
 from awb.errors import OutputExceeded
 from awb.inventory import postgres_migrations
 from awb.inventory.postgres import PostgresStore
 from awb.inventory.sqlite import MIGRATIONS, SCHEMA_VERSION, SQLiteStore
 from awb.inventory.sqlite_schema import statements
+from awb.server.mcp import McpFace
+from awb.workbench import Workbench
 
 #: What the previous awb wrote to disk: its eight migrations, then rows it wrote as it served.
 SCHEMA_8 = (Path(__file__).parent / "sqlite_schema8.sql").read_text(encoding="utf-8")
@@ -110,6 +114,28 @@ def test_the_previous_awbs_inventory_opens_at_schema_9_with_its_data_intact(tmp_
     finally:
         sessions.close()
     assert (store_status(config)["schema"], store_status(config)["pending"]) == (9, [])
+
+
+@pytest.mark.anyio
+async def test_a_server_on_the_previous_awbs_inventory_serves_its_tools_over_mcp(tmp_path: Path) -> None:
+    config = Config(inventory_path=schema_8_inventory(tmp_path / "inventory.db"), search=SearchConfig(mode="text"))
+    async with Workbench(config) as workbench, Client(McpFace(workbench).server) as client:
+        with anyio.fail_after(30):
+            listed = {tool.name for tool in (await client.list_tools()).tools}
+            assert "upper" in listed  # equipped by the previous awb: a tool of its own
+            upper = await client.call_tool("upper", {"s": "abc"})
+            assert upper.structured_content == {"result": "ABC"}
+            added = await client.call_tool("awb_call", {"name": "adder", "params": {"a": 2, "b": 2}})
+            assert added.structured_content is not None and not added.is_error
+            assert (added.structured_content["result"], added.structured_content["version"]) == (4, 3)
+            assert added.structured_content["usage_count"] == 9
+            page = await client.call_tool("awb_list", {})
+            assert page.structured_content is not None and page.structured_content["total"] == 3
+            updated = await client.call_tool("awb_update", {"name": "adder", "description": "Add two numbers, v4"})
+            assert updated.structured_content is not None and updated.structured_content["version"] == 4
+            deleted = await client.call_tool("awb_call", {"name": "doomed", "params": {}})
+            assert deleted.structured_content is not None
+            assert deleted.structured_content["error"]["code"] == "tool_deleted"
 
 
 def test_an_upgraded_inventory_is_not_migrated_again(tmp_path: Path) -> None:
