@@ -14,12 +14,14 @@ import anyio
 import psycopg
 import pytest
 from mcp import Client
+from test_store_contract import make_tool
 
 import pg_support
 from awb.blueprints.session_tables import open_session_store
 from awb.cli.db import store_status
 from awb.config import Config, SearchConfig
-from awb.errors import OutputExceeded
+from awb.errors import ConfigError, OutputExceeded
+from awb.feed import SQLiteEventFeed
 from awb.inventory import postgres_migrations
 from awb.inventory.postgres import PostgresStore
 from awb.inventory.sqlite import MIGRATIONS, SCHEMA_VERSION, SQLiteStore
@@ -184,6 +186,38 @@ def test_servers_opening_the_previous_inventory_together_upgrade_it_once(tmp_pat
         db.close()
     assert indexes == 1
     assert rows(path) == before
+
+
+def test_a_store_opened_before_a_newer_awb_migrated_the_file_keeps_working(tmp_path: Path) -> None:
+    """What an older server sees when a newer awb upgrades the file under it: the schema checked when it
+    opened, not on every statement; a newer migration only adds to the schema."""
+    path = schema_8_inventory(tmp_path / "inventory.db")
+    store = SQLiteStore(path)
+    try:
+        newer = sqlite3.connect(path)
+        newer.executescript(
+            f"CREATE INDEX IF NOT EXISTS staged_by_time ON staged_writes(created_at); PRAGMA user_version = {SCHEMA_VERSION + 1};"
+        )
+        newer.close()
+        store.add_tool(make_tool("after_upgrade"))
+        store.stage_write(WRITER, "/srv/workspace/tools/out/n.txt", "new", NOW, call_id="c9", max_tool_writes=10)
+        assert [w["content"] for w in store.staged_writes("pending")][-1] == "new"
+        assert store.get_by_name("after_upgrade") is not None
+        feed = SQLiteEventFeed(path, migrated=True)
+        try:
+            assert feed.head() == 12
+        finally:
+            feed.close()
+    finally:
+        store.close()
+    with pytest.raises(ConfigError, match="newer than this awb"):
+        SQLiteStore(path)  # but opened again, this awb is the older one: refused, the file untouched
+    db = sqlite3.connect(path)
+    try:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION + 1
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        db.close()
 
 
 def test_todays_first_eight_migrations_build_the_schema_the_previous_awb_left(tmp_path: Path) -> None:
