@@ -105,9 +105,9 @@ class SQLiteEventFeed:
     Polls are cheap: `PRAGMA data_version` tells whether any other connection committed since the last
     look, and only then does an indexed `id > cursor` query run."""
 
-    def __init__(self, path: Path | str) -> None:
-        # Opening the store runs the migrations that create the journal.
-        SQLiteStore(path).close()
+    def __init__(self, path: Path | str, *, migrated: bool = False) -> None:
+        if not migrated:  # opening the store runs the migrations that create the journal
+            SQLiteStore(path).close()
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
@@ -228,7 +228,10 @@ class BusFeed:
 def open_feed(store: object, bus: EventBus) -> EventFeed:
     """The feed for a workbench's store: the inventory's journal when it keeps one, else this process's bus."""
     if isinstance(store, SQLiteStore) and store.path != ":memory:":
-        return SQLiteEventFeed(store.path)
+        # That store opened (migrated) the file. Opening it again would check its schema again, and
+        # refuse it once a newer awb has migrated it meanwhile (an upgrade while this server runs),
+        # leaving the panel without a feed while MCP serves on, on the store this server holds.
+        return SQLiteEventFeed(store.path, migrated=True)
     if callable(getattr(store, "subscribe_journal", None)):
         journal: Any = store
         return PostgresEventFeed(journal)

@@ -3,11 +3,14 @@ them (or say why they cannot be served), never a 404 in between."""
 
 from __future__ import annotations
 
+import sqlite3
+
 import anyio
 import httpx
 import pytest
 from starlette.types import Receive, Scope, Send
 
+from awb.inventory.sqlite_schema import SCHEMA_VERSION
 from awb.server import deferred_faces
 from awb.server.deferred_faces import DeferredFaces
 from awb.server.mcp import McpFace
@@ -62,4 +65,19 @@ async def test_a_failed_build_leaves_mcp_serving_and_says_why_elsewhere(
         error = refused.json()["error"]
         assert error["code"] == "unavailable" and "no module named 'fastapi'" in error["message"]
         assert (await http.get("/mcp")).text == "mcp"
+    faces.close()
+
+
+async def test_faces_built_after_a_newer_awb_migrated_the_inventory_serve_like_mcp(workbench: Workbench) -> None:
+    """An upgrade while the server starts: a newer awb migrates the file between the server's opening
+    of its inventory and the build of REST and the panel. MCP serves on, on the store it opened; the
+    panel and REST opened the file again, checked its schema again, and answered 503 for good."""
+    newer = sqlite3.connect(workbench.config.inventory_path)
+    newer.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    newer.close()
+    faces = DeferredFaces(mcp_stub)
+    await faces.build(workbench, McpFace(workbench))
+    async with client(faces) as http:
+        assert (await http.get("/api/openapi.json")).status_code == 200
+        assert (await http.get("/")).status_code == 200
     faces.close()

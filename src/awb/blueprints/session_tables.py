@@ -278,4 +278,8 @@ def open_session_store(where: Config | Path | str, *, inventory: object | None =
         path = where.inventory_path
     if str(path) == ":memory:":
         return MemorySessionStore()
+    if getattr(inventory, "path", None) == str(path):
+        # The open inventory migrated the file: opening it again would check its schema again, and
+        # refuse it once a newer awb has migrated it since (an upgrade while this server runs).
+        return SQLiteSessionStore(path)
     return SQLiteSessionStore.open(path)

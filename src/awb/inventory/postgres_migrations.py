@@ -191,7 +191,8 @@ class Migration:
     sql: str
 
 
-#: Forward migrations, applied in order; never edit one that has shipped, add the next.
+#: Forward migrations, applied in order; never edit one that has shipped (tests/inventory/test_upgrade.py
+#: pins them), add the next; and only add to the schema: older servers still running go on using it.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "tools, versions, calls, staged writes, vectors", _V1),
     Migration(2, "event journal, blueprint sessions and run logs, peak memory of calls", _V2),

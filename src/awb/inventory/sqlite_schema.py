@@ -153,7 +153,9 @@ _V9 = f"""
 CREATE INDEX IF NOT EXISTS staged_pending ON staged_writes(status, tool_id, {STAGED_SIZE});
 """
 
-#: Forward migrations: MIGRATIONS[n] is the SQL that takes a database from schema n to n + 1.
+#: Forward migrations: MIGRATIONS[n] is the SQL that takes a database from schema n to n + 1. Never edit
+#: one that has shipped (tests/inventory/test_upgrade.py holds them), add the next; and only add to the
+#: schema: an older awb still serving goes on using the file the next one migrated.
 MIGRATIONS: list[str] = [_V1, _V2, VECTORS_SQL, _V4, SESSIONS_SQL, FEED_SQL, _V7, _V8, _V9]
 SCHEMA_VERSION = len(MIGRATIONS)
 
