@@ -421,3 +421,22 @@ def test_db_status_refuses_a_sqlite_schema_newer_than_this_awb(tmp_path: Path) -
     result = runner.invoke(app, ["db", "status", "--config", str(config), "--json"])
     assert result.exit_code == 2, result.output
     assert "newer than this awb" in json.loads(result.output)["error"]["message"]
+
+
+def test_export_format_2_is_what_an_awb_before_format_3_wrote(tmp_path: Path) -> None:
+    """Going back to an older awb: it reads formats 1 and 2 only, and `--format 2` writes format 2."""
+    config = Config(inventory_path=tmp_path / "a.db")
+    anyio.run(_fill, config)
+    newer, older = tmp_path / "v3.jsonl", tmp_path / "v2.jsonl"
+    for path, extra in ((newer, []), (older, ["--format", "2"])):
+        args = ["inventory", "export", "--inventory", str(config.inventory_path), "-o", str(path), *extra]
+        assert runner.invoke(app, args).exit_code == 0
+    records = [json.loads(line) for line in newer.read_text(encoding="utf-8").splitlines()]
+    written = [json.loads(line) for line in older.read_text(encoding="utf-8").splitlines()]
+    assert written == _as_format_2(records)
+    assert written[0]["version"] == 2 and any(r.get("versions") for r in written)
+    result = runner.invoke(app, ["inventory", "import", str(older), "--inventory", str(tmp_path / "b.db"), "--json"])
+    assert result.exit_code == 0, result.output
+    assert _snapshot(Config(inventory_path=tmp_path / "b.db")) == _snapshot(config)
+    bad = runner.invoke(app, ["inventory", "export", "--inventory", str(config.inventory_path), "--format", "4"])
+    assert bad.exit_code == 2 and "--format takes 2 or 3" in bad.output

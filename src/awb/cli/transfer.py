@@ -48,13 +48,24 @@ def register(inventory_app: typer.Typer) -> None:
         as_json: Annotated[
             bool, typer.Option("--json", help="Errors as JSON on stderr (the export is JSON Lines).")
         ] = False,
+        version: Annotated[
+            int,
+            typer.Option(
+                "--format",
+                metavar="2|3",
+                help="Export format: 3 (the default), or 2, which an awb from before format 3 reads (to go back to it).",
+            ),
+        ] = 3,
     ) -> None:
         """Write every tool with its versions, calls and staged writes, and every blueprint session, as JSON Lines."""
         from awb.blueprints.session_tables import open_session_store
         from awb.config import find_config_file
+        from awb.inventory.export_formats import WRITABLE_FORMATS, as_format_2
         from awb.inventory.open import open_store
         from awb.inventory.transfer import export_lines
 
+        if version not in WRITABLE_FORMATS:
+            fail(UsageError(f"--format takes 2 or 3, not {version}", option="--format"), as_json)
         config = _config(config_path, inventory_url, inventory)
         try:
             missing = absent_inventory(config)
@@ -73,7 +84,8 @@ def register(inventory_app: typer.Typer) -> None:
             sessions = open_session_store(config, inventory=store)
             try:
                 with sink as file:
-                    for line in export_lines(store, sessions):
+                    lines = export_lines(store, sessions)
+                    for line in as_format_2(lines) if version == 2 else lines:
                         file.write(line + "\n")
                         count += 1
                     file.flush()  # stdout's last lines fail here, not at exit
