@@ -1,0 +1,51 @@
+"""The README's links lead somewhere: each `#anchor` to one of its headings, each relative link to a file of
+the repository, and none to a package registry (the project points at projects' own pages)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from support import REPO
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+REGISTRIES = ("pypi.org", "pythonhosted.org", "npmjs.com", "npmjs.org", "crates.io")
+
+
+def _anchor(heading: str) -> str:
+    """The anchor a Markdown host makes of a heading: lower case, punctuation dropped, spaces as dashes."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def link_problems(readme: str, root: Path) -> list[str]:
+    prose = re.sub(r"^```.*?^```", "", readme, flags=re.MULTILINE | re.DOTALL)
+    anchors = {_anchor(heading) for heading in re.findall(r"^#+ (.+)$", prose, re.MULTILINE)}
+    problems = []
+    for target in LINK.findall(prose):
+        if any(host in target for host in REGISTRIES):
+            problems.append(f"{target}: a package registry")
+        elif target.startswith("#"):
+            if target[1:] not in anchors:
+                problems.append(f"{target}: no such heading")
+        elif "://" not in target and not target.startswith("mailto:"):
+            path = (root / target.split("#")[0]).resolve()
+            if not path.is_relative_to(root.resolve()) or not path.exists():
+                problems.append(f"{target}: no such file in the repository")
+    return problems
+
+
+def test_every_readme_link_resolves_inside_the_repository_or_to_a_heading() -> None:
+    assert link_problems((REPO / "README.md").read_text(encoding="utf-8"), REPO) == []
+
+
+def test_the_link_check_notices_a_lost_heading_a_missing_file_and_a_registry() -> None:
+    broken = (
+        "## Several servers\n[a](#several-servers) [b](#several-servers-on-one-postgresql) [c](docs/nothing.md)"
+        " [d](../outside.md) [e](docs/clients.md) [f](https://pypi.org/project/agno/)"
+    )
+    assert link_problems(broken, REPO) == [
+        "#several-servers-on-one-postgresql: no such heading",
+        "docs/nothing.md: no such file in the repository",
+        "../outside.md: no such file in the repository",
+        "https://pypi.org/project/agno/: a package registry",
+    ]
