@@ -1,15 +1,24 @@
-"""The README's links lead somewhere: each `#anchor` to one of its headings, each relative link to a file of
-the repository, and none to a package registry (the project points at projects' own pages)."""
+"""The README holds together: its links lead somewhere (each `#anchor` to one of its headings, each relative
+link to a file of the repository, none to a package registry: the project points at projects' own pages),
+and every error code a face can answer with is named in it."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+import awb.api.app
+import awb.blueprints.improve
+import awb.cli.main
+from awb.errors import AwbError
 from support import REPO
 
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 REGISTRIES = ("pypi.org", "pythonhosted.org", "npmjs.com", "npmjs.org", "crates.io")
+
+
+#: Error codes that never leave the process: a malformed model reply is fed back to the model to correct.
+INTERNAL_CODES = {"malformed_action"}
 
 
 def _anchor(heading: str) -> str:
@@ -49,3 +58,19 @@ def test_the_link_check_notices_a_lost_heading_a_missing_file_and_a_registry() -
         "../outside.md: no such file in the repository",
         "https://pypi.org/project/agno/: a package registry",
     ]
+
+
+def _error_codes() -> set[str]:
+    # Every face is imported above, so every error class it can raise is defined by now.
+    found, waiting = set(), [AwbError]
+    while waiting:
+        error = waiting.pop()
+        found.add(error.code)
+        waiting.extend(error.__subclasses__())
+    return found - INTERNAL_CODES
+
+
+def test_every_error_code_a_face_can_answer_with_is_named_in_the_readme() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert awb.api.app and awb.cli.main and awb.blueprints.improve  # imported for their error classes
+    assert sorted(code for code in _error_codes() if f"`{code}`" not in readme and f"({code})" not in readme) == []
