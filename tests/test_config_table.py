@@ -1,5 +1,6 @@
 """The README's configuration table is the config model's: every field has a row, no row names a field
-that does not exist, and each row gives the field's real default and the range the model accepts."""
+that does not exist, and each row gives the field's real default and the range the model accepts; and a
+default the prose states again beside a field's name (`http.max_sessions` (10,000)) agrees with it."""
 
 from __future__ import annotations
 
@@ -104,3 +105,30 @@ def test_the_table_check_notices_a_missing_row_a_wrong_default_and_a_wrong_range
         "sandbox.pool_size: default `4`, the model's is 2",
         "sandbox.pool_size: range '1–32', the model's is '1–64'",
     ]
+
+
+#: A field's name followed by a number, as the prose states a default: "`http.max_sessions` (10,000)",
+#: "`sandbox.max_staged_bytes_total`, 64 MiB", "`max_versions_per_tool` (default 100)".
+STATED = re.compile(
+    r"`([a-z_.]+)`,?\s+\(?(?:default\s)?(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)(?![\d,]*\d)(?:\s?(MiB|KiB))?"
+)
+UNITS = {"MiB": 2**20, "KiB": 2**10, None: 1}
+
+
+def stated_default_problems(readme: str) -> list[str]:
+    known = _fields(Config)
+    problems = []
+    for found in STATED.finditer(readme):
+        name, number, unit = found.groups()
+        if name in known and float(number.replace(",", "")) * UNITS[unit] != _default(name):
+            problems.append(f"{name}: said {number}{unit or ''}, the default is {_default(name)}")
+    return problems
+
+
+def test_a_default_the_prose_states_beside_a_field_is_the_fields_default() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    stated = [name for name, _, _ in STATED.findall(readme) if name in _fields(Config)]
+    assert len(stated) >= 10, stated  # the HTTP limits, the staged-write caps, ...
+    assert stated_default_problems(readme) == []
+    broken = readme.replace("`http.max_sessions` (10,000", "`http.max_sessions` (1,000")
+    assert stated_default_problems(broken) == ["http.max_sessions: said 1,000, the default is 10000"]
