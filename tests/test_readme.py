@@ -1,16 +1,20 @@
 """The README holds together: its links lead somewhere (each `#anchor` to one of its headings, each relative
 link to a file of the repository, none to a package registry: the project points at projects' own pages),
-and every error code a face can answer with is named in it."""
+every error code a face can answer with is named in it, and every module or name it points at in `awb.`
+exists."""
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
+from typing import Any
 
 import awb.api.app
 import awb.blueprints.improve
 import awb.cli.main
 from awb.errors import AwbError
+from awb.meta_tools import RESERVED_NAMES
 from support import REPO
 
 LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -74,3 +78,27 @@ def test_every_error_code_a_face_can_answer_with_is_named_in_the_readme() -> Non
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert awb.api.app and awb.cli.main and awb.blueprints.improve  # imported for their error classes
     assert sorted(code for code in _error_codes() if f"`{code}`" not in readme and f"({code})" not in readme) == []
+
+
+def _resolves(dotted: str) -> bool:
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            found: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            if not hasattr(found, name):
+                return False
+            found = getattr(found, name)
+        return True
+    return False
+
+
+def test_every_awb_module_and_name_the_readme_points_at_exists() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    # `awb.craft` and the like are the meta-tools' dotted names, not modules.
+    pointed = set(re.findall(r"`(awb(?:\.[A-Za-z_]\w*)+)`", readme)) - RESERVED_NAMES
+    assert len(pointed) >= 10
+    assert sorted(name for name in pointed if not _resolves(name)) == []
+    assert not _resolves("awb.search.relevance.NO_SUCH_FLOOR")
