@@ -8,11 +8,12 @@ from __future__ import annotations
 import importlib
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import awb.api.app
 import awb.blueprints.improve
 import awb.cli.main
+from awb.agents.result import RunResult, TerminationReason
 from awb.errors import AwbError
 from awb.meta_tools import RESERVED_NAMES
 from support import REPO
@@ -102,3 +103,12 @@ def test_every_awb_module_and_name_the_readme_points_at_exists() -> None:
     assert len(pointed) >= 10
     assert sorted(name for name in pointed if not _resolves(name)) == []
     assert not _resolves("awb.search.relevance.NO_SUCH_FLOOR")
+
+
+def test_the_run_result_table_names_every_field_and_every_termination_reason() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    table = readme.split("returns a\n`RunResult`:", 1)[1].strip().split("\n\n", 1)[0]
+    rows = {name for line in table.splitlines()[2:] for name in re.findall(r"`(\w+)`", line.split(" | ")[0])}
+    assert sorted(set(RunResult.model_fields) - rows) == []
+    reasons = next(line for line in table.splitlines() if line.startswith("| `termination_reason`"))
+    assert [reason for reason in get_args(TerminationReason) if f"`{reason}`" not in reasons] == []
