@@ -207,25 +207,6 @@ def test_every_help_lists_every_subcommand_and_shows_no_type_metavar_for_flags_o
         assert missing == [], (path, missing)
 
 
-def _command_paths(command: Any, prefix: str = "awb") -> list[str]:
-    if hasattr(command, "commands"):
-        paths = []
-        for name, sub in command.commands.items():
-            paths.extend(_command_paths(sub, f"{prefix} {name}"))
-        return paths
-    return [prefix]
-
-
-def test_every_cli_command_is_documented_in_the_readme() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    missing = [
-        path
-        for path in _command_paths(typer.main.get_command(app))
-        if not re.search(re.escape(path) + r"(\s|`|$)", readme)
-    ]
-    assert missing == [], f"undocumented commands: {missing}"
-
-
 async def test_inventory_commands_show_what_the_workbench_holds_with_whole_ids_in_a_pipe(tmp_path: Path) -> None:
     env = env_for(tmp_path)
     async with Workbench(load_config(None, environ=env), clock=ManualClock()) as workbench:

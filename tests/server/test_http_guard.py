@@ -68,6 +68,12 @@ async def test_the_allowlist_admits_configured_hosts_and_origins_on_mcp_too(
             assert (await request(running.url, "/mcp", allowed)).status_code == 200
             other = {"Host": f"tools.internal:{running.port}", "Origin": "https://other.internal"}
             assert (await request(running.url, "/mcp", other)).status_code == 403
+            # `name:*` is any port, the scheme's default too: a balancer on port 80 or a TLS proxy passes on
+            # the Host its clients used, without a port. On /mcp the SDK's own check has to agree.
+            for path in PATHS:
+                bare = await request(running.url, path, {"Host": "tools.internal", "Origin": "https://panel.internal"})
+                assert bare.status_code not in (421, 403), (path, bare.text)
+            assert (await request(running.url, "/mcp", {"Host": "tools.internal.evil"})).status_code == 421
 
 
 async def test_with_a_token_every_path_needs_it(workbench: Workbench, config: Config) -> None:

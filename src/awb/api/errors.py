@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
+from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from awb.blueprints.schema import describe_errors
@@ -83,7 +84,25 @@ async def http_error(request: Request, exc: Exception) -> Response:
     response = error_response(exc.status_code, code, message)
     # Keep the exception's own headers (a 405's Allow says which methods would do).
     response.headers.update(exc.headers or {})
+    if exc.status_code == 405:
+        response.headers["Allow"] = _allowed_methods(request) or response.headers.get("Allow", "")
     return response
+
+
+def _allowed_methods(request: Request) -> str:
+    """Every method the API takes at this path: the router's 405 names only the first route that matched the
+    path (`GET /api/blueprints` and `POST /api/blueprints` are two routes), so Allow left out the others.
+    Read from the OpenAPI document (built once), which lists each path's methods; "" for a path it lacks."""
+    methods: set[str] = set()
+    path = request.url.path
+    for template, operations in request.app.openapi().get("paths", {}).items():
+        pattern, _, _ = compile_path(template)
+        if pattern.match(path):
+            methods |= {method.upper() for method in operations if method.upper() in _METHODS}
+    return ", ".join(sorted(methods))
+
+
+_METHODS = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"}
 
 
 class BodyLimit:

@@ -64,13 +64,20 @@ def transport_security(config: Config) -> TransportSecuritySettings:
     names = list(_LOOPBACK_NAMES)
     if config.host not in _WILDCARD_BINDS and authority(config.host) not in names:
         names.append(authority(config.host))
-    hosts = [*names, *(f"{name}:*" for name in names), *config.allowed_hosts]
+    hosts = [*names, *(f"{name}:*" for name in names), *_any_port(config.allowed_hosts)]
     origins = [
         *(f"http://{name}" for name in names),
         *(f"http://{name}:*" for name in names),
-        *config.allowed_origins,
+        *_any_port(config.allowed_origins),
     ]
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
+
+
+def _any_port(entries: list[str]) -> list[str]:
+    """`entries` with each `name:*` also as the bare `name`: any port is the scheme's default too, which a
+    Host or Origin leaves out (a balancer on port 80, a TLS proxy on 443 pass `awb.example` on as it came).
+    The SDK's check on /mcp reads `name:*` as a port that must be there, so both checks get both forms."""
+    return [form for entry in entries for form in ((entry, entry[:-2]) if entry.endswith(":*") else (entry,))]
 
 
 def check_exposure(config: Config) -> None:
