@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -161,22 +161,7 @@ def test_an_upgraded_inventory_is_not_migrated_again(tmp_path: Path) -> None:
 def test_servers_opening_the_previous_inventory_together_upgrade_it_once(tmp_path: Path) -> None:
     path = schema_8_inventory(tmp_path / "inventory.db")
     before = rows(path)
-    start = threading.Barrier(4)
-    failures: list[BaseException] = []
-
-    def open_it() -> None:
-        start.wait(timeout=10)
-        try:
-            SQLiteStore(path).close()
-        except BaseException as error:  # reported below
-            failures.append(error)
-
-    threads = [threading.Thread(target=open_it) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
-    assert failures == []
+    assert open_together(lambda: SQLiteStore(path).close(), 4, timeout=30) == []
     db = sqlite3.connect(path)
     try:
         assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
@@ -289,22 +274,7 @@ def test_a_database_at_migration_3_is_migrated_to_4_once_with_its_staged_writes_
 ) -> None:
     config = Config(inventory_url=migration_3_url)
     assert (store_status(config)["schema"], store_status(config)["pending"]) == (3, [4])
-    start = threading.Barrier(3)
-    failures: list[BaseException] = []
-
-    def open_it() -> None:
-        start.wait(timeout=10)
-        try:
-            PostgresStore(migration_3_url).close()
-        except BaseException as error:  # reported below
-            failures.append(error)
-
-    threads = [threading.Thread(target=open_it) for _ in range(3)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert failures == []
+    assert open_together(lambda: PostgresStore(migration_3_url).close(), 3, timeout=60) == []
     assert ledger(migration_3_url) == [1, 2, 3, 4]
     with psycopg.connect(migration_3_url) as conn:
         index = conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'staged_pending'").fetchall()
@@ -335,3 +305,23 @@ def test_shipped_postgres_migrations_are_never_edited() -> None:
     assert {v: texts[v] for v in SHIPPED} == SHIPPED, (
         "a shipped migration changed: databases that ran it never run the new text; add the next migration instead"
     )
+
+
+def open_together(open_store: Callable[[], None], servers: int, *, timeout: float) -> list[BaseException]:
+    """`open_store` run by `servers` threads released at once (servers starting together); what they raised."""
+    start = threading.Barrier(servers)
+    failures: list[BaseException] = []
+
+    def open_it() -> None:
+        start.wait(timeout=10)
+        try:
+            open_store()
+        except BaseException as error:  # returned to the test
+            failures.append(error)
+
+    threads = [threading.Thread(target=open_it) for _ in range(servers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=timeout)
+    return failures

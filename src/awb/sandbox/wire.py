@@ -99,6 +99,16 @@ def frame_limit(max_output_bytes: int, max_log_bytes: int) -> int:
 _ARITY = {"log": 1, "read_file": 1, "write_file": 2}
 
 
+def _counted_refusal(host: HostFunctions, refused: AwbError) -> dict[str, Any]:
+    """The reply to a host call refused before any host function runs, counted against the call's host
+    calls as a function's own call is (past the budget, the budget's refusal instead)."""
+    try:
+        count_refused_call(host)
+    except AwbError as exc:
+        return _refusal(exc)
+    return _refusal(refused)
+
+
 def host_call(host: HostFunctions, message: dict[str, Any]) -> dict[str, Any]:
     """Run one host function a worker asked for; the reply the worker gets."""
     fn = message.get("fn")
@@ -107,11 +117,7 @@ def host_call(host: HostFunctions, message: dict[str, Any]) -> dict[str, Any]:
     if malformed is not None:
         # No host function runs to count it: counted here, or a tool could send such calls until its
         # time limit, each a round trip answered on the event loop (55% of a server CPU for one call).
-        try:
-            count_refused_call(host)
-        except AwbError as exc:
-            return _refusal(exc)
-        return _refusal(malformed)
+        return _counted_refusal(host, malformed)
     try:
         if fn == "log":
             host.log(clean_text(args[0]))
@@ -180,11 +186,7 @@ async def tool_call(host: HostFunctions, message: dict[str, Any]) -> dict[str, A
             if not isinstance(payload, dict):
                 refused = ToolRuntimeError("call_tool's payload must be an object")
     if refused is not None:
-        try:
-            count_refused_call(host)
-        except AwbError as exc:
-            return _refusal(exc)
-        return _refusal(refused)
+        return _counted_refusal(host, refused)
     assert call is not None and isinstance(args, list)
     try:
         value = await call(args[0], args[1], payload)
