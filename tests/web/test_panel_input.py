@@ -12,8 +12,8 @@ import pytest
 
 from awb.config import Config
 from awb.feed import SQLiteEventFeed
-from awb.inventory.models import MAX_STORED_INT
 from awb.inventory.sqlite import SQLiteStore
+from awb.inventory.stored_int import MAX_STORED_INT
 from awb.web import stream
 from awb.web.numbers import whole_number
 from awb.workbench import Workbench

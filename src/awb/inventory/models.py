@@ -19,8 +19,6 @@ MemoryLevel = Literal["short_term", "medium_term", "long_term", "archived"]
 Status = Literal["active", "deleted", "archived"]
 
 MEMORY_LEVELS: tuple[MemoryLevel, ...] = ("short_term", "medium_term", "long_term", "archived")
-#: The largest integer SQLite and PostgreSQL (bigint) store: no id or version in an inventory is larger.
-MAX_STORED_INT = 2**63 - 1
 #: Tool names, matched whole (`fullmatch`): no trailing newline, no leading '-' (awb.crafting checks them).
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,63}")
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from awb.errors import InvalidParams, SandboxViolation
-from awb.inventory.models import MAX_STORED_INT
+from awb.inventory.stored_int import MAX_STORED_INT
 
 if TYPE_CHECKING:
     from awb.config import Config

@@ -6,7 +6,7 @@ overflows past 64 bits: so a number here is ASCII digits that fit a 64-bit integ
 
 from __future__ import annotations
 
-from awb.inventory.models import MAX_STORED_INT
+from awb.inventory.stored_int import MAX_STORED_INT
 
 _MAX_DIGITS = len(str(MAX_STORED_INT))
 
