@@ -1,8 +1,8 @@
 """A listing the product spec returns whole, sent as it is read.
 
-The spec's REST face returns "all log entries" of a session and "all saved blueprint files", and both grow
-with use without bound (a run logs up to 256,000 characters; every save adds a file). Asked without
-`limit`, the routes keep that contract, but build no reply in memory: `whole_listing` writes the JSON
+The spec's REST face returns "all log entries" of a session, which grow with use without bound (a run logs
+up to 256,000 characters, and a session's runs are not counted). Asked without `limit`, the route keeps
+that contract, but builds no reply in memory: `whole_listing` writes the JSON
 object the paged reply would be (`next_after` null) while it reads the store a page at a time, so the
 server holds one page, however long the listing."""
 

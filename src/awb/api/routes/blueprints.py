@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Annotated, Any
 
 import anyio
 import yaml
 from fastapi import APIRouter, Depends, Path, Query, Request
-from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
 from awb.api.errors import ERRORS, ErrorBody, GuardedRoute
 from awb.api.service import blueprint_service
-from awb.api.whole_listing import whole_listing
 from awb.blueprints.compile import CompiledBlueprint
 from awb.blueprints.files import LIST_PAGE_MAX, BlueprintFile, load_yaml
 from awb.blueprints.service import BlueprintService
@@ -150,17 +149,15 @@ async def list_blueprints(
         str | None,
         Query(min_length=1, max_length=256, description="The `next_after` of the previous page; absent: the newest."),
     ] = None,
-) -> BlueprintList | StreamingResponse:
+) -> BlueprintList:
     """The blueprint files in the blueprints directory, newest first: all of them, or with `limit` a page at a
     time (`next_after` is where the next page starts, null on the last); files that no longer validate carry
     `error`."""
     if limit is None:
-
-        async def read(cursor: str | None, size: int) -> tuple[list[BaseModel], str | None]:
-            files, following = await service.list_page(after=after if cursor is None else cursor, limit=size)
-            return list(files), following
-
-        return await whole_listing({}, "blueprints", read)
+        # One scan: a file's entry is a few names (its content is read once and kept), so the whole listing
+        # is small; paging it as the logs are would scan the directory again for every page.
+        files, _ = await service.list_page(after=after, limit=sys.maxsize)
+        return BlueprintList(blueprints=files, next_after=None)
     files, next_after = await service.list_page(after=after, limit=limit)
     return BlueprintList(blueprints=files, next_after=next_after)
 
