@@ -180,3 +180,52 @@ async def test_a_plan_returning_a_value_nested_thousands_deep_fails_with_output_
         result = await run_python_plan(code, tools=planner_toolbox([]), runtime="monty")
     assert not result.success and result.error_code == "output_exceeded"
     assert result.error == "the plan's result nests deeper than 64 levels; return flatter data"
+
+
+def _odd_results_toolbox() -> Toolbox:
+    """`odd.surrogate` returns text with a lone surrogate (`json.loads` makes one of a `\\ud800` escape),
+    `odd.deep` a result nested 3000 deep, `odd.set` a value that is not JSON."""
+    tools = Toolbox()
+    empty: dict[str, Any] = {"type": "object", "properties": {}}
+
+    async def surrogate(arguments: dict[str, Any]) -> ToolOutcome:
+        return ToolOutcome(ok=True, payload={"text": "a\ud800b", "k\udc00": 1})
+
+    async def deep(arguments: dict[str, Any]) -> ToolOutcome:
+        value: Any = "bottom"
+        for _ in range(3000):
+            value = [value]
+        return ToolOutcome(ok=True, payload=value)
+
+    async def not_json(arguments: dict[str, Any]) -> ToolOutcome:
+        return ToolOutcome(ok=True, payload={"ids": {1, 2}})
+
+    for name, tool in (("surrogate", surrogate), ("deep", deep), ("set", not_json)):
+        tools.add(ToolSpec(f"odd.{name}", name, empty, "odd"), tool)
+    return tools
+
+
+@pytest.mark.parametrize("runtime", ["monty", "cpython"])
+async def test_a_tool_result_with_a_lone_surrogate_reaches_the_plan_with_replacement_characters(runtime: Any) -> None:
+    """Monty failed the plan with a UnicodeEncodeError at the call, and in CPython the error escaped the
+    runner: the run ended with an exception, not a result."""
+    code = "r = await odd.surrogate()\nreturn [r['text'], sorted(r)]"
+    with anyio.fail_after(30):
+        result = await run_python_plan(code, tools=_odd_results_toolbox(), runtime=runtime)
+    assert result.success, result.error
+    assert result.result == ["a\ufffdb", ["k\ufffd", "text"]]
+
+
+@pytest.mark.parametrize("runtime", ["monty", "cpython"])
+@pytest.mark.parametrize("tool", ["deep", "set"])
+async def test_a_tool_result_the_plan_cannot_be_given_fails_that_call_and_the_plan_goes_on(
+    runtime: Any, tool: str
+) -> None:
+    """In CPython, encoding such a result for the worker raised (RecursionError, TypeError) out of the
+    runner, ending the run with an exception instead of failing the one call."""
+    code = f"try:\n    await odd.{tool}()\nexcept Exception as exc:\n    return 'caught: ' + str(exc)\nreturn 'passed'"
+    with anyio.fail_after(30):
+        result = await run_python_plan(code, tools=_odd_results_toolbox(), runtime=runtime)
+    assert result.success, result.error
+    assert isinstance(result.result, str) and result.result.startswith("caught: odd."), result.result
+    assert result.calls == [CallMade("odd", tool, "plan", "failed")]

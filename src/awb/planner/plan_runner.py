@@ -27,7 +27,7 @@ from awb.planner.cpython_plan import PlanHost, cpython_source
 from awb.planner.redaction import redact_payload
 from awb.sandbox.base import Limits, Runtime
 from awb.sandbox.monty import print_cap_hit
-from awb.text import MAX_RESULT_DEPTH, nesting_depth
+from awb.text import MAX_RESULT_DEPTH, nesting_depth, surrogates_replaced
 
 #: Called for every bridged tool call: (server, tool, payload, ok, duration_ms).
 CallObserver = Callable[[str, str, dict[str, Any], bool, float], None]
@@ -296,13 +296,18 @@ class PlanRunner:
             raise
         finally:
             state.in_flight.discard(call)
-        made.outcome = "ok" if outcome.ok else "failed"
+        payload_for_plan, unfit = _for_plan(outcome.payload)
+        made.outcome = "ok" if outcome.ok and unfit is None else "failed"
         if self._on_call is not None:
             elapsed = (time.perf_counter() - started) * 1000
             self._on_call(wrapper.server, wrapper.tool, redact_payload(payload), outcome.ok, elapsed)
         if not outcome.ok:
-            raise PlanToolError(f"{wrapper.server}.{wrapper.tool} failed: {outcome.payload}")
-        return outcome.payload
+            raise PlanToolError(
+                f"{wrapper.server}.{wrapper.tool} failed: {payload_for_plan if unfit is None else unfit}"
+            )
+        if unfit is not None:
+            raise PlanToolError(f"{wrapper.server}.{wrapper.tool} returned {unfit}")
+        return payload_for_plan
 
 
 @dataclass
@@ -324,6 +329,21 @@ class _PlanState:
         if calls:
             with anyio.CancelScope(shield=True):
                 await asyncio.wait(calls, timeout=CANCEL_GRACE_SECONDS)
+
+
+def _for_plan(payload: Any) -> tuple[Any, str | None]:
+    """A tool's result as the plan may be given it, and why it may not when it cannot: either runtime
+    gets the same. A lone surrogate (`json.loads` makes one of a `\\ud800` escape) becomes U+FFFD, as
+    neither Monty nor the CPython worker's wire can carry it; a result nested past MAX_RESULT_DEPTH or
+    not JSON at all (an in-process tool's set) cannot cross to the worker (its encoders recurse)."""
+    payload = surrogates_replaced(payload)
+    if nesting_depth(payload, MAX_RESULT_DEPTH) > MAX_RESULT_DEPTH:
+        return None, f"a result nested deeper than {MAX_RESULT_DEPTH} levels"
+    try:
+        json.dumps(payload, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        return None, f"a result that is not JSON: {str(exc)[:200]}"
+    return payload, None
 
 
 class _OutputTooLarge(Exception):
