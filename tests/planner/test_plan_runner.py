@@ -7,7 +7,7 @@ import pytest
 
 from awb.agents.toolbox import Toolbox, ToolOutcome, ToolSpec
 from awb.planner.calls import CallMade
-from awb.planner.plan_runner import PlanRunner, plan_source, run_python_plan
+from awb.planner.plan_runner import MAX_PLAN_ERROR_CHARS, PlanRunner, plan_source, run_python_plan
 
 from .planner_tools import planner_toolbox
 
@@ -229,3 +229,15 @@ async def test_a_tool_result_the_plan_cannot_be_given_fails_that_call_and_the_pl
     assert result.success, result.error
     assert isinstance(result.result, str) and result.result.startswith("caught: odd."), result.result
     assert result.calls == [CallMade("odd", tool, "plan", "failed")]
+
+
+@pytest.mark.parametrize("runtime", ["monty", "cpython"])
+async def test_a_plan_raising_an_exception_with_a_huge_message_fails_with_a_short_error(runtime: Any) -> None:
+    """Monty's traceback carried the whole message: 50 MB of error, whose redaction on its way to the
+    model held the event loop for 5 s."""
+    code = "raise ValueError('start ' + 'ab ' * 1_000_000 + ' end')"
+    with anyio.fail_after(30):
+        result = await run_python_plan(code, tools=Toolbox(), runtime=runtime)
+    assert not result.success and result.error_code == "runtime_error"
+    assert result.error is not None and len(result.error) <= MAX_PLAN_ERROR_CHARS + 100, len(result.error)
+    assert "ValueError" in result.error and "start" in result.error

@@ -36,6 +36,9 @@ PlanRuntime = Literal["auto", "monty", "cpython"]
 _SCRIPT = "plan.py"
 #: How long an ended plan waits for its cancelled tool calls to unwind before it reports.
 CANCEL_GRACE_SECONDS = 0.25
+#: A failed plan's error as the model and the caller get it: a traceback carried the plan's whole exception
+#: message (50 MB of it took 5 s of the event loop to redact on its way to the model).
+MAX_PLAN_ERROR_CHARS = 4000
 
 
 @dataclass
@@ -149,6 +152,8 @@ class PlanRunner:
             result.success, result.error_code, result.result = False, "limit_exceeded", None
             result.error = f"the plan tried more than {state.limit} tool calls"
         result.tool_calls, result.calls = state.calls, state.made
+        if result.error is not None:
+            result.error = _clipped(result.error, MAX_PLAN_ERROR_CHARS)
         return result
 
     async def _run_monty(
@@ -377,6 +382,15 @@ def _json_value(value: Any, max_bytes: int) -> Any:
     if size > max_bytes:
         raise _OutputTooLarge(f"the plan's result is over the {max_bytes}-byte cap; return aggregates, not raw data")
     return json.loads(text)
+
+
+def _clipped(text: str, limit: int) -> str:
+    """`text` cut to about `limit` characters in its middle: a traceback's first frames and its last line,
+    which names the exception, both stay."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}… [{len(text) - 2 * half} characters cut] …{text[-half:]}"
 
 
 def _with_traceback(exc: AwbError) -> str:
