@@ -301,17 +301,15 @@ class PlanRunner:
             raise
         finally:
             state.in_flight.discard(call)
-        payload_for_plan, unfit = _for_plan(outcome.payload)
-        made.outcome = "ok" if outcome.ok and unfit is None else "failed"
+        made.outcome = "ok" if outcome.ok else "failed"
+        # `json.loads` makes a lone surrogate of a `\ud800` escape; neither Monty nor the CPython worker's
+        # wire can carry one, and the plan failed at the call (Monty) or the run with an exception (CPython).
+        payload_for_plan = surrogates_replaced(outcome.payload)
         if self._on_call is not None:
             elapsed = (time.perf_counter() - started) * 1000
             self._on_call(wrapper.server, wrapper.tool, redact_payload(payload), outcome.ok, elapsed)
         if not outcome.ok:
-            raise PlanToolError(
-                f"{wrapper.server}.{wrapper.tool} failed: {payload_for_plan if unfit is None else unfit}"
-            )
-        if unfit is not None:
-            raise PlanToolError(f"{wrapper.server}.{wrapper.tool} returned {unfit}")
+            raise PlanToolError(f"{wrapper.server}.{wrapper.tool} failed: {payload_for_plan}")
         return payload_for_plan
 
 
@@ -334,21 +332,6 @@ class _PlanState:
         if calls:
             with anyio.CancelScope(shield=True):
                 await asyncio.wait(calls, timeout=CANCEL_GRACE_SECONDS)
-
-
-def _for_plan(payload: Any) -> tuple[Any, str | None]:
-    """A tool's result as the plan may be given it, and why it may not when it cannot: either runtime
-    gets the same. A lone surrogate (`json.loads` makes one of a `\\ud800` escape) becomes U+FFFD, as
-    neither Monty nor the CPython worker's wire can carry it; a result nested past MAX_RESULT_DEPTH or
-    not JSON at all (an in-process tool's set) cannot cross to the worker (its encoders recurse)."""
-    payload = surrogates_replaced(payload)
-    if nesting_depth(payload, MAX_RESULT_DEPTH) > MAX_RESULT_DEPTH:
-        return None, f"a result nested deeper than {MAX_RESULT_DEPTH} levels"
-    try:
-        json.dumps(payload, ensure_ascii=False)
-    except (TypeError, ValueError) as exc:
-        return None, f"a result that is not JSON: {str(exc)[:200]}"
-    return payload, None
 
 
 class _OutputTooLarge(Exception):
