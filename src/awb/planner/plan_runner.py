@@ -24,12 +24,13 @@ from awb.errors import AwbError
 from awb.planner.calls import CallMade
 from awb.planner.codegen import Wrapper, group_wrappers, identifier, module_source
 from awb.planner.cpython_plan import PlanHost, cpython_source
-from awb.planner.redaction import redact_payload
+from awb.planner.redaction import redact_record
 from awb.sandbox.base import Limits, Runtime
 from awb.sandbox.monty import print_cap_hit
 from awb.text import MAX_RESULT_DEPTH, nesting_depth, surrogates_replaced
 
-#: Called for every bridged tool call: (server, tool, payload, ok, duration_ms).
+#: Called for every bridged tool call: (server, tool, payload, ok, duration_ms); the payload redacted, its
+#: strings cut as a record's (`redact_record`).
 CallObserver = Callable[[str, str, dict[str, Any], bool, float], None]
 #: `auto`: Monty, and CPython for plans Monty cannot run; or one of them only.
 PlanRuntime = Literal["auto", "monty", "cpython"]
@@ -307,7 +308,7 @@ class PlanRunner:
         payload_for_plan = surrogates_replaced(outcome.payload)
         if self._on_call is not None:
             elapsed = (time.perf_counter() - started) * 1000
-            self._on_call(wrapper.server, wrapper.tool, redact_payload(payload), outcome.ok, elapsed)
+            self._on_call(wrapper.server, wrapper.tool, redact_record(payload), outcome.ok, elapsed)
         if not outcome.ok:
             raise PlanToolError(f"{wrapper.server}.{wrapper.tool} failed: {payload_for_plan}")
         return payload_for_plan
