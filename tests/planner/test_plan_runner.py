@@ -7,7 +7,7 @@ import pytest
 
 from awb.agents.toolbox import Toolbox, ToolOutcome, ToolSpec
 from awb.planner.calls import CallMade
-from awb.planner.plan_runner import PlanRunner, plan_source, run_python_plan
+from awb.planner.plan_runner import MAX_PLAN_ERROR_CHARS, PlanRunner, plan_source, run_python_plan
 
 from .planner_tools import planner_toolbox
 
@@ -180,3 +180,62 @@ async def test_a_plan_returning_a_value_nested_thousands_deep_fails_with_output_
         result = await run_python_plan(code, tools=planner_toolbox([]), runtime="monty")
     assert not result.success and result.error_code == "output_exceeded"
     assert result.error == "the plan's result nests deeper than 64 levels; return flatter data"
+
+
+def _odd_results_toolbox() -> Toolbox:
+    """`odd.surrogate` returns text with a lone surrogate (`json.loads` makes one of a `\\ud800` escape),
+    `odd.deep` a result nested 3000 deep, `odd.set` a value that is not JSON."""
+    tools = Toolbox()
+    empty: dict[str, Any] = {"type": "object", "properties": {}}
+
+    async def surrogate(arguments: dict[str, Any]) -> ToolOutcome:
+        return ToolOutcome(ok=True, payload={"text": "a\ud800b", "k\udc00": 1})
+
+    async def deep(arguments: dict[str, Any]) -> ToolOutcome:
+        value: Any = "bottom"
+        for _ in range(3000):
+            value = [value]
+        return ToolOutcome(ok=True, payload=value)
+
+    async def not_json(arguments: dict[str, Any]) -> ToolOutcome:
+        return ToolOutcome(ok=True, payload={"ids": {1, 2}})
+
+    for name, tool in (("surrogate", surrogate), ("deep", deep), ("set", not_json)):
+        tools.add(ToolSpec(f"odd.{name}", name, empty, "odd"), tool)
+    return tools
+
+
+@pytest.mark.parametrize("runtime", ["monty", "cpython"])
+async def test_a_tool_result_with_a_lone_surrogate_reaches_the_plan_with_replacement_characters(runtime: Any) -> None:
+    """Monty failed the plan with a UnicodeEncodeError at the call, and in CPython the error escaped the
+    runner: the run ended with an exception, not a result."""
+    code = "r = await odd.surrogate()\nreturn [r['text'], sorted(r)]"
+    with anyio.fail_after(30):
+        result = await run_python_plan(code, tools=_odd_results_toolbox(), runtime=runtime)
+    assert result.success, result.error
+    assert result.result == ["a\ufffdb", ["k\ufffd", "text"]]
+
+
+@pytest.mark.parametrize("tool", ["deep", "set"])
+async def test_a_tool_result_the_cpython_worker_cannot_be_sent_fails_that_call_and_the_plan_goes_on(tool: str) -> None:
+    """Encoding such a result for the worker raised (RecursionError, TypeError) out of the runner, ending
+    the run with an exception instead of failing the one call. (Monty takes both as they are.)"""
+    code = f"try:\n    await odd.{tool}()\nexcept Exception as exc:\n    return 'caught: ' + str(exc)\nreturn 'passed'"
+    with anyio.fail_after(30):
+        result = await run_python_plan(code, tools=_odd_results_toolbox(), runtime="cpython")
+    assert result.success, result.error
+    assert isinstance(result.result, str), result.result
+    assert result.result.startswith(f"caught: odd.{tool} returned a result a plan cannot be sent"), result.result
+    assert result.calls == [CallMade("odd", tool, "plan", "ok")]
+
+
+@pytest.mark.parametrize("runtime", ["monty", "cpython"])
+async def test_a_plan_raising_an_exception_with_a_huge_message_fails_with_a_short_error(runtime: Any) -> None:
+    """Monty's traceback carried the whole message: 50 MB of error, whose redaction on its way to the
+    model held the event loop for 5 s."""
+    code = "raise ValueError('start ' + 'ab ' * 1_000_000 + ' end')"
+    with anyio.fail_after(30):
+        result = await run_python_plan(code, tools=Toolbox(), runtime=runtime)
+    assert not result.success and result.error_code == "runtime_error"
+    assert result.error is not None and len(result.error) <= MAX_PLAN_ERROR_CHARS + 100, len(result.error)
+    assert "ValueError" in result.error and "start" in result.error

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from awb.planner import redaction
-from awb.planner.redaction import MASK, redact_payload, redact_text
+from awb.planner.redaction import MASK, RECORD_TEXT_CHARS, redact_payload, redact_record, redact_text
 from awb.safe_copy import CYCLE
 
 
@@ -80,3 +80,15 @@ def test_a_payload_sharing_its_parts_is_redacted_in_bounded_work(monkeypatch: py
     assert "ABCDEFGH" not in text
     assert text.count(MASK) <= 10_000
     assert "more items]" in text
+
+
+def test_a_record_cuts_long_text_and_still_masks_a_secret_straddling_the_cut() -> None:
+    secret = "sk-" + "A" * 40
+    text = "x" * (RECORD_TEXT_CHARS - 10) + " " + secret + " " + "y" * 5_000_000
+    recorded = redact_record({"text": text, "short": f"key {secret}"})
+    assert recorded["short"] == f"key {MASK}"
+    assert recorded["text"].startswith("x" * (RECORD_TEXT_CHARS - 10) + " [REDACTED")  # the mask is cut too
+    assert "sk-" not in recorded["text"]
+    assert len(recorded["text"]) < RECORD_TEXT_CHARS + 50
+    assert recorded["text"].endswith(f"… [{len(text) - RECORD_TEXT_CHARS} more characters]")
+    assert redact_record(recorded) == recorded  # a record of a record is not cut again

@@ -98,6 +98,20 @@ return {"count": found["total"], "total": total}
     assert sandbox[0]["payload"]["success"] is True and sandbox[0]["payload"]["tool_calls"] == 2
 
 
+async def test_a_plan_calls_events_keep_a_cut_of_long_arguments() -> None:
+    """A plan's call with 20 MB of text held the event loop 3 s while its event's copy was redacted,
+    twice, and the task's events kept all of it."""
+    plan = "await chat.post_message(channel='c', text='word ' * 200_000)\nreturn 1"
+    model = ScriptedModel([{"action": "run_code", "code": plan}, done("posted")])
+    with anyio.fail_after(30):
+        result = await execute_mcp_task("post a long message", servers=servers(), model=model)
+    assert result.success
+    [called] = [e for e in result.logs if e["event"] == "mcp.action.called"]
+    text = called["payload"]["request"]["text"]
+    assert text.startswith("word word") and len(text) < 2100, len(text)
+    assert text.endswith(f"… [{5 * 200_000 - 2000} more characters]")
+
+
 async def test_a_large_direct_result_enters_the_context_as_a_summary_and_is_stored(tmp_path: Path) -> None:
     model = ScriptedModel([call("mail", "search_mail", query="all"), done("counted", 2000)])
     with anyio.fail_after(30):

@@ -24,18 +24,22 @@ from awb.errors import AwbError
 from awb.planner.calls import CallMade
 from awb.planner.codegen import Wrapper, group_wrappers, identifier, module_source
 from awb.planner.cpython_plan import PlanHost, cpython_source
-from awb.planner.redaction import redact_payload
+from awb.planner.redaction import redact_record
 from awb.sandbox.base import Limits, Runtime
 from awb.sandbox.monty import print_cap_hit
-from awb.text import MAX_RESULT_DEPTH, nesting_depth
+from awb.text import MAX_RESULT_DEPTH, nesting_depth, surrogates_replaced
 
-#: Called for every bridged tool call: (server, tool, payload, ok, duration_ms).
+#: Called for every bridged tool call: (server, tool, payload, ok, duration_ms); the payload redacted, its
+#: strings cut as a record's (`redact_record`).
 CallObserver = Callable[[str, str, dict[str, Any], bool, float], None]
 #: `auto`: Monty, and CPython for plans Monty cannot run; or one of them only.
 PlanRuntime = Literal["auto", "monty", "cpython"]
 _SCRIPT = "plan.py"
 #: How long an ended plan waits for its cancelled tool calls to unwind before it reports.
 CANCEL_GRACE_SECONDS = 0.25
+#: A failed plan's error as the model and the caller get it: a traceback carried the plan's whole exception
+#: message (50 MB of it took 5 s of the event loop to redact on its way to the model).
+MAX_PLAN_ERROR_CHARS = 4000
 
 
 @dataclass
@@ -149,6 +153,8 @@ class PlanRunner:
             result.success, result.error_code, result.result = False, "limit_exceeded", None
             result.error = f"the plan tried more than {state.limit} tool calls"
         result.tool_calls, result.calls = state.calls, state.made
+        if result.error is not None:
+            result.error = _clipped(result.error, MAX_PLAN_ERROR_CHARS)
         return result
 
     async def _run_monty(
@@ -297,12 +303,15 @@ class PlanRunner:
         finally:
             state.in_flight.discard(call)
         made.outcome = "ok" if outcome.ok else "failed"
+        # `json.loads` makes a lone surrogate of a `\ud800` escape; neither Monty nor the CPython worker's
+        # wire can carry one, and the plan failed at the call (Monty) or the run with an exception (CPython).
+        payload_for_plan = surrogates_replaced(outcome.payload)
         if self._on_call is not None:
             elapsed = (time.perf_counter() - started) * 1000
-            self._on_call(wrapper.server, wrapper.tool, redact_payload(payload), outcome.ok, elapsed)
+            self._on_call(wrapper.server, wrapper.tool, redact_record(payload), outcome.ok, elapsed)
         if not outcome.ok:
-            raise PlanToolError(f"{wrapper.server}.{wrapper.tool} failed: {outcome.payload}")
-        return outcome.payload
+            raise PlanToolError(f"{wrapper.server}.{wrapper.tool} failed: {payload_for_plan}")
+        return payload_for_plan
 
 
 @dataclass
@@ -357,6 +366,15 @@ def _json_value(value: Any, max_bytes: int) -> Any:
     if size > max_bytes:
         raise _OutputTooLarge(f"the plan's result is over the {max_bytes}-byte cap; return aggregates, not raw data")
     return json.loads(text)
+
+
+def _clipped(text: str, limit: int) -> str:
+    """`text` cut to about `limit` characters in its middle: a traceback's first frames and its last line,
+    which names the exception, both stay."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}… [{len(text) - 2 * half} characters cut] …{text[-half:]}"
 
 
 def _with_traceback(exc: AwbError) -> str:

@@ -8,7 +8,7 @@ JWTs, private keys) masked in place.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from awb.safe_copy import CopyRules, safe_copy
@@ -31,6 +31,11 @@ MAX_DEPTH = 64
 #: Values one redaction visits at most (a 1 MB JSON result holds at most about half a million), so a
 #: value that shares its parts (a list holding itself twice, forty levels down) costs no more than this.
 MAX_VALUES = 1_000_000
+#: A string of a record (a telemetry event, a bridged call's observer) keeps this many characters.
+RECORD_TEXT_CHARS = 2000
+#: Characters past a record's cut that are still searched for secrets, so one straddling the cut is
+#: recognised whole (a 4096-bit RSA key in PEM is about 3,300).
+_SECRET_REACH = 4096
 
 _CREDENTIAL_PATTERNS = re.compile(
     "|".join(
@@ -62,12 +67,15 @@ def redact_text(text: str) -> str:
     return _CREDENTIAL_PATTERNS.sub(MASK, text)
 
 
-def redact_payload(payload: Any, sensitive_keys: Iterable[str] = DEFAULT_SENSITIVE_KEYS) -> Any:
+def redact_payload(
+    payload: Any, sensitive_keys: Iterable[str] = DEFAULT_SENSITIVE_KEYS, *, text: Callable[[str], str] | None = None
+) -> Any:
     """A copy of `payload` with secrets masked; the input is never changed.
 
     Dicts, lists and tuples are walked; strings are scrubbed; other scalars pass as they are. The walk
     is bounded (`awb.safe_copy`): parts nested past `MAX_DEPTH`, past `MAX_VALUES` values, or that
-    contain themselves are replaced by a marker, never walked.
+    contain themselves are replaced by a marker, never walked. `text` scrubs each string in place of
+    `redact_text` (`redact_record` cuts them first).
     """
     keys = tuple(sensitive_keys)
     #: Whether each key met is sensitive: rows of a result repeat the same few keys.
@@ -81,7 +89,24 @@ def redact_payload(payload: Any, sensitive_keys: Iterable[str] = DEFAULT_SENSITI
             known = sensitive[key] = is_sensitive_key(key, keys)
         return known and not _a_count(key, value, keys)
 
-    return safe_copy(payload, CopyRules(MAX_DEPTH, MAX_VALUES, text=redact_text, masked=masked, mask=MASK))
+    rules = CopyRules(MAX_DEPTH, MAX_VALUES, text=text or redact_text, masked=masked, mask=MASK)
+    return safe_copy(payload, rules)
+
+
+def redact_record(payload: Any, sensitive_keys: Iterable[str] = DEFAULT_SENSITIVE_KEYS) -> Any:
+    """`redact_payload` for a record: each string cut to RECORD_TEXT_CHARS before its secrets are searched.
+    A plan's tool call with 20 MB of argument text held the event loop 3 s per call (the credential
+    patterns run over every character, twice: the observer's copy and the event's), and the task's
+    events kept the whole text."""
+    return redact_payload(payload, sensitive_keys, text=_record_text)
+
+
+def _record_text(text: str) -> str:
+    # Room for the cut's note: a record of a record (an observed call's copy, then its event) is not cut again.
+    if len(text) <= RECORD_TEXT_CHARS + 40:
+        return redact_text(text)
+    head = redact_text(text[: RECORD_TEXT_CHARS + _SECRET_REACH])[:RECORD_TEXT_CHARS]
+    return f"{head}… [{len(text) - RECORD_TEXT_CHARS} more characters]"
 
 
 def _a_count(key: str, value: Any, keys: tuple[str, ...]) -> bool:

@@ -195,7 +195,14 @@ async def tool_call(host: HostFunctions, message: dict[str, Any]) -> dict[str, A
     except Exception as exc:  # a bridged call must never take the server down
         return _refusal(ToolRuntimeError(f"call_tool failed: {exc}"))
     reply = {"ok": True, "value": value}
-    if len(json.dumps(reply, default=str).encode("utf-8", "replace")) > MAX_TOOL_REPLY_BYTES:
+    try:
+        size = len(json.dumps(reply, ensure_ascii=False).encode("utf-8"))
+    except (TypeError, ValueError, RecursionError) as exc:
+        # Encoded again for the frame, these escaped the runtime and ended the plan's run with an exception.
+        return _refusal(
+            ToolRuntimeError(f"{args[0]}.{args[1]} returned a result a plan cannot be sent: {str(exc)[:200]}")
+        )
+    if size > MAX_TOOL_REPLY_BYTES:
         return _refusal(
             OutputExceeded(f"{args[0]}.{args[1]} returned more than {MAX_TOOL_REPLY_BYTES} bytes for a plan")
         )
