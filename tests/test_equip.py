@@ -228,6 +228,20 @@ async def test_dedupe_reject_refuses_a_duplicate_and_names_the_existing_tool(tmp
 # --- purge ----------------------------------------------------------------------------------------
 
 
+async def test_a_new_version_of_an_archived_tool_restarts_its_purge_clock(
+    workbench: Workbench, clock: ManualClock
+) -> None:
+    tool = await workbench.craft(add_tool())
+    clock.advance(days=61)
+    workbench.maintain()
+    clock.advance(days=10)
+    await workbench.update(tool.name, description="Add two numbers, newly described")
+    assert workbench.resolve(tool.tool_id).status == "archived"  # a new version is no call: still archived
+    assert workbench.purge(archived_before_days=5, dry_run=True) == []
+    clock.advance(days=6)
+    assert [t.tool_id for t in workbench.purge(archived_before_days=5, dry_run=True)] == [tool.tool_id]
+
+
 async def test_purge_removes_tools_archived_long_enough_and_dry_run_only_lists(
     workbench: Workbench, clock: ManualClock
 ) -> None:
