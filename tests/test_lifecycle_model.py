@@ -225,10 +225,73 @@ class LifecycleModel(RuleBasedStateMachine):
         counted = sorted(o.usage_count for o in outcomes if not isinstance(o, AwbError))
         assert counted == list(range(before + 1, tool.successes + 1))
 
-    def called(self, tool: ModelTool, result: Any, error: AwbError | None, fail: bool) -> None:
-        """One call of a live tool, as the model counts it."""
-        self.calls_counted += 1
+    @precondition(lambda self: self.tools and not self.AUTO_EVERY)
+    @rule(index=PICK, other=st.sampled_from(["delete", "rollback", "equip", "unequip"]), to_version=st.integers(1, 4))
+    def call_while_changed(self, index: int, other: str, to_version: int) -> None:
+        """A call runs the version it resolved; a delete, rollback, equip or unequip made while it runs
+        stands, and the call is counted to the version it ran."""
+        tool = self.pick(index)
+        if tool.status not in ("active", "archived"):
+            return
         version = tool.current
+        outcomes: dict[str, Any] = {}
+
+        async def race() -> None:
+            async def call() -> None:
+                try:
+                    outcomes["call"] = await self.workbench.call(tool.tool_id, {"fail": False})
+                except AwbError as exc:
+                    outcomes["call"] = exc
+
+            async def change() -> None:
+                await anyio.sleep(0)  # the call has resolved its tool and is running
+                try:
+                    if other == "rollback":
+                        outcomes[other] = self.workbench.rollback(tool.tool_id, to_version)
+                    else:
+                        outcomes[other] = getattr(self.workbench, other)(tool.tool_id)
+                except AwbError as exc:
+                    outcomes[other] = exc
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(call)
+                group.start_soon(change)
+
+        self.portal.call(race)
+        outcome = outcomes[other]
+        if other == "delete":
+            assert not isinstance(outcome, AwbError), outcome
+            tool.status, tool.equipped, tool.deleted_at = "deleted", False, self.clock.now()
+            self.purged_past_max_deleted()
+        elif other == "rollback":
+            if to_version not in tool.kept:
+                assert isinstance(outcome, InvalidParams), outcome
+            else:
+                assert not isinstance(outcome, AwbError), outcome
+                if to_version != tool.current:
+                    self.touched(tool)
+                tool.current = to_version
+        elif other == "equip":
+            if tool.status == "archived":
+                assert isinstance(outcome, NotEquippable), outcome
+            elif not tool.equipped and len(self.equipped()) >= MAX_EQUIPPED:
+                assert isinstance(outcome, LimitExceeded), outcome
+            else:
+                assert not isinstance(outcome, AwbError), outcome
+                tool.equipped = True
+        else:
+            assert not isinstance(outcome, AwbError), outcome
+            tool.equipped = False
+        if tool.status == "purged":
+            return  # its calls count nothing
+        self.called(tool, outcomes["call"], None, False, version=version)
+
+    def called(
+        self, tool: ModelTool, result: Any, error: AwbError | None, fail: bool, *, version: int | None = None
+    ) -> None:
+        """One call of a tool, as the model counts it (`version`: the one it ran, when not the current one)."""
+        self.calls_counted += 1
+        version = tool.current if version is None else version
         tool.version_calls[version] = tool.version_calls.get(version, 0) + 1
         if fail:
             assert isinstance(error, ToolRuntimeError), error
@@ -241,12 +304,19 @@ class LifecycleModel(RuleBasedStateMachine):
         tool.last_used = self.clock.now()
         before = tool.level
         if tool.status == "archived":  # a call brings an archived tool back
-            tool.status, tool.level, tool.archived_at = "active", "short_term", None
+            tool.status, tool.archived_at = "active", None
+        if tool.level == "archived":  # (one deleted while the call ran keeps its status, not its tier)
+            tool.level = "short_term"
         if tool.level == "short_term" and tool.successes >= MEDIUM_AT:
             tool.level = "medium_term"
         if tool.level == "medium_term" and tool.successes >= LONG_AT:
             tool.level = "long_term"
-        if tool.level != before and tool.level == "long_term" and len(self.equipped()) < MAX_EQUIPPED:
+        if (
+            tool.level != before
+            and tool.level == "long_term"
+            and tool.status == "active"
+            and len(self.equipped()) < MAX_EQUIPPED
+        ):
             tool.equipped = True  # auto_equip_long_term, while there is room
 
     @precondition(lambda self: self.tools)
@@ -299,6 +369,9 @@ class LifecycleModel(RuleBasedStateMachine):
             return
         assert error is None, error
         tool.status, tool.equipped, tool.deleted_at = "deleted", False, self.clock.now()
+        self.purged_past_max_deleted()
+
+    def purged_past_max_deleted(self) -> None:
         # Past max_deleted_tools, the longest-deleted are purged; tools deleted at the same moment tie,
         # so which of those goes is read from the store and only the count and the order are checked.
         deleted = [t for t in self.tools if t.status == "deleted"]
