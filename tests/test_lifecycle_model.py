@@ -40,8 +40,8 @@ from awb.workbench import Workbench
 # Small thresholds, so a few dozen steps cross every tier boundary and every cap.
 MEDIUM_AT, LONG_AT = 2, 4
 DEMOTE_DAYS, ARCHIVE_DAYS = 3, 5
-MAX_EQUIPPED, MAX_VERSIONS, MAX_DELETED = 2, 3, 2
-NAMES = ("alpha", "beta", "gamma")
+MAX_EQUIPPED, MAX_VERSIONS, MAX_DELETED, MAX_TOOLS = 2, 3, 2, 3
+NAMES = ("alpha", "beta", "gamma", "delta")
 SCHEMA = {"type": "object", "properties": {"fail": {"type": "boolean"}}}
 #: Tool picks are indexes into every tool crafted so far (modulo their number), purged ones included.
 PICK = st.integers(0, 7)
@@ -68,6 +68,7 @@ def config(folder: Path, maintenance_every_calls: int = 0) -> Config:
         max_equipped=MAX_EQUIPPED,
         max_versions_per_tool=MAX_VERSIONS,
         max_deleted_tools=MAX_DELETED,
+        max_tools=MAX_TOOLS,
         auto_equip_long_term=True,
     )
 
@@ -175,6 +176,9 @@ class LifecycleModel(RuleBasedStateMachine):
         tool, error = self.run(self.workbench.craft, request)
         if any(t.name == name for t in self.live()):
             assert isinstance(error, NameConflict), error
+            return
+        if len(self.live()) >= MAX_TOOLS:  # archived tools are live: they count
+            assert isinstance(error, LimitExceeded), error
             return
         assert error is None, error
         assert (tool.version, tool.memory_level, tool.status, tool.usage_count) == (1, "short_term", "active", 0)
