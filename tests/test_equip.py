@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
+import anyio
 import pytest
 
 from awb.clock import ManualClock
@@ -13,7 +15,7 @@ from awb.config import Config, MemoryConfig, SearchConfig
 from awb.errors import DuplicateTool, InvalidParams, LimitExceeded, NameConflict, NotEquippable
 from awb.events import Event
 from awb.meta_tools import worded_by
-from awb.workbench import Workbench
+from awb.workbench import CallResult, Workbench
 from support import ADD_SCHEMA, add_tool, awb_env
 
 pytestmark = pytest.mark.anyio
@@ -228,6 +230,20 @@ async def test_dedupe_reject_refuses_a_duplicate_and_names_the_existing_tool(tmp
 # --- purge ----------------------------------------------------------------------------------------
 
 
+async def test_a_new_version_of_an_archived_tool_restarts_its_purge_clock(
+    workbench: Workbench, clock: ManualClock
+) -> None:
+    tool = await workbench.craft(add_tool())
+    clock.advance(days=61)
+    workbench.maintain()
+    clock.advance(days=10)
+    await workbench.update(tool.name, description="Add two numbers, newly described")
+    assert workbench.resolve(tool.tool_id).status == "archived"  # a new version is no call: still archived
+    assert workbench.purge(archived_before_days=5, dry_run=True) == []
+    clock.advance(days=6)
+    assert [t.tool_id for t in workbench.purge(archived_before_days=5, dry_run=True)] == [tool.tool_id]
+
+
 async def test_purge_removes_tools_archived_long_enough_and_dry_run_only_lists(
     workbench: Workbench, clock: ManualClock
 ) -> None:
@@ -346,3 +362,53 @@ async def test_refusals_word_the_way_to_a_tool_as_the_asking_face_does(tmp_path:
     # The same codes and details whoever asks: only the words differ.
     for worded, served in zip((schema, update, duplicate), (mcp_schema, mcp_update, mcp_duplicate), strict=True):
         assert (worded.code, worded.details) == (served.code, served.details)
+
+
+async def _call_while(workbench: Workbench, tool_id: str, change: Callable[[], object]) -> CallResult:
+    """Call `tool_id` and, while it runs, make `change`; the call's result."""
+    results: list[CallResult] = []
+
+    async def call() -> None:
+        results.append(await workbench.call(tool_id, {"a": 1, "b": 2}))
+
+    async def meanwhile() -> None:
+        await anyio.sleep(0)  # the call has read its tool and is running
+        change()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(call)
+        group.start_soon(meanwhile)
+    return results[0]
+
+
+async def test_a_call_that_reaches_long_term_while_the_tool_is_equipped_meanwhile_succeeds(tmp_path: Path) -> None:
+    # Auto-equip read the tool as the call found it (not equipped), met itself in the equipped set and
+    # failed the call, which had run and been counted, with name_conflict.
+    config = Config(
+        inventory_path=tmp_path / "inv.db",
+        auto_equip_long_term=True,
+        memory=MemoryConfig(promotion_threshold_medium=1, promotion_threshold_long=2),
+    )
+    async with Workbench(config) as workbench:
+        tool = await workbench.craft(add_tool())
+        await workbench.call(tool.tool_id, {"a": 1, "b": 1})
+        result = await _call_while(workbench, tool.tool_id, lambda: workbench.equip(tool.tool_id))
+        assert (result.result, result.memory_level) == (3, "long_term")
+        assert [t.tool_id for t in workbench.equipped_tools()] == [tool.tool_id]
+
+
+async def test_a_tool_unequipped_while_a_call_takes_it_to_long_term_is_auto_equipped(tmp_path: Path) -> None:
+    # The rule: a tool that reaches long-term memory is equipped while there is room. Auto-equip read
+    # the tool as the call found it (equipped) and left it out of the set.
+    config = Config(
+        inventory_path=tmp_path / "inv.db",
+        auto_equip_long_term=True,
+        memory=MemoryConfig(promotion_threshold_medium=1, promotion_threshold_long=2),
+    )
+    async with Workbench(config) as workbench:
+        tool = await workbench.craft(add_tool())
+        workbench.equip(tool.tool_id)
+        await workbench.call(tool.tool_id, {"a": 1, "b": 1})
+        result = await _call_while(workbench, tool.tool_id, lambda: workbench.unequip(tool.tool_id))
+        assert result.memory_level == "long_term"
+        assert [t.tool_id for t in workbench.equipped_tools()] == [tool.tool_id]

@@ -60,6 +60,8 @@ class Armory:
                 rule="input_schema_root",
             )
         equipped = self.equipped()
+        if any(t.tool_id == tool.tool_id for t in equipped):
+            return tool.model_copy(update={"equipped": True})  # equipped since `tool` was read
         clash = next((t for t in equipped if t.name == tool.name), None)
         if clash is not None:
             raise NameConflict(
@@ -85,10 +87,26 @@ class Armory:
 
     def auto_equip(self, tool: Tool, now: datetime) -> Tool:
         """Equip a long-term tool when the config asks for it and there is room; never raises."""
-        if not self.config.auto_equip_long_term or tool.equipped or tool.memory_level != "long_term":
+        if not self.config.auto_equip_long_term or tool.memory_level != "long_term":
+            return tool
+        # `tool` is as the call read it before it ran: an equip, unequip or delete made since is in the store.
+        now_stored = self.store.get(tool.tool_id)
+        if now_stored is None:
+            return tool
+        tool = tool.model_copy(
+            update={
+                "equipped": now_stored.equipped,
+                "status": now_stored.status,
+                "input_schema": now_stored.input_schema,
+            }
+        )
+        if tool.equipped:
             return tool
         if reserved_name(tool.name) or tool.status != "active" or equip_problems(tool.input_schema):
             return tool
         if len(self.equipped()) >= self.config.max_equipped:
             return tool
-        return self.equip(tool, now)
+        try:
+            return self.equip(tool, now)
+        except (LimitExceeded, NameConflict, NotEquippable):
+            return tool  # another process filled the set or took the name meanwhile: the call stands

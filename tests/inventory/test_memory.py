@@ -6,6 +6,7 @@ import pytest
 
 from awb.clock import ManualClock
 from awb.config import Config, MemoryConfig
+from awb.errors import ToolRuntimeError
 from awb.workbench import Workbench
 from support import add_tool
 
@@ -72,6 +73,25 @@ async def test_calling_an_archived_tool_brings_it_back_to_short_term(workbench: 
     result = await workbench.call(tool.tool_id, {"a": 2, "b": 3})
     assert (result.result, result.memory_level) == (5, "short_term")
     assert workbench.resolve(tool.tool_id).status == "active"
+
+
+async def test_a_call_brings_a_demoted_then_archived_tool_straight_back_to_the_tier_its_uses_earned(
+    workbench: Workbench, clock: ManualClock
+) -> None:
+    code = "def run(params):\n    if params.get('fail'):\n        raise ValueError('asked to')\n    return 1\n"
+    tool = await workbench.craft({"name": "flaky", "description": "Fail when asked", "code": code})
+    for _ in range(5):
+        await workbench.call(tool.tool_id, {})
+    clock.advance(days=31)
+    workbench.maintain()
+    clock.advance(days=61)
+    workbench.maintain()
+    assert workbench.resolve(tool.tool_id).memory_level == "archived"
+    with pytest.raises(ToolRuntimeError):
+        await workbench.call(tool.tool_id, {"fail": True})  # a failed call leaves it archived
+    assert workbench.resolve(tool.tool_id).status == "archived"
+    result = await workbench.call(tool.tool_id, {})
+    assert (result.memory_level, result.usage_count) == ("medium_term", 6)
 
 
 async def test_long_term_tools_are_never_demoted(tmp_path: object, clock: ManualClock) -> None:

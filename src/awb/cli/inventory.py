@@ -354,7 +354,10 @@ def inventory_rollback(
 def inventory_purge(
     config_path: ConfigOption = None,
     archived_before: Annotated[
-        float | None, typer.Option("--archived-before", help="Remove tools archived more than DAYS days ago.")
+        float | None,
+        typer.Option(
+            "--archived-before", help="Remove tools archived (and given no new version since) more than DAYS days ago."
+        ),
     ] = None,
     deleted: Annotated[bool, typer.Option("--deleted", help="Remove soft-deleted tools too.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
