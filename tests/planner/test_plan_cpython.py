@@ -11,8 +11,8 @@ import pytest
 from awb.agents.toolbox import ToolOutcome, ToolSpec
 from awb.config import Config
 from awb.errors import SandboxViolation
-from awb.planner import cpython_plan
 from awb.planner.plan_runner import PlanRunner, run_python_plan
+from awb.sandbox import host as host_module
 from awb.workbench import Workbench
 
 from .planner_tools import MESSAGES, planner_toolbox
@@ -159,7 +159,7 @@ async def test_one_servers_unparseable_description_does_not_break_plans_over_the
 async def test_a_plan_making_host_calls_in_a_loop_ends_at_the_host_call_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     """A plan's `log`, refused file calls and malformed host calls each cost the server a round trip on
     the event loop; a plan, like a tool, makes at most `MAX_HOST_CALLS_PER_CALL` of them."""
-    monkeypatch.setattr(cpython_plan, "MAX_HOST_CALLS_PER_CALL", 300)
+    monkeypatch.setattr(host_module, "MAX_HOST_CALLS_PER_CALL", 300)  # the budget tools and plans share
     async with PlanRunner(planner_toolbox([])) as runner:
         for body in (
             "for i in range(1000):\n    log('')\nreturn 1",

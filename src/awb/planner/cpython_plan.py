@@ -20,7 +20,7 @@ from typing import Any
 
 from awb.errors import OutputExceeded, SandboxViolation, ToolRuntimeError
 from awb.planner.codegen import CLIENT_SOURCE, Wrapper, identifier, module_source
-from awb.sandbox.host import MAX_HOST_CALLS_PER_CALL
+from awb.sandbox.host import HostCallCount
 
 #: (server, tool, payload) -> the tool's result; raises on failure.
 Bridge = Callable[[str, str, dict[str, Any]], Awaitable[Any]]
@@ -120,30 +120,19 @@ def cpython_source(code_body: str, grouped: dict[str, list[Wrapper]]) -> str:
     )
 
 
-class PlanHost:
-    """The host functions of one CPython plan: capped prints, no files, and `call_tool`."""
+class PlanHost(HostCallCount):
+    """The host functions of one CPython plan: capped prints, no files, and `call_tool`. Each host call
+    (`log`, a file call, a malformed one) is a round trip the server answers on its event loop, so a
+    plan makes at most as many as a tool's call may; past them the runtime ends the plan
+    (`end_if_exhausted`)."""
+
+    counted_as = "the plan"
 
     def __init__(self, bridge: Bridge, *, max_log_bytes: int) -> None:
         self._bridge = bridge
         self._max_log_bytes = max_log_bytes
         self._log_bytes = 0
-        self._calls = 0
         self.logs: list[str] = []
-        #: Set past MAX_HOST_CALLS_PER_CALL host calls: the runtime ends the plan with it (`end_if_exhausted`).
-        self.exhausted: OutputExceeded | None = None
-
-    def count_call(self) -> None:
-        """Count one host call (`log`, a file call, a malformed one): each is a round trip the server
-        answers on its event loop, so a plan makes at most as many as a tool's call may."""
-        self._calls += 1
-        if self._calls > MAX_HOST_CALLS_PER_CALL and self.exhausted is None:
-            self.exhausted = OutputExceeded(
-                f"the plan made more than {MAX_HOST_CALLS_PER_CALL} host function calls",
-                limit=MAX_HOST_CALLS_PER_CALL,
-                reason="host_calls",
-            )
-        if self.exhausted is not None:
-            raise self.exhausted
 
     def log(self, message: str) -> None:
         self.count_call()

@@ -32,8 +32,37 @@ MAX_HOST_BYTES_PER_CALL = 64 * 1024 * 1024
 MAX_HOST_CALLS_PER_CALL = 10_000
 
 
-class HostBridge:
-    """`HostFunctions` for one call of one tool."""
+class HostCallCount:
+    """The host calls of one run, counted against `MAX_HOST_CALLS_PER_CALL` (a tool's call or a plan's).
+
+    `exhausted` is set once the budget is spent (by a host that keeps more budgets, by any of them):
+    every later host call raises it, and the runtimes end the run with it (a tool or a plan that
+    catches it cannot go on)."""
+
+    #: How the refusal names the run ("this call made more than ... host function calls").
+    counted_as = "this call"
+    _calls = 0
+    exhausted: OutputExceeded | None = None
+
+    def count_call(self) -> None:
+        """Count one host call, refused once the budget is spent. Each host function counts its own
+        calls; the wire counts the calls it refuses before any host function runs
+        (`count_refused_call`)."""
+        if self.exhausted is None:
+            self._calls += 1
+            if self._calls > MAX_HOST_CALLS_PER_CALL:
+                self.exhausted = OutputExceeded(
+                    f"{self.counted_as} made more than {MAX_HOST_CALLS_PER_CALL} host function calls",
+                    limit=MAX_HOST_CALLS_PER_CALL,
+                    reason="host_calls",
+                )
+        if self.exhausted is not None:
+            raise self.exhausted
+
+
+class HostBridge(HostCallCount):
+    """`HostFunctions` for one call of one tool: its host calls counted, and the bytes its reads and
+    writes move (`MAX_HOST_BYTES_PER_CALL`), either budget ending the call once spent."""
 
     def __init__(
         self,
@@ -49,33 +78,13 @@ class HostBridge:
         self._max_log_bytes = max_log_bytes
         self._log_bytes = 0
         self._moved = 0
-        self._calls = 0
         self.logs: list[str] = []
         self.staged: list[int] = []
-        #: Set once the call's host calls pass MAX_HOST_CALLS_PER_CALL or their reads and writes
-        #: MAX_HOST_BYTES_PER_CALL: every later host call raises it, and the runtimes end the call
-        #: with it (a tool that catches it cannot go on).
-        self.exhausted: OutputExceeded | None = None
 
     @property
     def read_dirs(self) -> list[str]:
         """The granted directories, resolved (runtimes with kernel sandboxes mirror them)."""
         return [str(root) for root in self._roots]
-
-    def count_call(self) -> None:
-        """Count one host call, refused once the call's budget is spent. Each host function counts its
-        own calls; the wire counts the calls it refuses before any host function runs
-        (`count_refused_call`)."""
-        if self.exhausted is None:
-            self._calls += 1
-            if self._calls > MAX_HOST_CALLS_PER_CALL:
-                self.exhausted = OutputExceeded(
-                    f"this call made more than {MAX_HOST_CALLS_PER_CALL} host function calls",
-                    limit=MAX_HOST_CALLS_PER_CALL,
-                    reason="host_calls",
-                )
-        if self.exhausted is not None:
-            raise self.exhausted
 
     def _spend(self, size: int) -> None:
         """Count `size` bytes read or written, refused once they pass the call's budget."""
