@@ -158,11 +158,7 @@ async def test_maintenance_that_archives_an_equipped_tool_unequips_it(workbench:
 
 
 async def test_long_term_tools_are_equipped_automatically_when_configured(tmp_path: Path) -> None:
-    config = Config(
-        inventory_path=tmp_path / "inv.db",
-        auto_equip_long_term=True,
-        memory=MemoryConfig(promotion_threshold_medium=1, promotion_threshold_long=2),
-    )
+    config = auto_equip_config(tmp_path)
     async with Workbench(config) as workbench:
         tool = await workbench.craft(add_tool())
         await workbench.call(tool.name, {"a": 1, "b": 1})
@@ -384,11 +380,7 @@ async def _call_while(workbench: Workbench, tool_id: str, change: Callable[[], o
 async def test_a_call_that_reaches_long_term_while_the_tool_is_equipped_meanwhile_succeeds(tmp_path: Path) -> None:
     # Auto-equip read the tool as the call found it (not equipped), met itself in the equipped set and
     # failed the call, which had run and been counted, with name_conflict.
-    config = Config(
-        inventory_path=tmp_path / "inv.db",
-        auto_equip_long_term=True,
-        memory=MemoryConfig(promotion_threshold_medium=1, promotion_threshold_long=2),
-    )
+    config = auto_equip_config(tmp_path)
     async with Workbench(config) as workbench:
         tool = await workbench.craft(add_tool())
         await workbench.call(tool.tool_id, {"a": 1, "b": 1})
@@ -400,11 +392,7 @@ async def test_a_call_that_reaches_long_term_while_the_tool_is_equipped_meanwhil
 async def test_a_tool_unequipped_while_a_call_takes_it_to_long_term_is_auto_equipped(tmp_path: Path) -> None:
     # The rule: a tool that reaches long-term memory is equipped while there is room. Auto-equip read
     # the tool as the call found it (equipped) and left it out of the set.
-    config = Config(
-        inventory_path=tmp_path / "inv.db",
-        auto_equip_long_term=True,
-        memory=MemoryConfig(promotion_threshold_medium=1, promotion_threshold_long=2),
-    )
+    config = auto_equip_config(tmp_path)
     async with Workbench(config) as workbench:
         tool = await workbench.craft(add_tool())
         workbench.equip(tool.tool_id)
@@ -412,3 +400,12 @@ async def test_a_tool_unequipped_while_a_call_takes_it_to_long_term_is_auto_equi
         result = await _call_while(workbench, tool.tool_id, lambda: workbench.unequip(tool.tool_id))
         assert result.memory_level == "long_term"
         assert [t.tool_id for t in workbench.equipped_tools()] == [tool.tool_id]
+
+
+def auto_equip_config(tmp_path: Path) -> Config:
+    """Auto-equip on, long term at a tool's second call."""
+    return Config(
+        inventory_path=tmp_path / "inv.db",
+        auto_equip_long_term=True,
+        memory=MemoryConfig(promotion_threshold_medium=1, promotion_threshold_long=2),
+    )

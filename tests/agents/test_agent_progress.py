@@ -6,29 +6,13 @@ import io
 
 import anyio
 import pytest
-from pydantic import BaseModel
 from rich.console import Console
 
-from awb.agents import Agent, RunEvent, run_agent
+from awb.agents import RunEvent, run_agent
 from awb.agents.models import ScriptedModel
 from awb.agents.progress import ProgressView
 
-from .agent_fixtures import files_server
-
-
-class Question(BaseModel):
-    question: str
-
-
-class Answer(BaseModel):
-    answer: str
-
-
-class Reader(Agent):
-    mode = "reader"
-    tools = ("files",)
-    Input = Question
-    Output = Answer
+from .agent_fixtures import Reader, files_server
 
 
 @pytest.mark.anyio

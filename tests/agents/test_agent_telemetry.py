@@ -7,34 +7,18 @@ from typing import Any
 
 import anyio
 import pytest
-from pydantic import BaseModel
 
-from awb.agents import Agent, run_agent
+from awb.agents import run_agent
 from awb.agents.models.openai import OpenAIModel
 from awb.agents.telemetry import use_tracer_provider
 
-from .agent_fixtures import FakeProvider, files_server, openai_calls
+from .agent_fixtures import FakeProvider, Reader, files_server, openai_calls
 
 sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
 in_memory = pytest.importorskip("opentelemetry.sdk.trace.export.in_memory_span_exporter")
 export = pytest.importorskip("opentelemetry.sdk.trace.export")
 
 pytestmark = pytest.mark.anyio
-
-
-class Question(BaseModel):
-    question: str
-
-
-class Answer(BaseModel):
-    answer: str
-
-
-class Reader(Agent):
-    mode = "reader"
-    tools = ("files",)
-    Input = Question
-    Output = Answer
 
 
 @pytest.fixture

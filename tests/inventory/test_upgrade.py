@@ -86,15 +86,7 @@ def test_the_previous_awbs_inventory_opens_at_schema_9_with_its_data_intact(tmp_
         assert [tool.tool_id for tool, _ in store.search_text(["add", "numbers"], 5)][:1] == [ADDER]
 
         # Staged writes keep their sizes, and today's caps count them: 5018 bytes and 4 writes pending.
-        writes = store.staged_writes("pending")
-        assert [len(w["content"].encode()) for w in writes] == STAGED_SIZES
-        assert writes[0]["content"] == "héllo wörld"
-        pending = sum(STAGED_SIZES)
-        store.stage_write(WRITER, "/srv/workspace/tools/out/a.txt", "a", NOW, call_id="c1", max_tool_bytes=pending + 1)
-        with pytest.raises(OutputExceeded, match="max_staged_bytes_per_tool"):
-            store.stage_write(
-                WRITER, "/srv/workspace/tools/out/b.txt", "b", NOW, call_id="c2", max_tool_bytes=pending + 1
-            )
+        old_writes_count_against_the_caps(store)
         with pytest.raises(OutputExceeded, match="max_staged_writes_total"):
             store.stage_write(WRITER, "/srv/workspace/tools/out/c.txt", "", NOW, call_id="c3", max_total_writes=5)
         plan = " ".join(
@@ -285,15 +277,7 @@ def test_a_database_at_migration_3_is_migrated_to_4_once_with_its_staged_writes_
     try:
         tool = store.get(WRITER)
         assert tool is not None and tool.usage_count == 4
-        writes = store.staged_writes("pending")
-        assert [len(w["content"].encode()) for w in writes] == STAGED_SIZES
-        assert writes[0]["content"] == "héllo wörld"
-        pending = sum(STAGED_SIZES)
-        store.stage_write(WRITER, "/srv/workspace/tools/out/a.txt", "a", NOW, call_id="c1", max_tool_bytes=pending + 1)
-        with pytest.raises(OutputExceeded, match="max_staged_bytes_per_tool"):
-            store.stage_write(
-                WRITER, "/srv/workspace/tools/out/b.txt", "b", NOW, call_id="c2", max_tool_bytes=pending + 1
-            )
+        old_writes_count_against_the_caps(store)
         with pytest.raises(OutputExceeded, match="max_staged_writes_per_tool"):
             store.stage_write(WRITER, "/srv/workspace/tools/out/c.txt", "", NOW, call_id="c3", max_tool_writes=5)
     finally:
@@ -325,3 +309,14 @@ def open_together(open_store: Callable[[], None], servers: int, *, timeout: floa
     for thread in threads:
         thread.join(timeout=timeout)
     return failures
+
+
+def old_writes_count_against_the_caps(store: SQLiteStore | PostgresStore) -> None:
+    """The staged writes the previous awb left keep their sizes, and today's byte caps count them."""
+    writes = store.staged_writes("pending")
+    assert [len(w["content"].encode()) for w in writes] == STAGED_SIZES
+    assert writes[0]["content"] == "héllo wörld"
+    pending = sum(STAGED_SIZES)
+    store.stage_write(WRITER, "/srv/workspace/tools/out/a.txt", "a", NOW, call_id="c1", max_tool_bytes=pending + 1)
+    with pytest.raises(OutputExceeded, match="max_staged_bytes_per_tool"):
+        store.stage_write(WRITER, "/srv/workspace/tools/out/b.txt", "b", NOW, call_id="c2", max_tool_bytes=pending + 1)

@@ -55,9 +55,14 @@ def rpc(id_: int, method: str, params: dict[str, object] | None = None) -> dict[
 
 
 def session_answers(tmp_path: Path, *requests: object, stdin_file: Path | None = None) -> dict[object, dict[str, Any]]:
+    """`session_messages`' answers by id."""
+    return {m.get("id"): m for m in session_messages(tmp_path, *requests, stdin_file=stdin_file)}
+
+
+def session_messages(tmp_path: Path, *requests: object, stdin_file: Path | None = None) -> list[dict[str, Any]]:
     """Run a whole session through `awb start`: initialize, then `requests` (a str is sent as it is),
-    then the end of stdin. stdin is a pipe closed at once, or `stdin_file` holding the same lines. The
-    answers by id."""
+    then the end of stdin. stdin is a pipe closed at once, or `stdin_file` holding the same lines. Every
+    message the server wrote, in order."""
     hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "pipe", "version": "0"}}
     messages = [rpc(0, "initialize", hello), {"jsonrpc": "2.0", "method": "notifications/initialized"}, *requests]
     text = "".join((m if isinstance(m, str) else json.dumps(m)) + "\n" for m in messages)
@@ -75,7 +80,7 @@ def session_answers(tmp_path: Path, *requests: object, stdin_file: Path | None =
             timeout=60,
             **source,
         )
-    return {m.get("id"): m for m in map(json.loads, done.stdout.splitlines())}
+    return [json.loads(line) for line in done.stdout.splitlines()]
 
 
 def test_pipes_are_served_on_the_loop_and_handed_back_blocking(tmp_path: Path) -> None:
@@ -258,23 +263,12 @@ def test_a_client_that_stops_reading_stdout_does_not_keep_the_server_alive(tmp_p
 def test_a_request_whose_id_mcp_does_not_take_is_answered_invalid_request(tmp_path: Path) -> None:
     """JSON-RPC ids MCP refuses (a fraction, a boolean, null, an object): the SDK took such a request for a
     notification and never answered it. Each gets -32600, and the session goes on."""
-    hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "pipe", "version": "0"}}
     odd = [{"jsonrpc": "2.0", "id": bad, "method": "ping"} for bad in (1.5, True, None, {"a": 1})]
-    messages = [rpc(0, "initialize", hello), {"jsonrpc": "2.0", "method": "notifications/initialized"}, *odd]
-    messages.append(rpc(9, "ping"))
-    done = subprocess.run(
-        [sys.executable, "-m", "awb", "start", "--transport", "stdio"],
-        env=awb_env(tmp_path),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        input="".join(json.dumps(m) + "\n" for m in messages),
-    )
-    errors = [m for m in map(json.loads, done.stdout.splitlines()) if "error" in m]
+    written = session_messages(tmp_path, *odd, rpc(9, "ping"))
+    errors = [m for m in written if "error" in m]
     assert [e["error"]["code"] for e in errors] == [-32600] * 4
     assert all("must be a string or an integer" in e["error"]["message"] for e in errors)
-    assert any(m.get("id") == 9 and m["result"] == {} for m in map(json.loads, done.stdout.splitlines()))
+    assert any(m.get("id") == 9 and m["result"] == {} for m in written)
 
 
 @pytest.mark.parametrize("stdin", ["pipe", "file"])
