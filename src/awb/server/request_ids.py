@@ -26,7 +26,7 @@ INVALID_REQUEST = -32600
 
 
 def bad_id_message(method: object) -> str:
-    """What the error says (in the words stdio's says it)."""
+    """What the error says, on stdio and over HTTP alike (the method named, cut to 100 characters)."""
     named = cap_text(repr(method), 100)
     return f"Invalid Request: the id of a {named} request must be a string or an integer"
 
@@ -110,4 +110,4 @@ async def _invalid_request(send: Send, message: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-__all__ = ["RequestIdCheck", "bad_id_message", "bad_id_method"]
+__all__ = ["INVALID_REQUEST", "RequestIdCheck", "bad_id_message", "bad_id_method"]

@@ -31,14 +31,14 @@ import mcp_types as types
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
+from awb.server.request_ids import INVALID_REQUEST, bad_id_message
+
 log = logging.getLogger("awb.server.stdio")
 
 #: The longest message read from stdin. A longer line is dropped (with a warning) instead of held.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
 Streams = tuple[Any, Any]
-#: JSON-RPC 2.0's code for valid JSON that is not a request, response or notification.
-INVALID_REQUEST = -32600
 
 
 @asynccontextmanager
@@ -185,7 +185,7 @@ def _has_id(line: str) -> bool:
 
 
 def _bad_id(method: str) -> types.JSONRPCError:
-    message = f"Invalid Request: the id of a {method!r} request must be a string or an integer"
+    message = bad_id_message(method)  # in the words the HTTP face answers such a request with
     log.warning("answered a request whose id is neither a string nor an integer (%s)", method)
     return types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(code=INVALID_REQUEST, message=message))
 
