@@ -116,10 +116,10 @@ async def test_a_reply_stopped_at_max_tokens_is_fed_back_as_cut_off(fake_provide
     assert "cut off at the max_tokens limit (20)" in user_text(fake_provider.bodies()[1])
 
 
-async def test_a_refusal_ends_the_run_with_the_models_words(fake_provider: FakeProvider) -> None:
+async def test_a_refusal_ends_the_run_refused_with_the_models_words(fake_provider: FakeProvider) -> None:
     words = {"content": [{"type": "text", "text": "I won't do that."}], "stop_reason": "refusal", "usage": {}}
     fake_provider.reply(words)
     result = await run(fake_provider)
-    assert result.termination_reason == "model_error"
-    assert result.error is not None
+    assert result.termination_reason == "refused"
+    assert result.error is not None and result.error["code"] == "refused"
     assert (result.error["message"], len(fake_provider.requests)) == ("the model refused: I won't do that.", 1)

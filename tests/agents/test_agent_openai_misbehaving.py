@@ -300,13 +300,16 @@ async def test_a_model_that_is_always_cut_off_ends_saying_so(fake_provider: Fake
     assert "cut off at the provider's length limit" in result.steps[0].rejected[-1].message
 
 
-async def test_a_refusal_ends_the_run_with_the_models_words_after_one_request(fake_provider: FakeProvider) -> None:
+async def test_a_refusal_ends_the_run_refused_with_the_models_words_after_one_request(
+    fake_provider: FakeProvider,
+) -> None:
+    """Refused, not `model_error`: the model answered (declining), the provider did not fail."""
     refusal = {"role": "assistant", "content": None, "refusal": "I can't help with that."}
     fake_provider.reply({"choices": [{"message": refusal, "finish_reason": "stop"}]})
     fake_provider.reply(openai_calls(("done", '{"answer": "never asked"}')))
     result = await run(fake_provider)
-    assert result.termination_reason == "model_error"
-    assert result.error is not None
+    assert result.termination_reason == "refused"
+    assert result.error is not None and result.error["code"] == "refused"
     assert result.error["message"] == "the model refused: I can't help with that."
     assert result.error["details"] == {"refusal": "I can't help with that."}
     assert len(fake_provider.requests) == 1

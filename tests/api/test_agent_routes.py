@@ -477,3 +477,20 @@ def test_run_logs_come_a_page_at_a_time_with_the_cursor_of_the_next(api: Api, mo
     for bad in ({"limit": "0"}, {"limit": str(LOG_PAGE_MAX + 1)}, {"after": "-1"}):
         response = api.get("/api/agents/logs", session_id="long", **bad)
         assert response.status_code == 400 and response.json()["error"]["code"] == "bad_request"
+
+
+def test_a_refusal_is_a_finished_run_answering_200_with_the_models_words_and_its_log_saved(
+    api: Api, fake_model: FakeServer
+) -> None:
+    """A model that declines is a run that ended normally, not a provider that failed (no 502)."""
+    refusal = {"role": "assistant", "content": None, "refusal": "I can't help with that."}
+    fake_model.queue((200, {"choices": [{"message": refusal, "finish_reason": "stop"}]}))
+    response = api.post("/api/agents/run", {"blueprint": blueprint(), "message": "hi", "session_id": "declined"})
+    assert response.status_code == 200, response.text
+    reply = response.json()
+    assert (reply["status"], reply["response"]) == ("refused", "I can't help with that.")
+    assert (reply["session_id"], reply["usage"]["requests"]) == ("declined", 1)
+    entries = api.get("/api/agents/logs", session_id="declined").json()["entries"]
+    assert [e["kind"] for e in entries] == ["run_start", "run_end"]
+    assert entries[-1]["data"]["status"] == "refused"
+    assert entries[-1]["data"]["refusal"] == "I can't help with that."

@@ -17,6 +17,14 @@ class ModelError(AwbError):
     http_status = 502
 
 
+class ModelRefused(AwbError):
+    """The model declined the task (an OpenAI `refusal`, an Anthropic `stop_reason: refusal`); `details.refusal`
+    holds its words. Not a provider failure: the loop ends the run in `refused`, a finished run's outcome."""
+
+    code = "refused"
+    http_status = 422
+
+
 class MalformedAction(AwbError):
     """The model replied with something that is not exactly one valid action."""
 

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 from awb.agents.actions import Action, Done, check_nesting
 from awb.agents.agent import Agent
 from awb.agents.context import Context, to_text
-from awb.agents.errors import MalformedAction, ModelError, validation_errors
+from awb.agents.errors import MalformedAction, ModelError, ModelRefused, validation_errors
 from awb.agents.events import EventType, RunEvent
 from awb.agents.executor import ActionExecutor
 from awb.agents.models.base import Model, Prompt
@@ -125,6 +125,8 @@ class _Run:
                     return stopped(spent[0], spent[1], **spent[2])
             except ModelError as err:
                 return "model_error", None, err.to_dict()
+            except ModelRefused as err:  # the model's answer, not a failure: no correction asks it again
+                return "refused", None, err.to_dict()
             except _GiveUp as give_up:
                 await self.executor.tell_rejected(step)
                 return give_up.ending

@@ -19,6 +19,7 @@ TerminationReason = Literal[
     "output_invalid",
     "model_error",
     "tool_error",
+    "refused",
 ]
 
 

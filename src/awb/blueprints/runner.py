@@ -28,10 +28,12 @@ _SAVE_ON_CANCEL_SECONDS = 5.0
 
 
 class RunReply(BaseModel):
+    #: The answer; for a `refused` run, the model's words declining.
     response: str
     session_id: str
     run_id: str
     blueprint_id: str
+    #: `ok`, or `refused` when the model declined the message (a finished run, not a provider failure).
     status: str = "ok"
     latency_ms: float
     tool_calls: list[ToolCallSummary] = Field(default_factory=list)
@@ -50,6 +52,13 @@ async def _drive(compiled: CompiledBlueprint, message: str, history: list[Turn],
             break
         task = TurnInput(message=str(result.output.get("response", "")))
     return results
+
+
+def _refusal(result: RunResult) -> str | None:
+    """The model's words when it declined the message (an ending of the run, answered as one), else None."""
+    if result.termination_reason != "refused":
+        return None
+    return str(((result.error or {}).get("details") or {}).get("refusal", ""))
 
 
 def _failure(result: RunResult, compiled: CompiledBlueprint) -> AwbError:
@@ -114,7 +123,7 @@ async def run_blueprint(
             failure = GuardrailViolated(
                 f"guardrail {name} ended the run", guardrail=name, limit=journal.violation.get("limit")
             )
-        elif not results or not results[-1].ok:
+        elif not results or not (results[-1].ok or _refusal(results[-1]) is not None):
             failure = _failure(results[-1], compiled) if results else RunFailed("the blueprint has no agents")
             if isinstance(failure, GuardrailViolated):
                 journal.violate(
@@ -140,9 +149,13 @@ async def run_blueprint(
         await anyio.to_thread.run_sync(store.append_logs, session_id, journal.entries)
         raise
     latency_ms = round((anyio.current_time() - started) * 1000, 3)
+    refusal = _refusal(results[-1]) if failure is None else None
     response = str((results[-1].output or {}).get("response", "")) if failure is None else ""
     status = "ok" if failure is None else failure.code
     end: dict[str, Any] = {"status": status, "latency_ms": latency_ms}
+    if refusal is not None:
+        response, status = refusal, "refused"
+        end.update(status=status, refusal=refusal)
     if failure is not None:
         end["error"] = failure.to_dict()
     journal.log("run_end", **end)
@@ -162,6 +175,7 @@ async def run_blueprint(
         session_id=session_id,
         run_id=journal.run_id,
         blueprint_id=compiled.blueprint_id,
+        status=status,
         latency_ms=latency_ms,
         tool_calls=journal.calls,
         usage=usage,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from awb.agents.actions import Action, CallTool, Done, RunCode, SpawnSubagent, parse_action
-from awb.agents.errors import MalformedAction, ModelError, TooManyFunctions
+from awb.agents.errors import MalformedAction, ModelRefused, TooManyFunctions
 from awb.agents.toolbox import ToolSpec
 from awb.text import surrogates_replaced
 
@@ -141,11 +141,11 @@ def cut_off(err: MalformedAction, max_tokens: int | None) -> MalformedAction:
     )
 
 
-def refused(words: str) -> ModelError:
+def refused(words: str) -> ModelRefused:
     """The model declined the task (an OpenAI `refusal`, an Anthropic `stop_reason: refusal`): the run ends
     with its words rather than feeding an empty reply back as malformed until the corrections run out."""
     words = words.strip()[:_REFUSAL_CHARS]
-    return ModelError(f"the model refused: {words}" if words else "the model refused", refusal=words)
+    return ModelRefused(f"the model refused: {words}" if words else "the model refused", refusal=words)
 
 
 def parse_text_action(text: str, *, native: bool = False) -> Action:
