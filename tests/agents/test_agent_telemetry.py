@@ -63,3 +63,19 @@ async def test_a_failed_run_marks_its_span_with_the_error_type(fake_provider: Fa
     finished = {span.name: span for span in spans.get_finished_spans()}
     assert finished["invoke_agent reader"].attributes["error.type"] == "model_error"
     assert finished["chat gpt-4o-mini"].attributes["error.type"] == "model_error"
+
+
+async def test_spans_whose_token_counts_are_estimates_say_so(fake_provider: FakeProvider, spans: Any) -> None:
+    fake_provider.reply(openai_calls(("files__read", '{"path": "notes.txt"}'), usage=(11, 2)))
+    unreported = openai_calls(("done", '{"answer": "42"}'))
+    del unreported["usage"]
+    fake_provider.reply(unreported)
+    model = OpenAIModel("gpt-4o-mini", base_url=fake_provider.url, backoff_seconds=0)
+    with anyio.fail_after(10):
+        result = await run_agent(Reader, "q", model=model, servers={"files": files_server()})
+    assert result.ok
+    finished = spans.get_finished_spans()
+    chats = [span.attributes["awb.usage.estimated"] for span in finished if span.name == "chat gpt-4o-mini"]
+    assert chats == [False, True]
+    [agent] = [span for span in finished if span.name == "invoke_agent reader"]
+    assert agent.attributes["awb.usage.estimated"] is True

@@ -61,6 +61,22 @@ async def test_a_token_budget_ends_a_run_whose_provider_reports_no_usage(
     assert json.loads(result.model_dump_json())["usage"]["estimated_replies"] == 1
 
 
+async def test_estimated_figures_are_marked_estimated_in_the_result_its_steps_and_events(
+    fake_provider: FakeProvider,
+) -> None:
+    """An operator must not bill by an estimate: every usage that holds one says so, one that does not says not."""
+    fake_provider.reply(openai_calls(LISTING, usage=(40, 20)))
+    fake_provider.reply(without_usage(openai_calls(DONE), "absent"))
+    events: list[RunEvent] = []
+    result = await run(fake_provider, Reader, on_event=events.append)
+    assert result.ok
+    dumped = json.loads(result.model_dump_json())
+    assert dumped["usage"]["estimated"] is True
+    assert [step["usage"]["estimated"] for step in dumped["steps"]] == [False, True]
+    replies = [event.data["usage"]["estimated"] for event in events if event.type == "model_reply"]
+    assert replies == [False, True]
+
+
 async def test_a_token_budget_ends_the_run_the_same_way_with_reported_usage(fake_provider: FakeProvider) -> None:
     for _ in range(3):
         fake_provider.reply(openai_calls(LISTING, usage=(40, 20)))

@@ -494,3 +494,16 @@ def test_a_refusal_is_a_finished_run_answering_200_with_the_models_words_and_its
     assert [e["kind"] for e in entries] == ["run_start", "run_end"]
     assert entries[-1]["data"]["status"] == "refused"
     assert entries[-1]["data"]["refusal"] == "I can't help with that."
+
+
+def test_a_runs_usage_says_when_its_token_counts_are_estimates(api: Api, fake_model: FakeServer) -> None:
+    status, reply = answer("Paris.")
+    del reply["usage"]
+    fake_model.queue((status, reply))
+    response = api.post("/api/agents/run", {"blueprint": blueprint(), "message": "Capital of France?"})
+    assert response.status_code == 200, response.text
+    usage = response.json()["usage"]
+    assert (usage["estimated_replies"], usage["estimated"]) == (1, True) and usage["input_tokens"] > 0
+    fake_model.queue(answer("Paris."))
+    usage = api.post("/api/agents/run", {"blueprint": blueprint(), "message": "Again?"}).json()["usage"]
+    assert (usage["input_tokens"], usage["estimated_replies"], usage["estimated"]) == (10, 0, False)

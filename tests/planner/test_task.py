@@ -268,6 +268,7 @@ async def test_the_budget_usage_says_how_many_replies_had_estimated_tokens() -> 
         result = await execute_mcp_task("post", servers=servers(), model=model)
     assert result.success
     assert (result.budget_usage.model_requests, result.budget_usage.estimated_model_replies) == (2, 2)
+    assert result.budget_usage.usage_estimated is True
 
 
 async def test_telemetry_events_carry_ids_and_are_redacted() -> None:

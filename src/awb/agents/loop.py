@@ -36,7 +36,7 @@ from awb.agents.result import (
     stopped,
 )
 from awb.agents.scope import RunScope
-from awb.agents.telemetry import chat_attributes, model_attributes, set_attributes, span
+from awb.agents.telemetry import chat_attributes, model_attributes, set_attributes, span, usage_attributes
 from awb.agents.toolbox import Handler, Toolbox, ToolOutcome, ToolSpec
 from awb.errors import AwbError
 from awb.text import bounded
@@ -195,13 +195,7 @@ class _Run:
                 spent = self.scope.charge(self.model, self.model.usage.minus(before))
                 step.usage.add(spent)
                 self.usage.add(spent)
-                set_attributes(
-                    current,
-                    {
-                        "gen_ai.usage.input_tokens": spent.input_tokens,
-                        "gen_ai.usage.output_tokens": spent.output_tokens,
-                    },
-                )
+                set_attributes(current, usage_attributes(spent))
 
     def _validate_output(self, output: Any) -> BaseModel:
         if isinstance(output, str):
@@ -324,13 +318,7 @@ async def run_loop(
         reason, output, error = ending
         if reason != "done":
             current.set_attribute("error.type", reason)
-        set_attributes(
-            current,
-            {
-                "gen_ai.usage.input_tokens": run.usage.input_tokens,
-                "gen_ai.usage.output_tokens": run.usage.output_tokens,
-            },
-        )
+        set_attributes(current, usage_attributes(run.usage))
     result = RunResult(
         agent=agent.mode,
         output=output,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, computed_field, model_serializer
 
 from awb.agents.repeats import without_repeats
 
@@ -44,6 +44,12 @@ class Usage(BaseModel):
     #: Replies whose token counts are estimates: the provider reported no usable usage, so the tokens
     #: were counted from characters (`awb.agents.models.tokens`), and budgets still hold.
     estimated_replies: int = 0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def estimated(self) -> bool:
+        """Whether the token counts (and so `cost_usd`) hold an estimate: not figures to bill by."""
+        return self.estimated_replies > 0
 
     @property
     def total_tokens(self) -> int:

@@ -11,12 +11,16 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Protocol
 
+from awb.agents.result import Usage
+
 try:
     from opentelemetry import trace
 except ImportError:  # pragma: no cover - the API comes with the MCP SDK, but stay optional
     trace = None  # type: ignore[assignment]
 
 TRACER_NAME = "awb.agents"
+#: Our attribute beside the GenAI convention's token counts, which have no mark for an estimate.
+ESTIMATED_ATTRIBUTE = "awb.usage.estimated"
 #: A tracer provider for this runtime only; None uses the global one (`trace.set_tracer_provider`).
 _provider: Any = None
 
@@ -63,6 +67,16 @@ def model_attributes(model: object) -> dict[str, str | None]:
     return {
         "gen_ai.provider.name": provider if isinstance(provider, str) else None,
         "gen_ai.request.model": name if isinstance(name, str) else None,
+    }
+
+
+def usage_attributes(usage: Usage) -> dict[str, int | bool]:
+    """A span's token counts, and whether they hold an estimate (the provider reported no usage): not figures
+    to bill by."""
+    return {
+        "gen_ai.usage.input_tokens": usage.input_tokens,
+        "gen_ai.usage.output_tokens": usage.output_tokens,
+        ESTIMATED_ATTRIBUTE: usage.estimated,
     }
 
 

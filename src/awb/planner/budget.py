@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 
 class Budget(BaseModel):
@@ -27,3 +27,10 @@ class BudgetSnapshot(BaseModel):
     #: Of the model's replies, those whose tokens (and so cost) are estimates: the provider reported no usage.
     estimated_model_replies: int = 0
     limits: Budget = Field(default_factory=Budget)
+
+    # Not `tokens_estimated`: the telemetry's redaction masks what a key naming a token holds, but counts.
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def usage_estimated(self) -> bool:
+        """Whether the token counts (and so `llm_cost_usd`) hold an estimate: not figures to bill by."""
+        return self.estimated_model_replies > 0
