@@ -101,6 +101,7 @@ async def test_a_subagents_plan_reaches_only_the_servers_the_subagent_is_allowed
         mode = "mail_only"
         tools = ("mail",)
         system_prompt = "sub"
+        code_mode = True
         Input = Query
         Output = Count
 
@@ -130,3 +131,74 @@ async def test_a_subagents_plan_reaches_only_the_servers_the_subagent_is_allowed
     plans = [step.tool_call for step in steps if step.tool_call is not None]
     assert [(plan.name, plan.ok) for plan in plans] == [("run_code", False), ("run_code", True)]
     assert plans[0].error is not None and "chat" in plans[0].error.message
+
+
+def _spawning(sub_script: list[dict[str, Any]]) -> Any:
+    """A script whose lead spawns `mail_only` once and then finishes; the subagent follows `sub_script`."""
+    replies = iter(sub_script)
+
+    def script(prompt: Prompt, tools: Sequence[ToolSpec]) -> dict[str, Any]:
+        if prompt.system == "sub":
+            return next(replies, {"action": "done", "output": {"count": 1}})
+        if "subagent_output" in prompt.body:
+            return {"action": "done", "output": {"count": 0}}
+        return {"action": "spawn_subagent", "agent": "mail_only", "input": {"label": "x"}}
+
+    return script
+
+
+async def test_a_subagent_without_code_mode_gets_no_run_code_from_a_parent_that_has_it() -> None:
+    """A subagent's tools are what it declares: a code-mode parent does not hand it `run_code`."""
+
+    class MailOnly(Agent):
+        mode = "mail_only"
+        tools = ("mail",)
+        system_prompt = "sub"
+        Input = Query
+        Output = Count
+
+    class Lead(Agent):
+        mode = "lead"
+        tools = ("mail",)
+        code_mode = True
+        Input = Query
+        Output = Count
+        subagents = (MailOnly,)
+
+    model = ScriptedModel(_spawning([{"action": "run_code", "code": "return 1"}]))
+    with anyio.fail_after(30):
+        result = await run_agent(Lead, {"label": "x"}, model=model, servers=servers())
+    assert result.termination_reason == "done"
+    offered = {prompt.system: prompt.code_mode for prompt, _ in model.seen}
+    assert offered == {"": True, "sub": False}
+    steps = result.subagent_calls[0].steps
+    assert [step.tool_call for step in steps] == [None, None]
+    sub_prompts = [prompt.body for prompt, _ in model.seen if prompt.system == "sub"]
+    assert "run_code is not available" in sub_prompts[1]
+
+
+async def test_a_subagent_with_code_mode_gets_run_code_under_a_parent_without_it() -> None:
+    class MailOnly(Agent):
+        mode = "mail_only"
+        tools = ("mail",)
+        system_prompt = "sub"
+        code_mode = True
+        Input = Query
+        Output = Count
+
+    class Lead(Agent):
+        mode = "lead"
+        tools = ("mail",)
+        Input = Query
+        Output = Count
+        subagents = (MailOnly,)
+
+    counted = "found = await mail.search_mail(query='x')\nreturn found['total']"
+    model = ScriptedModel(_spawning([{"action": "run_code", "code": counted}]))
+    with anyio.fail_after(30):
+        result = await run_agent(Lead, {"label": "x"}, model=model, servers=servers())
+    assert result.termination_reason == "done"
+    offered = {prompt.system: prompt.code_mode for prompt, _ in model.seen}
+    assert offered == {"": False, "sub": True}
+    plan = result.subagent_calls[0].steps[0].tool_call
+    assert plan is not None and (plan.name, plan.ok) == ("run_code", True)

@@ -98,9 +98,15 @@ class ActionExecutor:
         rejected = step.rejected[-1]
         await self._tell("rejected", code=rejected.code, message=rejected.message)
 
+    @property
+    def code_mode(self) -> bool:
+        """Whether this agent may run plans: it asks for code mode itself, and the run can execute them. A
+        subagent does not get `run_code` from a parent that has it: its tools are what it declares."""
+        return self.agent.code_mode and self.scope.code_runner is not None
+
     async def _run_code(self, step: StepRecord, action: RunCode) -> Ending | None:
         runner = self.scope.code_runner
-        if runner is None:
+        if runner is None or not self.code_mode:
             self.context.add("tool_error", "run_code", "run_code is not available in this run; use call_tool")
             return None
         try:

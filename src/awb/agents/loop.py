@@ -166,7 +166,7 @@ class _Run:
             self.context.render(),
             self.agent.Output.model_json_schema(),
             settings=self.settings,
-            code_mode=self.scope.code_runner is not None,
+            code_mode=self.executor.code_mode,
         )
         tools = self.tools.specs()
         # Before every call, not only at the start: a server may add tools mid-run (list_changed).

@@ -50,7 +50,7 @@ def _function_overflow(
     overflow = function_overflow(agent.mode, model, offered, code_mode=agent.code_mode)
     for sub in agent.subagents:
         tools = len(toolbox.view(sub.tools, subagents=False).specs())
-        overflow = overflow or function_overflow(sub.mode, own.get(sub.mode, model), tools, code_mode=agent.code_mode)
+        overflow = overflow or function_overflow(sub.mode, own.get(sub.mode, model), tools, code_mode=sub.code_mode)
     return overflow
 
 
@@ -111,9 +111,12 @@ async def run_agent(
 
 
 async def _run(agent: type[Agent], task: BaseModel, model: Model, toolbox: Toolbox, scope: RunScope) -> RunResult:
-    if not agent.code_mode:
+    # Only an agent that asks for code mode gets `run_code` (the loop checks each agent's own `code_mode`);
+    # the runner exists when the lead or any of its subagents asks.
+    if not any(each.code_mode for each in (agent, *agent.subagents)):
         return await run_loop(agent, task, model, toolbox, scope=scope)
-    # Plans run in the planner's runner, over the same tools the agent may call directly.
+    # Plans run in the planner's runner, over the same tools the agent may call directly (a subagent's
+    # plans reach only its own, a subset).
     from awb.planner.code_mode import CodeMode
     from awb.planner.plan_runner import PlanRunner
 

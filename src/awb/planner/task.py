@@ -217,6 +217,7 @@ def _planner_class(run_budget: RunBudget, *, code: bool, context_chars: int) -> 
             "system_prompt": prompt,
             "budget": run_budget,
             "context_chars": context_chars,
+            "code_mode": code,
         },
     )
 
