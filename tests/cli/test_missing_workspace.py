@@ -69,3 +69,12 @@ def test_purge_with_days_out_of_range_is_one_usage_line_naming_the_option(tmp_pa
     line = assert_one_error_line(run_awb(tmp_path, "inventory", "purge", "--archived-before", days), "usage_error")
     assert "--archived-before takes a number of days from 0 to 36500" in line
     assert _tree(tmp_path) == []
+
+
+def test_listings_where_there_is_no_inventory_are_empty_pages_of_the_usual_shape(tmp_path: Path) -> None:
+    """A script reads the same keys with or without an inventory (`next_offset` was missing here)."""
+    tools = json.loads(run_awb(tmp_path, "inventory", "list", "--offset", "5", "--json").stdout)
+    assert tools == {"tools": [], "total": 0, "offset": 5, "next_offset": None, "count": 0}
+    writes = json.loads(run_awb(tmp_path, "staged", "list", "--json").stdout)
+    assert writes == {"writes": [], "count": 0, "next_after": None}
+    assert _tree(tmp_path) == []

@@ -96,7 +96,8 @@ def inventory_list(
     config = _read(config_path, as_json)
     if config is None:
         if as_json:
-            print_json({"tools": [], "total": 0, "count": 0})
+            # The shape of every page (`ToolPage` and its count), so a script reads the same keys.
+            print_json({"tools": [], "total": 0, "offset": offset, "next_offset": None, "count": 0})
         else:
             table("0 tools", SUMMARY_COLUMNS, [])
         return
