@@ -507,3 +507,24 @@ def test_a_runs_usage_says_when_its_token_counts_are_estimates(api: Api, fake_mo
     fake_model.queue(answer("Paris."))
     usage = api.post("/api/agents/run", {"blueprint": blueprint(), "message": "Again?"}).json()["usage"]
     assert (usage["input_tokens"], usage["estimated_replies"], usage["estimated"]) == (10, 0, False)
+
+
+def test_a_workflow_step_that_refuses_ends_the_run_refused_and_the_session_remembers_it(
+    api: Api, fake_model: FakeServer
+) -> None:
+    refusal = {"role": "assistant", "content": None, "refusal": "Not this topic."}
+    fake_model.queue((200, {"choices": [{"message": refusal}]}), answer("a draft"), answer("polished"))
+    legs = {
+        "mode": "workflow",
+        "steps": [
+            {"name": "draft", "instructions": "Write a draft."},
+            {"name": "polish", "instructions": "Polish it."},
+        ],
+    }
+    data = blueprint(legs=legs, heart={"memory": {"enabled": True, "history_length": 5}})
+    reply = api.post("/api/agents/run", {"blueprint": data, "message": "topic", "session_id": "wf"}).json()
+    assert (reply["status"], reply["response"], len(fake_model.requests)) == ("refused", "Not this topic.", 1)
+    # The refusal is the session's answer to that message: the next run's history holds it.
+    again = api.post("/api/agents/run", {"blueprint": data, "message": "other", "session_id": "wf"}).json()
+    assert again["status"] == "ok"
+    assert "Not this topic." in user_text(fake_model.requests[1]["body"])
