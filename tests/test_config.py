@@ -6,8 +6,11 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
 from awb.config import Config, default_config_json, load_config, unknown_env_names, with_overrides
 from awb.errors import ConfigError, UsageError
@@ -202,3 +205,43 @@ def test_a_rejected_secret_is_never_echoed_in_the_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as plain:
         load_config(empty, environ={"AWB_SEARCH__MODE": "bogus"})
     assert "(got 'bogus')" in plain.value.message
+
+
+def _numeric_fields(model: type[BaseModel], prefix: str = "") -> dict[str, FieldInfo]:
+    found: dict[str, FieldInfo] = {}
+    for name, info in model.model_fields.items():
+        if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
+            found |= _numeric_fields(info.annotation, f"{prefix}{name}.")
+        elif any(type(item).__name__ in ("Ge", "Gt") for item in info.metadata):
+            found[prefix + name] = info
+    return found
+
+
+def test_every_size_count_and_span_with_a_floor_has_a_ceiling_too() -> None:
+    # A field with only a lower bound took 10**18, which defeated the bound it sets (or overflowed later).
+    unbounded = [
+        name
+        for name, info in _numeric_fields(Config).items()
+        if not any(type(item).__name__ in ("Le", "Lt") for item in info.metadata)
+    ]
+    assert unbounded == []
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        "max_tools",
+        "max_code_bytes",
+        "max_output_bytes",
+        "sandbox.max_log_bytes",
+        "memory.demotion_days_medium_to_short",
+    ],
+)
+def test_a_huge_size_or_count_in_the_file_is_a_config_error_naming_the_field(tmp_path: Path, field: str) -> None:
+    section, _, name = field.rpartition(".")
+    data: dict[str, Any] = {name: 10**18}
+    path = tmp_path / "awb.config.json"
+    path.write_text(json.dumps({section: data} if section else data))
+    with pytest.raises(ConfigError, match=rf"{field}: Input should be less than or equal to") as caught:
+        load_config(path, environ={})
+    assert caught.value.details["fields"] == [field]

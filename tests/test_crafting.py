@@ -153,7 +153,7 @@ async def test_crafting_takes_an_execution_slot(tmp_path: Path) -> None:
     config = Config(inventory_path=tmp_path / "inv.db")
     config.sandbox.max_concurrent = 1
     async with Workbench(config) as workbench:
-        with workbench._slots.take():
+        with workbench.slots.take():
             with pytest.raises(Busy) as busy:
                 await workbench.craft(add_tool("waits"))
             assert busy.value.code == "busy"
@@ -167,7 +167,7 @@ async def test_an_updates_admission_takes_an_execution_slot(tmp_path: Path) -> N
     config.sandbox.max_concurrent = 1
     async with Workbench(config) as workbench:
         await workbench.craft(add_tool("evolving"))
-        with workbench._slots.take(), pytest.raises(Busy):
+        with workbench.slots.take(), pytest.raises(Busy):
             await workbench.update("evolving", description="a new description")
         assert workbench.resolve("evolving").version == 1
 

@@ -31,6 +31,7 @@ from awb.events import Event, EventBus
 from awb.inventory.memory import MemoryPolicy
 from awb.inventory.models import CallRecord, MemoryLevel, Tool, ToolCounters
 from awb.inventory.store import Store
+from awb.log_limit import PER_REQUEST
 from awb.maintenance import Upkeep
 from awb.sandbox.base import Execution, ExecutionSlots, Runtime
 from awb.sandbox.host import HostBridge
@@ -204,7 +205,7 @@ class Caller:
             except Exception as exc:
                 # Anything else a runtime raises: whatever a hostile tool provoked there, the call is
                 # recorded and counted as failed, never let through unrecorded.
-                log.warning("runtime %s raised %r running %s", tool.runtime, exc, tool.name)
+                log.warning("runtime %s raised %r running %s", tool.runtime, exc, tool.name, extra=PER_REQUEST)
                 error = ToolRuntimeError(f"the sandbox failed: {type(exc).__name__}", exception=type(exc).__name__)
             except asyncio.CancelledError:
                 # The client gave up (notifications/cancelled, a dropped HTTP request): the tool ran all

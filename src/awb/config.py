@@ -29,6 +29,12 @@ from awb.text import cap_text
 CONFIG_FILENAME = "awb.config.json"
 #: Names of knowledge bases (`blueprints.knowledge`), as a blueprint's `heart.knowledge.knowledge_base` names them.
 KNOWLEDGE_NAME = r"^[A-Za-z][A-Za-z0-9_-]{0,39}$"
+MIB = 1024 * 1024
+#: Ceiling of a threshold or cadence counted in calls: fits a 32-bit database integer.
+MAX_COUNT = 1_000_000_000
+#: Ceiling of an idle span in days (a century): maintenance's cutoff (now minus the span) must stay a date
+#: `datetime` can hold (year 1 onward), and `timedelta` itself overflows at a billion days.
+MAX_DAYS = 36_500
 
 
 class _Section(BaseModel):
@@ -40,15 +46,17 @@ class _Section(BaseModel):
 
 
 class MemoryConfig(_Section):
-    promotion_threshold_medium: int = Field(5, ge=1)
-    promotion_threshold_long: int = Field(50, ge=1)
-    demotion_days_medium_to_short: float = Field(30, gt=0)
-    archive_days_short: float = Field(60, gt=0)
+    #: Every count and span here has a ceiling (`MAX_COUNT`, `MAX_DAYS`): a huge value (10**18) would not
+    #: mean "never" but overflow a date (`timedelta`) or a database integer later, in the middle of maintenance.
+    promotion_threshold_medium: int = Field(5, ge=1, le=MAX_COUNT)
+    promotion_threshold_long: int = Field(50, ge=1, le=MAX_COUNT)
+    demotion_days_medium_to_short: float = Field(30, gt=0, le=MAX_DAYS)
+    archive_days_short: float = Field(60, gt=0, le=MAX_DAYS)
     #: Maintenance runs by itself after this many calls (0 turns that off; `awb maintain` still works).
-    maintenance_every_calls: int = Field(100, ge=0)
+    maintenance_every_calls: int = Field(100, ge=0, le=MAX_COUNT)
     #: Each tool's most recent call records kept (inspect's recent calls, exports); maintenance prunes
     #: older ones so the history cannot grow without end. Counters and tiers are not affected. 0 keeps all.
-    calls_kept_per_tool: int = Field(1000, ge=0)
+    calls_kept_per_tool: int = Field(1000, ge=0, le=1_000_000)
 
 
 class SearchConfig(_Section):
@@ -78,7 +86,8 @@ class SandboxConfig(_Section):
     #: past it that client's calls fail fast with `busy`, so the rest stay free for other clients.
     #: None: three quarters of `max_concurrent`; `max_concurrent` or more: no per-client share.
     max_concurrent_per_client: int | None = Field(None, ge=1, le=256)
-    max_log_bytes: int = Field(64 * 1024, ge=1024)
+    #: A call's logs are held in memory and sent in the worker's reply frame: 16 MiB at most.
+    max_log_bytes: int = Field(64 * 1024, ge=1024, le=16 * MIB)
     #: Let `cpython` run where some kernel protections are missing (default: refuse and say why).
     allow_degraded_cpython: bool = False
     #: Directories a tool may read, by tool name. Granting is configuration, never an MCP call.
@@ -87,11 +96,12 @@ class SandboxConfig(_Section):
     #: The whole admission test of a craft or update (load check + every example), in milliseconds.
     admission_timeout_ms: int = Field(30_000, ge=100, le=3_600_000)
     #: Pending staged-write bytes one tool may hold, and all tools together.
-    max_staged_bytes_per_tool: int = Field(16 * 1024 * 1024, ge=1024)
-    max_staged_bytes_total: int = Field(64 * 1024 * 1024, ge=1024)
+    #: At most 1 GiB each: staged writes are rows in the inventory, read whole to apply.
+    max_staged_bytes_per_tool: int = Field(16 * MIB, ge=1024, le=1024 * MIB)
+    max_staged_bytes_total: int = Field(64 * MIB, ge=1024, le=1024 * MIB)
     #: Pending staged writes one tool may hold, and all tools together: empty writes pass the byte caps.
-    max_staged_writes_per_tool: int = Field(1000, ge=1)
-    max_staged_writes_total: int = Field(10_000, ge=1)
+    max_staged_writes_per_tool: int = Field(1000, ge=1, le=1_000_000)
+    max_staged_writes_total: int = Field(10_000, ge=1, le=1_000_000)
 
     @property
     def per_client_share(self) -> int:
@@ -214,15 +224,20 @@ class Config(BaseModel):
     tools_dir: Path = Path("tools")
     log_file: Path | None = None
     pid_file: Path = Path(".awb/awb.pid")
-    max_tools: int = Field(1000, ge=1)
-    max_code_bytes: int = Field(65536, ge=16)
+    #: Every size and count below has a ceiling: a value past it (10**18) would not lift the bound but
+    #: defeat it, or overflow a database integer or an allocation later, so it is a config error at start.
+    max_tools: int = Field(1000, ge=1, le=1_000_000)
+    #: At most 4 MiB, the largest MCP request the HTTP face reads; a job carrying the code to a sandbox
+    #: worker (16 MiB) then has room for it quoted as JSON, and for the arguments.
+    max_code_bytes: int = Field(65536, ge=16, le=4 * MIB)
     #: Versions kept per tool: a new version past it removes the oldest (never the current one).
-    max_versions_per_tool: int = Field(100, ge=1)
+    max_versions_per_tool: int = Field(100, ge=1, le=10_000)
     #: Soft-deleted tools kept (inspectable until purged): a delete past it purges the longest-deleted.
-    max_deleted_tools: int = Field(1000, ge=0)
+    max_deleted_tools: int = Field(1000, ge=0, le=1_000_000)
     tool_execution_timeout_ms: int = Field(5000, ge=10, le=600_000)
     tool_memory_mb: int = Field(100, ge=8, le=16384)
-    max_output_bytes: int = Field(1024 * 1024, ge=64)
+    #: A call's result is held in memory (once per running call) and framed from its worker: 16 MiB at most.
+    max_output_bytes: int = Field(1024 * 1024, ge=64, le=16 * MIB)
     max_equipped: int = Field(20, ge=0, le=500)
     auto_equip_long_term: bool = False
     dedupe: Literal["warn", "reject"] = "warn"

@@ -6,12 +6,11 @@ It knows nothing of MCP, HTTP or terminals. Faces turn their protocol into these
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from awb import browse, crafting, evolve, forget
+from awb import browse, craft, crafting, evolve, forget
 from awb.browse import SearchResult, ToolPage
 from awb.calling import Caller, CallResult
 from awb.clock import Clock, SystemClock
@@ -19,11 +18,7 @@ from awb.config import Config
 from awb.crafting import CraftRequest as CraftRequest
 from awb.equip import Armory
 from awb.errors import (
-    AdmissionFailed,
-    AwbError,
-    DuplicateTool,
     InvalidParams,
-    NameConflict,
     ToolDeleted,
     ToolNotFound,
     Unavailable,
@@ -44,16 +39,14 @@ from awb.inventory.models import (
 from awb.inventory.open import open_store
 from awb.inventory.store import Store
 from awb.maintenance import Upkeep
-from awb.meta_tools import MetaNames, served_by
+from awb.meta_tools import MetaNames
 from awb.sandbox.base import ExecutionSlots, Limits, Runtime
-from awb.sandbox.registry import build_runtimes, choose_python_runtime, limits_for
+from awb.sandbox.registry import build_runtimes, limits_for
 from awb.search.duplicates import rank_similar
 from awb.search.fts import search_words
 from awb.search.hybrid import search_engine
 from awb.validation import off_loop
 from awb.validation import schema_errors as schema_errors
-
-log = logging.getLogger("awb.workbench")
 
 
 class Inspection(BaseModel):
@@ -85,7 +78,7 @@ class Workbench:
         self.runtimes: dict[str, Runtime] = runtimes or build_runtimes(self.config)
         self._started = False
         sandbox = self.config.sandbox
-        self._slots = ExecutionSlots(sandbox.max_concurrent, "tool", per_client=sandbox.per_client_share)
+        self.slots = ExecutionSlots(sandbox.max_concurrent, "tool", per_client=sandbox.per_client_share)
         memory = self.config.memory
         self.upkeep = Upkeep(
             self.store, self.policy, self.clock, self.events, memory.maintenance_every_calls, memory.calls_kept_per_tool
@@ -95,7 +88,7 @@ class Workbench:
             self.store,
             self.clock,
             self.runtimes,
-            slots=self._slots,
+            slots=self.slots,
             policy=self.policy,
             events=self.events,
             armory=self.armory,
@@ -190,63 +183,7 @@ class Workbench:
     async def craft(self, request: CraftRequest | dict[str, Any], *, names: MetaNames | None = None) -> Tool:
         """Check, admit and store a new tool. Its examples must pass in the sandbox first. `names` (here, in
         `update` and `equip`): the asking face's words for a meta-tool's action; MCP's served names by default."""
-        if not isinstance(request, CraftRequest):
-            try:
-                request = CraftRequest.model_validate(request)
-            except ValidationError as exc:
-                raise InvalidParams.of_model("invalid craft request", exc) from None
-        await self.validate_craft(request)
-        crafting.check_new_name(request.name, self.config.tool_names)
-        if self.store.get_by_name(request.name) is not None:
-            raise NameConflict(f"a tool named {request.name!r} already exists", name=request.name)
-        self.store.check_room(self.config.max_tools)
-        # Admission runs tool code: it takes an execution slot like a call, and one time budget in all.
-        with self._slots.take():
-            budget = self.admission_budget()
-            requested = request.runtime
-            if request.language == "python" and requested is None and self.config.sandbox.python_runtime == "auto":
-                share = budget.limits(share=len(request.examples) + 1)
-                requested = await choose_python_runtime(self.runtimes, request.code, request.examples, share)  # type: ignore[assignment]
-            runtime = self.runtime_for(request.language, requested)
-            self._refuse_duplicate(request, names)
-            # The creation moment, for every face and process that watches (the web panel's toasts).
-            self.events.publish(Event("craft_started", None, {"name": request.name, "runtime": runtime.name}))
-            try:
-                await crafting.admit(runtime, request.code, request.examples, request.output_schema, budget)
-            except AdmissionFailed as exc:
-                reason = exc.message.split(";")[0]
-                self.events.publish(Event("craft_rejected", None, {"name": request.name, "reason": reason}))
-                raise
-        grants = self.config.sandbox.grants.get(request.name, [])
-        tool = crafting.new_tool(request, runtime.name, read_dirs=grants, now=self.clock.now())
-        try:
-            # The cap is checked again where the row is written: concurrent crafts cannot pass it together.
-            self.store.add_tool(tool, max_active=self.config.max_tools)
-        except AwbError:
-            raise
-        except Exception as exc:  # a concurrent craft of the same name won the race
-            if self.store.get_by_name(request.name) is not None:
-                raise NameConflict(f"a tool named {request.name!r} already exists", name=request.name) from exc
-            raise
-        log.info("crafted %s (%s) on %s", tool.name, tool.tool_id, tool.runtime)
-        self.events.publish(Event("crafted", tool.tool_id))
-        return tool
-
-    def _refuse_duplicate(self, request: CraftRequest, names: MetaNames | None) -> None:
-        if self.config.dedupe != "reject":
-            return
-        close = [
-            s for s in self.similar(request.name, request.description) if (s.score or 0) >= self.config.dedupe_threshold
-        ]
-        if close:
-            raise DuplicateTool(
-                f"{close[0].name!r} ({close[0].tool_id}) already does this (similarity {close[0].score}); "
-                f"reuse it, or update it with {(names or served_by(self.config.tool_names))('update')}",
-                tool_id=close[0].tool_id,
-                name=close[0].name,
-                score=close[0].score,
-                threshold=self.config.dedupe_threshold,
-            )
+        return await craft.craft(self, request, names)
 
     def admission_budget(self) -> crafting.AdmissionBudget:
         return crafting.AdmissionBudget(self.limits, self.config.sandbox.admission_timeout_ms)
@@ -255,7 +192,7 @@ class Workbench:
         self, runtime: Runtime, code: str, examples: list[Example], output_schema: dict[str, Any] | None
     ) -> None:
         """The admission test of a new version (update): in an execution slot, in one time budget."""
-        with self._slots.take():
+        with self.slots.take():
             await crafting.admit(runtime, code, examples, output_schema, self.admission_budget())
 
     # --- call ---------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import pytest
 from awb.api import whole_listing
 from awb.api.app import create_api
 from awb.blueprints.journal import LogEntry
-from awb.blueprints.sessions import LOG_PAGE_MAX
+from awb.blueprints.sessions import LOG_PAGE_BYTES, LOG_PAGE_MAX
 
 from .blueprints_data import TAVILY, blueprint
 from .conftest import OPENAI_KEY, TAVILY_KEY, Api, make_service
@@ -528,3 +528,24 @@ def test_a_workflow_step_that_refuses_ends_the_run_refused_and_the_session_remem
     again = api.post("/api/agents/run", {"blueprint": data, "message": "other", "session_id": "wf"}).json()
     assert again["status"] == "ok"
     assert "Not this topic." in user_text(fake_model.requests[1]["body"])
+
+
+def test_a_page_of_big_log_entries_ends_at_its_byte_cap_with_the_cursor_of_the_next(api: Api) -> None:
+    """`limit` entries made a page as big as they were: 10,000 entries of 4,000-character values is 40 MB."""
+    at = datetime.now(UTC)
+    written = [LogEntry(at=at, run_id="r", kind="tool_call", data={"n": n, "t": "x" * 1_000_000}) for n in range(12)]
+    api.service.sessions.append_logs("big", written)
+    seen: list[int] = []
+    sizes: list[int] = []
+    after: int | None = 0
+    while after is not None:
+        response = api.get("/api/agents/logs", session_id="big", limit="12", after=str(after))
+        assert response.status_code == 200
+        sizes.append(len(response.content))
+        page = response.json()
+        seen += [entry["data"]["n"] for entry in page["entries"]]
+        after = page["next_after"]
+    assert seen == list(range(12))
+    assert len(sizes) == 2 and max(sizes) <= LOG_PAGE_BYTES + 1024  # the entries, and the reply around them
+    whole = api.get("/api/agents/logs", session_id="big").json()  # no limit: still every entry, in order
+    assert [entry["data"]["n"] for entry in whole["entries"]] == list(range(12)) and whole["next_after"] is None

@@ -12,7 +12,7 @@ import pytest
 
 from awb.blueprints.journal import LogEntry, redact
 from awb.blueprints.session_tables import open_session_store
-from awb.blueprints.sessions import Exchange, MemorySessionStore, SessionStore
+from awb.blueprints.sessions import Exchange, MemorySessionStore, SessionStore, log_page_within
 from awb.config import Config
 from awb.inventory.sqlite import SQLiteStore
 
@@ -153,3 +153,25 @@ def test_an_import_reads_a_session_as_it_comes_and_a_page_at_a_time_gives_it_bac
         after = page[-1][0]
     assert pages == [written[:2], written[2:4], written[4:]]
     assert store.logs("logs_only") == entries("r2") and store.exchange_page("logs_only") == []
+
+
+def test_a_log_page_ends_where_its_bytes_run_out_and_says_where_the_next_starts(store: SessionStore) -> None:
+    """A page of `limit` entries was as big as its entries: 10,000 of them at 4,000 characters a value."""
+    sizes = [100, 100, 5000, 100, 100, 100, 100, 100]
+    store.append_logs("s", [LogEntry(at=AT, run_id="r", kind="tool_call", data={"t": "x" * n}) for n in sizes])
+    pages: list[list[int]] = []
+    after: int | None = 0
+    while after is not None:
+        page, after = log_page_within(store, "s", after=after, limit=3, max_bytes=600)
+        pages.append([len(entry.data["t"]) for entry in page])
+    # 3 at most, within 600 bytes of JSON, and an entry over it alone: never left out, never split.
+    assert pages == [[100, 100], [5000], [100, 100, 100], [100, 100]]
+
+
+def test_a_log_page_longer_than_one_read_from_the_store_is_whole_and_in_order(store: SessionStore) -> None:
+    store.append_logs("s", [LogEntry(at=AT, run_id="r", kind="tool_call", data={"n": n}) for n in range(600)])
+    first, after = log_page_within(store, "s", after=0, limit=550)
+    rest, end = log_page_within(store, "s", after=after or 0, limit=550)
+    assert [e.data["n"] for e in first + rest] == list(range(600))
+    assert len(first) == 550 and after is not None and end is None
+    assert log_page_within(store, "s", after=0, limit=600)[1] is None

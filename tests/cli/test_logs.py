@@ -12,6 +12,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from awb.cli.logs import BatchedHandler, VisibleFormatter
+from awb.log_limit import PER_REQUEST, PerRequestLimit
 from awb.safe_text import Verbatim
 from journey import call
 from support import awb_env
@@ -32,10 +33,12 @@ class Recorder(logging.Handler):
             self.done.set()
 
 
-def batched(expect: int, interval: float) -> tuple[Recorder, BatchedHandler, logging.Logger]:
+def batched(
+    expect: int, interval: float, limit: PerRequestLimit | None = None
+) -> tuple[Recorder, BatchedHandler, logging.Logger]:
     """A recorder behind a BatchedHandler, and a logger of its own that writes to them."""
     target = Recorder(expect)
-    handler = BatchedHandler(target, interval=interval)
+    handler = BatchedHandler(target, interval=interval, limit=limit)
     logger = logging.getLogger(f"awb.test.{id(handler)}")
     logger.propagate = False
     logger.setLevel(logging.INFO)
@@ -68,6 +71,25 @@ def test_close_writes_what_is_pending() -> None:
         logger.info("line %d", i)
     handler.close()
     assert len(target.messages) == 1000 and target.messages[-1] == "line 999"
+
+
+def test_the_writer_says_how_many_per_request_lines_it_held_back_once_their_minute_is_over() -> None:
+    now = [0.0]
+    limit = PerRequestLimit(per_window=3, window_seconds=60, clock=lambda: now[0])
+    target, handler, logger = batched(expect=5, interval=0.01, limit=limit)
+    for i in range(10_000):
+        logger.warning("bad id %d", i, extra=PER_REQUEST)
+    logger.info("routine")
+    now[0] = 60.0  # no more lines come: the writer notices the minute is over by itself
+    assert target.done.wait(timeout=10)
+    handler.close()
+    assert target.messages == [
+        "bad id 0",
+        "bad id 1",
+        "bad id 2",
+        "routine",
+        "9997 more lines like 'bad id %d' in 60 s were not written (at most 3 a minute of each such kind are)",
+    ]
 
 
 @pytest.mark.anyio

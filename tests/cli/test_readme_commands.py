@@ -100,7 +100,10 @@ def test_the_command_line_table_has_a_row_for_every_command_listing_every_option
 def test_the_table_check_notices_a_missing_option_a_missing_row_and_an_option_that_does_not_exist() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     broken = (
-        readme.replace("`awb staged apply ID [--force] [--json]`", "`awb staged apply ID [--json]`")
+        readme.replace(
+            "`awb staged apply ID... \\| --all [--yes] [--force] [--json]`",
+            "`awb staged apply ID... \\| --all [--yes] [--json]`",
+        )
         .replace("| `awb maintain [--json]` |", "| `awb maintain [--json] [--dry-run]` |")
         .replace("| `awb reindex [--json]` |", "| reindex |")
     )

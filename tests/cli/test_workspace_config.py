@@ -9,7 +9,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from clitools import AWB, clean_env, run_awb
+from clitools import AWB, assert_one_error_line, clean_env, run_awb
 from journey import call
 
 pytestmark = pytest.mark.anyio
@@ -74,3 +74,21 @@ def test_the_product_specs_example_config_is_accepted_as_written(tmp_path: Path)
     assert {name for name, check in checks.items() if not check["ok"]} <= {"port"}, checks
     listed = run_awb(tmp_path, "inventory", "list", "--json")
     assert listed.returncode == 0, listed.stderr
+
+
+def test_init_and_start_refuse_a_size_past_its_ceiling_as_one_config_error_line(tmp_path: Path) -> None:
+    refused = run_awb(tmp_path, "init", env=clean_env(AWB_MAX_TOOLS=str(10**18)))
+    assert "max_tools: Input should be less than or equal to 1000000" in assert_one_error_line(
+        refused, "config_invalid"
+    )
+    assert not (tmp_path / "awb.config.json").exists()
+    assert run_awb(tmp_path, "init").returncode == 0
+    config = tmp_path / "awb.config.json"
+    data = json.loads(config.read_text())
+    data["max_code_bytes"] = 10**18
+    data["sandbox"]["max_log_bytes"] = 10**18
+    config.write_text(json.dumps(data))
+    started = run_awb(tmp_path, "start")
+    line = assert_one_error_line(started, "config_invalid")
+    assert "max_code_bytes: Input should be less than or equal to 4194304" in line
+    assert "sandbox.max_log_bytes: Input should be less than or equal to 16777216" in line

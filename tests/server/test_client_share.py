@@ -35,7 +35,7 @@ async def test_a_client_that_fills_its_share_is_busy_and_another_client_is_still
     async with Workbench(config) as workbench:
         await announcing(workbench)
         await workbench.craft(add_tool())
-        slots = workbench._slots
+        slots = workbench.slots
         with anyio.fail_after(60):
             async with (
                 serving(workbench, config) as running,
@@ -63,7 +63,7 @@ async def test_clients_that_give_the_same_name_from_one_address_share_one_share(
     async with Workbench(config) as workbench:
         await announcing(workbench)
         await workbench.craft(add_tool())
-        slots = workbench._slots
+        slots = workbench.slots
         with anyio.fail_after(60):
             async with (
                 serving(workbench, config) as running,
@@ -94,7 +94,7 @@ async def test_clients_a_stateless_server_cannot_tell_apart_are_held_only_by_the
     async with Workbench(config) as workbench:
         await announcing(workbench)
         await workbench.craft(add_tool())
-        slots = workbench._slots
+        slots = workbench.slots
         with anyio.fail_after(60):
             async with (
                 serving(workbench, config) as running,

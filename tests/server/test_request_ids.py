@@ -4,6 +4,7 @@ as stdio and the 2026-07-28 path answer it, instead of an empty 202 that leaves 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -14,6 +15,7 @@ from http_support import INITIALIZE, MCP_HEADERS, serving
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 
 from awb.config import Config
+from awb.log_limit import PER_WINDOW, PerRequestLimit
 from awb.server.request_ids import RequestIdCheck, bad_id_method
 from awb.workbench import Workbench
 
@@ -135,3 +137,41 @@ async def test_a_body_past_the_limit_is_handed_on_as_it_comes_not_read_whole_fir
 
 async def _unused(message: Any) -> None:
     raise AssertionError(f"nothing is sent by this layer: {message}")
+
+
+async def test_ten_thousand_bad_ids_over_http_write_a_bounded_log_and_one_line_saying_how_many_were_not() -> None:
+    """Each such request logged a warning: a client filled the server's log at wire speed."""
+    written: list[str] = []
+
+    class Recorder(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            written.append(record.getMessage())
+
+    limit = PerRequestLimit()
+    recorder = Recorder()
+    recorder.addFilter(limit)
+    logger = logging.getLogger("awb.server")
+    logger.addHandler(recorder)
+    answers: list[int] = []
+
+    async def send(message: Any) -> None:
+        if message["type"] == "http.response.start":
+            answers.append(message["status"])
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}', "more_body": False}
+
+    async def sdk(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("a bad id never reaches the SDK")
+
+    check = RequestIdCheck(sdk, max_body=DEFAULT_MAX_REQUEST_BODY_SIZE)
+    scope = {"type": "http", "method": "POST", "headers": []}
+    try:
+        for _ in range(10_000):
+            await check(scope, receive, send)
+    finally:
+        logger.removeHandler(recorder)
+    written += [summary.getMessage() for summary in limit.summaries(closing=True)]
+    assert answers == [400] * 10_000
+    assert len(written) == PER_WINDOW + 1
+    assert written[-1].startswith(f"{10_000 - PER_WINDOW} more lines like 'answered a request whose id")

@@ -15,6 +15,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
+from awb.log_limit import PER_WINDOW
 from awb.server.stdio import LineSource
 from journey import call
 from support import awb_env
@@ -59,10 +60,12 @@ def session_answers(tmp_path: Path, *requests: object, stdin_file: Path | None =
     return {m.get("id"): m for m in session_messages(tmp_path, *requests, stdin_file=stdin_file)}
 
 
-def session_messages(tmp_path: Path, *requests: object, stdin_file: Path | None = None) -> list[dict[str, Any]]:
+def session_messages(
+    tmp_path: Path, *requests: object, stdin_file: Path | None = None, **env: str
+) -> list[dict[str, Any]]:
     """Run a whole session through `awb start`: initialize, then `requests` (a str is sent as it is),
-    then the end of stdin. stdin is a pipe closed at once, or `stdin_file` holding the same lines. Every
-    message the server wrote, in order."""
+    then the end of stdin. stdin is a pipe closed at once, or `stdin_file` holding the same lines; `env`:
+    more `AWB_*` variables. Every message the server wrote, in order."""
     hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "pipe", "version": "0"}}
     messages = [rpc(0, "initialize", hello), {"jsonrpc": "2.0", "method": "notifications/initialized"}, *requests]
     text = "".join((m if isinstance(m, str) else json.dumps(m)) + "\n" for m in messages)
@@ -73,7 +76,7 @@ def session_messages(tmp_path: Path, *requests: object, stdin_file: Path | None 
             source = {"stdin": stack.enter_context(stdin_file.open())}
         done = subprocess.run(
             [sys.executable, "-m", "awb", "start", "--transport", "stdio"],
-            env=awb_env(tmp_path),
+            env=awb_env(tmp_path, **env),
             cwd=tmp_path,
             capture_output=True,
             text=True,
@@ -269,6 +272,21 @@ def test_a_request_whose_id_mcp_does_not_take_is_answered_invalid_request(tmp_pa
     assert [e["error"]["code"] for e in errors] == [-32600] * 4
     assert all("must be a string or an integer" in e["error"]["message"] for e in errors)
     assert any(m.get("id") == 9 and m["result"] == {} for m in written)
+
+
+def test_ten_thousand_bad_ids_write_a_bounded_log_and_one_line_saying_how_many_were_not_written(
+    tmp_path: Path,
+) -> None:
+    """Each such request logged a warning: a client filled the server's log at wire speed."""
+    log_file = tmp_path / "awb.log"
+    odd = [{"jsonrpc": "2.0", "id": 0.5, "method": "ping"}] * 10_000
+    written = session_messages(tmp_path, *odd, rpc(9, "ping"), AWB_LOG_FILE=str(log_file))
+    assert sum(1 for m in written if "error" in m) == 10_000  # every one is still answered
+    lines = log_file.read_text().splitlines()
+    bad = [line for line in lines if "answered a request whose id is neither" in line]
+    assert len(bad) == PER_WINDOW + 1, lines[-5:]
+    assert f"{10_000 - PER_WINDOW} more lines like 'answered a request whose id" in bad[-1]
+    assert len(lines) < 50
 
 
 @pytest.mark.parametrize("stdin", ["pipe", "file"])

@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from awb.blueprints.schema import describe_errors
 from awb.errors import AwbError
+from awb.log_limit import PER_REQUEST
 
 log = logging.getLogger("awb.api")
 
@@ -145,7 +146,7 @@ class GuardedRoute(APIRoute):
                 raise
             except AwbError as err:
                 if err.http_status >= 500:
-                    log.warning("%s %s failed: %r", request.method, request.url.path, err)
+                    log.warning("%s %s failed: %r", request.method, request.url.path, err, extra=PER_REQUEST)
                 return from_awb_error(err)
             except Exception:  # boundary: never leak internals; keep them in the log under an incident id
                 incident = uuid.uuid4().hex[:12]

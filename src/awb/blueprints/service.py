@@ -21,7 +21,7 @@ from awb.blueprints.journal import LogEntry, log_limits
 from awb.blueprints.knowledge import KnowledgeLibrary
 from awb.blueprints.runner import RunReply, run_blueprint
 from awb.blueprints.schema import Blueprint, validate_blueprint
-from awb.blueprints.sessions import SessionStore
+from awb.blueprints.sessions import SessionStore, log_page_within
 from awb.config import Config
 
 
@@ -129,12 +129,11 @@ class BlueprintService:
         return await anyio.to_thread.run_sync(self.sessions.logs, session_id)
 
     async def log_page(self, session_id: str, *, after: int, limit: int) -> tuple[list[LogEntry], int | None]:
-        """At most `limit` entries after the one numbered `after`, and the number to read on from (None
-        when these are the last)."""
-        # One more than asked says whether there is a next page without a count over the whole log.
-        rows = await anyio.to_thread.run_sync(lambda: self.sessions.log_page(session_id, after=after, limit=limit + 1))
-        page = rows[:limit]
-        return [entry for _, entry in page], (page[-1][0] if len(rows) > limit else None)
+        """At most `limit` entries after the one numbered `after`, within `LOG_PAGE_BYTES` of JSON, and the
+        number to read on from (None when these are the last)."""
+        return await anyio.to_thread.run_sync(
+            lambda: log_page_within(self.sessions, session_id, after=after, limit=limit)
+        )
 
     def close(self) -> None:
         self.sessions.close()

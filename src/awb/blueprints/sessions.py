@@ -30,6 +30,12 @@ MAX_MESSAGE_CHARS = 100_000
 #: whole log in one reply grew without bound.
 LOG_PAGE_DEFAULT = 1000
 LOG_PAGE_MAX = 10_000
+#: Bytes of JSON one page of a session's log holds at most (its first entry aside, which a page always
+#: holds): `LOG_PAGE_MAX` entries of values up to `blueprints.log_value_chars` each could be gigabytes.
+LOG_PAGE_BYTES = 8 * 1024 * 1024
+#: Entries read from the store at a time while a page is filled: a page past `LOG_PAGE_BYTES` is never
+#: read whole.
+_LOG_CHUNK = 256
 
 
 def check_run_input(message: str, session_id: str | None) -> None:
@@ -193,3 +199,27 @@ class MemorySessionStore:
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+def log_page_within(
+    store: SessionStore, session_id: str, *, after: int, limit: int, max_bytes: int = LOG_PAGE_BYTES
+) -> tuple[list[LogEntry], int | None]:
+    """At most `limit` entries after the one numbered `after`, as many as fit in `max_bytes` of JSON (and
+    at least one), and the number to read on from: None when these end the log. A page that ends early
+    for its size gives that number as a page that ends at `limit` does."""
+    page: list[LogEntry] = []
+    size = 0
+    cursor = after
+    while True:
+        asked = min(limit - len(page), _LOG_CHUNK) + 1  # one more says whether another page follows
+        rows = store.log_page(session_id, after=cursor, limit=asked)
+        for number, entry in rows:
+            # As the reply lists it: its JSON and a comma.
+            weight = len(entry.model_dump_json().encode()) + 1
+            if len(page) == limit or (page and size + weight > max_bytes):
+                return page, cursor
+            page.append(entry)
+            size += weight
+            cursor = number
+        if len(rows) < asked:
+            return page, None

@@ -1,6 +1,7 @@
 """Server logging: to stderr or the log file (never stdout, the stdio wire), written in batches by a
 thread of its own so that the line every MCP request logs costs the request almost nothing. What a log
-line quotes is shown literally (`VisibleFormatter`)."""
+line quotes is shown literally (`VisibleFormatter`), and a line a client can provoke at will is written
+at most a few times a minute (`awb.log_limit`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from awb.errors import StartupFailed
+from awb.log_limit import PerRequestLimit
 from awb.safe_text import Verbatim, visible
 
 #: How long a routine record may wait before it is written. Warnings and errors are written at once.
@@ -26,12 +28,20 @@ class BatchedHandler(logging.Handler):
     A record costs the request a deque append. A `QueueListener` wakes its thread for every record,
     and that thread then takes the GIL from the request being answered: ~0.1 ms per request over
     stdio (`benchmarks/ops.py`).
+
+    With a `limit`, records marked per-request pass it first, and the writer writes its summaries of
+    what it held back (within `interval` of a window's end, and all of them at close).
     """
 
-    def __init__(self, target: logging.Handler, interval: float = FLUSH_SECONDS) -> None:
+    def __init__(
+        self, target: logging.Handler, interval: float = FLUSH_SECONDS, limit: PerRequestLimit | None = None
+    ) -> None:
         super().__init__()
         self.target = target
         self.interval = interval
+        self.limit = limit
+        if limit is not None:
+            self.addFilter(limit)
         self._records: deque[logging.LogRecord] = deque()
         self._wake = threading.Event()
         self._closed = False
@@ -52,7 +62,7 @@ class BatchedHandler(logging.Handler):
             self._closed = True
             self._wake.set()
             self._writer.join(timeout=5)
-            self._write_pending()
+            self._write_pending(closing=True)
             self.target.close()
         super().close()
 
@@ -62,15 +72,18 @@ class BatchedHandler(logging.Handler):
             self._wake.clear()
             self._write_pending()
 
-    def _write_pending(self) -> None:
+    def _write_pending(self, closing: bool = False) -> None:
         # popleft and append are atomic, so the request thread never waits on the writer. Two threads
         # may drain at once (the writer, and logging's exit hook calling flush): the loser finds it empty.
         while True:
             try:
                 record = self._records.popleft()
             except IndexError:
-                return
+                break
             self.target.handle(record)
+        if self.limit is not None:
+            for summary in self.limit.summaries(closing):
+                self.target.handle(summary)
 
 
 class _Shown:
@@ -140,5 +153,5 @@ def setup_logging(log_file: Path | None, verbose: bool) -> None:
     logging.logProcesses = False
     logging.logMultiprocessing = False
     root = logging.getLogger("awb")
-    root.handlers[:] = [BatchedHandler(target)]
+    root.handlers[:] = [BatchedHandler(target, limit=PerRequestLimit())]
     root.setLevel(logging.DEBUG if verbose else logging.INFO)

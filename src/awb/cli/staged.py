@@ -1,4 +1,5 @@
-"""`awb staged list|show|apply|discard`: a person reviews what tools asked to write.
+"""`awb staged list|show|apply|discard`: a person reviews what tools asked to write, one write, several, or
+every pending one (`--all`, listed and confirmed first).
 
 Mounted by the main CLI as `awb staged`; a thin layer over `awb.sandbox.staging`. Paths and contents
 come from tool code: paths are printed as plain text with control characters escaped (`safe_text`), a
@@ -8,14 +9,17 @@ content as written with each hidden character a `⟨U+202E⟩` mark after a warn
 from __future__ import annotations
 
 import json
+import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from awb.cli.common import ConfigOption, JsonOption, absent_inventory, config_for, inventory_missing, open_store
-from awb.cli.output import note, print_code, print_json, print_text, report_error, say, table
-from awb.errors import AwbError, InvalidParams
+from awb.cli.output import fail, note, print_code, print_json, print_text, report_error, say, table
+from awb.errors import AwbError, InvalidParams, UsageError
+from awb.safe_text import visible
 from awb.sandbox import staging
 
 if TYPE_CHECKING:
@@ -153,31 +157,138 @@ def show_command(staged_id: StagedId, config: ConfigOption = None, as_json: Json
     print_code(write.content)
 
 
-def _change(action: str, staged_id: int, config_path: Path | None, as_json: bool, force: bool = False) -> None:
+#: What each action makes of a write, as said to the person.
+_DONE = {"apply": "applied", "discard": "discarded"}
+
+
+def _change(
+    action: str, ids: list[int], every: bool, yes: bool, config_path: Path | None, as_json: bool, force: bool = False
+) -> None:
+    """Apply or discard the writes `ids` (or, with `every`, every pending write, once confirmed), each on
+    its own: one that fails is reported and the rest go on; the exit code is the first failure's."""
+    if every == bool(ids):
+        said = "give staged write ids or --all, not both" if every else "say which: staged write ids, or --all"
+        fail(UsageError(said), as_json)
+    ids = list(dict.fromkeys(ids))  # an id given twice is done once
     config = config_for(config_path, as_json)
-    store = _store_holding(staged_id, config_path, as_json)
+    missing = absent_inventory(config)
+    if missing is not None:
+        if every:  # nothing is pending where there is no inventory, and none is created to find that out
+            return _report(action, [], as_json, bulk=True)
+        named = ", ".join(f"#{staged_id}" for staged_id in ids)
+        raise _fail(
+            InvalidParams(f"no staged write{'s' if len(ids) > 1 else ''} {named}: there is no inventory at {missing}"),
+            as_json,
+        )
+    store = _store(config_path, as_json)
+    assert store is not None
     from awb.config import find_config_file
 
     config_file = find_config_file(config_path)
     protected = staging.protected_paths(config, *([config_file] if config_file is not None else []))
+    outcomes: list[tuple[int, staging.StagedWrite | AwbError]] = []
     try:
-        if action == "apply":
-            write = staging.apply_staged(store, staged_id, protected=protected, force=force)
-        else:
-            write = staging.discard_staged(store, staged_id)
-    except AwbError as exc:
-        raise _fail(exc, as_json) from None
+        if every:
+            ids = _confirmed_pending(store, action, yes, as_json)
+        for staged_id in ids:
+            try:
+                if action == "apply":
+                    outcomes.append(
+                        (staged_id, staging.apply_staged(store, staged_id, protected=protected, force=force))
+                    )
+                else:
+                    outcomes.append((staged_id, staging.discard_staged(store, staged_id)))
+            except AwbError as exc:
+                outcomes.append((staged_id, exc))
     finally:
         store.close()
+    _report(action, outcomes, as_json, bulk=every or len(ids) > 1)
+
+
+def _confirmed_pending(store: SQLiteStore, action: str, yes: bool, as_json: bool) -> list[int]:
+    """Every pending write's id, once the person has seen the list and said yes (or gave --yes). Only these
+    are done: a write staged while the person reads waits for the next command."""
+    pending: list[staging.StagedWrite] = []
+    after = None
+    while True:  # a page at a time: each write's content is read, and dropped once listed
+        page, after = staging.staged_page(store, staging.PENDING, after=after, limit=staging.MAX_PAGE)
+        pending += [replace(write, content="") for write in page]
+        if after is None:
+            break
+    if not pending or (yes and as_json):
+        return [write.id for write in pending]
+    if not as_json:
+        names = _tool_names(store, pending)
+        table(
+            f"{len(pending)} pending staged writes to {action}",
+            ("id", "tool", "path"),
+            [(w.id, plain(names[w.tool_id]), plain(w.path)) for w in pending],
+        )
+    if not yes:
+        if not sys.stdin.isatty():
+            fail(
+                UsageError(
+                    f"refusing to {action} every staged write without confirmation: no terminal to ask on; pass --yes"
+                ),
+                as_json,
+            )
+        if not typer.confirm(f"{action} these {len(pending)} staged writes?", default=False):
+            note(f"nothing {_DONE[action]}")
+            raise typer.Exit(1)
+    return [write.id for write in pending]
+
+
+def _report(
+    action: str, outcomes: list[tuple[int, staging.StagedWrite | AwbError]], as_json: bool, *, bulk: bool
+) -> None:
+    """What happened to each write. One id alone is said as before (the write, or one error); several, or
+    --all, a line (or a JSON result) each and a count. Exits with the first failure's code."""
+    failures = [outcome for _, outcome in outcomes if isinstance(outcome, AwbError)]
+    if not bulk:
+        ((_, outcome),) = outcomes
+        if isinstance(outcome, AwbError):
+            raise _fail(outcome, as_json)
+        if as_json:
+            typer.echo(json.dumps(outcome.to_dict(content=False)))
+        else:
+            print_text(plain(f"{outcome.status} #{outcome.id}: ") + plain(outcome.path))
+        return
     if as_json:
-        typer.echo(json.dumps(write.to_dict(content=False)))
+        results = [
+            {"id": staged_id, "ok": False, "error": outcome.to_dict()}
+            if isinstance(outcome, AwbError)
+            else {"id": staged_id, "ok": True, "write": outcome.to_dict(content=False)}
+            for staged_id, outcome in outcomes
+        ]
+        print_json({"results": results, "count": len(results), "failed": len(failures)})
+    elif not outcomes:
+        say("no pending staged writes")
     else:
-        print_text(plain(f"{write.status} #{write.id}: ") + plain(write.path))
+        for staged_id, outcome in outcomes:
+            if isinstance(outcome, AwbError):
+                typer.echo(visible(f"error ({outcome.code}): #{staged_id}: {outcome.message}"), err=True)
+            else:
+                print_text(plain(f"{outcome.status} #{outcome.id}: ") + plain(outcome.path))
+        done = len(outcomes) - len(failures)
+        summary = f"{_DONE[action]} {done} of {len(outcomes)} staged writes"
+        (note if failures else say)(summary + (f"; {len(failures)} failed" if failures else ""))
+    if failures:
+        raise typer.Exit(failures[0].exit_code)
+
+
+StagedIds = Annotated[
+    list[int] | None,
+    typer.Argument(help="Staged write ids, as `awb staged list` shows them.", metavar="ID", show_default=False),
+]
+AllOption = Annotated[bool, typer.Option("--all", help="Every pending staged write (listed, then asked).")]
+YesOption = Annotated[bool, typer.Option("--yes", "-y", help="With --all: do not ask.")]
 
 
 @staged_app.command("apply")
 def apply_command(
-    staged_id: StagedId,
+    staged_ids: StagedIds = None,
+    every: AllOption = False,
+    yes: YesOption = False,
     config: ConfigOption = None,
     as_json: JsonOption = False,
     force: Annotated[
@@ -185,11 +296,17 @@ def apply_command(
         typer.Option("--force", help="Apply even outside the tool's granted directories (never onto awb's files)."),
     ] = False,
 ) -> None:
-    """Write a staged write's content to its path for real."""
-    _change("apply", staged_id, config, as_json, force)
+    """Write staged writes' content to their paths for real."""
+    _change("apply", staged_ids or [], every, yes, config, as_json, force)
 
 
 @staged_app.command("discard")
-def discard_command(staged_id: StagedId, config: ConfigOption = None, as_json: JsonOption = False) -> None:
-    """Drop a staged write without writing anything."""
-    _change("discard", staged_id, config, as_json)
+def discard_command(
+    staged_ids: StagedIds = None,
+    every: AllOption = False,
+    yes: YesOption = False,
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Drop staged writes without writing anything."""
+    _change("discard", staged_ids or [], every, yes, config, as_json)

@@ -43,6 +43,7 @@ from awb.errors import (
     ToolRuntimeError,
     ToolTimeout,
 )
+from awb.log_limit import PER_REQUEST
 from awb.sandbox.base import Execution, HostFunctions, Limits, encode_output
 from awb.sandbox.loop_inbox import inbox_of
 from awb.sandbox.monty_host import MontyRun
@@ -315,7 +316,7 @@ def _translated(exc: BaseException, limits: Limits, run: MontyRun) -> BaseExcept
     if isinstance(exc, pm.MontyError):
         return ToolRuntimeError(f"the sandbox refused the tool: {exc}")
     if isinstance(exc, Exception):
-        log.warning("monty turn failed: %r", exc)
+        log.warning("monty turn failed: %r", exc, extra=PER_REQUEST)
         return ToolRuntimeError(f"the sandbox failed: {exc}")
     return exc
 

@@ -33,6 +33,7 @@ from typing import Any
 import pydantic_monty as pm
 
 from awb.errors import AwbError, ExecutionError, SandboxViolation, ToolRuntimeError, ToolTimeout
+from awb.log_limit import PER_REQUEST
 from awb.sandbox.base import HostFunctions
 from awb.sandbox.host import end_if_exhausted
 
@@ -150,7 +151,7 @@ class MontyRun:
         except AwbError as exc:  # e.g. the inventory refusing a staged write
             return {"exception": self._refused(SandboxViolation(exc.message, fn=name))}
         except Exception as exc:  # a host function must never take the server down
-            log.warning("host function %s failed: %s", name, exc)
+            log.warning("host function %s failed: %s", name, exc, extra=PER_REQUEST)
             return {"exception": self._refused(ToolRuntimeError(f"{name} failed: {exc}", fn=name))}
         return {"return_value": value}
 

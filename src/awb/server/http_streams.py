@@ -16,6 +16,8 @@ import logging
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from awb.log_limit import PER_REQUEST
+
 log = logging.getLogger("awb.server.http_streams")
 
 _LISTEN = b"subscriptions/listen"
@@ -54,7 +56,9 @@ class StreamShare:
             return
         if self.open >= self.limit:
             log.warning(
-                "refused a notification stream: %d are open (the cap is half of http.max_connections)", self.open
+                "refused a notification stream: %d are open (the cap is half of http.max_connections)",
+                self.open,
+                extra=PER_REQUEST,
             )
             await _refuse(send, self.limit)
             return

@@ -16,6 +16,7 @@ from typing import Any
 import pydantic_core
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from awb.log_limit import PER_REQUEST
 from awb.server.hangup import single_exchange
 from awb.text import cap_text
 
@@ -85,7 +86,7 @@ class RequestIdCheck:
         del chunks
         method = bad_id_method(body)
         if method is not None:
-            log.warning("answered a request whose id is neither a string nor an integer")
+            log.warning("answered a request whose id is neither a string nor an integer", extra=PER_REQUEST)
             await _invalid_request(send, bad_id_message(method))
             return
         whole: Message = {"type": "http.request", "body": body, "more_body": False}

@@ -22,6 +22,8 @@ import logging
 import math
 from typing import Any
 
+from awb.log_limit import PER_REQUEST
+
 log = logging.getLogger("awb.server")
 
 #: Sessions ended at once, as a share of the limit: finding the stalest is a scan of every session, so
@@ -60,7 +62,9 @@ def _end_stalest(manager: Any, count: int) -> None:
         # its transport; forgotten first, its id answers 404 from now on.
         transport.idle_scope.cancel()
     if stalest:
-        log.info("ended %d idle sessions to open a new one (http.max_sessions is reached)", len(stalest))
+        log.info(
+            "ended %d idle sessions to open a new one (http.max_sessions is reached)", len(stalest), extra=PER_REQUEST
+        )
 
 
 __all__ = ["BATCH_SHARE", "make_room_for_new_sessions"]

@@ -31,6 +31,7 @@ import mcp_types as types
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
+from awb.log_limit import PER_REQUEST
 from awb.server.request_ids import INVALID_REQUEST, bad_id_message
 
 log = logging.getLogger("awb.server.stdio")
@@ -127,7 +128,11 @@ async def answered_before_end(streams: Streams, drain_seconds: float) -> AsyncIt
         async with read_writer, errors_out:
             async for item in sdk_read:
                 if isinstance(item, Exception):
-                    log.warning("answered a line the SDK could not parse with a parse error: %s", type(item).__name__)
+                    log.warning(
+                        "answered a line the SDK could not parse with a parse error: %s",
+                        type(item).__name__,
+                        extra=PER_REQUEST,
+                    )
                     error = types.ErrorData(code=types.PARSE_ERROR, message="Parse error: not a JSON-RPC message")
                     await errors_out.send(SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=None, error=error)))
                     continue
@@ -153,14 +158,14 @@ def _unreadable(line: str, error: ValueError) -> types.JSONRPCError:
     try:
         data = json.loads(line)
     except ValueError:
-        log.warning("answered a line that is not JSON with a parse error (%d bytes)", len(line))
+        log.warning("answered a line that is not JSON with a parse error (%d bytes)", len(line), extra=PER_REQUEST)
         return types.JSONRPCError(
             jsonrpc="2.0", id=None, error=types.ErrorData(code=types.PARSE_ERROR, message="Parse error: not JSON")
         )
     except RecursionError:
         # JSON nested past the decoder's stack (the SDK's parser gives up far sooner): it raised out of the
         # line reader and ended the server.
-        log.warning("answered a line of JSON nested too deeply to read (%d bytes)", len(line))
+        log.warning("answered a line of JSON nested too deeply to read (%d bytes)", len(line), extra=PER_REQUEST)
         message = "Invalid Request: not a JSON-RPC message (nested too deeply)"
         return types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(code=INVALID_REQUEST, message=message))
     request_id = data.get("id") if isinstance(data, dict) else None
@@ -186,7 +191,7 @@ def _has_id(line: str) -> bool:
 
 def _bad_id(method: str) -> types.JSONRPCError:
     message = bad_id_message(method)  # in the words the HTTP face answers such a request with
-    log.warning("answered a request whose id is neither a string nor an integer (%s)", method)
+    log.warning("answered a request whose id is neither a string nor an integer (%s)", method, extra=PER_REQUEST)
     return types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(code=INVALID_REQUEST, message=message))
 
 
@@ -259,7 +264,7 @@ class LineSource:
                 # Drop what is buffered of the overlong line, then the rest of it up to its newline.
                 await self._reader.readexactly(over.consumed)
                 if not self._skipping:
-                    log.warning("dropped a message over %d bytes from stdin", MAX_MESSAGE_BYTES)
+                    log.warning("dropped a message over %d bytes from stdin", MAX_MESSAGE_BYTES, extra=PER_REQUEST)
                 self._skipping = True
                 continue
             if self._skipping:

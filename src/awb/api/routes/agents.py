@@ -84,7 +84,8 @@ async def run_logs(
 ) -> SessionLogs | StreamingResponse:
     """A session's log entries in chronological order (run_start, tool_call, guardrail_violation, run_end):
     all of them, or with `limit` a page at a time (`next_after` is where the next page starts, null on the
-    last one)."""
+    last one). A page also ends once its entries reach 8 MiB of JSON (`next_after` set all the same): read
+    on until `next_after` is null."""
     if limit is None:
 
         async def read(cursor: int | None, size: int) -> tuple[list[BaseModel], int | None]:

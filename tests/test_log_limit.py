@@ -1,0 +1,60 @@
+"""Per-request log lines: at most `per_window` of each kind a window, then one line saying how many were not."""
+
+from __future__ import annotations
+
+import logging
+
+from awb.log_limit import PER_REQUEST, PerRequestLimit
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _record(message: str, *args: object, marked: bool = True) -> logging.LogRecord:
+    record = logging.LogRecord("awb.server", logging.WARNING, "", 0, message, args, None)
+    if marked:
+        record.__dict__.update(PER_REQUEST)
+    return record
+
+
+BAD_ID = "answered a request whose id is neither a string nor an integer (%s)"
+
+
+def test_ten_thousand_marked_lines_pass_the_first_few_and_the_window_end_says_how_many_were_held_back() -> None:
+    clock = Clock()
+    limit = PerRequestLimit(per_window=20, window_seconds=60, clock=clock)
+    passed = sum(limit.filter(_record(BAD_ID, f"m{i}")) for i in range(10_000))
+    assert passed == 20
+    assert limit.summaries() == []  # the window is still open
+    clock.now += 60
+    (summary,) = limit.summaries()
+    assert summary.levelno == logging.WARNING and summary.name == "awb.server"
+    assert summary.getMessage() == (
+        f"9980 more lines like {BAD_ID!r} in 60 s were not written (at most 20 a minute of each such kind are)"
+    )
+    assert limit.summaries() == []
+    assert limit.filter(_record(BAD_ID, "again"))  # a new window writes again
+
+
+def test_unmarked_lines_are_never_held_back_and_each_kind_has_its_own_count() -> None:
+    limit = PerRequestLimit(per_window=2, window_seconds=60, clock=Clock())
+    assert all(limit.filter(_record("the zygote exited", marked=False)) for _ in range(100))
+    assert [limit.filter(_record("kind a")) for _ in range(3)] == [True, True, False]
+    assert [limit.filter(_record("kind b %d", i)) for i in range(3)] == [True, True, False]
+    assert sorted(record.args[1] for record in limit.summaries(closing=True)) == ["kind a", "kind b %d"]  # type: ignore[index]
+
+
+def test_a_window_that_ends_on_a_new_line_keeps_its_count_for_the_writer() -> None:
+    clock = Clock()
+    limit = PerRequestLimit(per_window=1, window_seconds=60, clock=clock)
+    assert [limit.filter(_record("kind")) for _ in range(4)] == [True, False, False, False]
+    clock.now += 61
+    assert limit.filter(_record("kind"))  # opens the next window before the writer looked
+    (summary,) = limit.summaries()
+    assert summary.getMessage().startswith("3 more lines like 'kind' in 60 s")
+    assert limit.summaries(closing=True) == []  # the new window held nothing back
