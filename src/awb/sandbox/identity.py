@@ -4,7 +4,7 @@ Sharing `nobody` (65534) with the rest of the machine shared what the kernel key
 RLIMIT_NPROC count (a tool's threads starved every other `nobody` process of tasks, and theirs ours),
 the right to signal a worker, and every file `nobody` owns. With `sandbox.worker_uid: auto` each server
 claims a number from `AUTO_FIRST` up that no user or group is named by, no subordinate-id range holds
-and no process runs as, and holds it (a lock file under `CLAIM_DIR`) until its runtimes close, so two
+and no process runs as, and holds it (a lock file in the first of `CLAIM_DIRS`) until its runtimes close, so two
 servers on the machine never share it. gid = uid. A non-root server's workers keep its own uid (an
 unprivileged user namespace can map nothing else).
 """
@@ -128,7 +128,9 @@ class WorkerIdentity:
         problems: list[str] = []
         for directory in self.claim_dirs:
             try:
-                directory.mkdir(mode=0o755, parents=True, exist_ok=True)
+                # Level by level: `parents=True` would make the levels above with the umask's mode.
+                for level in (directory.parent, directory):
+                    level.mkdir(mode=0o755, exist_ok=True)
                 fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
             except OSError as exc:
                 problems.append(f"{directory}: {exc.strerror}")
