@@ -81,9 +81,10 @@ class SandboxConfig(_Section):
     max_log_bytes: int = Field(64 * 1024, ge=1024)
     #: Let `cpython` run where some kernel protections are missing (default: refuse and say why).
     allow_degraded_cpython: bool = False
-    #: The uid (and gid, the same number) `cpython` and `javascript` workers take when the server runs as
-    #: root. `auto`: one of this server's own, unused on the machine, from 2000000000 up; never `nobody`,
-    #: whose task count, signals and files the machine's other `nobody` processes share.
+    #: The uid (and gid, the same number) `cpython` and `javascript` workers and `wasm` compile processes
+    #: take when the server runs as root. `auto`: one of this server's own, unused on the machine, from
+    #: 2000000000 up; never `nobody`, whose task count, signals and files the machine's other `nobody`
+    #: processes share.
     worker_uid: int | Literal["auto"] = "auto"
     #: Directories a tool may read, by tool name. Granting is configuration, never an MCP call.
     #: A tool's staged writes must also fall inside them. Relative paths are anchored at the config file's folder.

@@ -20,6 +20,7 @@ from awb.sandbox.cpython import CPythonRuntime
 from awb.sandbox.identity import AUTO_FIRST, WorkerIdentity
 from awb.sandbox.javascript import JavaScriptRuntime
 from awb.sandbox.registry import build_runtimes, describe_protections
+from awb.sandbox.wasm import WasmRuntime
 from sandbox_support import LIMITS
 
 pytestmark = pytest.mark.anyio
@@ -69,6 +70,11 @@ async def test_two_servers_workers_run_as_uids_of_their_own_never_nobody(host_fa
             uid, gid = cpython.identity.ids
             assert value == {"uid": [uid] * 3, "gid": [gid] * 3}
             assert owner(javascript._idle[0].process.pid)[0] == uid
+            wasm = runtimes.get("wasm")
+            if isinstance(wasm, WasmRuntime):  # its compile processes too
+                await wasm.start()
+                assert wasm.identity is cpython.identity and wasm._compilers._spare is not None
+                assert owner((await wasm._compilers._spare).pid)[0] == uid
             seen.append(uid)
         # Apart, so RLIMIT_NPROC, which the kernel counts per uid, counts each server's tasks alone:
         # one server's thread bomb cannot use up the other's (or any `nobody` daemon's) task budget.

@@ -60,7 +60,7 @@ def build_runtimes(config: Config) -> dict[str, Runtime]:
     from awb.sandbox.wasm import WasmRuntime, wasmtime_missing
 
     if wasmtime_missing() is None:
-        runtimes["wasm"] = WasmRuntime(max_concurrent=sandbox.max_concurrent)
+        runtimes["wasm"] = WasmRuntime(max_concurrent=sandbox.max_concurrent, identity=identity)
     return runtimes
 
 

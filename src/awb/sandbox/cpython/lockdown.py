@@ -16,9 +16,8 @@ import sys
 from collections.abc import Iterable
 
 try:  # imported as part of the awb package (server side) or by path (inside the zygote)
-    from . import namespaces, syscalls
+    from . import syscalls
 except ImportError:
-    import namespaces  # type: ignore[no-redef,import-not-found,unused-ignore]
     import syscalls  # type: ignore[no-redef,import-not-found,unused-ignore]
 
 _IS_X86_64_LINUX = sys.platform == "linux" and platform.machine() in ("x86_64", "AMD64")
@@ -275,7 +274,7 @@ def clear_capability_sets() -> None:
     _syscall(_SYS_CAPSET, header, data)
 
 
-def drop_to_unprivileged_uid(uid: int = namespaces.NOBODY, gid: int = namespaces.NOBODY) -> bool:
+def drop_to_unprivileged_uid(uid: int, gid: int) -> bool:
     """As root: leave host root for good for `uid`/`gid` (no groups, real = effective = saved ids) and
     become non-dumpable. Changing ids clears the parent-death signal, so it is armed again. When not
     root there is nothing to leave: the process already runs as the server's non-root user (in a user
@@ -328,7 +327,7 @@ def lock_down(
     fsize_bytes: int = 16 * 1024 * 1024,
     seccomp: str | None = "worker",
     max_tasks: int | None = None,
-    worker_ids: tuple[int, int] = (namespaces.NOBODY, namespaces.NOBODY),
+    worker_ids: tuple[int, int],
 ) -> dict[str, bool]:
     """Apply every available layer to the calling process, in the order the kernel needs, and say
     which ones took. A layer the machine offers but that fails to apply raises. With `seccomp=None`
