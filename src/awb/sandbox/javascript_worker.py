@@ -251,8 +251,8 @@ def main() -> None:
     run_job(inp, out, {"mode": "check", "code": "function run(p) { return p; }", "params": {}})  # warm-up
     # The uid and gid to leave root for (argv[1:3]): the server's workers' own, never host root.
     worker_ids = (int(sys.argv[1]), int(sys.argv[2]))
-    if min(worker_ids) <= 0:
-        raise SystemExit("refusing to run as root")
+    if os.geteuid() == 0 and min(worker_ids) <= 0:  # (a non-root server's own ids are kept, gid 0 or not)
+        raise SystemExit("refusing to leave root for root")
     layers = lockdown.lock_down(available=available, read_paths=[], write_paths=[], worker_ids=worker_ids)
     resource.setrlimit(resource.RLIMIT_AS, (base_vsz + ADDRESS_SPACE_HEADROOM,) * 2)
     send(out, {"op": "ready", "layers": layers})
