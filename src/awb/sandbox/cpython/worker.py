@@ -99,9 +99,10 @@ def child_main(
         base_vsz, base_rss = memory
         # While still privileged: the tool process, the next child, starts a PID namespace of its own.
         pid_namespace = bool(available.get("pid_namespace")) and namespaces.unshare_pid()
-        # The task ceiling counts the tasks of the worker's user: the server's workers' own as root, or
-        # the server's user inside the zygote's own user namespace. Outside both it would count all of the server
-        # user's processes, so it is left off (that degraded mode lacks the namespaces anyway).
+        # The task ceiling counts the tasks of the worker's user: the uid this server's workers alone
+        # run as when root, or the server's user inside the zygote's own user namespace. Outside both it
+        # would count all of the server user's processes, so it is left off (that degraded mode lacks the
+        # namespaces anyway).
         own_count = os.geteuid() == 0 or bool(available.get("mount_namespace"))
         layers = lockdown.lock_down(
             available=available,
