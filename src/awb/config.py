@@ -90,6 +90,11 @@ class SandboxConfig(_Section):
     max_log_bytes: int = Field(64 * 1024, ge=1024, le=16 * MIB)
     #: Let `cpython` run where some kernel protections are missing (default: refuse and say why).
     allow_degraded_cpython: bool = False
+    #: The uid (and gid, the same number) `cpython` and `javascript` workers and `wasm` compile processes
+    #: take when the server runs as root. `auto`: one of this server's own, unused on the machine, from
+    #: 2000000000 up; never `nobody`, whose task count, signals and files the machine's other `nobody`
+    #: processes share.
+    worker_uid: int | Literal["auto"] = "auto"
     #: Directories a tool may read, by tool name. Granting is configuration, never an MCP call.
     #: A tool's staged writes must also fall inside them. Relative paths are anchored at the config file's folder.
     grants: dict[str, list[str]] = Field(default_factory=dict)
@@ -102,6 +107,16 @@ class SandboxConfig(_Section):
     #: Pending staged writes one tool may hold, and all tools together: empty writes pass the byte caps.
     max_staged_writes_per_tool: int = Field(1000, ge=1, le=1_000_000)
     max_staged_writes_total: int = Field(10_000, ge=1, le=1_000_000)
+
+    @field_validator("worker_uid", mode="before")
+    @classmethod
+    def _a_uid_or_auto(cls, value: Any) -> Any:
+        # One message instead of one per member of the union; root (0) and (uid_t)-1 are no worker's.
+        if value == "auto" or (type(value) is int and 1 <= value <= 4_294_967_294):
+            return value
+        if isinstance(value, str) and value.isdigit() and 1 <= int(value) <= 4_294_967_294:
+            return int(value)  # from the environment
+        raise ValueError("must be `auto` or a uid from 1 to 4294967294")
 
     @property
     def per_client_share(self) -> int:

@@ -17,7 +17,6 @@ import pytest
 from awb.sandbox.base import Limits
 from awb.sandbox.cpython import CPythonRuntime
 from awb.sandbox.cpython.cgroups import own_memory_cgroup
-from awb.sandbox.cpython.namespaces import WORKER_UID
 from sandbox_support import LIMITS, failure
 
 pytestmark = pytest.mark.anyio
@@ -72,8 +71,10 @@ async def test_worker_runs_unprivileged_without_capabilities(cpython: CPythonRun
     value = (await cpython.execute(IDENTITY, {}, LIMITS, host_factory())).value
     assert value["caps"] == [0] * 6
     assert 0 not in value["uid"] and 0 not in value["gid"] and value["groups"] == []
-    if os.geteuid() == 0:
-        assert value["uid"] == [WORKER_UID] * 3
+    if os.geteuid() == 0:  # the identity this runtime claimed for its workers, never `nobody`
+        assert cpython.identity.ids is not None
+        uid, gid = cpython.identity.ids
+        assert value["uid"] == [uid] * 3 and value["gid"] == [gid] * 3 and uid != 65534
 
 
 # --- file metadata --------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from awb.errors import ExecutionError, OutputExceeded, ToolRuntimeError, ToolTim
 from awb.sandbox.base import Execution, ExecutionSlots, HostFunctions, Limits
 from awb.sandbox.cpython import lockdown
 from awb.sandbox.host import CheckingHost, end_if_exhausted
+from awb.sandbox.identity import WorkerIdentity
 from awb.sandbox.resident import ResidentPeak, WorkerFloors
 from awb.sandbox.wire import (
     BadFrame,
@@ -98,8 +99,19 @@ class JavaScriptRuntime:
     name = "javascript"
     language = "javascript"
 
-    def __init__(self, *, pool_size: int = 2, max_concurrent: int = 8, python: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        pool_size: int = 2,
+        max_concurrent: int = 8,
+        python: str | None = None,
+        identity: WorkerIdentity | None = None,
+    ) -> None:
         self._pool_size = pool_size
+        #: Shared with the server's other runtimes; held from `start` to `close`.
+        self.identity = identity or WorkerIdentity()
+        self._worker_ids: tuple[int, int] | None = None
+        self._refusal: str | None = None
         self._python = python or sys.executable
         self._idle: list[_JsWorker] = []
         self._slots = ExecutionSlots(max_concurrent, "javascript")
@@ -113,6 +125,14 @@ class JavaScriptRuntime:
         missing = quickjs_missing()
         if missing is not None:
             raise Unavailable(missing, runtime=self.name)
+        if self._worker_ids is None:
+            try:
+                self._worker_ids = await asyncio.to_thread(self.identity.acquire)
+            except Unavailable as exc:  # tried again at the next call
+                self._refusal = f"the javascript runtime refuses to run: {exc.message}"
+                log.warning(self._refusal)
+                return
+        self._refusal = None
         self._started = True
         workers = await asyncio.gather(*(self._spawn() for _ in range(self._pool_size)), return_exceptions=True)
         for worker in workers:
@@ -126,17 +146,29 @@ class JavaScriptRuntime:
         for worker in idle:
             await worker.kill()
         self._started = False
+        if self._worker_ids is not None:  # a worker out on a call is killed when it comes back
+            self._worker_ids = None
+            self.identity.release()
+
+    def refusal(self) -> str | None:
+        """Why this runtime refuses to run tools here (no worker identity to be had), or None."""
+        return self._refusal
 
     def protections(self) -> dict[str, bool]:
         base = self._layers or {layer: value for layer, value in lockdown.probe().items() if layer in REQUIRED_LAYERS}
         return {**base, "worker_process": True, "engine_memory_limit": True, "no_filesystem": True}
 
     async def _spawn(self) -> _JsWorker:
+        if self._worker_ids is None:
+            raise Unavailable("the javascript runtime is closed", runtime=self.name)
+        uid, gid = self._worker_ids
         process = await asyncio.create_subprocess_exec(
             self._python,
             "-I",
             "-B",
             str(WORKER_PATH),
+            str(uid),
+            str(gid),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -173,6 +205,8 @@ class JavaScriptRuntime:
     ) -> tuple[Any, list[str], int | None]:
         with self._slots.take():
             await self.start()
+            if self._refusal is not None:
+                raise Unavailable(self._refusal, runtime=self.name)
             worker = self._idle.pop() if self._idle else await self._spawn()
             # The call's memory, measured by the server from outside the worker: the worker's own
             # word on it would be the tool's to forge.

@@ -11,6 +11,7 @@ from awb.errors import ExecutionError, ToolRuntimeError, ToolTimeout, Unavailabl
 from awb.inventory.models import Example
 from awb.sandbox.base import Limits, Runtime
 from awb.sandbox.host import HostBridge
+from awb.sandbox.identity import WorkerIdentity
 from awb.sandbox.monty import MontyRuntime
 
 log = logging.getLogger("awb.sandbox")
@@ -35,6 +36,8 @@ def build_runtimes(config: Config) -> dict[str, Runtime]:
     # Every runtime can run `max_concurrent` calls at once (workers beyond the warm ones start on demand).
     monty = MontyRuntime(pool_size=sandbox.pool_size, max_processes=max(sandbox.pool_size, sandbox.max_concurrent))
     runtimes: dict[str, Runtime] = {"monty": monty}
+    # One identity for all of this server's process workers: the other servers' workers are the strangers.
+    identity = WorkerIdentity(sandbox.worker_uid)
     try:
         from awb.sandbox.cpython import CPythonRuntime
 
@@ -44,17 +47,20 @@ def build_runtimes(config: Config) -> dict[str, Runtime]:
             max_concurrent=sandbox.max_concurrent,
             grants=grants,
             allow_degraded=sandbox.allow_degraded_cpython,
+            identity=identity,
         )
     except (ImportError, OSError) as exc:  # not Linux, or no ctypes/libc
         log.info("cpython runtime unavailable: %s", exc)
     from awb.sandbox.javascript import JavaScriptRuntime, quickjs_missing
 
     if quickjs_missing() is None:
-        runtimes["javascript"] = JavaScriptRuntime(pool_size=sandbox.pool_size, max_concurrent=sandbox.max_concurrent)
+        runtimes["javascript"] = JavaScriptRuntime(
+            pool_size=sandbox.pool_size, max_concurrent=sandbox.max_concurrent, identity=identity
+        )
     from awb.sandbox.wasm import WasmRuntime, wasmtime_missing
 
     if wasmtime_missing() is None:
-        runtimes["wasm"] = WasmRuntime(max_concurrent=sandbox.max_concurrent)
+        runtimes["wasm"] = WasmRuntime(max_concurrent=sandbox.max_concurrent, identity=identity)
     return runtimes
 
 

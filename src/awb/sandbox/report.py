@@ -7,16 +7,16 @@ from __future__ import annotations
 from typing import Any
 
 from awb.sandbox.base import Runtime
-from awb.sandbox.cpython.namespaces import SCRATCH_BYTES, WORKER_UID
+from awb.sandbox.cpython.namespaces import SCRATCH_BYTES
 from awb.sandbox.cpython.syscalls import KILLED, allowed
+from awb.sandbox.identity import WorkerIdentity
 
 #: (row, layers that must all be active, what the row means when they are)
 _ROWS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     (
         "identity",
         ("unprivileged_uid", "capabilities_dropped", "no_new_privs"),
-        f"workers never run as host root (uid {WORKER_UID} when the server is root, else the server's own "
-        "uid); no capabilities; no_new_privs",
+        "workers never run as host root ({identity}); not dumpable (no ptrace, no core); no capabilities; no_new_privs",
     ),
     (
         "ipc",
@@ -72,9 +72,14 @@ def protection_checks(runtimes: dict[str, Runtime]) -> list[dict[str, Any]]:
             missing = [layer for layer in needed if not layers.get(layer)]
             if not missing:
                 cgroup = "a memory cgroup per worker, " if layers.get("memory_cgroup") else "no memory cgroup here; "
-                detail = meaning.replace("{cgroup}", cgroup)
+                detail = meaning.replace("{cgroup}", cgroup).replace("{identity}", _identity(runtime))
                 checks.append({"check": f"sandbox:{name}:{row}", "ok": True, "detail": detail})
                 continue
             detail = f"missing: {', '.join(missing)}" + (" (the runtime refuses to run)" if refuses else "")
             checks.append({"check": f"sandbox:{name}:{row}", "ok": refuses, "detail": detail})
     return checks
+
+
+def _identity(runtime: Runtime) -> str:
+    identity = getattr(runtime, "identity", None)
+    return identity.describe() if isinstance(identity, WorkerIdentity) else "an unprivileged uid"

@@ -36,6 +36,7 @@ import functools
 import hashlib
 import importlib.util
 import json
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -51,6 +52,7 @@ from awb.errors import (
     Unavailable,
 )
 from awb.sandbox.base import Execution, ExecutionSlots, HostFunctions, Limits, encode_output
+from awb.sandbox.identity import WorkerIdentity
 from awb.sandbox.wasm_compile import Compilers
 from awb.sandbox.wasm_engine import engine_config
 from awb.sandbox.wasm_host import (
@@ -64,6 +66,8 @@ from awb.sandbox.wasm_host import (
     write_memory,
 )
 from awb.text import first_line
+
+log = logging.getLogger("awb.sandbox.wasm")
 
 TICK_S = 0.005
 MODULE_CACHE_SIZE = 64
@@ -90,7 +94,11 @@ class WasmRuntime:
     name = "wasm"
     language = "wasm"
 
-    def __init__(self, *, max_concurrent: int = 8) -> None:
+    def __init__(self, *, max_concurrent: int = 8, identity: WorkerIdentity | None = None) -> None:
+        #: Shared with the server's other runtimes: its compile processes' uid, held from `start` to `close`.
+        self.identity = identity or WorkerIdentity()
+        self._worker_ids: tuple[int, int] | None = None
+        self._refusal: str | None = None
         self._slots = ExecutionSlots(max_concurrent, "wasm")
         self._engine: Any = None
         self._linker: Any = None
@@ -111,6 +119,14 @@ class WasmRuntime:
         missing = wasmtime_missing()
         if missing is not None:
             raise Unavailable(missing, runtime=self.name)
+        if self._worker_ids is None:
+            try:
+                self._worker_ids = await asyncio.to_thread(self.identity.acquire)
+            except Unavailable as exc:  # tried again at the next call
+                self._refusal = f"the wasm runtime refuses to run: {exc.message}"
+                log.warning(self._refusal)
+                return
+        self._refusal = None
         import wasmtime
 
         self._engine = wasmtime.Engine(engine_config())
@@ -121,7 +137,7 @@ class WasmRuntime:
         self._threads = ThreadPoolExecutor(max_workers=2 * self._max_concurrent, thread_name_prefix="awb-wasm")
         self._linker = make_linker(self._engine)
         self._stop.clear()
-        self._compilers.start()
+        self._compilers.start(self._worker_ids)
         self._ticker = threading.Thread(target=self._tick, name="awb-wasm-epoch", daemon=True)
         self._ticker.start()
 
@@ -173,7 +189,14 @@ class WasmRuntime:
             self._threads = None
         self._engine = None
         self._linker = None
+        if self._worker_ids is not None:  # its compile processes are ended
+            self._worker_ids = None
+            self.identity.release()
         self._modules.clear()
+
+    def refusal(self) -> str | None:
+        """Why this runtime refuses to run tools here (no identity for its compile processes), or None."""
+        return self._refusal
 
     def protections(self) -> dict[str, bool]:
         return {
@@ -208,6 +231,8 @@ class WasmRuntime:
     ) -> tuple[Any, list[str]]:
         with self._slots.take():
             await self.start()
+            if self._refusal is not None:
+                raise Unavailable(self._refusal, runtime=self.name)
             module = await self._module(code, limits)
             call = WasmCall(host)
             token = current_call.set(call)

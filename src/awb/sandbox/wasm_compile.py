@@ -46,10 +46,12 @@ class Compilers:
         self._ending: set[asyncio.Future[None]] = set()
         self._closed = False
         self.layers: dict[str, bool] = {}
+        self._worker_ids: tuple[int, int] | None = None
 
-    def start(self) -> None:
-        """Start the spare process in the background."""
+    def start(self, worker_ids: tuple[int, int]) -> None:
+        """Start the spare process in the background; compile processes leave root for `worker_ids`."""
         self._closed = False
+        self._worker_ids = worker_ids
         if self._spare is None:
             self._spare = asyncio.get_running_loop().create_task(self._spawn())
 
@@ -103,11 +105,16 @@ class Compilers:
             ending.add_done_callback(self._ending.discard)
 
     async def _spawn(self) -> asyncio.subprocess.Process:
+        if self._worker_ids is None:
+            raise Unavailable("the wasm runtime is not started")
+        uid, gid = self._worker_ids
         process = await asyncio.create_subprocess_exec(
             self._python,
             "-I",
             "-B",
             str(COMPILER_PATH),
+            str(uid),
+            str(gid),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

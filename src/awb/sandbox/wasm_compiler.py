@@ -7,7 +7,8 @@ call had given up on it. Here it runs in a process the server ends at the
 call's deadline, on one core, within an address-space limit, locked down as a JavaScript worker is (no
 files, no network, a seccomp allowlist) before it reads the module.
 
-Run by path (`python -I -B wasm_compiler.py`); standard library plus `wasmtime`. Frames (4-byte
+Run by path (`python -I -B wasm_compiler.py <uid> <gid>`, the identity it leaves root for); standard
+library plus `wasmtime`. Frames (4-byte
 big-endian length + body) on stdin/stdout:
 
 worker -> server  {"op": "ready", "layers": {...}}                          (JSON)
@@ -68,7 +69,10 @@ def main() -> None:
     base = _address_space()
     available = lockdown.probe()
     available.update(namespaces.unshare(network=True, ipc=True, mounts=False))
-    layers = lockdown.lock_down(available=available, read_paths=[], write_paths=[])
+    worker_ids = (int(sys.argv[1]), int(sys.argv[2]))  # the server's workers' own, never host root
+    if os.geteuid() == 0 and min(worker_ids) <= 0:  # (a non-root server's own ids are kept, gid 0 or not)
+        raise SystemExit("refusing to leave root for root")
+    layers = lockdown.lock_down(available=available, read_paths=[], write_paths=[], worker_ids=worker_ids)
     frames.write_frame(out, {"op": "ready", "layers": layers})
     try:
         job = frames.read_bytes(inp, MAX_JOB_BYTES)

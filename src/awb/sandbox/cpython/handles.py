@@ -179,8 +179,9 @@ class Zygote:
         self.process.wait(timeout=2)
 
 
-async def start_zygote(python: str, grants: list[str], network_namespace: bool) -> Zygote:
-    """Start the zygote process and wait for its "ready" message (the protections it found)."""
+async def start_zygote(python: str, grants: list[str], network_namespace: bool, worker_ids: tuple[int, int]) -> Zygote:
+    """Start the zygote process and wait for its "ready" message (the protections it found);
+    `worker_ids` are the uid and gid its workers leave root for."""
     loop = asyncio.get_running_loop()
     server_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
@@ -202,7 +203,8 @@ async def start_zygote(python: str, grants: list[str], network_namespace: bool) 
     server_end.setblocking(False)
     zygote = Zygote(process=process, control=server_end, loop=loop, ready=loop.create_future())
     loop.add_reader(server_end.fileno(), zygote.on_readable)
-    server_end.send(json.dumps({"op": "config", "grants": grants, "network_namespace": network_namespace}).encode())
+    config = {"op": "config", "grants": grants, "network_namespace": network_namespace, "worker_ids": list(worker_ids)}
+    server_end.send(json.dumps(config).encode())
     try:
         assert zygote.ready is not None
         ready = await asyncio.wait_for(zygote.ready, START_TIMEOUT_S)

@@ -16,9 +16,8 @@ import sys
 from collections.abc import Iterable
 
 try:  # imported as part of the awb package (server side) or by path (inside the zygote)
-    from . import namespaces, syscalls
+    from . import syscalls
 except ImportError:
-    import namespaces  # type: ignore[no-redef,import-not-found,unused-ignore]
     import syscalls  # type: ignore[no-redef,import-not-found,unused-ignore]
 
 _IS_X86_64_LINUX = sys.platform == "linux" and platform.machine() in ("x86_64", "AMD64")
@@ -33,6 +32,8 @@ _SYS_CAPSET = 126
 
 _PR_SET_PDEATHSIG = 1
 _PR_GET_PDEATHSIG = 2
+_PR_GET_DUMPABLE = 3
+_PR_SET_DUMPABLE = 4
 _PR_SET_SECCOMP = 22
 _PR_CAPBSET_DROP = 24
 _PR_SET_NO_NEW_PRIVS = 38
@@ -273,10 +274,11 @@ def clear_capability_sets() -> None:
     _syscall(_SYS_CAPSET, header, data)
 
 
-def drop_to_unprivileged_uid(uid: int = namespaces.WORKER_UID, gid: int = namespaces.WORKER_GID) -> bool:
-    """As root: leave host root for good (no groups, real = effective = saved ids). Changing ids
-    clears the parent-death signal, so it is armed again. When not root there is nothing to leave:
-    the process already runs as the server's non-root user (in a user namespace, mapped only to it)."""
+def drop_to_unprivileged_uid(uid: int, gid: int) -> bool:
+    """As root: leave host root for good for `uid`/`gid` (no groups, real = effective = saved ids) and
+    become non-dumpable. Changing ids clears the parent-death signal, so it is armed again. When not
+    root there is nothing to leave: the process already runs as the server's non-root user (in a user
+    namespace, mapped only to it)."""
     if os.geteuid() != 0:
         return True
     deathsig = ctypes.c_int(0)
@@ -284,9 +286,13 @@ def drop_to_unprivileged_uid(uid: int = namespaces.WORKER_UID, gid: int = namesp
     os.setgroups([])
     os.setresgid(gid, gid, gid)
     os.setresuid(uid, uid, uid)
+    # The kernel makes a process that changed ids dumpable as `fs.suid_dumpable` says; at 1 ("debug") any
+    # process of the workers' uid could ptrace one and read or write its memory (the supervisor's
+    # socket to the server among it). Non-dumpable, only CAP_SYS_PTRACE can; forks inherit it.
+    _prctl(_PR_SET_DUMPABLE, 0)
     if deathsig.value:
         _prctl(_PR_SET_PDEATHSIG, deathsig.value)
-    return os.getresuid() == (uid, uid, uid) and os.getgroups() == []
+    return os.getresuid() == (uid, uid, uid) and os.getgroups() == [] and _prctl(_PR_GET_DUMPABLE) == 0
 
 
 class _SockFprog(ctypes.Structure):
@@ -321,11 +327,13 @@ def lock_down(
     fsize_bytes: int = 16 * 1024 * 1024,
     seccomp: str | None = "worker",
     max_tasks: int | None = None,
+    worker_ids: tuple[int, int],
 ) -> dict[str, bool]:
     """Apply every available layer to the calling process, in the order the kernel needs, and say
     which ones took. A layer the machine offers but that fails to apply raises. With `seccomp=None`
     the caller attaches its filter itself (after a fork that the filter would forbid). `max_tasks`
-    caps the tasks of the user the process runs as (RLIMIT_NPROC)."""
+    caps the tasks of the user the process runs as (RLIMIT_NPROC); `worker_ids` are the uid and gid a
+    root process leaves root for."""
     applied = dict.fromkeys(LAYERS, False)
     for layer in NAMESPACE_LAYERS:
         applied[layer] = bool(available.get(layer, False))
@@ -334,7 +342,7 @@ def lock_down(
     set_rlimits(nofile=nofile, fsize_bytes=fsize_bytes, address_space_bytes=None, cpu_seconds=None, max_tasks=max_tasks)
     applied["rlimits"] = True
     drop_bounding_capabilities()
-    applied["unprivileged_uid"] = drop_to_unprivileged_uid()
+    applied["unprivileged_uid"] = drop_to_unprivileged_uid(*worker_ids)
     set_no_new_privs()
     applied["no_new_privs"] = True
     abi = landlock_abi()

@@ -24,8 +24,6 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
 _SYS_PIVOT_ROOT = 155
-#: The identity workers take after set-up when the zygote is root (the conventional `nobody`).
-WORKER_UID = WORKER_GID = 65534
 #: Each worker's scratch directory is its own tmpfs of this size: files a tool writes are memory,
 #: so they are capped here (and vanish with the worker) instead of filling the host's disk.
 SCRATCH_BYTES = 16 * 1024 * 1024

@@ -41,6 +41,7 @@ from awb.sandbox.cpython.watch import (
     watch_rss,
 )
 from awb.sandbox.host import CheckingHost, end_if_exhausted
+from awb.sandbox.identity import WorkerIdentity
 from awb.sandbox.wire import (
     BadFrame,
     FrameTooLarge,
@@ -76,8 +77,12 @@ class CPythonRuntime:
         allow_degraded: bool = False,
         python: str | None = None,
         network_namespace: bool = True,
+        identity: WorkerIdentity | None = None,
     ) -> None:
         self._pool_size = pool_size
+        #: Shared with the server's other runtimes; held from the first start to `close`.
+        self.identity = identity or WorkerIdentity()
+        self._worker_ids: tuple[int, int] | None = None
         self._network_namespace = network_namespace
         self._grants = sorted({str(Path(g).resolve()) for g in grants or []})
         self._allow_degraded = allow_degraded
@@ -110,7 +115,14 @@ class CPythonRuntime:
                     self._ready.popleft().close()
                 dead, self._zygote = self._zygote, None
                 await asyncio.to_thread(dead.close)  # its socket, and its process reaped (a bounded wait)
-            self._zygote = await start_zygote(self._python, self._grants, self._network_namespace)
+            if self._worker_ids is None:
+                try:
+                    self._worker_ids = await asyncio.to_thread(self.identity.acquire)
+                except Unavailable as exc:  # tried again at the next call
+                    self._refusal = f"the cpython runtime refuses to run: {exc.message}"
+                    log.warning(self._refusal)
+                    return
+            self._zygote = await start_zygote(self._python, self._grants, self._network_namespace, self._worker_ids)
             missing = [layer for layer in REQUIRED_LAYERS if not self._zygote.available.get(layer)]
             self._refusal = None
             if missing and not self._allow_degraded:
@@ -133,6 +145,9 @@ class CPythonRuntime:
         if self._zygote is not None:
             zygote, self._zygote = self._zygote, None
             zygote.close()
+        if self._worker_ids is not None:  # its workers died with the zygote
+            self._worker_ids = None
+            self.identity.release()
 
     def protections(self) -> dict[str, bool]:
         if self._zygote is not None:

@@ -86,9 +86,10 @@ def child_main(
     grants: list[str],
     available: dict[str, bool],
     memory: tuple[int, int],
+    worker_ids: tuple[int, int],
 ) -> None:
-    """Entry point in the freshly forked worker, `report` the write end of its pipe to the zygote;
-    never returns."""
+    """Entry point in the freshly forked worker, `report` the write end of its pipe to the zygote,
+    `worker_ids` the uid and gid it leaves root for; never returns."""
     code = 70
     try:
         os.chdir(scratch)
@@ -98,9 +99,10 @@ def child_main(
         base_vsz, base_rss = memory
         # While still privileged: the tool process, the next child, starts a PID namespace of its own.
         pid_namespace = bool(available.get("pid_namespace")) and namespaces.unshare_pid()
-        # The task ceiling counts the tasks of the worker's user: nobody's as root, or the server's
-        # user inside the zygote's own user namespace. Outside both it would count all of the server
-        # user's processes, so it is left off (that degraded mode lacks the namespaces anyway).
+        # The task ceiling counts the tasks of the worker's user: the uid this server's workers alone
+        # run as when root, or the server's user inside the zygote's own user namespace. Outside both it
+        # would count all of the server user's processes, so it is left off (that degraded mode lacks the
+        # namespaces anyway).
         own_count = os.geteuid() == 0 or bool(available.get("mount_namespace"))
         layers = lockdown.lock_down(
             available=available,
@@ -108,6 +110,7 @@ def child_main(
             write_paths=[scratch, "/dev/null"],
             seccomp=None,
             max_tasks=lockdown.MAX_SANDBOX_TASKS if own_count else None,
+            worker_ids=worker_ids,
         )
         pid, inbox, outbox = _fork_tool(sock, report, scratch, read_paths, grants, available, layers, base_vsz)
         if available.get("seccomp"):

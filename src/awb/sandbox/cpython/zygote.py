@@ -7,7 +7,8 @@ runs tool code in a process of its own (see `worker`).
 Standard library only; run by path. Control channel: a SOCK_SEQPACKET socket whose number is argv[1],
 one JSON object per message.
 
-server -> zygote  {"op": "config", "grants": [dirs], "network_namespace": bool}   (first message)
+server -> zygote  {"op": "config", "grants": [dirs], "network_namespace": bool, "worker_ids": [uid, gid]}
+                  (first message; `worker_ids` is what workers of a root zygote leave root for)
 zygote -> server  {"op": "ready", "pid", "available": {layer: bool}, "landlock_abi", "mountpoint"}
 server -> zygote  {"op": "spawn", "id": n}
 zygote -> server  {"op": "spawned", "id": n, "pid", "scratch", "cgroup", "limit_file"} + fds [worker socket, pidfd]
@@ -125,7 +126,10 @@ class Zygote:
         self.available = lockdown.probe()
         lockdown.become_subreaper()
         if os.geteuid() == 0:
-            self.worker_ids = (namespaces.WORKER_UID, namespaces.WORKER_GID)
+            uid, gid = config["worker_ids"]  # the server's own: never root, never `nobody` shared with the host
+            if type(uid) is not int or type(gid) is not int or uid <= 0 or gid <= 0:
+                raise ValueError(f"the server sent worker ids {uid!r}, {gid!r}; refusing to fork workers as them")
+            self.worker_ids = (uid, gid)
         with contextlib.suppress(OSError, AttributeError):
             # One malloc arena: per-thread arenas reserve 64 MB of address space each.
             ctypes.CDLL(None).mallopt(_M_ARENA_MAX, 1)
@@ -227,7 +231,9 @@ class Zygote:
                 parent_end.detach()
                 # The control socket, /proc and every other zygote descriptor go.
                 worker.close_all_but(child_end.fileno(), report_w)
-                worker.child_main(child_end, report_w, scratch, self.read_paths, self.grants, self.available, memory)
+                worker.child_main(
+                    child_end, report_w, scratch, self.read_paths, self.grants, self.available, memory, self.worker_ids
+                )
             finally:
                 os._exit(72)
         child_end.close()
