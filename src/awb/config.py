@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, StringConstraints,
 from awb import config_env
 from awb.errors import ConfigError, UsageError
 from awb.meta_tools import ToolNames
+from awb.shares import default_share
 from awb.text import cap_text
 
 CONFIG_FILENAME = "awb.config.json"
@@ -74,8 +75,9 @@ class SandboxConfig(_Section):
     pool_size: int = Field(2, ge=1, le=64)
     #: Executions allowed at once; past it a call fails fast with `busy`.
     max_concurrent: int = Field(8, ge=1, le=256)
-    #: Executions one client may hold at once (an MCP session; with none, one address and client name);
-    #: past it that client's calls fail fast with `busy`, so the rest stay free for other clients.
+    #: Executions one client may hold at once (a remote address, IPv6 by /64; on loopback an MCP session,
+    #: or with none a client name: `awb.shares`); past it that client's calls fail fast with `busy`, so
+    #: the rest stay free for other clients.
     #: None: three quarters of `max_concurrent`; `max_concurrent` or more: no per-client share.
     max_concurrent_per_client: int | None = Field(None, ge=1, le=256)
     max_log_bytes: int = Field(64 * 1024, ge=1024)
@@ -98,7 +100,7 @@ class SandboxConfig(_Section):
         """`max_concurrent_per_client`, or by default what leaves a quarter of the slots to other clients."""
         if self.max_concurrent_per_client is not None:
             return self.max_concurrent_per_client
-        return max(1, self.max_concurrent * 3 // 4)
+        return default_share(self.max_concurrent)
 
     def anchored(self, base: Path) -> SandboxConfig:
         # A grant is a directory like any other path in the file: a server an MCP host spawns from `/`

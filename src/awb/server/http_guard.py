@@ -34,7 +34,8 @@ from awb.panel_access import (
     takes_pass,
 )
 from awb.server.address import authority, is_loopback
-from awb.sign_in_limit import SCOPE_KEY, SignInLimit, client_address, limit_for, too_many_failures_message
+from awb.shares import client_address
+from awb.sign_in_limit import SCOPE_KEY, SignInLimit, limit_for, too_many_failures_message
 
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 _WILDCARD_BINDS = ("0.0.0.0", "::", "")
