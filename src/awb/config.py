@@ -149,7 +149,7 @@ class HttpConfig(_Section):
     """Limits of the HTTP server, against clients that open connections and never finish a request, and
     against guessing the token."""
 
-    #: Connections open at once; past it the oldest one still waiting for its headers is closed. Notification
+    #: Connections open at once; past it the oldest one still waiting for its headers (or body) is closed. Notification
     #: streams may hold at most half of them (awb.server.http_streams).
     max_connections: int = Field(100, ge=2, le=10_000)
     #: Time a client has to send a request's headers (from connecting, or from the previous response).
