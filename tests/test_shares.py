@@ -49,3 +49,11 @@ def test_one_client_holds_at_most_its_share_and_others_the_rest() -> None:
     for client in ("a", "a", "b", None):
         shares.give_back(client)
     assert shares.open == 0 and shares.held_by("a") == 0
+
+
+def test_shares_without_a_cap_of_their_own_hold_each_client_to_its_share() -> None:
+    shares = Shares(None, share=2)
+    assert [shares.take("a") for _ in range(3)] == [None, None, "client"]
+    assert all(shares.take(n) is None for n in range(100))
+    with pytest.raises(ValueError, match="needs a limit"):
+        Shares(None)

@@ -68,20 +68,23 @@ def default_share(limit: int) -> int:
 
 
 class Shares:
-    """At most `limit` things held at once (open streams), and at most `share` of them by one client.
+    """At most `limit` things held at once (open streams; None: no cap of its own), and at most `share` of
+    them (by default `default_share(limit)`) by one client.
 
     Held and given back on one event loop (no lock): each `take` that succeeds is followed by one
     `give_back` with the same client."""
 
-    def __init__(self, limit: int, share: int | None = None) -> None:
+    def __init__(self, limit: int | None, share: int | None = None) -> None:
+        if share is None and limit is None:
+            raise ValueError("a share needs a limit to be a share of")
         self.limit = limit
-        self.share = default_share(limit) if share is None else share
+        self.share = share if share is not None else default_share(limit or 0)
         self.open = 0
         self._held: dict[Hashable, int] = {}
 
     def take(self, client: Hashable | None) -> Literal["server", "client"] | None:
         """Hold one for `client` (None: no one in particular); or, held by no one, whose cap is reached."""
-        if self.open >= self.limit:
+        if self.limit is not None and self.open >= self.limit:
             return "server"
         if client is not None:
             held = self._held.get(client, 0)
