@@ -163,7 +163,8 @@ class HttpConfig(_Section):
     #: nothing else on a request's stream; tool-list changes go out on the session's own stream.
     json_response: bool = True
     #: MCP sessions open at once (each holds ~45 KB); past it a new session ends the idle ones unused for
-    #: longest (`awb.server.session_room`), or is refused (503) when every session is in use.
+    #: longest (`awb.server.session_room`), or is refused (503) when every session is in use. One remote
+    #: client holds at most three quarters of them: past that, its new session ends its own idle ones.
     max_sessions: int = Field(10_000, ge=1, le=1_000_000)
     #: Time a session may go with no request in flight and no open listen stream before the server ends
     #: it: a client that opens a session per call and never ends it fills the table for this long.
