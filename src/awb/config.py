@@ -123,8 +123,8 @@ class BlueprintsConfig(_Section):
     #: over HTTP would otherwise run any program on this machine.
     allow_mcp_commands: bool = False
     #: Let blueprints posted over HTTP reach MCP servers at loopback, private or link-local addresses
-    #: (cloud metadata) when the server is bound off loopback; bound to loopback, every caller is on
-    #: this machine and reaches them anyway, so it is not asked.
+    #: (cloud metadata) when the server is bound off loopback or behind `http.trusted_proxies`; bound to
+    #: loopback with no proxy, every caller is on this machine and reaches them anyway, so it is not asked.
     allow_private_mcp_urls: bool = False
     #: Compiled blueprints kept in memory, by id.
     cache_size: int = Field(256, ge=1, le=100_000)

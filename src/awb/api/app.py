@@ -113,8 +113,11 @@ def runtime_options(config: Config, mcp_server: ServerTarget | None) -> RuntimeO
         tavily_base_url=config.blueprints.tavily_base_url,
         workbench_target=mcp_server,
         allow_mcp_commands=config.blueprints.allow_mcp_commands,
-        # Off loopback, callers come from elsewhere: they may not reach this machine's network through it.
-        allow_private_mcp_urls=config.blueprints.allow_private_mcp_urls or is_loopback(config.host),
+        # Off loopback, or behind a proxy (which serves other machines whatever address the server binds),
+        # callers come from elsewhere: they may not reach this machine's network through it, nor this
+        # server's own /mcp as a client on this machine (which has no share of its address's: awb.shares).
+        allow_private_mcp_urls=config.blueprints.allow_private_mcp_urls
+        or (is_loopback(config.host) and not config.http.trusted_proxies),
     )
 
 
