@@ -149,8 +149,9 @@ class HttpConfig(_Section):
     """Limits of the HTTP server, against clients that open connections and never finish a request, and
     against guessing the token."""
 
-    #: Connections open at once; past it the oldest one still waiting for its headers (or body) is closed. Notification
-    #: streams may hold at most half of them (awb.server.http_streams).
+    #: Connections open at once; past it the oldest one still waiting for its headers (or body) is closed.
+    #: Notification streams may hold at most half of them (awb.server.http_streams), and one remote client
+    #: three quarters of them in flight (awb.server.request_share).
     max_connections: int = Field(100, ge=2, le=10_000)
     #: Time a client has to send a request's headers (from connecting, or from the previous response).
     header_timeout_seconds: float = Field(10.0, gt=0, le=600)

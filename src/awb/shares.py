@@ -1,4 +1,5 @@
-"""Whose share a request counts against, for every per-client limit of the HTTP face: the execution slots
+"""Whose share a request counts against, for every per-client limit of the HTTP face: the requests in
+flight (`awb.server.request_share`), the MCP session table, the execution slots
 (`sandbox.max_concurrent_per_client`), the MCP notification streams, the panel's event streams, and the
 wrong-credential count (`awb.sign_in_limit`).
 

@@ -276,13 +276,13 @@ class Panel:
     # --- the creation moment --------------------------------------------------------------------------
 
     async def events(self, request: Request) -> Response:
+        cursor = stream.start_cursor(request, self.feed)
         client = share_key(client_address(request.scope), None)
         refused = self.streams.take(client)
         if refused is not None:
             return PlainTextResponse(
                 stream.refusal(self.streams, refused), status_code=503, headers=stream.RETRY_HEADERS
             )
-        cursor = stream.start_cursor(request, self.feed)
 
         async def body() -> Any:
             try:
