@@ -130,5 +130,5 @@ def test_a_default_the_prose_states_beside_a_field_is_the_fields_default() -> No
     stated = [name for name, _, _ in STATED.findall(readme) if name in _fields(Config)]
     assert len(stated) >= 10, stated  # the HTTP limits, the staged-write caps, ...
     assert stated_default_problems(readme) == []
-    broken = readme.replace("`http.max_sessions` (10,000", "`http.max_sessions` (1,000")
+    broken = readme.replace("`http.max_sessions` (10,000", "`http.max_sessions` (1,000", 1)
     assert stated_default_problems(broken) == ["http.max_sessions: said 1,000, the default is 10000"]

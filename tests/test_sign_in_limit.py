@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from awb.clock import ManualClock
 from awb.config import Config
-from awb.sign_in_limit import SignInLimit, client_key, limit_for
+from awb.sign_in_limit import SignInLimit, limit_for
 
 
 def test_the_failure_past_the_limit_locks_the_address_until_the_window_passes() -> None:
@@ -43,13 +43,6 @@ def test_the_tracker_keeps_at_most_its_cap_of_addresses_dropping_the_oldest() ->
     assert len(limit) == 100
     assert limit.retry_after("198.51.100.1") == 0
     assert limit.retry_after("10.0.3.249") == 60
-
-
-def test_ipv6_addresses_count_by_their_64_and_mapped_ipv4_as_ipv4() -> None:
-    assert client_key("2001:db8::1") == client_key("2001:db8::ffff:1234") == "2001:db8::/64"
-    assert client_key("2001:db8:0:1::1") != client_key("2001:db8::1")
-    assert client_key("::ffff:192.0.2.7") == "192.0.2.7"
-    assert client_key("testclient") == "testclient"
 
 
 def test_the_limit_comes_from_the_http_settings(tmp_path: object) -> None:

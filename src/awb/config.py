@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, StringConstraints,
 from awb import config_env
 from awb.errors import ConfigError, UsageError
 from awb.meta_tools import ToolNames
+from awb.shares import default_share
 from awb.text import cap_text
 
 CONFIG_FILENAME = "awb.config.json"
@@ -82,8 +83,9 @@ class SandboxConfig(_Section):
     pool_size: int = Field(2, ge=1, le=64)
     #: Executions allowed at once; past it a call fails fast with `busy`.
     max_concurrent: int = Field(8, ge=1, le=256)
-    #: Executions one client may hold at once (an MCP session; with none, one address and client name);
-    #: past it that client's calls fail fast with `busy`, so the rest stay free for other clients.
+    #: Executions one client may hold at once (a remote address, IPv6 by /64; on loopback an MCP session,
+    #: or with none a client name: `awb.shares`); past it that client's calls fail fast with `busy`, so
+    #: the rest stay free for other clients.
     #: None: three quarters of `max_concurrent`; `max_concurrent` or more: no per-client share.
     max_concurrent_per_client: int | None = Field(None, ge=1, le=256)
     #: A call's logs are held in memory and sent in the worker's reply frame: 16 MiB at most.
@@ -123,7 +125,7 @@ class SandboxConfig(_Section):
         """`max_concurrent_per_client`, or by default what leaves a quarter of the slots to other clients."""
         if self.max_concurrent_per_client is not None:
             return self.max_concurrent_per_client
-        return max(1, self.max_concurrent * 3 // 4)
+        return default_share(self.max_concurrent)
 
     def anchored(self, base: Path) -> SandboxConfig:
         # A grant is a directory like any other path in the file: a server an MCP host spawns from `/`
@@ -146,8 +148,8 @@ class BlueprintsConfig(_Section):
     #: over HTTP would otherwise run any program on this machine.
     allow_mcp_commands: bool = False
     #: Let blueprints posted over HTTP reach MCP servers at loopback, private or link-local addresses
-    #: (cloud metadata) when the server is bound off loopback; bound to loopback, every caller is on
-    #: this machine and reaches them anyway, so it is not asked.
+    #: (cloud metadata) when the server is bound off loopback or behind `http.trusted_proxies`; bound to
+    #: loopback with no proxy, every caller is on this machine and reaches them anyway, so it is not asked.
     allow_private_mcp_urls: bool = False
     #: Compiled blueprints kept in memory, by id.
     cache_size: int = Field(256, ge=1, le=100_000)
@@ -172,8 +174,9 @@ class HttpConfig(_Section):
     """Limits of the HTTP server, against clients that open connections and never finish a request, and
     against guessing the token."""
 
-    #: Connections open at once; past it the oldest one still waiting for its headers is closed. Notification
-    #: streams may hold at most half of them (awb.server.http_streams).
+    #: Connections open at once; past it the oldest one still waiting for its headers (or body) is closed.
+    #: Notification streams may hold at most half of them (awb.server.http_streams), and one remote client
+    #: three quarters of them in flight (awb.server.request_share).
     max_connections: int = Field(100, ge=2, le=10_000)
     #: Time a client has to send a request's headers (from connecting, or from the previous response).
     header_timeout_seconds: float = Field(10.0, gt=0, le=600)
@@ -186,7 +189,8 @@ class HttpConfig(_Section):
     #: nothing else on a request's stream; tool-list changes go out on the session's own stream.
     json_response: bool = True
     #: MCP sessions open at once (each holds ~45 KB); past it a new session ends the idle ones unused for
-    #: longest (`awb.server.session_room`), or is refused (503) when every session is in use.
+    #: longest (`awb.server.session_room`), or is refused (503) when every session is in use. One remote
+    #: client holds at most three quarters of them: past that, its new session ends its own idle ones.
     max_sessions: int = Field(10_000, ge=1, le=1_000_000)
     #: Time a session may go with no request in flight and no open listen stream before the server ends
     #: it: a client that opens a session per call and never ends it fills the table for this long.

@@ -9,13 +9,13 @@ credentials are not counted: they guess nothing.
 
 from __future__ import annotations
 
-import ipaddress
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from awb.clock import Clock, SystemClock
+from awb.shares import client_key
 
 if TYPE_CHECKING:
     from awb.config import Config
@@ -32,7 +32,8 @@ class _Failures:
 
 
 class SignInLimit:
-    """Wrong-credential counts per client address, at most `max_addresses` of them (the oldest dropped)."""
+    """Wrong-credential counts per client address (`awb.shares.client_key`: an IPv6 address by its
+    /64), at most `max_addresses` of them (the oldest dropped)."""
 
     def __init__(
         self,
@@ -104,29 +105,8 @@ def limit_for(config: Config, clock: Clock | None = None) -> SignInLimit:
     )
 
 
-def client_key(address: str) -> str:
-    """The unit counted: an IPv4 address, or an IPv6 address's /64 (one machine is usually given a whole
-    /64, so counting single IPv6 addresses would give it 2**64 allowances)."""
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return address[:100]
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped is not None:
-            return str(ip.ipv4_mapped)
-        return str(ipaddress.IPv6Network((ip, 64), strict=False))
-    return str(ip)
-
-
-def client_address(scope: Any) -> str | None:
-    """The request's client address as the server gives it: the peer, or the `X-Forwarded-For` address
-    when the peer is one of `http.trusted_proxies` (none by default; `awb.server.http_limits`)."""
-    client = scope.get("client")
-    return str(client[0]) if client else None
-
-
 def too_many_failures_message(seconds: int) -> str:
     return f"too many wrong credentials from this address; try again in {seconds} s"
 
 
-__all__ = ["SCOPE_KEY", "SignInLimit", "client_address", "client_key", "limit_for", "too_many_failures_message"]
+__all__ = ["SCOPE_KEY", "SignInLimit", "limit_for", "too_many_failures_message"]

@@ -21,13 +21,26 @@ TOKEN = "a-long-enough-api-token-0123"
 
 
 @pytest.mark.parametrize(
-    ("host", "flag", "private_allowed"),
-    [("127.0.0.1", False, True), ("::1", False, True), ("0.0.0.0", False, False), ("0.0.0.0", True, True)],
+    ("host", "proxies", "flag", "private_allowed"),
+    [
+        ("127.0.0.1", [], False, True),
+        ("::1", [], False, True),
+        ("0.0.0.0", [], False, False),
+        ("0.0.0.0", [], True, True),
+        # Bound to loopback behind a proxy, callers are on other machines all the same.
+        ("127.0.0.1", ["127.0.0.1"], False, False),
+        ("127.0.0.1", ["127.0.0.1"], True, True),
+    ],
 )
-def test_served_off_loopback_blueprints_reach_public_addresses_only_unless_configured(
-    tmp_path: Path, host: str, flag: bool, private_allowed: bool
+def test_served_off_loopback_or_behind_a_proxy_blueprints_reach_public_addresses_only_unless_configured(
+    tmp_path: Path, host: str, proxies: list[str], flag: bool, private_allowed: bool
 ) -> None:
-    config = Config(inventory_path=tmp_path / "inventory.db", host=host, auth_token=SecretStr(TOKEN))
+    config = Config(
+        inventory_path=tmp_path / "inventory.db",
+        host=host,
+        auth_token=SecretStr(TOKEN),
+        http={"trusted_proxies": proxies},
+    )
     config = config.model_copy(
         update={"blueprints": config.blueprints.model_copy(update={"allow_private_mcp_urls": flag})}
     )

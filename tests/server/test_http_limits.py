@@ -108,6 +108,32 @@ async def test_a_client_that_trickles_its_body_is_disconnected(workbench: Workbe
             assert await served(running) == 404
 
 
+async def test_clients_that_trickle_bodies_on_every_connection_cannot_stop_a_normal_client_from_being_served(
+    workbench: Workbench, config: Config
+) -> None:
+    # A body keeps its connection for `body_timeout` (30 s) and the client opens another after it: with
+    # every connection in the middle of a body, a new connection found none waiting for its headers to
+    # close, and was closed itself, unanswered.
+    slow: list[SocketStream] = []
+    with anyio.fail_after(60):
+        async with serving(workbench, limited(config, max_connections=10)) as running:
+            try:
+                for _ in range(10):
+                    stream = await anyio.connect_tcp("127.0.0.1", running.port)
+                    slow.append(stream)
+                    await stream.send(
+                        b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                        b"Accept: application/json, text/event-stream\r\nContent-Length: 100000\r\n\r\n{"
+                    )
+                while len(running.server.server_state.connections) < 10:
+                    await anyio.sleep(0.005)
+                assert await served(running) == 404
+                assert len(running.server.server_state.connections) <= 10 + 1
+            finally:
+                for stream in slow:
+                    await stream.aclose()
+
+
 PING = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
 
 

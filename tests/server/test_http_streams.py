@@ -10,6 +10,7 @@ import anyio
 import httpx
 import pytest
 from http_support import INITIALIZE, MCP_HEADERS, serving
+from pydantic import SecretStr
 
 from awb.config import Config
 from awb.server.http_streams import is_stream, stream_limit
@@ -18,6 +19,7 @@ from awb.workbench import Workbench
 pytestmark = pytest.mark.anyio
 
 MODERN = "2026-07-28"
+TOKEN = "a-long-enough-proxy-token-0123"
 META = {
     "io.modelcontextprotocol/protocolVersion": MODERN,
     "io.modelcontextprotocol/clientCapabilities": {},
@@ -75,6 +77,36 @@ async def test_streams_take_at_most_half_the_connections_and_requests_are_still_
             assert any(tool["name"] == "awb_craft" for tool in answer.json()["result"]["tools"])
     assert statuses.count(200) == stream_limit(config.http.max_connections) == 3
     assert statuses.count(503) == 3
+
+
+@pytest.mark.parametrize("kind", ["listen", "get"])
+async def test_a_remote_client_holds_at_most_its_share_of_the_streams_and_another_still_listens(
+    workbench: Workbench, config: Config, kind: str
+) -> None:
+    config = config.model_copy(deep=True, update={"auth_token": SecretStr(TOKEN)})
+    config.http.max_connections = 6  # 3 streams; one remote client's share: 2
+    config.http.trusted_proxies = ["127.0.0.1"]
+    with anyio.fail_after(60):
+        async with serving(workbench, config) as running, AsyncExitStack() as streams:
+            url = f"{running.url}/mcp"
+
+            async def remote(address: str) -> httpx.AsyncClient:
+                headers = {"Authorization": f"Bearer {TOKEN}", "X-Forwarded-For": address}
+                limits = httpx.Limits(max_connections=None, max_keepalive_connections=0)
+                client = httpx.AsyncClient(timeout=10, limits=limits, headers=headers)
+                return await streams.enter_async_context(client)
+
+            # Each stream from another address of one /64: one client all the same.
+            hoarder = [await remote(f"2001:db8::{n + 1}") for n in range(3)]
+            statuses = []
+            for client in hoarder:
+                response = await streams.enter_async_context(open_stream(client, url, kind))
+                statuses.append(response.status_code)
+            refusal = json.loads(await response.aread())["error"]["message"] if statuses[-1] == 503 else ""
+            other = await streams.enter_async_context(open_stream(await remote("203.0.113.9"), url, kind))
+            statuses.append(other.status_code)
+    assert statuses == [200, 200, 503, 200]
+    assert refusal.startswith("this client has 2 notification streams open, its share of the 3")
 
 
 def test_only_gets_and_listen_posts_count_as_streams() -> None:

@@ -8,14 +8,17 @@ import anyio
 import httpx
 import pytest
 from http_support import INITIALIZE, MCP_HEADERS, serving
+from pydantic import SecretStr
 
 from awb.config import Config
+from awb.server.session_room import _OpenedBy
 from awb.workbench import Workbench
 
 pytestmark = pytest.mark.anyio
 
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 TOOLS_LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+TOKEN = "a-long-enough-proxy-token-0123"
 
 
 async def open_session(http: httpx.AsyncClient, url: str) -> str:
@@ -66,3 +69,41 @@ async def test_sessions_in_use_are_never_ended_for_a_new_one(workbench: Workbenc
             assert refused.status_code == 503
             for session in sessions:
                 assert await list_tools(http, url, session) == 200
+
+
+async def test_a_remote_client_that_opens_sessions_fast_ends_its_own_idle_ones_not_another_clients(
+    workbench: Workbench, config: Config
+) -> None:
+    config = config.model_copy(deep=True, update={"auth_token": SecretStr(TOKEN)})
+    config.http.max_sessions = 8  # one remote client's share: 6
+    config.http.trusted_proxies = ["127.0.0.1"]
+
+    def remote(address: str) -> httpx.AsyncClient:
+        return httpx.AsyncClient(timeout=10, headers={"Authorization": f"Bearer {TOKEN}", "X-Forwarded-For": address})
+
+    with anyio.fail_after(60):
+        async with serving(workbench, config) as running, remote("203.0.113.9") as other:
+            url = f"{running.url}/mcp"
+            others = [await open_session(other, url) for _ in range(2)]
+            # Each session from another address of one /64: one client all the same.
+            flooded = []
+            for n in range(20):
+                async with remote(f"2001:db8::{n + 1}") as flooder:
+                    flooded.append(await open_session(flooder, url))
+            async with remote("2001:db8::1") as flooder:
+                alive = [await list_tools(flooder, url, session) for session in flooded]
+            kept = [await list_tools(other, url, session) for session in others]
+    assert kept == [200, 200]
+    assert alive == [404] * 14 + [200] * 6  # its newest six: its share
+
+
+def test_what_clients_opened_is_forgotten_once_their_sessions_end() -> None:
+    live: dict[str, object] = {}
+    opened = _OpenedBy(live)
+    for n in range(100):  # a hundred clients, each a session that ends before the next opens
+        live.clear()
+        live[f"s{n}"] = object()
+        opened.add(("address", f"192.0.2.{n}"), f"s{n}", limit=10)
+    assert len(opened._by_client) <= 2 * 10 + 1
+    assert opened.count(("address", "192.0.2.99")) == 1
+    assert opened.count(("address", "192.0.2.0")) == 0

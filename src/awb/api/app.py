@@ -27,7 +27,9 @@ from awb.blueprints.schema import Blueprint
 from awb.blueprints.service import BlueprintService
 from awb.blueprints.session_tables import open_session_store
 from awb.config import Config
+from awb.sandbox.base import executing_for
 from awb.server.address import is_loopback
+from awb.shares import client_address, share_key
 from awb.workbench import Workbench
 
 if TYPE_CHECKING:
@@ -101,7 +103,13 @@ class HttpApp:
         if _under(path, MCP_PREFIX):
             await self.mcp(scope, receive, send)
         elif _under(path, API_PREFIX):
-            await self.api(scope, receive, send)
+            # A run's `workbench` arm calls tools in process: they count against its caller's share of the
+            # execution slots (a remote caller's address), or a client could take every slot through runs.
+            client = executing_for.set(share_key(client_address(scope), None))
+            try:
+                await self.api(scope, receive, send)
+            finally:
+                executing_for.reset(client)
         else:
             await self.fallback(scope, receive, send)
 
@@ -113,8 +121,11 @@ def runtime_options(config: Config, mcp_server: ServerTarget | None) -> RuntimeO
         tavily_base_url=config.blueprints.tavily_base_url,
         workbench_target=mcp_server,
         allow_mcp_commands=config.blueprints.allow_mcp_commands,
-        # Off loopback, callers come from elsewhere: they may not reach this machine's network through it.
-        allow_private_mcp_urls=config.blueprints.allow_private_mcp_urls or is_loopback(config.host),
+        # Off loopback, or behind a proxy (which serves other machines whatever address the server binds),
+        # callers come from elsewhere: they may not reach this machine's network through it, nor this
+        # server's own /mcp as a client on this machine (which has no share of its address's: awb.shares).
+        allow_private_mcp_urls=config.blueprints.allow_private_mcp_urls
+        or (is_loopback(config.host) and not config.http.trusted_proxies),
     )
 
 

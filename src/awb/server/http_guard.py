@@ -34,7 +34,9 @@ from awb.panel_access import (
     takes_pass,
 )
 from awb.server.address import authority, is_loopback
-from awb.sign_in_limit import SCOPE_KEY, SignInLimit, client_address, limit_for, too_many_failures_message
+from awb.server.request_share import RequestShare
+from awb.shares import client_address
+from awb.sign_in_limit import SCOPE_KEY, SignInLimit, limit_for, too_many_failures_message
 
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 _WILDCARD_BINDS = ("0.0.0.0", "::", "")
@@ -229,9 +231,11 @@ def _sign_in(scope: Scope) -> str:
 
 
 def guard_http(app: ASGIApp, config: Config) -> HttpGuard:
-    """`app` behind the gate configured by `config` (wrap the outermost app: every path is covered)."""
+    """`app` behind the gate configured by `config` (wrap the outermost app: every path is covered). Past
+    the gate, one remote client has at most its share of the requests in flight (`RequestShare`)."""
     token = None if config.auth_token is None else config.auth_token.get_secret_value()
-    return HttpGuard(app, transport_security(config), token, limit_for(config))
+    shared = RequestShare(app, config.http.max_connections)
+    return HttpGuard(shared, transport_security(config), token, limit_for(config))
 
 
 __all__ = [

@@ -5,7 +5,7 @@ uvicorn bounds idle keep-alive time but not the time a client takes to send its 
 `guarded_h11` is uvicorn's h11 protocol with three additions: a deadline for the headers of each
 request (from the connection, or from the previous response), a deadline for its body (from the end of
 the headers), and a cap on open connections that, when reached, closes the oldest connection still
-waiting for headers rather than turning new clients away.
+waiting for its headers (or else its body) rather than turning new clients away.
 `uvicorn_config` also decides whose `X-Forwarded-For` / `X-Forwarded-Proto` the server believes: only
 `http.trusted_proxies`' (none by default), never uvicorn's default of any process on this machine.
 """
@@ -80,14 +80,19 @@ def guarded_h11(max_connections: int, header_timeout: float, body_timeout: float
             if self.conn.their_state is state and not self.transport.is_closing():
                 self.transport.close()
 
-        def waiting_for_headers(self) -> bool:
-            return self._header_timer is not None and not self.transport.is_closing()
+        def waiting_for_request(self) -> bool:
+            """Whether the client is still sending its request (headers or body): nothing is served yet."""
+            waiting = self._header_timer is not None or self._body_timer is not None
+            return waiting and not self.transport.is_closing()
 
         def _make_room(self) -> None:
+            # Connections whose request has not all arrived go first, those still without headers before
+            # those in the middle of a body, the oldest first: a client that trickles a body on every
+            # connection (each lasts `body_timeout`, and it opens another) otherwise left none to close.
             waiting = [c for c in self.connections if c is not self and isinstance(c, GuardedH11Protocol)]
-            waiting = [c for c in waiting if c.waiting_for_headers()]
+            waiting = [c for c in waiting if c.waiting_for_request()]
             if waiting:
-                oldest = min(waiting, key=lambda c: c._waiting_since)
+                oldest = min(waiting, key=lambda c: (c._header_timer is None, c._waiting_since))
                 oldest.transport.close()
             else:
                 # Every other connection is serving a request: this one waits for nothing.

@@ -7,6 +7,9 @@ that opened `http.max_connections` streams (one session each, or listen requests
 for anyone else's requests: every new connection was closed unanswered. `StreamShare` lets streams hold
 at most half the connections; a stream past that is refused with a JSON-RPC error (503), and requests
 are served as before. A client without its stream still has every meta-tool, and re-lists tools.
+A client on another machine holds at most three quarters of them (its address: `awb.shares`), or one
+client could take every stream and leave none for anyone else's; clients on this machine are held only
+by the cap.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import logging
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from awb.log_limit import PER_REQUEST
+from awb.shares import Shares, client_address, share_key
 
 log = logging.getLogger("awb.server.http_streams")
 
@@ -43,37 +47,47 @@ def is_stream(scope: Scope) -> bool:
 
 
 class StreamShare:
-    """ASGI middleware around the MCP app: at most `limit` notification streams open at once."""
+    """ASGI middleware around the MCP app: at most `limit` notification streams open at once, and at most
+    three quarters of them for one remote client."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
-        self.limit = limit
-        self.open = 0
+        self.streams = Shares(limit)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not is_stream(scope):
             await self.app(scope, receive, send)
             return
-        if self.open >= self.limit:
+        client = share_key(client_address(scope), None)
+        refused = self.streams.take(client)
+        if refused is not None:
             log.warning(
-                "refused a notification stream: %d are open (the cap is half of http.max_connections)",
-                self.open,
+                "refused a notification stream: %d are open, %d of them this client's (the cap is half of "
+                "http.max_connections, one remote client's share three quarters of that)",
+                self.streams.open,
+                self.streams.held_by(client),
                 extra=PER_REQUEST,
             )
-            await _refuse(send, self.limit)
+            await _refuse(send, self.streams, refused)
             return
-        self.open += 1
         try:
             await self.app(scope, receive, send)
         finally:
-            self.open -= 1
+            self.streams.give_back(client)
 
 
-async def _refuse(send: Send, limit: int) -> None:
-    message = (
-        f"too many notification streams open ({limit}, half of http.max_connections); requests are still "
-        f"served: call tools and list them again instead of listening, or open the stream later"
-    )
+async def _refuse(send: Send, streams: Shares, scope: str) -> None:
+    if scope == "client":
+        message = (
+            f"this client has {streams.share} notification streams open, its share of the {streams.limit} "
+            "this server holds (half of http.max_connections); requests are still served: call tools and "
+            "list them again instead of listening, or close a stream"
+        )
+    else:
+        message = (
+            f"too many notification streams open ({streams.limit}, half of http.max_connections); requests "
+            "are still served: call tools and list them again instead of listening, or open the stream later"
+        )
     body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": _INTERNAL_ERROR, "message": message}}).encode()
     headers = [
         (b"content-type", b"application/json"),

@@ -206,8 +206,10 @@ class McpFace:
         return types.ListToolsResult(tools=self.list_tools())
 
     async def _on_call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        # Whatever the call runs (a tool, a craft's examples) counts against this client's share of slots.
-        client = executing_for.set(client_of(ctx))
+        # Whatever the call runs (a tool, a craft's examples) counts against this client's share of slots. In
+        # process (a blueprint's `workbench` arm, run for a REST request), the client that face says it runs for.
+        caller = client_of(ctx)
+        client = executing_for.set(caller if caller is not None else executing_for.get())
         try:
             return await self.call(params.name, params.arguments, notified=lambda: self.notifier.can_notify(ctx))
         finally:

@@ -28,7 +28,7 @@ from awb.server.http_limits import uvicorn_config
 from awb.server.http_streams import StreamShare, stream_limit
 from awb.server.mcp import McpFace
 from awb.server.request_ids import RequestIdCheck
-from awb.server.session_room import make_room_for_new_sessions
+from awb.server.session_room import SessionOpeners, make_room_for_new_sessions
 from awb.server.stdio import serve_stdio_streams
 from awb.workbench import Workbench
 
@@ -98,8 +98,9 @@ def _mcp_app(face: McpFace, config: Config) -> ASGIApp:
     """The MCP face's ASGI app, with the SDK's own DNS-rebinding check set from the same allowlist.
     A request whose client hangs up is let go (`HangUpCancels`); notification streams may hold at most
     half the connections (`StreamShare`); a handshake-era request whose id MCP does not take is answered
-    -32600, not 202 (`RequestIdCheck`); at `http.max_sessions`, a new session ends the stalest idle ones
-    (`make_room_for_new_sessions`)."""
+    -32600, not 202 (`RequestIdCheck`); at `http.max_sessions`, or at a remote client's share of them, a
+    new session ends the stalest idle ones (`make_room_for_new_sessions`, told who opens it by
+    `SessionOpeners`)."""
     settings = transport_security(config)
     app = face.server.streamable_http_app(
         streamable_http_path=MCP_PATH,
@@ -113,7 +114,8 @@ def _mcp_app(face: McpFace, config: Config) -> ASGIApp:
     make_room_for_new_sessions(face.server.session_manager)
     checked = RequestIdCheck(app, max_body=face.server.session_manager.max_request_body_size)
     return StreamShare(
-        HangUpCancels(checked, listen=config.http.json_response), stream_limit(config.http.max_connections)
+        SessionOpeners(HangUpCancels(checked, listen=config.http.json_response)),
+        stream_limit(config.http.max_connections),
     )
 
 

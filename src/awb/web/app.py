@@ -29,6 +29,7 @@ from awb.inventory.models import MEMORY_LEVELS
 from awb.meta_tools import MetaVerb, meta_tool_name, worded_by
 from awb.safe_text import visible
 from awb.sandbox import staging
+from awb.shares import Shares, client_address, share_key
 from awb.text import cap_text
 from awb.web import security, stream, views
 from awb.web.code_view import code_css
@@ -75,7 +76,9 @@ class Panel:
         self.config = workbench.config
         self.feed = feed or open_feed(workbench.store, workbench.events)
         self.runs = run_logs(workbench)
-        self.streams = 0
+        # One remote client (an address: `awb.shares`) holds at most three quarters of the event streams,
+        # or an agent that has the token could take them all and lock the operator's panel out.
+        self.streams = Shares(stream.MAX_STREAMS)
         # Used when the panel is served without the server's guard, which hands `/login` its own limiter.
         self.sign_in_limit = sign_in_limit.limit_for(self.config)
         self.meta_names = worded_by(PANEL_CONTROLS, self.config.tool_names)
@@ -273,17 +276,20 @@ class Panel:
     # --- the creation moment --------------------------------------------------------------------------
 
     async def events(self, request: Request) -> Response:
-        if self.streams >= stream.MAX_STREAMS:
-            return PlainTextResponse("too many event streams are open", status_code=503)
         cursor = stream.start_cursor(request, self.feed)
-        self.streams += 1
+        client = share_key(client_address(request.scope), None)
+        refused = self.streams.take(client)
+        if refused is not None:
+            return PlainTextResponse(
+                stream.refusal(self.streams, refused), status_code=503, headers=stream.RETRY_HEADERS
+            )
 
         async def body() -> Any:
             try:
                 async for chunk in stream.event_stream(request, self.feed, cursor):
                     yield chunk
             finally:
-                self.streams -= 1
+                self.streams.give_back(client)
 
         headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
         return StreamingResponse(body(), media_type="text/event-stream", headers=headers)
@@ -308,7 +314,7 @@ class Panel:
             return self._render(request, "login.html", 401, next=target, failed=True)
         # The guard's limiter when behind it, so a guess here and a guess at /api count alike.
         limit: sign_in_limit.SignInLimit = request.scope.get(sign_in_limit.SCOPE_KEY, self.sign_in_limit)
-        address = sign_in_limit.client_address(request.scope)
+        address = client_address(request.scope)
         wait = limit.retry_after(address)
         if wait:
             message = sign_in_limit.too_many_failures_message(wait)

@@ -13,6 +13,7 @@ import anyio
 from starlette.requests import Request
 
 from awb.feed import EventFeed, FeedEvent
+from awb.shares import Shares
 from awb.web.numbers import whole_number
 
 #: A comment line this often keeps proxies and the browser from timing the stream out.
@@ -20,8 +21,11 @@ KEEPALIVE_SECONDS = 15.0
 #: A stream ends after this long; EventSource reconnects with Last-Event-ID, so nothing is lost, and a
 #: server that stops never waits on a stream that would otherwise last forever.
 STREAM_SECONDS = 300.0
-#: Streams open at once; more get 503 and the browser retries.
+#: Streams open at once; more get 503 and the browser retries. One remote client (an address:
+#: `awb.shares`) may hold three quarters of them.
 MAX_STREAMS = 32
+#: How long a refused browser is asked to wait (EventSource itself retries after its `retry:` time).
+RETRY_HEADERS = {"Retry-After": "5"}
 
 
 def toast(event: FeedEvent) -> dict[str, Any] | None:
@@ -50,6 +54,16 @@ def toast(event: FeedEvent) -> dict[str, Any] | None:
 def _frame(event: FeedEvent) -> str:
     payload = {"id": event.id, "kind": event.kind, "tool_id": event.tool_id, "data": event.data, "toast": toast(event)}
     return f"id: {event.id}\nevent: workbench\ndata: {json.dumps(payload, default=str)}\n\n"
+
+
+def refusal(streams: Shares, scope: str) -> str:
+    """Why a stream was refused: every stream is taken (`server`), or this client's share is (`client`)."""
+    if scope == "client":
+        return (
+            f"this address has {streams.share} event streams open, its share of the {streams.limit} the panel "
+            "serves at once; close a panel tab"
+        )
+    return "too many event streams are open"
 
 
 def start_cursor(request: Request, feed: EventFeed) -> int | None:
