@@ -1,0 +1,103 @@
+"""What an MCP server may make an Agno run hold: the Agno target's arms connect through awb's capped transports,
+so a reply over the cap fails its call (the model is told why) and the server stays in use, over stdio and
+over streamable HTTP, as in the awb runtime. fastmcp's transports, which Agno uses, read a reply whole."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import uvicorn
+from agno_replies import calls, text, tool_results
+from mcp.server.mcpserver import MCPServer
+
+from api.fakes import FakeServer, serving
+from awb.agents import mcp_http
+from awb.blueprints.agno_target import compile_to_agno, run_agno
+from awb.blueprints.compile import RuntimeOptions
+from awb.blueprints.journal import RunJournal
+from awb.blueprints.schema import validate_blueprint
+
+pytestmark = pytest.mark.anyio
+
+HOSTILE_SERVER = Path(__file__).parents[1] / "agents" / "hostile_stdio_server.py"
+LIMIT = 256 * 1024
+
+
+@pytest.fixture(autouse=True)
+def small_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mcp_http, "MAX_REPLY_BYTES", LIMIT)
+
+
+@pytest.fixture
+def model() -> Iterator[FakeServer]:
+    with serving(FakeServer()) as fake:
+        yield fake
+
+
+async def run_with_arm(model: FakeServer, arm: dict[str, Any]) -> RunJournal:
+    """A run that calls `far_flood`, then `far_echo` with "still here", then answers."""
+    model.queue(calls("far_flood", {}), calls("far_echo", {"text": "still here"}, "t2"), text("done"))
+    data = {
+        "name": "scout",
+        "head": {"provider": "openai", "model": "gpt-4o-mini", "system_prompt": "Be brief."},
+        "legs": {"mode": "single_agent"},
+        "arms": [{"type": "mcp", "name": "far", **arm}],
+    }
+    blueprint = validate_blueprint(data)
+    env = {"OPENAI_BASE_URL": f"{model.url}/v1", "OPENAI_API_KEY": "sk-test-agno"}
+    options = RuntimeOptions(environ=env, allow_mcp_commands=True)
+    journal = RunJournal("run", blueprint.spine.max_tool_calls, options.secrets())
+    target = compile_to_agno(blueprint, options, journal=journal)
+    with anyio.fail_after(60):
+        assert await run_agno(target, blueprint, "go", journal=journal) == "done"
+    return journal
+
+
+def assert_flood_failed_and_echo_answered(model: FakeServer, journal: RunJournal) -> None:
+    flooded, echoed = tool_results(model.requests[2]["body"])
+    assert f"over the {LIMIT}-byte limit" in flooded
+    assert echoed == "still here"
+    assert [(e.data["tool"], e.data["success"]) for e in journal.entries if e.kind == "tool_call"] == [
+        ("far_flood", False),
+        ("far_echo", True),
+    ]
+
+
+async def test_a_stdio_arms_reply_over_the_cap_fails_its_call_and_the_run_goes_on(model: FakeServer) -> None:
+    journal = await run_with_arm(model, {"command": [sys.executable, str(HOSTILE_SERVER), str(8 * LIMIT)]})
+    assert_flood_failed_and_echo_answered(model, journal)
+
+
+async def test_an_http_arms_reply_over_the_cap_fails_its_call_and_the_run_goes_on(model: FakeServer) -> None:
+    server = MCPServer("far")
+
+    @server.tool()
+    def flood() -> str:
+        """A reply four caps long."""
+        return "x" * (4 * LIMIT)
+
+    @server.tool()
+    def echo(text: str) -> str:
+        """The text back."""
+        return text
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    # JSON replies, not event streams: the SDK caps each event of a stream itself (at 1 MB).
+    app = server.streamable_http_app(json_response=True)
+    http = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(http.serve, [sock])
+        try:
+            journal = await run_with_arm(model, {"url": f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"})
+        finally:
+            http.should_exit = True
+    sock.close()
+    assert_flood_failed_and_echo_answered(model, journal)
