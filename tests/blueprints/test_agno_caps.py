@@ -4,6 +4,7 @@ over streamable HTTP, as in the awb runtime. fastmcp's transports, which Agno us
 
 from __future__ import annotations
 
+import json
 import socket
 import sys
 from collections.abc import Iterator
@@ -15,9 +16,11 @@ import pytest
 import uvicorn
 from agno_replies import calls, text, tool_results
 from mcp.server.mcpserver import MCPServer
+from starlette.types import Receive, Scope, Send
 
-from api.fakes import FakeServer, serving
+from api.fakes import FakeServer, serving, uvicorn_serving
 from awb.agents import mcp_http
+from awb.agents.models import http as provider_http
 from awb.blueprints.agno_target import compile_to_agno, run_agno
 from awb.blueprints.compile import RuntimeOptions
 from awb.blueprints.journal import RunJournal
@@ -27,6 +30,7 @@ pytestmark = pytest.mark.anyio
 
 HOSTILE_SERVER = Path(__file__).parents[1] / "agents" / "hostile_stdio_server.py"
 LIMIT = 256 * 1024
+CHUNK = 64 * 1024
 
 
 @pytest.fixture(autouse=True)
@@ -101,3 +105,38 @@ async def test_an_http_arms_reply_over_the_cap_fails_its_call_and_the_run_goes_o
             http.should_exit = True
     sock.close()
     assert_flood_failed_and_echo_answered(model, journal)
+
+
+class FloodingProvider:
+    """An OpenAI-compatible endpoint whose every reply is a valid completion padded to `size` bytes."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        assert scope["type"] == "http"
+        while (await receive()).get("more_body"):
+            pass
+        body = json.dumps(text("flooded")[1]).encode()
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        for _ in range(self.size // CHUNK):
+            await send({"type": "http.response.body", "body": b" " * CHUNK, "more_body": True})
+        await send({"type": "http.response.body", "body": body})
+
+
+async def test_a_provider_reply_over_the_cap_ends_the_run_saying_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(provider_http, "DEFAULT_MAX_REPLY_BYTES", LIMIT)
+    data = {
+        "name": "scout",
+        "head": {"provider": "openai", "model": "gpt-4o-mini", "system_prompt": "Be brief."},
+        "legs": {"mode": "single_agent"},
+    }
+    blueprint = validate_blueprint(data)
+    with uvicorn_serving(FloodingProvider(8 * LIMIT)) as url:
+        options = RuntimeOptions(environ={"OPENAI_BASE_URL": f"{url}/v1", "OPENAI_API_KEY": "sk-test-agno"})
+        journal = RunJournal("run", blueprint.spine.max_tool_calls, options.secrets())
+        target = compile_to_agno(blueprint, options, journal=journal)
+        with anyio.fail_after(60):
+            answer = await run_agno(target, blueprint, "go", journal=journal)
+    # Agno ends a run whose model failed with the failure as its answer, as it does for any provider error.
+    assert answer == f"the model provider's reply is over the {LIMIT}-byte limit"

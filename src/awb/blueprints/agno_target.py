@@ -70,6 +70,8 @@ def _key(key: str | None, base_url: str | None, hosted: str, provider: str) -> s
 
 
 def _model(head: Head, environ: Mapping[str, str]) -> Any:
+    from awb.blueprints.agno_transports import capped_provider_client
+
     if head.provider == "anthropic":
         from awb.agents.models import anthropic
 
@@ -82,7 +84,7 @@ def _model(head: Head, environ: Mapping[str, str]) -> Any:
                 "the agno target needs the anthropic SDK for anthropic heads: pip install 'agent-workbench[agno]'",
                 provider=head.provider,
             ) from None
-        client: dict[str, Any] = {"max_retries": 0}
+        client: dict[str, Any] = {"max_retries": 0, "http_client": capped_provider_client()}
         if base_url:
             client["base_url"] = base_url
         return Claude(
@@ -107,6 +109,8 @@ def _model(head: Head, environ: Mapping[str, str]) -> Any:
         api_key=key,
         base_url=base_url,
         max_retries=0,
+        # Given to the SDK as it is (OpenAIChat's own `http_client` takes httpx's clients, which it refuses).
+        client_params={"http_client": capped_provider_client()},
     )
 
 

@@ -1,4 +1,5 @@
-"""The connections of the Agno target's MCP arms: fastmcp clients over awb's own capped transports.
+"""The connections of the Agno target: its MCP arms as fastmcp clients over awb's own capped transports, and
+its head's HTTP client, whose replies are capped as the awb runtime's provider replies are.
 
 Agno connects `MCPTools` through fastmcp's transports, which read what a server sends without a cap: an HTTP
 reply whole, a stdio line whole. `ArmTools` connects through these instead, so an Agno run holds no more of
@@ -20,8 +21,9 @@ from fastmcp.client.transports.base import TransportOptions
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters
 
-from awb.agents.mcp_http import mcp_http_client
+from awb.agents.mcp_http import mcp_http_client, reply_cap
 from awb.agents.mcp_stdio import capped_stdio_client
+from awb.agents.models import http as provider_http
 
 
 class CappedStdioTransport(ClientTransport):
@@ -61,3 +63,13 @@ def capped_transport(server: StdioServerParameters | Any) -> ClientTransport:
         return CappedStdioTransport(server)
     headers = dict(server.headers or {})
     return StreamableHttpTransport(server.url, headers=headers, httpx_client_factory=_capped_http_client)
+
+
+def capped_provider_client() -> httpx2.AsyncClient:
+    """The HTTP client an Agno head's provider SDK is given (both SDKs speak httpx2): each reply but an event
+    stream read through the awb runtime's cap on a provider's reply
+    (`awb.agents.models.http.DEFAULT_MAX_REPLY_BYTES`), asked for uncompressed and a compressed one refused,
+    as `awb.agents.mcp_http` does for MCP servers. The SDK passes its own timeout with each request; the run's
+    `timeout_seconds` bounds them all."""
+    cap = reply_cap(provider_http.DEFAULT_MAX_REPLY_BYTES, party="the model provider")
+    return httpx2.AsyncClient(headers={"Accept-Encoding": "identity"}, event_hooks={"response": [cap]})
