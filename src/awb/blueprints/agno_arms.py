@@ -62,7 +62,8 @@ class ArmTools(MCPTools):
         if self._initialized:
             return
         if self.session is None:
-            client: Any = Client(capped_transport(self.server_params), timeout=float(self.timeout_seconds))
+            transport = capped_transport(self.server_params)
+            client: Any = Client(transport, timeout=float(self.timeout_seconds), mode=self.protocol_mode)
             # Where Agno keeps its client, to close it with the toolkit.
             self._session_context = client
             self.session = await client.__aenter__()
