@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import anyio
 import httpx
 
+from awb.agents.reply_body import ACCEPTED_ENCODINGS, BodyRefused, read_capped
 from awb.agents.toolbox import Handler, ToolOutcome, ToolSpec
 from awb.blueprints.journal import RunJournal
 from awb.blueprints.schema import TavilySearchArm
@@ -52,24 +53,18 @@ def tavily_spec(arm: TavilySearchArm) -> ToolSpec:
     return ToolSpec(TOOL_NAME, _DESCRIPTION, schema, "tavily")
 
 
-class _ReplyTooLarge(Exception):
-    pass
-
-
 async def _post(url: str, body: dict[str, Any], headers: dict[str, str], timeout: float) -> tuple[int, bytes]:
-    """POST `body`; the status and the reply, read (decoded) up to `MAX_REPLY_BYTES`, all within `timeout`
-    seconds (`TimeoutError`): httpx's timeout is per read, which a server that trickles its reply never passes."""
-    reply = bytearray()
+    """POST `body`; the status and the reply, read (decoded) up to `MAX_REPLY_BYTES` (`BodyRefused`), all within
+    `timeout` seconds (`TimeoutError`): httpx's timeout is per read, which a server that trickles its reply never
+    passes."""
     with anyio.fail_after(timeout):
         async with (
             httpx.AsyncClient(timeout=timeout) as client,
-            client.stream("POST", url, json=body, headers=headers) as response,
+            client.stream(
+                "POST", url, json=body, headers={"Accept-Encoding": ACCEPTED_ENCODINGS, **headers}
+            ) as response,
         ):
-            async for chunk in response.aiter_bytes():
-                reply += chunk
-                if len(reply) > MAX_REPLY_BYTES:
-                    raise _ReplyTooLarge
-    return response.status_code, bytes(reply)
+            return response.status_code, await read_capped(response, MAX_REPLY_BYTES)
 
 
 def tavily_handler(
@@ -97,8 +92,8 @@ def tavily_handler(
             status, reply = await _post(url, body, {"Authorization": f"Bearer {api_key}"}, timeout_seconds)
         except TimeoutError:
             return ToolOutcome(ok=False, payload=f"Tavily did not answer within {timeout_seconds:g} s")
-        except _ReplyTooLarge:
-            return ToolOutcome(ok=False, payload=f"Tavily's reply is over the {MAX_REPLY_BYTES}-byte limit")
+        except BodyRefused as err:
+            return ToolOutcome(ok=False, payload=f"Tavily's reply is {err}")
         except httpx.HTTPError as err:
             return ToolOutcome(ok=False, payload=f"cannot reach Tavily: {type(err).__name__}")
         if status >= 400:
