@@ -4,14 +4,15 @@ The SDK's stdio client gathers each line of the server's stdout whole before it 
 chunk to what it holds (a copy of the line so far per 64 KB chunk): a server that writes one long line fills
 the workbench's memory and holds its event loop. Here a line is gathered up to `mcp_http.MAX_REPLY_BYTES`,
 the cap on an HTTP reply, and the rest of a longer one is read and dropped, so the next line is read as
-the next message. What the dropped line was decides what fails (`message_over_limit`):
+the next message. What the dropped line was decides what fails (`message_kind` reads its head):
 - a reply whose `id` comes before its body: that request fails with a JSON-RPC error, as an HTTP reply
   over the cap does (its tool call is a `transport_error`); the server stays in use;
 - a request or notification of the server's: dropped, with a warning;
 - anything else (a reply that puts its id after its body, a line that is not JSON-RPC): the connection
   ends with `MessageTooLarge`, and the server's calls are `server_unavailable`.
-The process is started and stopped exactly as the SDK does (its own helpers: a new session, stdin closed,
-then the whole process tree killed, every wait bounded).
+The process is started and stopped exactly as the SDK does, by its own helpers (private names of the SDK's
+stdio module, whose major version awb pins): a new session, stdin closed, then the whole process tree
+killed, every wait bounded.
 """
 
 from __future__ import annotations
