@@ -107,8 +107,20 @@ async def test_an_http_arms_reply_over_the_cap_fails_its_call_and_the_run_goes_o
     assert_flood_failed_and_echo_answered(model, journal)
 
 
+ANTHROPIC_FLOODED = {
+    "id": "m1",
+    "type": "message",
+    "role": "assistant",
+    "model": "claude-haiku-4-5",
+    "content": [{"type": "text", "text": "flooded"}],
+    "stop_reason": "end_turn",
+    "usage": {"input_tokens": 3, "output_tokens": 2},
+}
+
+
 class FloodingProvider:
-    """An OpenAI-compatible endpoint whose every reply is a valid completion padded to `size` bytes."""
+    """An OpenAI- or Anthropic-compatible endpoint whose every reply is a valid answer ("flooded") padded to
+    `size` bytes."""
 
     def __init__(self, size: int) -> None:
         self.size = size
@@ -117,26 +129,43 @@ class FloodingProvider:
         assert scope["type"] == "http"
         while (await receive()).get("more_body"):
             pass
-        body = json.dumps(text("flooded")[1]).encode()
+        reply = ANTHROPIC_FLOODED if scope["path"].endswith("/messages") else text("flooded")[1]
+        body = json.dumps(reply).encode()
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
         for _ in range(self.size // CHUNK):
             await send({"type": "http.response.body", "body": b" " * CHUNK, "more_body": True})
         await send({"type": "http.response.body", "body": body})
 
 
-async def test_a_provider_reply_over_the_cap_ends_the_run_saying_why(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("provider", "model", "environ"),
+    [
+        ("openai", "gpt-4o-mini", {"OPENAI_BASE_URL": "{url}/v1", "OPENAI_API_KEY": "sk-test-agno"}),
+        ("anthropic", "claude-haiku-4-5", {"ANTHROPIC_BASE_URL": "{url}", "ANTHROPIC_API_KEY": "sk-ant-test"}),
+    ],
+)
+async def test_a_provider_reply_over_the_cap_ends_the_run_saying_why(
+    monkeypatch: pytest.MonkeyPatch, provider: str, model: str, environ: dict[str, str]
+) -> None:
     monkeypatch.setattr(provider_http, "DEFAULT_MAX_REPLY_BYTES", LIMIT)
     data = {
         "name": "scout",
-        "head": {"provider": "openai", "model": "gpt-4o-mini", "system_prompt": "Be brief."},
+        "head": {"provider": provider, "model": model, "system_prompt": "Be brief."},
         "legs": {"mode": "single_agent"},
     }
     blueprint = validate_blueprint(data)
     with uvicorn_serving(FloodingProvider(8 * LIMIT)) as url:
-        options = RuntimeOptions(environ={"OPENAI_BASE_URL": f"{url}/v1", "OPENAI_API_KEY": "sk-test-agno"})
+        options = RuntimeOptions(environ={name: value.format(url=url) for name, value in environ.items()})
         journal = RunJournal("run", blueprint.spine.max_tool_calls, options.secrets())
         target = compile_to_agno(blueprint, options, journal=journal)
         with anyio.fail_after(60):
             answer = await run_agno(target, blueprint, "go", journal=journal)
-    # Agno ends a run whose model failed with the failure as its answer, as it does for any provider error.
-    assert answer == f"the model provider's reply is over the {LIMIT}-byte limit"
+    # Agno ends a run whose model failed with the failure as its answer, as it does for any provider error; the
+    # Anthropic SDK reports a body that failed as it was read as a connection error, whatever the reason.
+    assert (
+        answer
+        == {
+            "openai": f"the model provider's reply is over the {LIMIT}-byte limit",
+            "anthropic": "Connection error.",
+        }[provider]
+    )

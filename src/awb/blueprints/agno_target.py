@@ -70,24 +70,24 @@ def _key(key: str | None, base_url: str | None, hosted: str, provider: str) -> s
 
 
 def _model(head: Head, environ: Mapping[str, str]) -> Any:
-    from awb.blueprints.agno_transports import capped_provider_client
-
     if head.provider == "anthropic":
         from awb.agents.models import anthropic
 
         base_url = environ.get("ANTHROPIC_BASE_URL")
         key = _key(environ.get("ANTHROPIC_API_KEY"), base_url, anthropic.DEFAULT_BASE_URL, "Anthropic")
         try:
-            from agno.models.anthropic import Claude
+            from awb.blueprints.agno_heads import claude_class
+
+            head_class = claude_class()
         except ImportError:
             raise Unavailable(
                 "the agno target needs the anthropic SDK for anthropic heads: pip install 'agent-workbench[agno]'",
                 provider=head.provider,
             ) from None
-        client: dict[str, Any] = {"max_retries": 0, "http_client": capped_provider_client()}
+        client: dict[str, Any] = {"max_retries": 0}
         if base_url:
             client["base_url"] = base_url
-        return Claude(
+        return head_class(
             id=head.model,
             temperature=head.temperature,
             max_tokens=head.max_tokens or DEFAULT_MAX_TOKENS,
@@ -100,17 +100,15 @@ def _model(head: Head, environ: Mapping[str, str]) -> Any:
 
     base_url = environ.get("OPENAI_BASE_URL")
     key = _key(environ.get("OPENAI_API_KEY"), base_url, openai.DEFAULT_BASE_URL, "OpenAI")
-    from agno.models.openai import OpenAIChat
+    from awb.blueprints.agno_heads import CappedOpenAIChat
 
-    return OpenAIChat(
+    return CappedOpenAIChat(
         id=head.model,
         temperature=head.temperature,
         max_tokens=head.max_tokens,
         api_key=key,
         base_url=base_url,
         max_retries=0,
-        # Given to the SDK as it is (OpenAIChat's own `http_client` takes httpx's clients, which it refuses).
-        client_params={"http_client": capped_provider_client()},
     )
 
 
