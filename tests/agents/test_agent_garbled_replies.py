@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import tracemalloc
+import zlib
 from typing import Any
 
 import anyio
@@ -131,6 +133,38 @@ async def test_a_compressed_reply_that_inflates_past_the_limit_is_cut_off(fake_p
     result = await run(fake_provider)
     assert result.termination_reason == "model_error"
     assert result.error is not None and "-byte limit" in result.error["message"]
+
+
+async def test_a_compressed_reply_is_inflated_no_further_than_the_limit(fake_provider: FakeProvider) -> None:
+    """httpx inflates each chunk whole: 64 KB of gzip was 64 MB in memory before it could be counted."""
+    fake_provider.reply(gzip.compress(b"0" * 64_000_000), headers={"Content-Encoding": "gzip"})
+    adapter = OpenAIModel("fake-model", base_url=fake_provider.url, api_key="sk-test", backoff_seconds=0)
+    adapter.http.max_reply_bytes = 1_000_000
+    tracemalloc.start()
+    try:
+        result = await run(fake_provider, adapter)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result.error is not None and "over the 1000000-byte limit" in result.error["message"]
+    assert peak < 4_000_000
+
+
+async def test_a_reply_in_an_encoding_not_asked_for_is_refused(fake_provider: FakeProvider) -> None:
+    fake_provider.reply(b"\x1b\x00\x00", headers={"Content-Encoding": "br"})
+    result = await run(fake_provider)
+    assert result.termination_reason == "model_error"
+    assert result.error is not None
+    assert "provider reply is br-encoded, where gzip, deflate or none was asked for" in result.error["message"]
+    headers = {name.lower(): value for name, value in fake_provider.requests[0]["headers"].items()}
+    assert headers["accept-encoding"] == "gzip, deflate"
+
+
+async def test_a_raw_deflate_reply_is_read_as_httpx_reads_it(fake_provider: FakeProvider) -> None:
+    raw = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    fake_provider.reply(raw.compress(json.dumps(DONE).encode()) + raw.flush(), headers={"Content-Encoding": "deflate"})
+    result = await run(fake_provider)
+    assert (result.termination_reason, result.output) == ("done", {"answer": "a"})
 
 
 async def test_an_error_in_a_200_reply_is_the_providers_error_and_a_transient_one_is_retried(

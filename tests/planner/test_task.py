@@ -1,14 +1,17 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from mcp.client.stdio import StdioServerParameters
 from mcp.server.mcpserver import MCPServer
 
+from awb.agents import mcp_http
 from awb.agents.actions import Action
 from awb.agents.models import ScriptedModel
 from awb.agents.models.base import Prompt
@@ -324,3 +327,19 @@ async def test_a_plan_cut_off_by_the_task_timeout_reports_the_calls_it_made() ->
     posted = {"server": "chat", "tool": "post_message", "via": "plan", "outcome": "ok"}
     assert result.raw_outputs["tool_calls"] == [posted]
     assert "chat.post_message ok (in a plan)" in result.final_summary
+
+
+async def test_a_stdio_servers_reply_over_the_cap_is_an_observation_and_the_task_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The planner connects through `awb.agents.mcp_client`: a stdio server's line is capped as an agent run's is."""
+    limit = 256 * 1024
+    monkeypatch.setattr(mcp_http, "MAX_REPLY_BYTES", limit)
+    hostile = Path(__file__).parents[1] / "agents" / "hostile_stdio_server.py"
+    server = StdioServerParameters(command=sys.executable, args=[str(hostile), str(8 * limit)])
+    model = ScriptedModel([call("far", "flood"), call("far", "echo", text="still here"), done("echoed")])
+    with anyio.fail_after(30):
+        result = await execute_mcp_task("flood, then echo", servers={"far": server}, model=model, search_mode="text")
+    assert result.success and result.final_summary == "echoed"
+    assert f"over the {limit}-byte limit" in model.seen[1][0].body
+    assert "still here" in model.seen[2][0].body

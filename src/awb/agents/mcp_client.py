@@ -29,6 +29,7 @@ from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, TextCo
 from awb.agents import mcp_http
 from awb.agents.errors import ServerUnavailable
 from awb.agents.mcp_http import mcp_http_client
+from awb.agents.mcp_stdio import capped_stdio_client
 from awb.agents.toolbox import Handler, Lister, ListWatch, Toolbox, ToolOutcome, ToolSpec
 from awb.errors import underlying
 
@@ -96,7 +97,13 @@ async def _open(stack: AsyncExitStack, target: ServerTarget, watch: ListWatch, t
         return await stack.enter_async_context(
             Client(transport, message_handler=on_message, read_timeout_seconds=timeout)
         )
-    session = Client(client_target(target), message_handler=on_message, read_timeout_seconds=timeout)
+    named = client_target(target)
+    if isinstance(named, StdioServerParameters):
+        # Through a transport of ours, whose messages are capped (awb.agents.mcp_stdio).
+        transport = capped_stdio_client(named)
+        session = Client(transport, message_handler=on_message, read_timeout_seconds=timeout)
+    else:
+        session = Client(named, message_handler=on_message, read_timeout_seconds=timeout)
     return await stack.enter_async_context(session)
 
 

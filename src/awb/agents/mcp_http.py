@@ -26,15 +26,15 @@ class ReplyRefused(httpx2.StreamError):
 
 
 class _Capped(httpx2.AsyncByteStream):
-    def __init__(self, stream: httpx2.AsyncByteStream, limit: int) -> None:
-        self._stream, self._limit = stream, limit
+    def __init__(self, stream: httpx2.AsyncByteStream, limit: int, party: str) -> None:
+        self._stream, self._limit, self._party = stream, limit, party
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         seen = 0
         async for chunk in self._stream:
             seen += len(chunk)
             if seen > self._limit:
-                raise ReplyRefused(f"the MCP server's reply is over the {self._limit}-byte limit")
+                raise ReplyRefused(f"{self._party}'s reply is over the {self._limit}-byte limit")
             yield chunk
 
     async def aclose(self) -> None:
@@ -53,8 +53,9 @@ class _Refused(httpx2.AsyncByteStream):
         await self._stream.aclose()
 
 
-def reply_cap(limit: int) -> Callable[[httpx2.Response], Awaitable[None]]:
-    """A response hook: every reply but an event stream read through a cap of `limit` bytes."""
+def reply_cap(limit: int, *, party: str = "the MCP server") -> Callable[[httpx2.Response], Awaitable[None]]:
+    """A response hook: every reply but an event stream read through a cap of `limit` bytes (`party`, who
+    sends the replies, for the messages)."""
 
     async def cap(response: httpx2.Response) -> None:
         if response.headers.get("content-type", "").lower().startswith("text/event-stream"):
@@ -63,10 +64,10 @@ def reply_cap(limit: int) -> Callable[[httpx2.Response], Awaitable[None]]:
         assert isinstance(stream, httpx2.AsyncByteStream)
         encoding = response.headers.get("content-encoding", "identity").strip().lower()
         if encoding not in ("", "identity"):
-            reason = f"the MCP server sent a {encoding}-compressed reply, where an uncompressed one was asked for"
+            reason = f"{party} sent a {encoding}-compressed reply, where an uncompressed one was asked for"
             response.stream = _Refused(stream, reason)
         else:
-            response.stream = _Capped(stream, limit)
+            response.stream = _Capped(stream, limit, party)
 
     return cap
 

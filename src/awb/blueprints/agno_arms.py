@@ -1,7 +1,8 @@
 """A blueprint's arms (and its knowledge) as Agno tools, for the Agno target (extra `[agno]`).
 
 MCP servers and this workbench are Agno's own `MCPTools`, so the compiled agent is an ordinary Agno agent:
-a command line runs the server over stdio, a URL reaches it over streamable HTTP. Tavily and knowledge
+a command line runs the server over stdio, a URL reaches it over streamable HTTP, both through awb's
+transports, which cap what a server sends as in the awb runtime. Tavily and knowledge
 search are async functions over awb's own clients, so `allowed_domains` and the knowledge limits hold
 exactly as in the awb runtime. One tool hook counts, times and logs every call in the run's journal, so
 `max_tool_calls` spans a whole team or workflow, as it does there.
@@ -11,6 +12,7 @@ Importing this module imports Agno: `awb.blueprints.agno_target` does so only on
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
@@ -20,11 +22,13 @@ from agno.db.base import AsyncBaseDb
 from agno.tools.function import ToolResult
 from agno.tools.mcp import MCPTools
 from agno.tools.mcp.params import StreamableHTTPClientParams
+from fastmcp import Client
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 
 from awb.agents.errors import ServerUnavailable
 from awb.agents.mcp_client import HttpServer, ServerTarget, client_target
+from awb.blueprints.agno_transports import capped_transport
 from awb.blueprints.compile import WORKBENCH_NAMESPACE, RuntimeOptions
 from awb.blueprints.journal import LIMIT_REACHED, RunJournal
 from awb.blueprints.knowledge import DEFAULT_RESULTS, TOOL_NAME, KnowledgeLibrary, tool_description
@@ -33,8 +37,9 @@ from awb.blueprints.tavily import tavily_handler
 from awb.errors import AwbError, Unavailable, underlying
 from awb.meta_tools import served_names
 
-#: How Agno's MCP entrypoint and our own functions begin the text of a failed call.
-_FAILED = ("Error from MCP tool", "Error: ")
+#: How Agno's MCP entrypoint (a tool's error result; a request that failed, such as one whose reply was over the
+#: cap) and our own functions begin the text of a failed call.
+_FAILED = re.compile(r"Error from MCP tool|MCP tool '[^']*' failed: |Error: ")
 
 
 class ArmTools(MCPTools):
@@ -50,6 +55,20 @@ class ArmTools(MCPTools):
         super().__init__(name=arm, tool_name_prefix=arm, refresh_connection=True, **connection)
         self.arm = arm
         self.allowed = None if allowed is None else frozenset(allowed)
+
+    async def _connect(self) -> None:
+        """Agno's own connect (`MCPTools._connect`), through awb's capped transports instead of fastmcp's
+        (`awb.blueprints.agno_transports`). A session a run left open is reused, as Agno does."""
+        if self._initialized:
+            return
+        if self.session is None:
+            transport = capped_transport(self.server_params)
+            client: Any = Client(transport, timeout=float(self.timeout_seconds), mode=self.protocol_mode)
+            # Where Agno keeps its client, to close it with the toolkit.
+            self._session_context = client
+            self.session = await client.__aenter__()
+            self._active_contexts.append(client)
+        await self.initialize()
 
     async def build_tools(self) -> None:
         await super().build_tools()
@@ -121,7 +140,7 @@ def knowledge_function(library: KnowledgeLibrary, name: str) -> Callable[[str, i
 
 def _failed(result: Any) -> bool:
     text = result.content if isinstance(result, ToolResult) else result
-    return isinstance(text, str) and text.startswith(_FAILED)
+    return isinstance(text, str) and _FAILED.match(text) is not None
 
 
 def journal_hook(journal: RunJournal) -> Callable[..., Awaitable[Any]]:

@@ -76,7 +76,9 @@ def _model(head: Head, environ: Mapping[str, str]) -> Any:
         base_url = environ.get("ANTHROPIC_BASE_URL")
         key = _key(environ.get("ANTHROPIC_API_KEY"), base_url, anthropic.DEFAULT_BASE_URL, "Anthropic")
         try:
-            from agno.models.anthropic import Claude
+            from awb.blueprints.agno_heads import claude_class
+
+            head_class = claude_class()
         except ImportError:
             raise Unavailable(
                 "the agno target needs the anthropic SDK for anthropic heads: pip install 'agent-workbench[agno]'",
@@ -85,7 +87,7 @@ def _model(head: Head, environ: Mapping[str, str]) -> Any:
         client: dict[str, Any] = {"max_retries": 0}
         if base_url:
             client["base_url"] = base_url
-        return Claude(
+        return head_class(
             id=head.model,
             temperature=head.temperature,
             max_tokens=head.max_tokens or DEFAULT_MAX_TOKENS,
@@ -98,9 +100,9 @@ def _model(head: Head, environ: Mapping[str, str]) -> Any:
 
     base_url = environ.get("OPENAI_BASE_URL")
     key = _key(environ.get("OPENAI_API_KEY"), base_url, openai.DEFAULT_BASE_URL, "OpenAI")
-    from agno.models.openai import OpenAIChat
+    from awb.blueprints.agno_heads import CappedOpenAIChat
 
-    return OpenAIChat(
+    return CappedOpenAIChat(
         id=head.model,
         temperature=head.temperature,
         max_tokens=head.max_tokens,

@@ -1,16 +1,21 @@
 """The `tavily_search` arm: a small async client of Tavily's search API and the tool built on it.
 
 The spine's `allowed_domains` go out as `include_domains` and are enforced again on what comes back:
-a result from another domain is dropped and logged as a violation, whatever the service did.
+a result from another domain is dropped and logged as a violation, whatever the service did. A reply is read
+up to `MAX_REPLY_BYTES` and within the handler's timeout as a whole, so a broken or hostile endpoint
+(`blueprints.tavily_base_url` may name any) can neither fill memory nor hold the run.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from urllib.parse import urlsplit
 
+import anyio
 import httpx
 
+from awb.agents.reply_body import ACCEPTED_ENCODINGS, BodyRefused, read_capped
 from awb.agents.toolbox import Handler, ToolOutcome, ToolSpec
 from awb.blueprints.journal import RunJournal
 from awb.blueprints.schema import TavilySearchArm
@@ -18,6 +23,9 @@ from awb.text import surrogates_replaced
 
 DEFAULT_BASE_URL = "https://api.tavily.com"
 TOOL_NAME = "tavily.search"
+#: The largest reply read from Tavily. A search's reply is tens of kilobytes (at most 20 results of a few
+#: kilobytes each); a longer one, or a compressed one that inflates past it, is cut here, not held whole.
+MAX_REPLY_BYTES = 4 * 1024 * 1024
 _DESCRIPTION = (
     "Search the web for current information. Returns a list of results with title, url and content. "
     "Use it when the answer needs facts you do not know or that may have changed."
@@ -45,6 +53,20 @@ def tavily_spec(arm: TavilySearchArm) -> ToolSpec:
     return ToolSpec(TOOL_NAME, _DESCRIPTION, schema, "tavily")
 
 
+async def _post(url: str, body: dict[str, Any], headers: dict[str, str], timeout: float) -> tuple[int, bytes]:
+    """POST `body`; the status and the reply, read (decoded) up to `MAX_REPLY_BYTES` (`BodyRefused`), all within
+    `timeout` seconds (`TimeoutError`): httpx's timeout is per read, which a server that trickles its reply never
+    passes."""
+    with anyio.fail_after(timeout):
+        async with (
+            httpx.AsyncClient(timeout=timeout) as client,
+            client.stream(
+                "POST", url, json=body, headers={"Accept-Encoding": ACCEPTED_ENCODINGS, **headers}
+            ) as response,
+        ):
+            return response.status_code, await read_capped(response, MAX_REPLY_BYTES)
+
+
 def tavily_handler(
     arm: TavilySearchArm,
     *,
@@ -65,17 +87,20 @@ def tavily_handler(
         body: dict[str, Any] = {"query": query, "max_results": max_results, "search_depth": arm.search_depth}
         if allowed_domains:
             body["include_domains"] = allowed_domains
+        url = f"{base_url.rstrip('/')}/search"
         try:
-            async with httpx.AsyncClient(timeout=timeout_seconds) as client:
-                response = await client.post(
-                    f"{base_url.rstrip('/')}/search", json=body, headers={"Authorization": f"Bearer {api_key}"}
-                )
+            status, reply = await _post(url, body, {"Authorization": f"Bearer {api_key}"}, timeout_seconds)
+        except TimeoutError:
+            return ToolOutcome(ok=False, payload=f"Tavily did not answer within {timeout_seconds:g} s")
+        except BodyRefused as err:
+            return ToolOutcome(ok=False, payload=f"Tavily's reply is {err}")
         except httpx.HTTPError as err:
             return ToolOutcome(ok=False, payload=f"cannot reach Tavily: {type(err).__name__}")
-        if response.status_code >= 400:
-            return ToolOutcome(ok=False, payload=f"Tavily returned HTTP {response.status_code}: {response.text[:300]}")
+        if status >= 400:
+            text = reply[:1200].decode("utf-8", "replace")[:300]
+            return ToolOutcome(ok=False, payload=f"Tavily returned HTTP {status}: {text}")
         try:
-            data = surrogates_replaced(response.json())
+            data = surrogates_replaced(json.loads(reply))
         except (ValueError, RecursionError):  # RecursionError: nested past the decoder's stack
             return ToolOutcome(ok=False, payload="Tavily returned a body that is not JSON (or nested too deeply)")
         results = data.get("results") if isinstance(data, dict) else None

@@ -4,8 +4,9 @@ Every attempt sent is counted in the adapter's `Usage` (failed ones too). A `ret
 `retry-after-ms`) from the provider is honoured up to `max_retry_wait_seconds`; otherwise retries
 back off exponentially. A wait that would pass the deadline of the run is not taken: the call fails at
 once with the provider's message. Each attempt is bounded by the timeout as a whole, so a server that
-trickles its body cannot hold a run, and the body is read up to `max_reply_bytes` (decoded), so one
-that sends without end cannot fill memory. Provider failures surface as `ModelError` carrying the
+trickles its body cannot hold a run, and the body is read up to `max_reply_bytes` (decoded, inflated no
+further: `awb.agents.reply_body`), so one that sends without end, or a compressed body that inflates
+without end, cannot fill memory. Provider failures surface as `ModelError` carrying the
 provider's own message and HTTP status, never the key.
 """
 
@@ -22,6 +23,7 @@ import httpx
 
 from awb.agents.errors import ModelError
 from awb.agents.models.settings import ModelSettings
+from awb.agents.reply_body import ACCEPTED_ENCODINGS, BodyRefused, read_capped
 from awb.agents.result import Usage
 from awb.text import surrogates_replaced
 
@@ -111,10 +113,6 @@ def retry_after_seconds(headers: httpx.Headers) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-class _ReplyTooLarge(Exception):
-    pass
-
-
 class ProviderClient:
     def __init__(
         self,
@@ -151,15 +149,12 @@ class ProviderClient:
         return min(self._backoff_seconds * 2.0 ** (attempt - 1), cap)
 
     async def _send(self, client: httpx.AsyncClient, url: str, payload: dict[str, Any]) -> httpx.Response:
-        """POST and read the reply, decoded, up to `max_reply_bytes` (`_ReplyTooLarge` past them)."""
-        body = bytearray()
-        async with client.stream("POST", url, json=payload, headers=self._headers) as response:
-            async for chunk in response.aiter_bytes():
-                body += chunk
-                if len(body) > self.max_reply_bytes:
-                    raise _ReplyTooLarge
-        headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _WIRE_HEADERS]
-        return httpx.Response(response.status_code, headers=headers, content=bytes(body), request=response.request)
+        """POST and read the reply, decoded, up to `max_reply_bytes` (`BodyRefused` past them)."""
+        headers = {"Accept-Encoding": ACCEPTED_ENCODINGS, **self._headers}
+        async with client.stream("POST", url, json=payload, headers=headers) as response:
+            body = await read_capped(response, self.max_reply_bytes)
+        kept = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _WIRE_HEADERS]
+        return httpx.Response(response.status_code, headers=kept, content=body, request=response.request)
 
     async def post(self, path: str, payload: dict[str, Any], settings: ModelSettings | None = None) -> dict[str, Any]:
         """POST `payload`; the body as a dict, or `ModelError` with `status` and `attempts` in details."""
@@ -188,9 +183,9 @@ class ProviderClient:
                 try:
                     with anyio.fail_after(timeout):
                         response = await self._send(client, url, payload)
-                except _ReplyTooLarge:
+                except BodyRefused as err:
                     # Not retried: the same request would likely be answered the same way.
-                    failure = f"provider reply is over the {self.max_reply_bytes}-byte limit"
+                    failure = f"provider reply is {err}"
                     self.usage.failed_requests += 1
                     break
                 except (TimeoutError, httpx.TimeoutException):
