@@ -11,7 +11,8 @@ from awb.planner.credentials import CREDENTIAL_PATTERN, mask_credentials
 
 #: Pieces of text near the edges of the patterns: credentials, their beginnings alone, words that
 #: overlap (`xoxox`, `AKIAKIA`), letters re's IGNORECASE folds and str.lower does not (`ſ`, `ı`, `İ`),
-#: private keys with and without their END line, and word characters before a beginning (`\b`).
+#: private keys with and without their END line, word characters before a beginning (`\b`), other
+#: spaces and a token's punctuation after `Bearer`, a letter that lowers to ASCII (the Kelvin sign).
 PIECES = [
     "Bearer ",
     "bEaReR\t",
@@ -54,6 +55,9 @@ PIECES = [
     "_",
     "-",
     "0123456789",
+    "\u3000",
+    "a.b~c+d/e=",
+    "\u212a" * 8,
 ]
 
 
