@@ -7,6 +7,7 @@ import pytest
 
 from awb.planner import redaction
 from awb.planner.redaction import (
+    EVENT_CHARS,
     MASK,
     RECORD_CHARS,
     RECORD_TEXT_CHARS,
@@ -124,3 +125,12 @@ def test_a_record_of_many_values_keeps_record_chars_and_leaves_the_rest_unvisite
     assert len(recorded["rows"]) < 1000
     assert recorded["rows"][0] == {"id": "m0", "body": f"{MASK} " * 5, "token": MASK}
     assert recorded["rows"][-1].endswith("more items]") and "abcdefghijkl" not in text
+
+
+def test_a_record_inside_an_event_is_not_cut_again() -> None:
+    """A plan's call is recorded by the runner, then again as its telemetry event's `request`."""
+    rows = [{"id": f"m{i}", "body": "lorem ipsum " * 5} for i in range(10_000)]
+    recorded = redact_record({"rows": rows})
+    event = redact_record({"server": "s", "tool": "t", "request": recorded, "ok": True}, max_chars=EVENT_CHARS)
+    assert event["request"] == recorded
+    assert recorded["rows"][-1] == f"[cut: {10_000 - len(recorded['rows']) + 1} more items]"

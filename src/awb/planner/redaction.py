@@ -39,6 +39,9 @@ RECORD_TEXT_CHARS = 2000
 #: Characters a record keeps in all (its strings, keys, about 8 for each other value); the values past
 #: them are left out with a marker, unvisited.
 RECORD_CHARS = 32_000
+#: What a telemetry event keeps: a record and room for the event's own fields and the record's markers,
+#: so a record inside an event (a plan's call, recorded by the runner before its event) is not cut again.
+EVENT_CHARS = RECORD_CHARS + 4000
 #: Characters past a record's cut that are still searched for secrets, so one straddling the cut is
 #: recognised whole (a 4096-bit RSA key in PEM is about 3,300).
 _SECRET_REACH = 4096
@@ -104,12 +107,14 @@ async def redact_payload_off_loop(payload: Any) -> Any:
     return await off_loop(redact_payload, payload)
 
 
-def redact_record(payload: Any, sensitive_keys: Iterable[str] = DEFAULT_SENSITIVE_KEYS) -> Any:
+def redact_record(
+    payload: Any, sensitive_keys: Iterable[str] = DEFAULT_SENSITIVE_KEYS, *, max_chars: int = RECORD_CHARS
+) -> Any:
     """`redact_payload` for a record: each string cut to RECORD_TEXT_CHARS before its secrets are searched,
     and the record to RECORD_CHARS. A plan's tool call with 20 MB of argument text held the event loop 3 s
     per call (the credential patterns run over every character, twice: the observer's copy and the
     event's), one with 150,000 rows 1 s, and the task's events kept all of it."""
-    return redact_payload(payload, sensitive_keys, text=_record_text, max_chars=RECORD_CHARS)
+    return redact_payload(payload, sensitive_keys, text=_record_text, max_chars=max_chars)
 
 
 def _record_text(text: str) -> str:
