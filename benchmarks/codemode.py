@@ -5,6 +5,11 @@ one tool per step and reads the raw results from its context (what a conventiona
 mode it writes one plan whose small result is all it reads. Per task the table shows the bytes of
 context sent to the model, model calls, tool calls, wall time and whether both modes found the same
 answer. The bar: code mode sends >= 90% fewer context bytes on the large-payload tasks.
+
+A second table times the redaction every result passes through before it reaches the model, on 20 MB
+payloads: the credential patterns tried at every character (as before) against tried only where a
+credential can begin (`awb.planner.credentials`). The bars: 5 times faster on the text, twice on the
+rows (the walk over 500,000 values, the same both ways, is about half of what is left there).
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ from awb.agents.models import ScriptedModel
 from awb.agents.models.base import Prompt
 from awb.agents.toolbox import ToolSpec
 from awb.planner.budget import Budget
+from awb.planner.credentials import CREDENTIAL_PATTERN
+from awb.planner.redaction import MASK, redact_payload
 from awb.planner.task import MCPTaskResult, execute_mcp_task
 
 Decide = Callable[[list[dict[str, Any]]], dict[str, Any]]
@@ -228,10 +235,48 @@ async def main(repeat: int) -> bool:
     return passed
 
 
+def redaction_payloads() -> dict[str, tuple[Any, float]]:
+    """About 20 MB each, with the speed-up each must reach: one text of prose, ids and a few credentials;
+    100,000 rows of short strings."""
+    words = "lorem ipsum dolor basic sit amet bearer of the eye ask sketch 7f3a9c0e-44d1 user@example.com".split()
+    line = " ".join(words) + " "
+    text = (line * 20).join(f"Bearer tok{i:08d}.abc sk-{'A' * 24} " for i in range(2_500))
+    rows = [
+        {"id": f"m{i:06d}", "from": f"user{i % 97}@example.com", "subject": line[:60], "body": line * 2, "n": i}
+        for i in range(100_000)
+    ]
+    return {"20 MB text": (text[:20_000_000], 5), "100,000 rows (20 MB as JSON)": (rows, 2)}
+
+
+def redaction_table(repeat: int) -> bool:
+    table = Table(title="redaction of a large result (the fastest of --repeat runs)")
+    for column in ("payload", "every position s", "where one can begin s", "faster"):
+        table.add_column(column, justify="left" if column == "payload" else "right")
+    passed = True
+    every_position = lambda text: CREDENTIAL_PATTERN.sub(MASK, text)  # noqa: E731 - redact_text as it was
+    for name, (payload, bar) in redaction_payloads().items():
+        times = {}
+        for label, redact in (("old", lambda p: redact_payload(p, text=every_position)), ("new", redact_payload)):
+            best = None
+            for _ in range(repeat):
+                started = time.perf_counter()
+                out = redact(payload)
+                elapsed = time.perf_counter() - started
+                best = elapsed if best is None else min(best, elapsed)
+            times[label] = (best, out)
+        (old, old_out), (new, new_out) = times["old"], times["new"]
+        assert old_out == new_out, "both mask the same"
+        passed = passed and old / new >= bar
+        table.add_row(name, f"{old:.2f}", f"{new:.2f}", f"{old / new:.1f}x (bar {bar}x)")
+    Console(width=150).print(table)
+    return passed
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=1, help="runs per task and mode; the fastest is shown")
     args = parser.parse_args()
     # The demo servers' SDK configures root logging; the planner's telemetry lines are not the point here.
     logging.getLogger("awb.planner").setLevel(logging.WARNING)
-    sys.exit(0 if anyio.run(main, args.repeat) else 1)
+    played = anyio.run(main, args.repeat)
+    sys.exit(0 if redaction_table(args.repeat) and played else 1)

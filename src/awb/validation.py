@@ -11,16 +11,13 @@ never validates (`awb doctor`, the CLI's listings) does not pay for it.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import time
-import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import anyio.to_thread
 import re2
 
 if TYPE_CHECKING:
@@ -42,6 +39,7 @@ from awb.schema_bounds import (
 )
 from awb.schema_rules import DATA_KEYWORDS, NAME_MAPS
 from awb.text import cap_text
+from awb.thread_lanes import ThreadLane
 from awb.validation_budget import ValidationBudget
 
 T = TypeVar("T")
@@ -310,7 +308,7 @@ class ToolSchema:
 #: listings and searches: 45 slow validations at once left `awb_list` waiting 30 s. Past this many, a
 #: validation waits its turn (its time budget starts when it runs).
 VALIDATION_THREADS = 4
-_limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter] = weakref.WeakKeyDictionary()
+_VALIDATIONS = ThreadLane(VALIDATION_THREADS)
 
 
 async def off_loop(fn: Callable[..., T], *args: Any) -> T:
@@ -319,11 +317,7 @@ async def off_loop(fn: Callable[..., T], *args: Any) -> T:
 
 
 async def _off_loop(fn: Callable[..., T], *args: Any) -> T:
-    loop = asyncio.get_running_loop()
-    limiter = _limiters.get(loop)
-    if limiter is None:
-        limiter = _limiters[loop] = anyio.CapacityLimiter(VALIDATION_THREADS)
-    return await anyio.to_thread.run_sync(fn, *args, limiter=limiter)
+    return await _VALIDATIONS.run(fn, *args)
 
 
 def _small(instance: Any, budget: int = 2000) -> bool:

@@ -6,7 +6,15 @@ from typing import Any
 import pytest
 
 from awb.planner import redaction
-from awb.planner.redaction import MASK, RECORD_TEXT_CHARS, redact_payload, redact_record, redact_text
+from awb.planner.redaction import (
+    EVENT_CHARS,
+    MASK,
+    RECORD_CHARS,
+    RECORD_TEXT_CHARS,
+    redact_payload,
+    redact_record,
+    redact_text,
+)
 from awb.safe_copy import CYCLE
 
 
@@ -92,3 +100,37 @@ def test_a_record_cuts_long_text_and_still_masks_a_secret_straddling_the_cut() -
     assert len(recorded["text"]) < RECORD_TEXT_CHARS + 50
     assert recorded["text"].endswith(f"… [{len(text) - RECORD_TEXT_CHARS} more characters]")
     assert redact_record(recorded) == recorded  # a record of a record is not cut again
+
+
+def test_long_strings_at_any_depth_have_every_credential_masked() -> None:
+    """Strings past SCAN_FROM are searched only where a credential can begin: at their start, their end,
+    next to each other, under keys and in lists and tuples."""
+    key = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----"
+    long = "Bearer abcdefghijkl " + "lorem ipsum basic " * 1000 + "end sk-" + "A" * 30 + "AKIA" + "B" * 16 + " " + key
+    payload = {"rows": [{"body": long, "more": (long, [long])}], "note": long + " xoxb-1234567890-abc"}
+    redacted = redact_payload(payload)
+    text = json.dumps(redacted)
+    for secret in ("abcdefghijkl", "sk-AAAA", "AKIABBBB", "MIIEvQ", "xoxb-"):
+        assert secret not in text
+    assert text.count(MASK) == 4 * 3 + 1  # the sk- key runs on through AKIA...
+    assert redacted["rows"][0]["body"] == f"{MASK} " + "lorem ipsum basic " * 1000 + f"end {MASK} {MASK}"
+
+
+def test_a_record_of_many_values_keeps_record_chars_and_leaves_the_rest_unvisited() -> None:
+    """A plan's call with 150,000 rows of arguments held the event loop 1 s while its record was made."""
+    rows = [{"id": f"m{i}", "body": "Bearer abcdefghijkl " * 5, "token": "t"} for i in range(150_000)]
+    recorded = redact_record({"rows": rows})
+    text = json.dumps(recorded)
+    assert len(text) < 2 * RECORD_CHARS, len(text)  # JSON's quotes and separators are not counted
+    assert len(recorded["rows"]) < 1000
+    assert recorded["rows"][0] == {"id": "m0", "body": f"{MASK} " * 5, "token": MASK}
+    assert recorded["rows"][-1].endswith("more items]") and "abcdefghijkl" not in text
+
+
+def test_a_record_inside_an_event_is_not_cut_again() -> None:
+    """A plan's call is recorded by the runner, then again as its telemetry event's `request`."""
+    rows = [{"id": f"m{i}", "body": "lorem ipsum " * 5} for i in range(10_000)]
+    recorded = redact_record({"rows": rows})
+    event = redact_record({"server": "s", "tool": "t", "request": recorded, "ok": True}, max_chars=EVENT_CHARS)
+    assert event["request"] == recorded
+    assert recorded["rows"][-1] == f"[cut: {10_000 - len(recorded['rows']) + 1} more items]"

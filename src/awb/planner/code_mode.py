@@ -3,7 +3,7 @@ count toward the run's tool-call budget, and its result reaches the model capped
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
 import anyio
@@ -12,7 +12,7 @@ from awb.agents.scope import RunScope, StopRun
 from awb.agents.toolbox import ToolOutcome
 from awb.planner.calls import CallMade, call_runs
 from awb.planner.plan_runner import PlanRunner, SandboxResult
-from awb.planner.redaction import redact_payload
+from awb.planner.redaction import redact_payload, redact_payload_off_loop
 
 #: Log lines of a plan that reach the model, newest kept, each cut to a line's worth.
 PLAN_LOG_LINES = 20
@@ -30,12 +30,12 @@ class CodeMode:
         max_tool_calls: int,
         max_code_runs: int | None = None,
         timeout_sec: float = 30,
-        for_context: Callable[[str, Any], Any] | None = None,
+        for_context: Callable[[str, Any], Awaitable[Any]] | None = None,
         on_run: Callable[[SandboxResult], None] | None = None,
     ) -> None:
         self.runner, self.scope = runner, scope
         self.max_tool_calls, self.max_code_runs, self.timeout_sec = max_tool_calls, max_code_runs, timeout_sec
-        self._for_context = for_context or (lambda label, payload: redact_payload(payload))
+        self._for_context = for_context or (lambda label, payload: redact_payload_off_loop(payload))
         self._on_run = on_run
         self.code_runs = 0
 
@@ -64,16 +64,18 @@ class CodeMode:
         self.scope.tool_calls += result.tool_calls
         if self._on_run is not None:
             self._on_run(result)
-        outcome = ToolOutcome(ok=result.success, payload=self._payload(result), error_code=result.error_code)
+        outcome = ToolOutcome(ok=result.success, payload=await self._payload(result), error_code=result.error_code)
         if result.error_code == "limit_exceeded":
             raise StopRun("max_tool_calls", "the tool-call budget is spent", outcome=outcome, limit=self.max_tool_calls)
         return outcome
 
-    def _payload(self, result: SandboxResult) -> dict[str, Any]:
+    async def _payload(self, result: SandboxResult) -> dict[str, Any]:
+        # The logs and the error are cut before this (PLAN_LOG_CHARS, MAX_PLAN_ERROR_CHARS): only the
+        # result can be large.
         logs = [line[:PLAN_LOG_CHARS] for line in result.logs[-PLAN_LOG_LINES:]]
         payload: dict[str, Any] = {
             "success": result.success,
-            "result": self._for_context("plan_result", result.result),
+            "result": await self._for_context("plan_result", result.result),
             "logs": redact_payload(logs),
             "tool_calls": result.tool_calls,
         }

@@ -7,11 +7,14 @@ JWTs, private keys) masked in place.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
+from awb.planner.credentials import mask_credentials
 from awb.safe_copy import CopyRules, safe_copy
+from awb.thread_lanes import ThreadLane
+
+T = TypeVar("T")
 
 MASK = "[REDACTED]"
 DEFAULT_SENSITIVE_KEYS: tuple[str, ...] = (
@@ -33,24 +36,19 @@ MAX_DEPTH = 64
 MAX_VALUES = 1_000_000
 #: A string of a record (a telemetry event, a bridged call's observer) keeps this many characters.
 RECORD_TEXT_CHARS = 2000
+#: Characters a record keeps in all (its strings, keys, about 8 for each other value); the values past
+#: them are left out with a marker, unvisited.
+RECORD_CHARS = 32_000
+#: What a telemetry event keeps: a record and room for the event's own fields and the record's markers,
+#: so a record inside an event (a plan's call, recorded by the runner before its event) is not cut again.
+EVENT_CHARS = RECORD_CHARS + 4000
 #: Characters past a record's cut that are still searched for secrets, so one straddling the cut is
 #: recognised whole (a 4096-bit RSA key in PEM is about 3,300).
 _SECRET_REACH = 4096
-
-_CREDENTIAL_PATTERNS = re.compile(
-    "|".join(
-        (
-            r"(?i:bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}",
-            r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{16,}",
-            r"\b(?:ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{20,}",
-            r"\bxox[abposr]-[A-Za-z0-9-]{10,}",
-            r"\bAKIA[0-9A-Z]{16}\b",
-            r"\bAIza[0-9A-Za-z_-]{35}\b",
-            r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
-            r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
-        )
-    )
-)
+#: Tool results and plan results redacted (and summarised) at once in worker threads: a 20 MB text is a
+#: fraction of a second of a core, 100,000 rows up to a second (mostly the walk over their values).
+RESULT_THREADS = 2
+_RESULTS = ThreadLane(RESULT_THREADS)
 
 
 def _normalise(key: str) -> str:
@@ -64,18 +62,23 @@ def is_sensitive_key(key: str, sensitive_keys: Iterable[str] = DEFAULT_SENSITIVE
 
 
 def redact_text(text: str) -> str:
-    return _CREDENTIAL_PATTERNS.sub(MASK, text)
+    """`text` with every credential in it masked (`awb.planner.credentials`), in time linear in its length."""
+    return mask_credentials(text, MASK)
 
 
 def redact_payload(
-    payload: Any, sensitive_keys: Iterable[str] = DEFAULT_SENSITIVE_KEYS, *, text: Callable[[str], str] | None = None
+    payload: Any,
+    sensitive_keys: Iterable[str] = DEFAULT_SENSITIVE_KEYS,
+    *,
+    text: Callable[[str], str] | None = None,
+    max_chars: int | None = None,
 ) -> Any:
     """A copy of `payload` with secrets masked; the input is never changed.
 
     Dicts, lists and tuples are walked; strings are scrubbed; other scalars pass as they are. The walk
     is bounded (`awb.safe_copy`): parts nested past `MAX_DEPTH`, past `MAX_VALUES` values, or that
     contain themselves are replaced by a marker, never walked. `text` scrubs each string in place of
-    `redact_text` (`redact_record` cuts them first).
+    `redact_text` (`redact_record` cuts them first); past `max_chars` of text, values are left out.
     """
     keys = tuple(sensitive_keys)
     #: Whether each key met is sensitive: rows of a result repeat the same few keys.
@@ -89,16 +92,29 @@ def redact_payload(
             known = sensitive[key] = is_sensitive_key(key, keys)
         return known and not _a_count(key, value, keys)
 
-    rules = CopyRules(MAX_DEPTH, MAX_VALUES, text=text or redact_text, masked=masked, mask=MASK)
+    rules = CopyRules(MAX_DEPTH, MAX_VALUES, max_chars, text=text or redact_text, masked=masked, mask=MASK)
     return safe_copy(payload, rules)
 
 
-def redact_record(payload: Any, sensitive_keys: Iterable[str] = DEFAULT_SENSITIVE_KEYS) -> Any:
-    """`redact_payload` for a record: each string cut to RECORD_TEXT_CHARS before its secrets are searched.
-    A plan's tool call with 20 MB of argument text held the event loop 3 s per call (the credential
-    patterns run over every character, twice: the observer's copy and the event's), and the task's
-    events kept the whole text."""
-    return redact_payload(payload, sensitive_keys, text=_record_text)
+async def off_loop(fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)` in one of the threads that redact results: a result can be tens of megabytes, and
+    the event loop (other runs, the run's own deadline) goes on meanwhile."""
+    return await _RESULTS.run(fn, *args)
+
+
+async def redact_payload_off_loop(payload: Any) -> Any:
+    """`redact_payload(payload)` in one of the threads that redact results."""
+    return await off_loop(redact_payload, payload)
+
+
+def redact_record(
+    payload: Any, sensitive_keys: Iterable[str] = DEFAULT_SENSITIVE_KEYS, *, max_chars: int = RECORD_CHARS
+) -> Any:
+    """`redact_payload` for a record: each string cut to RECORD_TEXT_CHARS before its secrets are searched,
+    and the record to RECORD_CHARS. A plan's tool call with 20 MB of argument text held the event loop 3 s
+    per call (the credential patterns run over every character, twice: the observer's copy and the
+    event's), one with 150,000 rows 1 s, and the task's events kept all of it."""
+    return redact_payload(payload, sensitive_keys, text=_record_text, max_chars=max_chars)
 
 
 def _record_text(text: str) -> str:

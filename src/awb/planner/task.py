@@ -34,7 +34,7 @@ from awb.planner.calls import CallMade, calls_report
 from awb.planner.discovery import ToolIndex
 from awb.planner.plan_runner import PlanRunner
 from awb.planner.prompt import CODE_MODE_OFF, PLANNER_PROMPT
-from awb.planner.redaction import redact_payload
+from awb.planner.redaction import redact_payload_off_loop
 from awb.planner.summaries import SUMMARY_THRESHOLD_BYTES
 from awb.planner.telemetry import TaskTelemetry
 from awb.planner.tools import PlannerTools
@@ -198,7 +198,10 @@ async def _plan(
         if mode != "direct":
             scope.code_runner = tools.code_mode
         plan_task = PlanTask(
-            task=task, tools=menu, budget=budget.model_dump(), extra_context=redact_payload(extra_context)
+            task=task,
+            tools=menu,
+            budget=budget.model_dump(),
+            extra_context=await redact_payload_off_loop(extra_context),
         )
         result = await run_loop(planner_agent, plan_task, model, tools.toolbox(), scope=scope)
     return _task_result(task_id=telemetry.task_id, run=result, budget=budget, tools=tools, telemetry=telemetry)

@@ -9,7 +9,7 @@ import time
 from typing import Any, Literal
 
 from awb.agents.telemetry import span
-from awb.planner.redaction import redact_record
+from awb.planner.redaction import EVENT_CHARS, redact_record
 
 EventName = Literal[
     "mcp.search.run", "mcp.action.called", "mcp.sandbox.run", "mcp.summary.created", "mcp.budget.exceeded"
@@ -32,7 +32,7 @@ class TaskTelemetry:
             "user_id": self.user_id,
             "step_index": self.step_index,
             "at": time.time(),
-            "payload": redact_record(payload),
+            "payload": redact_record(payload, max_chars=EVENT_CHARS),
         }
         self.events.append(event)
         log.debug("%s step=%d %s", name, self.step_index, event["payload"], extra={"awb_event": event})

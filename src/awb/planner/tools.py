@@ -6,6 +6,7 @@ when it is large (`summarize_payload`), with the full payload stored when a work
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from awb.planner.calls import CallMade
 from awb.planner.code_mode import CodeMode
 from awb.planner.discovery import DetailLevel, ToolIndex
 from awb.planner.plan_runner import PlanRunner, SandboxResult
-from awb.planner.redaction import redact_payload
+from awb.planner.redaction import off_loop, redact_payload
 from awb.planner.summaries import needs_summary, summarize_payload
 from awb.planner.telemetry import TaskTelemetry
 
@@ -124,7 +125,7 @@ class PlannerTools:
         self.calls.append(made)
         outcome = await self.servers.call(spec, payload)
         made.outcome = "ok" if outcome.ok else "failed"
-        result = self._for_context(f"{server}.{tool}", outcome.payload)
+        result = await self._for_context(f"{server}.{tool}", outcome.payload)
         self.telemetry.emit(
             "mcp.action.called",
             server=server,
@@ -146,14 +147,14 @@ class PlannerTools:
             log_lines=len(result.logs),
         )
 
-    def _for_context(self, label: str, payload: Any) -> Any:
-        """A result as the model may see it: redacted, and summarised past the threshold."""
-        if not self.summarize or not needs_summary(payload, self.summary_threshold):
-            return redact_payload(payload)
+    async def _for_context(self, label: str, payload: Any) -> Any:
+        """A result as the model may see it: redacted, and summarised past the threshold. Made in a worker
+        thread (`off_loop`): a 20 MB result held the event loop 1.5 s while it was redacted."""
+        if not self.summarize or not await off_loop(needs_summary, payload, self.summary_threshold):
+            return await off_loop(redact_payload, payload)
         self._labels += 1
-        summary = summarize_payload(
-            f"{self._labels:02d}-{label}", payload, purpose="for_planning", storage_dir=self.storage
-        )
+        shorten = partial(summarize_payload, purpose="for_planning", storage_dir=self.storage)
+        summary = await off_loop(shorten, f"{self._labels:02d}-{label}", payload)
         if summary["storage_ref"]:
             self.storage_refs.append(summary["storage_ref"])
         self.telemetry.emit(
