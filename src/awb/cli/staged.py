@@ -276,10 +276,9 @@ def _report(
         raise typer.Exit(failures[0].exit_code)
 
 
-StagedIds = Annotated[
-    list[int] | None,
-    typer.Argument(help="Staged write ids, as `awb staged list` shows them.", metavar="ID", show_default=False),
-]
+# Said in each command's own help instead of an Arguments section: typer would show the type there as
+# `<list[int]>`, a Python type where a person wants the form they type (`ID...`, in the usage line).
+StagedIds = Annotated[list[int] | None, typer.Argument(metavar="ID", show_default=False, hidden=True)]
 AllOption = Annotated[bool, typer.Option("--all", help="Every pending staged write (listed, then asked).")]
 YesOption = Annotated[bool, typer.Option("--yes", "-y", help="With --all: do not ask.")]
 
@@ -296,7 +295,9 @@ def apply_command(
         typer.Option("--force", help="Apply even outside the tool's granted directories (never onto awb's files)."),
     ] = False,
 ) -> None:
-    """Write staged writes' content to their paths for real."""
+    """Write staged writes' content to their paths for real.
+
+    ID...: staged write ids, as `awb staged list` shows them (or --all)."""
     _change("apply", staged_ids or [], every, yes, config, as_json, force)
 
 
@@ -308,5 +309,7 @@ def discard_command(
     config: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Drop staged writes without writing anything."""
+    """Drop staged writes without writing anything.
+
+    ID...: staged write ids, as `awb staged list` shows them (or --all)."""
     _change("discard", staged_ids or [], every, yes, config, as_json)
