@@ -12,7 +12,7 @@ import os
 import time
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from awb import crafting
 from awb.clock import Clock
@@ -60,6 +60,15 @@ class CallResult(BaseModel):
     duration_ms: float
     memory_level: MemoryLevel
     usage_count: int
+    #: `result` and its JSON text, as the runtime encoded it for the output cap (`Execution.value_json`).
+    _encoded: tuple[Any, str] | None = PrivateAttr(None)
+
+    @property
+    def result_json(self) -> str | None:
+        """`result` as JSON when the runtime encoded it (Monty, wasm), so a face need not encode it again."""
+        # Tied to the very value encoded: a copy with another result has no text.
+        encoded = self._encoded
+        return encoded[1] if encoded is not None and encoded[0] is self.result else None
 
 
 class CallRecorder:
@@ -221,7 +230,7 @@ class Caller:
             log.info("call %s failed: %s", tool.name, error.code)
             raise error
         assert execution is not None
-        return CallResult(
+        called = CallResult(
             call_id=call_id,
             tool_id=tool.tool_id,
             name=tool.name,
@@ -232,6 +241,9 @@ class Caller:
             memory_level=tool.memory_level,
             usage_count=tool.usage_count,
         )
+        if execution.value_json is not None:
+            called._encoded = (execution.value, execution.value_json)
+        return called
 
     def _check_result(self, tool: Tool, execution: Execution) -> None:
         """Results nested past MAX_RESULT_DEPTH cannot be encoded on the wire: a failed call, not a
