@@ -117,3 +117,31 @@ def test_a_refresh_wraps_only_the_new_and_changed_tools(monkeypatch: pytest.Monk
     fresh = ToolIndex(mode="text")
     fresh.refresh([changed, *specs[1:], added])
     assert index.search("", detail_level="full", limit=200) == fresh.search("", detail_level="full", limit=200)
+
+
+def test_a_refresh_fingerprints_only_the_tools_that_differ_from_those_indexed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every search step hashed the JSON of every tool again (~35 ms at 5,000 tools); an equal tool, read
+    again from its server as a new object, keeps its fingerprint."""
+    import copy
+
+    import awb.planner.discovery as discovery
+
+    hashed: list[str] = []
+    fingerprint = discovery._fingerprint
+
+    def counted(spec: ToolSpec) -> str:
+        hashed.append(spec.name)
+        return fingerprint(spec)
+
+    monkeypatch.setattr(discovery, "_fingerprint", counted)
+    index = ToolIndex(mode="text")
+    specs = planner_toolbox([]).specs("tool")
+    assert index.refresh(specs) is True
+    hashed.clear()
+    assert index.refresh(copy.deepcopy(specs)) is False
+    assert hashed == []
+    changed = ToolSpec(specs[0].name, "Search every mailbox.", specs[0].input_schema, specs[0].namespace)
+    assert index.refresh([changed, *copy.deepcopy(specs[1:])]) is True
+    assert hashed == [changed.name]
+    rows = {row["server"] + "." + row["tool"]: row for row in index.search("", detail_level="full", limit=200)}
+    assert rows[changed.name]["description"] == "Search every mailbox."
