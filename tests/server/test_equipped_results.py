@@ -15,6 +15,8 @@ from jsonschema import Draft202012Validator
 from mcp import Client, StdioServerParameters
 
 from awb.calling import CallResult
+from awb.config import Config
+from awb.sandbox.registry import build_runtimes
 from awb.server.mcp import McpFace
 from awb.workbench import Workbench
 from journey import call
@@ -185,31 +187,41 @@ async def test_awb_call_hands_the_tools_result_on_as_it_came(
     assert list(structured) == list(CallResult.model_fields)
 
 
+ROWS = {
+    "monty": "def run(params):\n    return [{'id': i, 'name': 'row ' + str(i)} for i in range(params['n'])]\n",
+    "cpython": "def run(params):\n    return [{'id': i, 'name': 'row ' + str(i)} for i in range(params['n'])]\n",
+    "javascript": "function run(params) { return Array.from({length: params.n}, (_, i) => ({id: i, name: 'row ' + i})); }",
+}
+
+
+@pytest.mark.parametrize("runtime", sorted(ROWS))
 async def test_a_results_json_is_encoded_once_and_sent_as_the_text_of_awb_call_and_a_direct_call(
-    workbench: Workbench, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runtime: str
 ) -> None:
-    """The runtime encodes the result to check it against the output cap; the text content was a second
+    """The server encodes the result to check it against the output cap; the text content was a second
     encoding of it (~6 ms of the event loop for a 4 MB result), now it is that first text."""
     import awb.server.mcp as mcp_face
 
-    rows = "def run(params):\n    return [{'id': i, 'name': 'row ' + str(i), 'score': i / 4} for i in range(params['n'])]\n"
     schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
-    face = McpFace(workbench)
-    await call_face(face, "awb_craft", {"name": "rows", "description": "Rows.", "code": rows, "input_schema": schema})
-    await call_face(face, "awb_equip", {"name": "rows"})
-    encoded: list[int] = []
-    json_text = mcp_face.json_text
+    config = Config(inventory_path=tmp_path / "inventory.db")
+    async with Workbench(config, runtimes=build_runtimes(config)) as workbench:
+        face = McpFace(workbench)
+        crafted = {"name": "rows", "description": "Rows.", "code": ROWS[runtime], "input_schema": schema}
+        await call_face(face, "awb_craft", {**crafted, "runtime": runtime})
+        await call_face(face, "awb_equip", {"name": "rows"})
+        encoded: list[int] = []
+        json_text = mcp_face.json_text
 
-    def counted(value: Any) -> str:
-        text = json_text(value)
-        encoded.append(len(text))
-        return text
+        def counted(value: Any) -> str:
+            text = json_text(value)
+            encoded.append(len(text))
+            return text
 
-    monkeypatch.setattr(mcp_face, "json_text", counted)
-    expected = [{"id": i, "name": f"row {i}", "score": i / 4} for i in range(2000)]
-    wire = json.dumps(expected, ensure_ascii=False, separators=(",", ":"))
-    via_call = await face.call("awb_call", {"name": "rows", "params": {"n": 2000}})
-    direct = await face.call("rows", {"n": 2000})
+        monkeypatch.setattr(mcp_face, "json_text", counted)
+        expected = [{"id": i, "name": f"row {i}"} for i in range(2000)]
+        wire = json.dumps(expected, ensure_ascii=False, separators=(",", ":"))
+        via_call = await face.call("awb_call", {"name": "rows", "params": {"n": 2000}})
+        direct = await face.call("rows", {"n": 2000})
     for result in (via_call, direct):
         assert not result.is_error, result
         assert isinstance(result.content[0], types.TextContent)
