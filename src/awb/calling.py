@@ -44,6 +44,9 @@ log = logging.getLogger("awb.workbench")
 
 #: Compiled tool schemas kept per workbench (a version's input and output schema count one each).
 COMPILED_SCHEMAS = 4096
+#: Result text (characters) from which a call's result keeps the JSON its runtime encoded, for the faces
+#: to send as it is: a smaller one is encoded again in less time than handing it on takes.
+KEPT_JSON_FROM = 4096
 #: The error code on the record of a call cancelled while its tool ran (no one hears an error: the
 #: request that made it is never answered).
 CANCELLED = "cancelled"
@@ -65,9 +68,10 @@ class CallResult(BaseModel):
 
     @property
     def result_json(self) -> str | None:
-        """`result` as JSON when the runtime encoded it (Monty, wasm), so a face need not encode it again."""
-        # Tied to the very value encoded: a copy with another result has no text.
-        encoded = self._encoded
+        """`result` as JSON, when the runtime encoded a large one, so that a face need not encode it again."""
+        # Tied to the very value encoded: a copy with another result has no text. Read from the private
+        # dict itself: pydantic's attribute lookup for private names costs more than the rest of this.
+        encoded = (self.__pydantic_private__ or {}).get("_encoded")
         return encoded[1] if encoded is not None and encoded[0] is self.result else None
 
 
@@ -241,7 +245,7 @@ class Caller:
             memory_level=tool.memory_level,
             usage_count=tool.usage_count,
         )
-        if execution.value_json is not None:
+        if execution.value_json is not None and len(execution.value_json) >= KEPT_JSON_FROM:
             called._encoded = (execution.value, execution.value_json)
         return called
 
