@@ -12,7 +12,7 @@ import os
 import time
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from awb import crafting
 from awb.clock import Clock
@@ -45,6 +45,9 @@ log = logging.getLogger("awb.workbench")
 
 #: Compiled tool schemas kept per workbench (a version's input and output schema count one each).
 COMPILED_SCHEMAS = 4096
+#: Result text (characters) from which a call's result keeps the JSON its runtime encoded, for the faces
+#: to send as it is: a smaller one is encoded again in less time than handing it on takes.
+KEPT_JSON_FROM = 4096
 #: The error code on the record of a call cancelled while its tool ran (no one hears an error: the
 #: request that made it is never answered).
 CANCELLED = "cancelled"
@@ -61,6 +64,16 @@ class CallResult(BaseModel):
     duration_ms: float
     memory_level: MemoryLevel
     usage_count: int
+    #: `result` and its JSON text, as the runtime encoded it for the output cap (`Execution.value_json`).
+    _encoded: tuple[Any, str] | None = PrivateAttr(None)
+
+    @property
+    def result_json(self) -> str | None:
+        """`result` as JSON, when the runtime encoded a large one, so that a face need not encode it again."""
+        # Tied to the very value encoded: a copy with another result has no text. Read from the private
+        # dict itself: pydantic's attribute lookup for private names costs more than the rest of this.
+        encoded = (self.__pydantic_private__ or {}).get("_encoded")
+        return encoded[1] if encoded is not None and encoded[0] is self.result else None
 
 
 class CallRecorder:
@@ -222,7 +235,7 @@ class Caller:
             log.info("call %s failed: %s", tool.name, error.code)
             raise error
         assert execution is not None
-        return CallResult(
+        called = CallResult(
             call_id=call_id,
             tool_id=tool.tool_id,
             name=tool.name,
@@ -233,6 +246,9 @@ class Caller:
             memory_level=tool.memory_level,
             usage_count=tool.usage_count,
         )
+        if execution.value_json is not None and len(execution.value_json) >= KEPT_JSON_FROM:
+            called._encoded = (execution.value, execution.value_json)
+        return called
 
     def _check_result(self, tool: Tool, execution: Execution) -> None:
         """Results nested past MAX_RESULT_DEPTH cannot be encoded on the wire: a failed call, not a

@@ -165,6 +165,56 @@ def test_servers_opening_the_previous_inventory_together_upgrade_it_once(tmp_pat
     assert rows(path) == before
 
 
+def test_an_inventory_at_todays_schema_opens_while_another_process_holds_the_write_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every open took the write lock to check the schema, and failed past the busy timeout (5 s) while
+    another process held it: one upgrading 2 GB of staged writes holds it ~11 s from a cold disk."""
+    import awb.inventory.sqlite as sqlite_store
+
+    path = tmp_path / "inventory.db"
+    SQLiteStore(path).close()
+    monkeypatch.setattr(sqlite_store, "BUSY_TIMEOUT_MS", 50)
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        store = SQLiteStore(path)
+        try:
+            assert store.schema_version() == SCHEMA_VERSION
+            assert store.get(ADDER) is None
+        finally:
+            store.close()
+    finally:
+        holder.close()
+
+
+def test_opening_an_older_inventory_waits_for_the_process_upgrading_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The upgrade holds the write lock for as long as its indexes take to build: another process opening
+    the file meanwhile waits for it (up to MIGRATION_WAIT_MS) rather than failing at the busy timeout."""
+    import awb.inventory.sqlite as sqlite_store
+
+    path = schema_8_inventory(tmp_path / "inventory.db")
+    monkeypatch.setattr(sqlite_store, "BUSY_TIMEOUT_MS", 50)
+    monkeypatch.setattr(sqlite_store, "MIGRATION_WAIT_MS", 30_000)
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("PRAGMA journal_mode = WAL")  # as the previous awb left its inventories
+    holder.execute("BEGIN IMMEDIATE")
+    # The holder lets go a while after the opener is blocked on the lock: well past the busy timeout.
+    release = threading.Timer(0.5, lambda: holder.execute("COMMIT"))
+    release.start()
+    try:
+        store = SQLiteStore(path)
+        try:
+            assert store.schema_version() == SCHEMA_VERSION
+        finally:
+            store.close()
+    finally:
+        release.join(10)
+        holder.close()
+
+
 def test_a_store_opened_before_a_newer_awb_migrated_the_file_keeps_working(tmp_path: Path) -> None:
     """What an older server sees when a newer awb upgrades the file under it: the schema checked when it
     opened, not on every statement; a newer migration only adds to the schema."""

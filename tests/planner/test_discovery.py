@@ -88,3 +88,60 @@ def test_only_new_or_changed_tools_are_embedded_again_and_removed_ones_are_not_f
     assert names == {changed.name, added.name, *(spec.name for spec in specs[2:])}
     assert index.search("book a meeting room", limit=1)[0]["tool"] == "book_room"
     assert all(row["tool"] != specs[1].name.partition(".")[2] for row in index.search(specs[1].description, limit=50))
+
+
+def test_a_refresh_wraps_only_the_new_and_changed_tools(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every change wrapped the whole catalogue again (~0.1 s at 5,000 tools, under the index's lock)."""
+    import awb.planner.discovery as discovery
+
+    wrapped: list[str] = []
+    wrapper_for = discovery.wrapper_for
+
+    def counted(spec: ToolSpec) -> Any:
+        wrapped.append(spec.name)
+        return wrapper_for(spec)
+
+    monkeypatch.setattr(discovery, "wrapper_for", counted)
+    index = ToolIndex(mode="text")
+    specs = planner_toolbox([]).specs("tool")
+    index.refresh(specs)
+    assert sorted(wrapped) == sorted(spec.name for spec in specs)
+    wrapped.clear()
+    schema = {"type": "object", "properties": {"room": {"type": "string"}}, "required": ["room"]}
+    added = ToolSpec("calendar.book_room", "Book a meeting room.", schema, "calendar")
+    changed = ToolSpec(specs[0].name, specs[0].description, schema, specs[0].namespace)
+    index.refresh([changed, *specs[1:], added])
+    assert sorted(wrapped) == sorted([added.name, changed.name])
+    rows = {row["server"] + "." + row["tool"]: row for row in index.search("", detail_level="full", limit=200)}
+    assert rows[changed.name]["parameters"] == rows[added.name]["parameters"] == {"room": "str"}
+    fresh = ToolIndex(mode="text")
+    fresh.refresh([changed, *specs[1:], added])
+    assert index.search("", detail_level="full", limit=200) == fresh.search("", detail_level="full", limit=200)
+
+
+def test_a_refresh_fingerprints_only_the_tools_that_differ_from_those_indexed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every search step hashed the JSON of every tool again (~35 ms at 5,000 tools); an equal tool, read
+    again from its server as a new object, keeps its fingerprint."""
+    import copy
+
+    import awb.planner.discovery as discovery
+
+    hashed: list[str] = []
+    fingerprint = discovery._fingerprint
+
+    def counted(spec: ToolSpec) -> str:
+        hashed.append(spec.name)
+        return fingerprint(spec)
+
+    monkeypatch.setattr(discovery, "_fingerprint", counted)
+    index = ToolIndex(mode="text")
+    specs = planner_toolbox([]).specs("tool")
+    assert index.refresh(specs) is True
+    hashed.clear()
+    assert index.refresh(copy.deepcopy(specs)) is False
+    assert hashed == []
+    changed = ToolSpec(specs[0].name, "Search every mailbox.", specs[0].input_schema, specs[0].namespace)
+    assert index.refresh([changed, *copy.deepcopy(specs[1:])]) is True
+    assert hashed == [changed.name]
+    rows = {row["server"] + "." + row["tool"]: row for row in index.search("", detail_level="full", limit=200)}
+    assert rows[changed.name]["description"] == "Search every mailbox."

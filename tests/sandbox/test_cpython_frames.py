@@ -304,7 +304,8 @@ async def test_a_tool_killed_at_its_deadline_goes_with_its_worker(cpython: CPyth
 
 def test_result_from_worker_checks_every_cap_itself() -> None:
     limits = Limits(max_output_bytes=10, max_log_bytes=5)
-    assert result_from_worker({"ok": True, "value": "[1,2]", "logs": ["abc"]}, limits) == ([1, 2], ["abc"])
+    returned = result_from_worker({"ok": True, "value": "[1, 2]", "logs": ["abc"]}, limits)
+    assert (returned.value, returned.logs, returned.value_json) == ([1, 2], ["abc"], "[1,2]")
     for message, code in (
         ({"ok": True, "value": '"' + "x" * 20 + '"'}, "output_exceeded"),
         ({"ok": True, "value": "1", "logs": ["abc", "def"]}, "output_exceeded"),
@@ -323,7 +324,7 @@ def test_result_from_worker_checks_every_cap_itself() -> None:
     with pytest.raises(ExecutionError) as info:
         result_from_worker({"ok": True, "value": "[" * 100_000 + "]" * 100_000}, big)
     assert info.value.code == "invalid_output"
-    logs = result_from_worker({"ok": True, "value": "1", "logs": ["a\ud800"]}, big)[1]
+    logs = result_from_worker({"ok": True, "value": "1", "logs": ["a\ud800"]}, big).logs
     assert logs == ["a?"]
 
 

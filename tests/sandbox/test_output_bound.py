@@ -27,14 +27,18 @@ def value(rnd: random.Random, depth: int = 0) -> Any:
     }
 
 
+def compact(result: Any) -> str:
+    return json.dumps(result, ensure_ascii=False, separators=(",", ":"))
+
+
 def test_the_bound_never_refuses_a_result_that_fits_nor_overstates_one_that_does_not() -> None:
     rnd = random.Random(20261127)
     for _ in range(5000):
         result = value(rnd)
-        size = len(json.dumps(result, ensure_ascii=False).encode())
+        size = len(compact(result).encode())
         for cap in {0, 1, 5, max(size - 1, 0), size, size + 1}:
             if size <= cap:
-                assert encode_output(result, cap) == json.dumps(result, ensure_ascii=False)
+                assert encode_output(result, cap) == compact(result)
             else:
                 with pytest.raises(OutputExceeded):
                     encode_output(result, cap)
@@ -96,3 +100,13 @@ def test_a_result_of_too_many_values_is_refused_under_the_byte_cap_without_encod
 def test_a_result_of_as_many_values_as_allowed_is_kept() -> None:
     rows = [{"id": i, "name": "n", "ok": True} for i in range(MAX_RESULT_VALUES // 7)]  # 7 values a row
     assert json.loads(encode_output(rows, 1024 * 1024)) == rows
+
+
+def test_the_cap_counts_the_compact_json_that_goes_on_the_wire() -> None:
+    """The result's text is what the faces send (MCP's text content, without encoding it again): the
+    compact form, whose size is what the cap counts."""
+    rows = [{"id": i, "tags": ["a", "b"]} for i in range(100)]
+    wire = compact(rows)
+    assert encode_output(rows, len(wire.encode())) == wire
+    with pytest.raises(OutputExceeded):
+        encode_output(rows, len(wire.encode()) - 1)

@@ -170,6 +170,31 @@ async def test_a_result_of_too_many_small_values_is_output_exceeded(wb: Workbenc
     assert wb.resolve("many").failure_count == 1
 
 
+THOUSAND_ZEROS = {
+    "monty": "def run(params):\n    return [0] * 1000\n",
+    "cpython": "def run(params):\n    return [0] * 1000\n",
+    "javascript": "function run(params) { return new Array(1000).fill(0); }",
+}
+
+
+@pytest.mark.parametrize("runtime", sorted(THOUSAND_ZEROS))
+async def test_every_runtime_counts_the_compact_json_of_a_result_against_the_cap(tmp_path: Path, runtime: str) -> None:
+    """The cap counts the text that is sent (compact, 2,001 bytes here), not a spaced form of it (2,998)."""
+    for cap, fits in ((2001, True), (2000, False)):
+        config = Config(inventory_path=tmp_path / f"{cap}.db", max_output_bytes=cap)
+        async with Workbench(config, runtimes=build_runtimes(config)) as workbench:
+            await workbench.craft(
+                {"name": "zeros", "description": "d", "code": THOUSAND_ZEROS[runtime], "runtime": runtime}
+            )
+            if fits:
+                called = await workbench.call("zeros", {})
+                assert called.result == [0] * 1000
+            else:
+                with pytest.raises(ExecutionError) as info:
+                    await workbench.call("zeros", {})
+                assert info.value.code == "output_exceeded", info.value
+
+
 READ_LOOP = {
     "monty": (
         "def run(params):\n    n = 0\n    while True:\n        try:\n            read_file('big.txt')\n"

@@ -3,16 +3,20 @@ is equipped (with a hint when the caller cannot hear that the tool list changed)
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
 from jsonschema import Draft202012Validator
 from mcp import Client, StdioServerParameters
 
 from awb.calling import CallResult
+from awb.config import Config
+from awb.sandbox.registry import build_runtimes
 from awb.server.mcp import McpFace
 from awb.workbench import Workbench
 from journey import call
@@ -181,3 +185,75 @@ async def test_awb_call_hands_the_tools_result_on_as_it_came(
     assert structured["result"] is nested
     assert structured == result.model_dump(mode="json")
     assert list(structured) == list(CallResult.model_fields)
+
+
+ROWS = {
+    "monty": "def run(params):\n    return [{'id': i, 'name': 'row ' + str(i)} for i in range(params['n'])]\n",
+    "cpython": "def run(params):\n    return [{'id': i, 'name': 'row ' + str(i)} for i in range(params['n'])]\n",
+    "javascript": "function run(params) { return Array.from({length: params.n}, (_, i) => ({id: i, name: 'row ' + i})); }",
+}
+
+
+@pytest.mark.parametrize("runtime", sorted(ROWS))
+async def test_a_results_json_is_encoded_once_and_sent_as_the_text_of_awb_call_and_a_direct_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runtime: str
+) -> None:
+    """The server encodes the result to check it against the output cap; the text content was a second
+    encoding of it (~6 ms of the event loop for a 4 MB result), now it is that first text."""
+    import awb.server.mcp as mcp_face
+
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    config = Config(inventory_path=tmp_path / "inventory.db")
+    async with Workbench(config, runtimes=build_runtimes(config)) as workbench:
+        face = McpFace(workbench)
+        crafted = {"name": "rows", "description": "Rows.", "code": ROWS[runtime], "input_schema": schema}
+        await call_face(face, "awb_craft", {**crafted, "runtime": runtime})
+        await call_face(face, "awb_equip", {"name": "rows"})
+        encoded: list[int] = []
+        json_text = mcp_face.json_text
+
+        def counted(value: Any) -> str:
+            text = json_text(value)
+            encoded.append(len(text))
+            return text
+
+        monkeypatch.setattr(mcp_face, "json_text", counted)
+        expected = [{"id": i, "name": f"row {i}"} for i in range(2000)]
+        wire = json.dumps(expected, ensure_ascii=False, separators=(",", ":"))
+        via_call = await face.call("awb_call", {"name": "rows", "params": {"n": 2000}})
+        direct = await face.call("rows", {"n": 2000})
+    for result in (via_call, direct):
+        assert not result.is_error, result
+        assert isinstance(result.content[0], types.TextContent)
+    assert json.loads(via_call.content[0].text) == via_call.structured_content
+    assert via_call.structured_content is not None and via_call.structured_content["result"] == expected
+    assert direct.structured_content == {"result": expected}
+    assert f'"result":{wire},' in via_call.content[0].text
+    assert direct.content[0].text == wire
+    # Only the call's record went through the encoder: names, ids, counters.
+    assert encoded and max(encoded) < 200
+
+
+async def call_face(face: McpFace, name: str, arguments: dict[str, Any]) -> None:
+    result = await face.call(name, arguments)
+    assert not result.is_error, result
+
+
+def test_a_call_results_json_text_belongs_to_the_value_it_encodes() -> None:
+    """A copy of a result with another value has no text: a face would otherwise send the old one."""
+    rows = [1, 2]
+    result = CallResult(
+        call_id="call_0123456789abcdef",
+        tool_id="tool_0123456789abcdef",
+        name="rows",
+        version=1,
+        result=rows,
+        duration_ms=1.0,
+        memory_level="short_term",
+        usage_count=1,
+    )
+    assert result.result_json is None
+    result._encoded = (rows, "[1,2]")
+    assert result.result_json == "[1,2]"
+    assert result.model_copy().result_json == "[1,2]"
+    assert result.model_copy(update={"result": [3]}).result_json is None

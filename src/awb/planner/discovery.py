@@ -67,9 +67,15 @@ class ToolIndex:
         here, so re-embedding a 1,000-tool catalogue for one crafted tool cost a search over a minute.
         Embedding is slow work: call this off the event loop (`refresh_off_loop`)."""
         tools = sorted((s for s in specs if s.kind == "tool"), key=lambda s: s.name)
-        prints = {spec.name: _fingerprint(spec) for spec in tools}
-        available = set(prints) - set(unavailable)
         with self._lock:
+            # A tool equal to the one indexed keeps its fingerprint: at every search step, hashing the
+            # JSON of 5,000 tools cost ~35 ms, comparing them ~5.
+            indexed = self._specs
+            prints = {
+                spec.name: self._prints[spec.name] if indexed.get(spec.name) == spec else _fingerprint(spec)
+                for spec in tools
+            }
+            available = set(prints) - set(unavailable)
             if prints == self._prints and available == self._available:
                 return False
             stale = [name for name, was in self._prints.items() if prints.get(name) != was]
@@ -81,9 +87,16 @@ class ToolIndex:
             for record in fresh:
                 self._store.add_tool(record)
             self._search.index_tools(fresh)
-            self._prints = prints
             self._specs = {spec.name: spec for spec in tools}
-            self._wrappers = {spec.name: wrapper_for(spec) for spec in tools}
+            # A wrapper is made from what the fingerprint covers: an unchanged tool keeps its own (5,000
+            # tools took ~0.1 s to wrap again for every crafted one).
+            self._wrappers = {
+                spec.name: self._wrappers[spec.name]
+                if self._prints.get(spec.name) == prints[spec.name]
+                else wrapper_for(spec)
+                for spec in tools
+            }
+            self._prints = prints
             self._available = available
             self.version += 1
             return True

@@ -41,6 +41,9 @@ class Execution:
     duration_ms: float = 0.0
     #: The most memory the run held, where the runtime can measure it; None where it cannot.
     peak_memory_bytes: int | None = None
+    #: `value` as JSON, where the runtime encoded it (`encode_output`): the faces send this text rather
+    #: than encode a result of up to `max_output_bytes` again.
+    value_json: str | None = None
 
 
 class Runtime(Protocol):
@@ -124,7 +127,8 @@ class ExecutionSlots:
 
 
 def encode_output(value: Any, max_output_bytes: int) -> str:
-    """Serialise a tool's result to JSON under the output cap, or raise a structured error."""
+    """Serialise a tool's result to compact JSON (the form it takes on the wire) under the output cap,
+    or raise a structured error."""
     at_least, values = _surely_over(value, max_output_bytes)
     if at_least is not None:
         raise OutputExceeded(
@@ -139,7 +143,7 @@ def encode_output(value: Any, max_output_bytes: int) -> str:
             limit_values=MAX_RESULT_VALUES,
         )
     try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except RecursionError:
         raise OutputExceeded("tool output nests too deeply to encode", reason="depth") from None
     except (TypeError, ValueError) as exc:

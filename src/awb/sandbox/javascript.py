@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -192,17 +192,15 @@ class JavaScriptRuntime:
 
     async def execute(self, code: str, params: dict[str, Any], limits: Limits, host: HostFunctions) -> Execution:
         started = time.perf_counter()
-        value, logs, peak = await self._run("run", code, params, limits, host)
-        return Execution(
-            value=value, logs=logs, duration_ms=(time.perf_counter() - started) * 1000, peak_memory_bytes=peak
-        )
+        returned, peak = await self._run("run", code, params, limits, host)
+        return replace(returned, duration_ms=(time.perf_counter() - started) * 1000, peak_memory_bytes=peak)
 
     async def check(self, code: str, limits: Limits) -> None:
         await self._run("check", code, {}, limits, None)
 
     async def _run(
         self, mode: str, code: str, params: dict[str, Any], limits: Limits, host: HostFunctions | None
-    ) -> tuple[Any, list[str], int | None]:
+    ) -> tuple[Execution, int | None]:
         with self._slots.take():
             await self.start()
             if self._refusal is not None:
@@ -213,10 +211,10 @@ class JavaScriptRuntime:
             resident = ResidentPeak.start(worker.process.pid) if mode == "run" else None
             healthy = False
             try:
-                value, logs = await self._drive(worker, mode, code, params, limits, host)
+                returned = await self._drive(worker, mode, code, params, limits, host)
                 peak = resident.peak() if resident is not None else None
                 healthy = self._reusable(resident)
-                return value, logs, peak
+                return returned, peak
             except _WorkerReported as reported:
                 # The worker is fine after a tool's own error: the QuickJS context is thrown away.
                 reported.error.peak_memory_bytes = resident.peak() if resident is not None else None
@@ -240,7 +238,7 @@ class JavaScriptRuntime:
         params: dict[str, Any],
         limits: Limits,
         host: HostFunctions | None,
-    ) -> tuple[Any, list[str]]:
+    ) -> Execution:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + limits.timeout_ms / 1000
         asked: HostFunctions = CheckingHost() if host is None else host

@@ -142,9 +142,13 @@ class MontyRuntime:
     async def execute(self, code: str, params: dict[str, Any], limits: Limits, host: HostFunctions) -> Execution:
         started = time.perf_counter()
         value, logs, peak = await self._feed(code + _CALL_LINE, params, limits, host)
-        encode_output(value, limits.max_output_bytes)
+        text = encode_output(value, limits.max_output_bytes)
         return Execution(
-            value=value, logs=logs, duration_ms=(time.perf_counter() - started) * 1000, peak_memory_bytes=peak
+            value=value,
+            logs=logs,
+            duration_ms=(time.perf_counter() - started) * 1000,
+            peak_memory_bytes=peak,
+            value_json=text,
         )
 
     async def check(self, code: str, limits: Limits) -> None:

@@ -215,12 +215,13 @@ class WasmRuntime:
             value, logs = await self._run(code, params, limits, host, check=False)
         finally:
             _peak_memory.reset(token)
-        encode_output(value, limits.max_output_bytes)
+        text = encode_output(value, limits.max_output_bytes)
         return Execution(
             value=value,
             logs=logs,
             duration_ms=(time.perf_counter() - started) * 1000,
             peak_memory_bytes=peak[-1] if peak else None,
+            value_json=text,
         )
 
     async def check(self, code: str, limits: Limits) -> None:

@@ -18,7 +18,7 @@ from awb.errors import (
     ToolRuntimeError,
     ToolTimeout,
 )
-from awb.sandbox.base import HostFunctions, Limits, checked_logs, clean_text, encode_output
+from awb.sandbox.base import Execution, HostFunctions, Limits, checked_logs, clean_text, encode_output
 from awb.sandbox.host import MAX_WRITE_BYTES, count_refused_call
 
 HEADER = struct.Struct(">I")
@@ -245,7 +245,7 @@ def error_from_worker(error: Any) -> ExecutionError:
     return cls(message, **details)
 
 
-def result_from_worker(message: dict[str, Any], limits: Limits) -> tuple[Any, list[str]]:
+def result_from_worker(message: dict[str, Any], limits: Limits) -> Execution:
     """A worker's result frame, checked here whatever the worker claims: the output and log caps,
     JSON, and valid Unicode. Tool code can write frames of its own; this is where they stop mattering."""
     if not message.get("ok"):
@@ -268,8 +268,9 @@ def result_from_worker(message: dict[str, Any], limits: Limits) -> tuple[Any, li
         raise InvalidOutput("the tool returned a value nested too deeply to read") from None
     except ValueError as exc:  # an integer past Python's digit limit (a forged result: json.dumps refuses it)
         raise InvalidOutput(f"the tool returned a value the server cannot read: {str(exc)[:200]}") from None
-    encode_output(value, limits.max_output_bytes)
+    text = encode_output(value, limits.max_output_bytes)
     raw_logs = message.get("logs")
     if raw_logs is not None and not isinstance(raw_logs, list):
         raise ToolRuntimeError("the worker sent malformed logs")
-    return value, checked_logs([str(line) for line in raw_logs or []], limits.max_log_bytes)
+    logs = checked_logs([str(line) for line in raw_logs or []], limits.max_log_bytes)
+    return Execution(value=value, logs=logs, value_json=text)

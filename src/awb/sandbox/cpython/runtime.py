@@ -14,6 +14,7 @@ import os
 import sys
 import time
 from collections import deque
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -232,16 +233,15 @@ class CPythonRuntime:
 
     async def execute(self, code: str, params: dict[str, Any], limits: Limits, host: HostFunctions) -> Execution:
         started = time.perf_counter()
-        value, logs, peak = await self._run("run", code, params, limits, host)
-        duration_ms = (time.perf_counter() - started) * 1000
-        return Execution(value=value, logs=logs, duration_ms=duration_ms, peak_memory_bytes=peak)
+        returned, peak = await self._run("run", code, params, limits, host)
+        return replace(returned, duration_ms=(time.perf_counter() - started) * 1000, peak_memory_bytes=peak)
 
     async def check(self, code: str, limits: Limits) -> None:
         await self._run("check", code, {}, limits, None)
 
     async def _run(
         self, mode: str, code: str, params: dict[str, Any], limits: Limits, host: HostFunctions | None
-    ) -> tuple[Any, list[str], int | None]:
+    ) -> tuple[Execution, int | None]:
         try:
             with self._slots.take():
                 worker = await self._checkout()
@@ -261,8 +261,8 @@ class CPythonRuntime:
         params: dict[str, Any],
         limits: Limits,
         host: HostFunctions | None,
-    ) -> tuple[Any, list[str], int | None]:
-        """(value, logs, peak resident bytes above the worker's start size) of one call."""
+    ) -> tuple[Execution, int | None]:
+        """(what the call returned, peak resident bytes above the worker's start size) of one call."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + limits.timeout_ms / 1000
         reader, writer = worker.reader, worker.writer
@@ -306,7 +306,7 @@ class CPythonRuntime:
                     writer.write(reply_frame(reply, message))
                     await writer.drain()
                 elif op == "result":
-                    value, logs = result_from_worker(own_claims_only(message), limits)
+                    returned = result_from_worker(own_claims_only(message), limits)
                     # The tool process waits for the kill after its result: its figures are still there.
                     # The watchdog polls, so a burst that ends between two polls is caught here, by the
                     # kernel's high-water mark.
@@ -315,7 +315,7 @@ class CPythonRuntime:
                         raise _stopped(watch, limits)
                     if peak is not None and peak > limits.memory_mb * 1024 * 1024:
                         raise _over_memory(limits)
-                    return value, logs, peak
+                    return returned, peak
                 elif op == "exited":  # the tool process ended without a result; the supervisor reaped it
                     if watch.hit:
                         raise _stopped(watch, limits)

@@ -198,7 +198,8 @@ def run_job(channel: _Channel, job: dict[str, Any]) -> dict[str, Any]:
         if capture.over:
             return _error("output_exceeded", f"printed output is over the {capture.cap}-byte cap")
         try:
-            text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+            # Compact: the form the server measures against the cap (encode_output) and sends on.
+            text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
         except (TypeError, ValueError) as exc:
             return _error("invalid_output", f"the tool returned a value that is not JSON-serialisable: {exc}")
         try:
