@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+import pty
 import subprocess
 import sys
 from collections.abc import Callable
@@ -309,6 +312,34 @@ async def test_purge_from_the_cli_refuses_without_a_terminal_and_removes_with_ye
     assert '"count": 1' in done.stdout
     async with Workbench(config) as workbench:
         assert workbench.purge(deleted=True, dry_run=True) == []
+
+
+async def test_purge_as_json_asked_at_a_terminal_keeps_stdout_json(tmp_path: Path) -> None:
+    # `out=$(awb inventory purge --deleted --json)` at a terminal: the question goes to stderr, where the
+    # person sees it; on stdout it was captured (the command seemed to hang) and put before the JSON.
+    config = Config(inventory_path=tmp_path / "inventory.db")
+    async with Workbench(config) as workbench:
+        await workbench.craft(add_tool("doomed"))
+        workbench.delete("doomed")
+    controller, terminal = pty.openpty()
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "awb", "inventory", "purge", "--deleted", "--json"],
+            env=awb_env(tmp_path),
+            cwd=tmp_path,
+            stdin=terminal,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        os.close(terminal)
+        os.write(controller, b"y\n")
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        os.close(controller)
+    assert process.returncode == 0, stderr
+    assert "remove these 1 tools for good?" in stderr
+    assert json.loads(stdout)["count"] == 1
 
 
 #: A root combinator: callable, but not servable as a tool of its own.

@@ -4,11 +4,14 @@ executable: each write is done on its own and reported, and one that fails fails
 from __future__ import annotations
 
 import json
+import os
+import pty
+import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
 from awb.inventory.sqlite import SQLiteStore
-from clitools import assert_one_error_line, run_awb
+from clitools import AWB, assert_one_error_line, clean_env, run_awb
 from sandbox_support import granted_tool
 
 
@@ -111,3 +114,29 @@ def test_all_where_there_is_no_inventory_has_nothing_to_do_and_creates_nothing(t
     several = run_awb(tmp_path, "staged", "discard", "1", "2")
     assert "no staged writes #1, #2: there is no inventory at" in assert_one_error_line(several, "invalid_params")
     assert sorted(path.name for path in tmp_path.iterdir()) == []
+
+
+def test_all_as_json_asked_at_a_terminal_keeps_stdout_json(tmp_path: Path) -> None:
+    # `out=$(awb staged discard --all --json)` at a terminal: the question goes to stderr, where the person
+    # sees it; on stdout it was captured (the command seemed to hang) and put before the JSON.
+    _, ids = _workspace(tmp_path, 2)
+    controller, terminal = pty.openpty()
+    try:
+        process = subprocess.Popen(
+            [AWB, "staged", "discard", "--all", "--json"],
+            cwd=tmp_path,
+            env=clean_env(),
+            stdin=terminal,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        os.close(terminal)
+        os.write(controller, b"y\n")
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        os.close(controller)
+    assert process.returncode == 0, stderr
+    assert "discard these 2 staged writes?" in stderr
+    assert json.loads(stdout)["count"] == 2
+    assert _statuses(tmp_path) == {ids[0]: "discarded", ids[1]: "discarded"}

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from awb.config import Config, SandboxConfig
 from awb.errors import Unavailable
+from awb.sandbox import identity as identity_module
 from awb.sandbox.cpython import CPythonRuntime
 from awb.sandbox.identity import AUTO_FIRST, WorkerIdentity
 from awb.sandbox.javascript import JavaScriptRuntime
@@ -213,3 +214,22 @@ def test_worker_uid_is_auto_or_a_uid_that_is_not_root() -> None:
     for bad in (0, -1, 1 << 32, "nobody", True, "0"):
         with pytest.raises(ValidationError, match="must be `auto` or a uid from 1 to 4294967294"):
             SandboxConfig(worker_uid=bad)
+
+
+@as_root
+def test_without_a_list_of_processes_auto_refuses_with_the_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No /proc mounted (or not readable): `auto` cannot tell which uids are in use; it says so, as an
+    # `Unavailable` its runtimes report, not an OSError out of their start. A configured uid is taken.
+    monkeypatch.setattr(identity_module, "PROC", str(tmp_path / "no-proc"))
+    claims = (tmp_path / "claims",)
+    with pytest.raises(Unavailable) as raised:
+        WorkerIdentity(claim_dirs=claims).acquire()
+    assert "cannot tell which uids processes run as" in raised.value.message
+    assert "set sandbox.worker_uid" in raised.value.message
+    configured = WorkerIdentity(AUTO_FIRST + 60_003, claim_dirs=claims)
+    try:
+        assert configured.acquire() == (AUTO_FIRST + 60_003, AUTO_FIRST + 60_003)
+    finally:
+        configured.release()

@@ -88,3 +88,21 @@ def test_apply_without_the_protected_list_still_refuses_awb_directories_and_conf
         with pytest.raises(SandboxViolation):
             staging.apply_staged(store, staged_id, force=True)
         assert not target.exists()
+
+
+def test_an_apply_interrupted_while_writing_leaves_the_write_pending(
+    store: SQLiteStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ctrl-C during `awb staged apply --all` lands in some write's file write: that write must stay pending,
+    # not `applying` for good (a status nothing applies, discards or ever moves on from).
+    staged_id = store.stage_write("tool_1", str(tmp_path / "out.txt"), "content", datetime.now(UTC), call_id="c")
+
+    def interrupted(path: Path, content: str) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(staging, "_write_atomically", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        staging.apply_staged(store, staged_id)
+    assert staging.get_staged(store, staged_id).status == "pending"
+    monkeypatch.undo()
+    assert staging.apply_staged(store, staged_id).status == "applied"

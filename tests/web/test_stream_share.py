@@ -3,17 +3,21 @@ holds at most its share of them, so it cannot lock the operator's panel out."""
 
 from __future__ import annotations
 
+import contextlib
 from contextlib import AsyncExitStack
+from typing import Any
 
 import anyio
 import httpx
 import pytest
 from http_support import serving_app
 from pydantic import SecretStr
+from starlette.requests import ClientDisconnect
+from uvicorn.protocols.utils import ClientDisconnected
 
 from awb.config import Config
 from awb.server.http_guard import guard_http
-from awb.web import create_panel, stream
+from awb.web import Panel, create_panel, stream
 from awb.workbench import Workbench
 
 pytestmark = pytest.mark.anyio
@@ -51,3 +55,41 @@ async def test_a_remote_client_with_many_addresses_of_its_64_leaves_the_operator
         panel.close()
     assert statuses == [200, 200, 200, 503, 200]
     assert refusal.startswith("this address has 3 event streams open, its share of the 4")
+
+
+def _events_scope(spec_version: str) -> dict[str, Any]:
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": spec_version},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": "/events",
+        "raw_path": b"/events",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"127.0.0.1")],
+        "client": ("203.0.113.7", 40000),
+        "server": ("127.0.0.1", 8765),
+    }
+
+
+@pytest.mark.parametrize("spec_version", ["2.3", "2.4"])
+async def test_a_client_that_hangs_up_before_its_stream_starts_gives_its_share_back(
+    panel: Panel, spec_version: str
+) -> None:
+    # A client that closes its connection right after asking: uvicorn answers `receive` with a disconnect
+    # at once, and its `send` raises. The stream's body never started; its share must come back all the same,
+    # or a few such requests held every stream the panel serves, for good.
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        raise ClientDisconnected()
+
+    with anyio.fail_after(10):
+        for _ in range(stream.MAX_STREAMS + 1):
+            with contextlib.suppress(OSError, ClientDisconnect):
+                await panel(_events_scope(spec_version), receive, send)
+    assert panel.streams.open == 0
+    assert panel.streams.held_by(("address", "203.0.113.7")) == 0

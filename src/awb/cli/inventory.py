@@ -394,7 +394,8 @@ def inventory_purge(
     if not yes:
         if not sys.stdin.isatty():
             fail(UsageError("refusing to purge without confirmation: no terminal to ask on; pass --yes"), as_json)
-        if not typer.confirm(f"remove these {len(doomed)} tools for good?", default=False):
+        # With --json, stdout is the JSON alone: the question goes to stderr, where a person who captures stdout sees it.
+        if not typer.confirm(f"remove these {len(doomed)} tools for good?", default=False, err=as_json):
             note("nothing removed")
             raise typer.Exit(1)
     ids = {t.tool_id for t in doomed}

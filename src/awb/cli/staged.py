@@ -232,7 +232,8 @@ def _confirmed_pending(store: SQLiteStore, action: str, yes: bool, as_json: bool
                 ),
                 as_json,
             )
-        if not typer.confirm(f"{action} these {len(pending)} staged writes?", default=False):
+        # With --json, stdout is the JSON alone: the question goes to stderr, where a person who captures stdout sees it.
+        if not typer.confirm(f"{action} these {len(pending)} staged writes?", default=False, err=as_json):
             note(f"nothing {_DONE[action]}")
             raise typer.Exit(1)
     return [write.id for write in pending]

@@ -35,6 +35,8 @@ AUTO_COUNT = 65_536
 #: One lock file per claimed uid; a server holds its lock for as long as its workers may run. The first
 #: directory that can be had is used: a read-only /run (some containers) falls back to the temp folder.
 CLAIM_DIRS = (Path("/run/awb/worker-ids"), Path(tempfile.gettempdir()) / "awb-worker-ids")
+#: Where the machine's processes are listed, to tell which ids they run as.
+PROC = "/proc"
 
 WorkerUid = int | Literal["auto"]
 
@@ -107,11 +109,23 @@ class WorkerIdentity:
                     f"sandbox.worker_uid {uid} is already the worker uid of another awb server on this machine "
                     f"(pid {holder}); give each server a uid of its own, or leave it at auto"
                 )
-            busy = _ids_in_use()
-            if uid in busy:
-                log.warning("sandbox.worker_uid %d is also used by processes that are not this server's workers", uid)
+            try:
+                if uid in _ids_in_use():
+                    log.warning(
+                        "sandbox.worker_uid %d is also used by processes that are not this server's workers", uid
+                    )
+            except OSError:
+                pass  # only a warning: the uid was configured
             return uid, uid
-        busy = _ids_in_use()
+        try:
+            busy = _ids_in_use()
+        except OSError as exc:
+            # No list of processes (no /proc mounted, or not ours to read): a uid some process runs as cannot be
+            # told apart, and a plain OSError here crashed the runtime's start instead of refusing its calls.
+            raise Unavailable(
+                f"cannot tell which uids processes run as ({PROC}: {exc.strerror}): set sandbox.worker_uid to a "
+                "uid and gid no one else uses"
+            ) from None
         for uid in range(AUTO_FIRST, AUTO_FIRST + AUTO_COUNT):
             if uid in busy or _named(uid) or _subordinate(uid):
                 continue
@@ -174,11 +188,11 @@ class WorkerIdentity:
 def _ids_in_use() -> set[int]:
     """Every uid and gid (real, effective, saved, filesystem) of the processes this server can see."""
     used: set[int] = set()
-    for entry in os.scandir("/proc"):
+    for entry in os.scandir(PROC):
         if not entry.name.isdigit():
             continue
         try:
-            with open(f"/proc/{entry.name}/status", encoding="ascii", errors="replace") as handle:
+            with open(f"{PROC}/{entry.name}/status", encoding="ascii", errors="replace") as handle:
                 for line in handle:
                     if line.startswith(("Uid:", "Gid:")):
                         used.update(int(field) for field in line.split()[1:])

@@ -238,6 +238,11 @@ def apply_staged(
     except OSError as exc:
         store.set_staged_status(staged_id, PENDING, expected=APPLYING)
         raise InvalidParams(f"cannot write {staged.path}: {_reason(exc, staged.path)}", id=staged_id) from None
+    except BaseException:
+        # Interrupted (Ctrl-C in `awb staged apply --all`): pending again, or `applying` for good, a status
+        # nothing applies, discards or moves on from. The atomic replace wrote all of the file or none of it.
+        store.set_staged_status(staged_id, PENDING, expected=APPLYING)
+        raise
     store.set_staged_status(staged_id, APPLIED, expected=APPLYING)
     return get_staged(store, staged_id)
 

@@ -17,7 +17,7 @@ import anyio
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
@@ -284,15 +284,13 @@ class Panel:
                 stream.refusal(self.streams, refused), status_code=503, headers=stream.RETRY_HEADERS
             )
 
-        async def body() -> Any:
-            try:
-                async for chunk in stream.event_stream(request, self.feed, cursor):
-                    yield chunk
-            finally:
-                self.streams.give_back(client)
-
         headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-        return StreamingResponse(body(), media_type="text/event-stream", headers=headers)
+        return stream.HeldStream(
+            stream.event_stream(request, self.feed, cursor),
+            release=lambda: self.streams.give_back(client),
+            media_type="text/event-stream",
+            headers=headers,
+        )
 
     # --- signing in (only when an API token is configured) ----------------------------------------------
 

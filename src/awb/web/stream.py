@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
 from starlette.requests import Request
+from starlette.responses import StreamingResponse
 
 from awb.feed import EventFeed, FeedEvent
 from awb.shares import Shares
@@ -54,6 +55,24 @@ def toast(event: FeedEvent) -> dict[str, Any] | None:
 def _frame(event: FeedEvent) -> str:
     payload = {"id": event.id, "kind": event.kind, "tool_id": event.tool_id, "data": event.data, "toast": toast(event)}
     return f"id: {event.id}\nevent: workbench\ndata: {json.dumps(payload, default=str)}\n\n"
+
+
+class HeldStream(StreamingResponse):
+    """A stream that holds one of the panel's streams: `release` gives it back when the response ends, however
+    it ends. Given back by the body's own `finally`, a client that hung up before its body started (uvicorn
+    answers `receive` with a disconnect at once, and the body is never iterated) kept its stream for good."""
+
+    def __init__(self, content: AsyncIterator[str], *, release: Callable[[], None], **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self._release: Callable[[], None] | None = release
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            release, self._release = self._release, None
+            if release is not None:
+                release()
 
 
 def refusal(streams: Shares, scope: str) -> str:
