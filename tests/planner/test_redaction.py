@@ -102,6 +102,17 @@ def test_a_record_cuts_long_text_and_still_masks_a_secret_straddling_the_cut() -
     assert redact_record(recorded) == recorded  # a record of a record is not cut again
 
 
+def test_a_record_cut_inside_a_long_private_key_keeps_none_of_it() -> None:
+    """A key whose END line is past the cut and the secret reach (an 8192-bit RSA key is ~6,400
+    characters) was not masked: the pattern needs the END line, so the head kept its first lines."""
+    body = "\n".join("MIIJQgIBADANBgkqhkiG9w0BAQEFAASCCSwwggkoAgEAAoICAQ"[: 40 + n % 24] for n in range(200))
+    key = f"-----BEGIN RSA PRIVATE KEY-----\n{body}\n-----END RSA PRIVATE KEY-----"
+    recorded = redact_record({"text": "the key: " + key + " and after"})
+    assert "MIIJQ" not in recorded["text"] and "BEGIN RSA PRIVATE KEY" not in recorded["text"]
+    assert recorded["text"].startswith(f"the key: {MASK}")
+    assert recorded["text"].endswith(f"… [{len(key) + len('the key:  and after') - RECORD_TEXT_CHARS} more characters]")
+
+
 def test_long_strings_at_any_depth_have_every_credential_masked() -> None:
     """Strings past SCAN_FROM are searched only where a credential can begin: at their start, their end,
     next to each other, under keys and in lists and tuples."""

@@ -7,6 +7,7 @@ JWTs, private keys) masked in place.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
@@ -45,6 +46,7 @@ EVENT_CHARS = RECORD_CHARS + 4000
 #: Characters past a record's cut that are still searched for secrets, so one straddling the cut is
 #: recognised whole (a 4096-bit RSA key in PEM is about 3,300).
 _SECRET_REACH = 4096
+_KEY_BEGIN = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")
 #: Tool results and plan results redacted (and summarised) at once in worker threads: a 20 MB text is a
 #: fraction of a second of a core, 100,000 rows up to a second (mostly the walk over their values).
 RESULT_THREADS = 2
@@ -122,6 +124,11 @@ def _record_text(text: str) -> str:
     if len(text) <= RECORD_TEXT_CHARS + 40:
         return redact_text(text)
     head = redact_text(text[: RECORD_TEXT_CHARS + _SECRET_REACH])[:RECORD_TEXT_CHARS]
+    # A private key's pattern needs its END line, which may lie past the secret reach (an 8192-bit RSA
+    # key is ~6,400 characters): a BEGIN line still in the head starts a key the cut hid the end of.
+    unended = _KEY_BEGIN.search(head)
+    if unended is not None:
+        head = head[: unended.start()] + MASK
     return f"{head}… [{len(text) - RECORD_TEXT_CHARS} more characters]"
 
 
