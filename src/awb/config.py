@@ -153,6 +153,10 @@ class BlueprintsConfig(_Section):
     allow_private_mcp_urls: bool = False
     #: Compiled blueprints kept in memory, by id.
     cache_size: int = Field(256, ge=1, le=100_000)
+    #: Model runs the REST API has going at once (`POST /api/agents/run`, `/api/instructions/improve`):
+    #: each talks to a model for up to its timeout and spends tokens. Past it a new run is `429 busy`;
+    #: one remote client holds at most three quarters of them (`awb.api.run_share`).
+    max_concurrent_runs: int = Field(16, ge=1, le=10_000)
     #: Knowledge bases a blueprint's `heart.knowledge` may name: name -> a directory of text and
     #: Markdown files, searched by the agent's `search_knowledge` tool.
     knowledge: dict[Annotated[str, StringConstraints(pattern=KNOWLEDGE_NAME)], Path] = Field(default_factory=dict)

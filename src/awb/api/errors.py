@@ -44,7 +44,12 @@ def error_response(status: int, code: str, message: str, **details: Any) -> JSON
 
 
 def from_awb_error(err: AwbError) -> JSONResponse:
-    return JSONResponse({"error": err.to_dict()}, status_code=err.http_status)
+    response = JSONResponse({"error": err.to_dict()}, status_code=err.http_status)
+    # A refusal for want of room says when to ask again (`awb.api.run_share`).
+    retry_after = getattr(err, "retry_after", None)
+    if retry_after is not None:
+        response.headers["Retry-After"] = str(retry_after)
+    return response
 
 
 def _unwrapped(error: Mapping[str, Any]) -> dict[str, Any]:
