@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Request
 from awb.api.errors import ERRORS, ErrorBody, GuardedRoute
 from awb.api.run_share import RUN_BUSY, RunShare, run_share
 from awb.api.service import blueprint_service
-from awb.blueprints.improve import ImprovedInstructions, ImproveRequest
+from awb.blueprints.improve import Improvement, ImproveRequest
 from awb.blueprints.service import BlueprintService
 
 router = APIRouter(prefix="/api", tags=["builder"], route_class=GuardedRoute)
@@ -17,7 +17,7 @@ Service = Annotated[BlueprintService, Depends(blueprint_service)]
 Runs = Annotated[RunShare, Depends(run_share)]
 
 
-class ImproveReply(ImprovedInstructions):
+class ImproveReply(Improvement):
     original_instructions: str
 
 
@@ -37,7 +37,8 @@ async def component_schemas(service: Service) -> dict[str, Any]:
     },
 )
 async def improve_instructions(service: Service, runs: Runs, request: ImproveRequest, http: Request) -> ImproveReply:
-    """Improve a system prompt toward the goals, with an explanation of the changes."""
+    """Improve a system prompt toward the goals, with an explanation of the changes; a model that declines
+    is answered 200 with `status: "refused"`, the instructions unchanged and its words as the explanation."""
     async with runs.hold(http):  # a model run like any other
         improved = await service.improve(request)
     return ImproveReply(**improved.model_dump(), original_instructions=request.instructions)
