@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, get_args, get_origin
 
 import pytest
 from pydantic import BaseModel
@@ -225,6 +225,51 @@ def test_every_size_count_and_span_with_a_floor_has_a_ceiling_too() -> None:
         if not any(type(item).__name__ in ("Le", "Lt") for item in info.metadata)
     ]
     assert unbounded == []
+
+
+def _uncapped(annotation: Any, metadata: list[Any] | tuple[Any, ...] = ()) -> list[str]:
+    """Every list or map inside `annotation` (a union's members, a map's values...) with no `max_length`."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [
+            f"{name}: {problem}" for name, info in annotation.model_fields.items() for problem in _uncapped_field(info)
+        ]
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        inner, *extra = get_args(annotation)
+        found = [item for e in extra for item in (e.metadata if isinstance(e, FieldInfo) else [e])]
+        return _uncapped(inner, found)
+    problems = []
+    if origin in (list, dict) and not any(type(item).__name__ == "MaxLen" for item in metadata):
+        problems.append(repr(annotation))
+    for arg in get_args(annotation):
+        problems += _uncapped(arg)
+    return problems
+
+
+def _uncapped_field(info: FieldInfo) -> list[str]:
+    return _uncapped(info.annotation, info.metadata)
+
+
+def test_every_list_and_map_setting_has_a_ceiling_on_its_entries_too() -> None:
+    # `allowed_hosts`, `sandbox.grants` (and each tool's directories) took as many entries as a file held.
+    assert _uncapped(Config) == []
+    assert _uncapped(dict[str, list[int]]) == ["dict[str, list[int]]", "list[int]"]  # the check sees both
+
+
+def test_the_list_and_map_settings_refuse_more_entries_than_their_ceiling(tmp_path: Path) -> None:
+    path = tmp_path / "awb.config.json"
+    for data, field in [
+        ({"allowed_hosts": ["h:*"] * 1001}, "allowed_hosts"),
+        ({"allowed_origins": ["http://h:*"] * 1001}, "allowed_origins"),
+        ({"sandbox": {"grants": {f"t{n}": [] for n in range(10_001)}}}, "sandbox.grants"),
+        ({"sandbox": {"grants": {"t": ["/d"] * 101}}}, "sandbox.grants.t"),
+        ({"blueprints": {"knowledge": {f"kb{n}": "/d" for n in range(101)}}}, "blueprints.knowledge"),
+        ({"mcp_servers": {f"s{n}": {"command": "x"} for n in range(101)}}, "mcp_servers"),
+    ]:
+        path.write_text(json.dumps(data))
+        with pytest.raises(ConfigError) as caught:
+            load_config(path, environ={})
+        assert f"{field}: " in caught.value.message, (field, caught.value.message)
 
 
 @pytest.mark.parametrize(

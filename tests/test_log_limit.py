@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
+import sys
 
-from awb.log_limit import PER_REQUEST, PerRequestLimit
+from awb.log_limit import PER_REQUEST, TRACEBACK_LIMITED, PerRequestLimit
 
 
 class Clock:
@@ -58,3 +59,33 @@ def test_a_window_that_ends_on_a_new_line_keeps_its_count_for_the_writer() -> No
     (summary,) = limit.summaries()
     assert summary.getMessage().startswith("3 more lines like 'kind' in 60 s")
     assert limit.summaries(closing=True) == []  # the new window held nothing back
+
+
+def _failure(incident: int) -> logging.LogRecord:
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        record = logging.LogRecord(
+            "awb.api", logging.ERROR, "", 0, UNEXPECTED, ("GET", "/api/x", incident), sys.exc_info()
+        )
+    record.__dict__.update(TRACEBACK_LIMITED)
+    return record
+
+
+UNEXPECTED = "unexpected error in %s %s (incident %s)"
+
+
+def test_past_the_limit_a_traceback_limited_line_is_written_without_its_traceback_and_counted() -> None:
+    clock = Clock()
+    limit = PerRequestLimit(per_window=20, window_seconds=60, clock=clock)
+    records = [_failure(n) for n in range(1000)]
+    assert all(limit.filter(record) for record in records)  # every line is written: its incident id too
+    assert sum(record.exc_info is not None for record in records) == 20
+    assert records[20].exc_info is None and records[20].exc_text is None
+    clock.now += 60
+    (summary,) = limit.summaries()
+    assert summary.levelno == logging.ERROR
+    assert summary.getMessage() == (
+        f"980 more lines like {UNEXPECTED!r} in 60 s were written without their traceback "
+        "(at most 20 a minute of each such kind are written with it)"
+    )

@@ -36,6 +36,19 @@ MAX_COUNT = 1_000_000_000
 #: Ceiling of an idle span in days (a century): maintenance's cutoff (now minus the span) must stay a date
 #: `datetime` can hold (year 1 onward), and `timedelta` itself overflows at a billion days.
 MAX_DAYS = 36_500
+#: Ceilings of the list and map settings (every size and count has one): far past any real setting,
+#: low enough that a stray generated file cannot make the server match each request against a million
+#: names or index a million knowledge bases.
+MAX_ALLOWED_NAMES = 1000
+MAX_GRANTED_TOOLS = 10_000
+MAX_DIRS_PER_GRANT = 100
+MAX_KNOWLEDGE_BASES = 100
+MAX_MCP_SERVERS = 100
+#: Longest path or name in those settings (Linux's PATH_MAX), and longest Host/Origin entry.
+MAX_PATH_CHARS = 4096
+MAX_NAME_CHARS = 300
+PathText = Annotated[str, StringConstraints(max_length=MAX_PATH_CHARS)]
+NameText = Annotated[str, StringConstraints(max_length=MAX_NAME_CHARS)]
 
 
 class _Section(BaseModel):
@@ -99,7 +112,11 @@ class SandboxConfig(_Section):
     worker_uid: int | Literal["auto"] = "auto"
     #: Directories a tool may read, by tool name. Granting is configuration, never an MCP call.
     #: A tool's staged writes must also fall inside them. Relative paths are anchored at the config file's folder.
-    grants: dict[str, list[str]] = Field(default_factory=dict)
+    #: At most 10,000 tools, each with at most 100 directories.
+    grants: dict[
+        Annotated[str, StringConstraints(max_length=MAX_NAME_CHARS)],
+        Annotated[list[PathText], Field(max_length=MAX_DIRS_PER_GRANT)],
+    ] = Field(default_factory=dict, max_length=MAX_GRANTED_TOOLS)
     #: The whole admission test of a craft or update (load check + every example), in milliseconds.
     admission_timeout_ms: int = Field(30_000, ge=100, le=3_600_000)
     #: Pending staged-write bytes one tool may hold, and all tools together.
@@ -153,9 +170,15 @@ class BlueprintsConfig(_Section):
     allow_private_mcp_urls: bool = False
     #: Compiled blueprints kept in memory, by id.
     cache_size: int = Field(256, ge=1, le=100_000)
+    #: Model runs the REST API has going at once (`POST /api/agents/run`, `/api/instructions/improve`):
+    #: each talks to a model for up to its timeout and spends tokens. Past it a new run is `429 busy`;
+    #: one remote client holds at most three quarters of them (`awb.api.run_share`).
+    max_concurrent_runs: int = Field(16, ge=1, le=10_000)
     #: Knowledge bases a blueprint's `heart.knowledge` may name: name -> a directory of text and
     #: Markdown files, searched by the agent's `search_knowledge` tool.
-    knowledge: dict[Annotated[str, StringConstraints(pattern=KNOWLEDGE_NAME)], Path] = Field(default_factory=dict)
+    knowledge: dict[Annotated[str, StringConstraints(pattern=KNOWLEDGE_NAME)], Path] = Field(
+        default_factory=dict, max_length=MAX_KNOWLEDGE_BASES
+    )
     #: How knowledge bases are searched: `text` (BM25) indexes a base in well under a second; `hybrid` also
     #: embeds every passage (with the `embed` extra), which costs tens of milliseconds per passage or more.
     knowledge_search: Literal["text", "hybrid"] = "text"
@@ -273,19 +296,30 @@ class Config(BaseModel):
     auth_token: SecretStr | None = None
     #: Host headers (`name:port`, `name:*` for any port) accepted beside the loopback names and the
     #: bound address: DNS-rebinding protection is on for every bind address.
-    allowed_hosts: list[str] = Field(default_factory=list)
+    allowed_hosts: list[NameText] = Field(default_factory=list, max_length=MAX_ALLOWED_NAMES)
     #: Origin headers (`http://name:port`, `...:*`) accepted beside the loopback origins.
-    allowed_origins: list[str] = Field(default_factory=list)
+    allowed_origins: list[NameText] = Field(default_factory=list, max_length=MAX_ALLOWED_NAMES)
     http: HttpConfig = Field(default_factory=HttpConfig)
     #: MCP servers for `awb agents run`: the `{"mcpServers": {...}}` map (or its inner map), or a path to
     #: a file holding it. `AWB_MCP_SERVERS` sets it from the environment.
-    mcp_servers: dict[str, Any] | str | None = None
+    #: At most 100 servers (`awb.agents.servers`), a path at most 4,096 characters.
+    mcp_servers: Annotated[dict[str, Any], Field(max_length=MAX_MCP_SERVERS)] | PathText | None = None
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     search: SearchConfig = Field(default_factory=SearchConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     #: Where saved blueprints (YAML) live.
     blueprints_dir: Path = Path("blueprints")
     blueprints: BlueprintsConfig = Field(default_factory=BlueprintsConfig)
+
+    @field_validator("mcp_servers", mode="before")
+    @classmethod
+    def _few_enough_servers(cls, value: Any) -> Any:
+        # Said here once, rather than as a failure of each member of the union ("dict[str,any]: ...").
+        if isinstance(value, dict) and len(value) > MAX_MCP_SERVERS:
+            raise ValueError(f"at most {MAX_MCP_SERVERS} servers (got {len(value)})")
+        if isinstance(value, str) and len(value) > MAX_PATH_CHARS:
+            raise ValueError(f"a path of at most {MAX_PATH_CHARS} characters (got {len(value)})")
+        return value
 
     @field_validator("auth_token")
     @classmethod

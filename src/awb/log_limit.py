@@ -2,7 +2,9 @@
 stream), written at most `PER_WINDOW` times a minute each, then one line saying how many were not.
 
 A call site marks such a line with `extra=PER_REQUEST`; the server's log handler carries a
-`PerRequestLimit` filter (`awb.cli.logs`). Unmarked lines are never held back: a server's own trouble is
+`PerRequestLimit` filter (`awb.cli.logs`). An unexpected error a request can provoke (a REST 500, whose
+incident id the client is given) is marked `TRACEBACK_LIMITED` instead: its line is always written, so
+the incident id can be found, but past the limit without its traceback, and the summary counts those. Unmarked lines are never held back: a server's own trouble is
 always written. A kind is the line's format string, a constant of the code (never what a client sent),
 so the kinds are few and known.
 """
@@ -20,11 +22,19 @@ from typing import Final
 MARK: Final = "awb_per_request"
 #: `log.warning(..., extra=PER_REQUEST)`: a line one request can provoke, limited per kind.
 PER_REQUEST: Final = {MARK: True}
+#: The attribute `TRACEBACK_LIMITED` sets on a record.
+TRACEBACK_MARK: Final = "awb_traceback_limited"
+#: `log.exception(..., extra=TRACEBACK_LIMITED)`: the line always, its traceback limited per kind.
+TRACEBACK_LIMITED: Final = {TRACEBACK_MARK: True}
 #: Lines of one kind written per window; enough to see what is happening and from whom.
 PER_WINDOW = 20
 WINDOW_SECONDS = 60.0
 
 _SUMMARY = "%d more lines like %r in %.0f s were not written (at most %d a minute of each such kind are)"
+_TRACEBACKS = (
+    "%d more lines like %r in %.0f s were written without their traceback "
+    "(at most %d a minute of each such kind are written with it)"
+)
 
 
 @dataclass
@@ -34,6 +44,8 @@ class _Window:
     held_back: int = 0
     level: int = logging.WARNING
     name: str = "awb"
+    #: Lines of this kind past the limit are written without their traceback rather than held back.
+    tracebacks: bool = False
 
 
 class PerRequestLimit(logging.Filter):
@@ -57,7 +69,8 @@ class PerRequestLimit(logging.Filter):
         self._lock = threading.Lock()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if not getattr(record, MARK, False):
+        tracebacks = bool(getattr(record, TRACEBACK_MARK, False))
+        if not tracebacks and not getattr(record, MARK, False):
             return True
         kind = str(record.msg)
         now = self.clock()
@@ -66,12 +79,19 @@ class PerRequestLimit(logging.Filter):
             if window is None or now - window.start >= self.window_seconds:
                 if window is not None and window.held_back:
                     self._ended.append(self._summary(kind, window, now))
-                window = self._windows[kind] = _Window(now, level=record.levelno, name=record.name)
+                window = self._windows[kind] = _Window(
+                    now, level=record.levelno, name=record.name, tracebacks=tracebacks
+                )
             if window.written < self.per_window:
                 window.written += 1
                 return True
             window.held_back += 1
-            return False
+            if not tracebacks:
+                return False
+        # The line, one line: what the client was told (an incident id) stays findable in the log. The
+        # record is this handler's alone (the server's root handler is the only one).
+        record.exc_info = record.exc_text = record.stack_info = None
+        return True
 
     def summaries(self, closing: bool = False) -> list[logging.LogRecord]:
         """One record per ended window that held lines back (every open one too when `closing`)."""
@@ -88,7 +108,8 @@ class PerRequestLimit(logging.Filter):
     def _summary(self, kind: str, window: _Window, now: float) -> logging.LogRecord:
         seconds = min(now - window.start, self.window_seconds)
         args = (window.held_back, kind, seconds, self.per_window)
-        return logging.LogRecord(window.name, window.level, "", 0, _SUMMARY, args, None)
+        words = _TRACEBACKS if window.tracebacks else _SUMMARY
+        return logging.LogRecord(window.name, window.level, "", 0, words, args, None)
 
 
-__all__ = ["PER_REQUEST", "PER_WINDOW", "WINDOW_SECONDS", "PerRequestLimit"]
+__all__ = ["PER_REQUEST", "PER_WINDOW", "TRACEBACK_LIMITED", "WINDOW_SECONDS", "PerRequestLimit"]

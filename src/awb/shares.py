@@ -1,7 +1,7 @@
 """Whose share a request counts against, for every per-client limit of the HTTP face: the requests in
-flight (`awb.server.request_share`), the MCP session table, the execution slots
-(`sandbox.max_concurrent_per_client`), the MCP notification streams, the panel's event streams, and the
-wrong-credential count (`awb.sign_in_limit`).
+flight (`awb.server.request_share`), the MCP session table, the model runs posted to the REST API
+(`awb.api.run_share`), the execution slots (`sandbox.max_concurrent_per_client`), the MCP notification
+streams, the panel's event streams, and the wrong-credential count (`awb.sign_in_limit`).
 
 A client on another machine is its address (an IPv6 address by its /64): the sessions it opens and the
 names it gives cost it nothing, so counted apart they would give it as many shares as it likes, and one

@@ -65,6 +65,17 @@ def test_agents_run_prints_the_structured_result_as_json(fake_provider: FakeProv
     assert [c["name"] for c in result["tool_calls"]] == ["greeter.greet"]
 
 
+def test_agents_run_exits_3_with_the_result_printed_when_the_model_declines(fake_provider: FakeProvider) -> None:
+    fake_provider.reply({"choices": [{"message": {"role": "assistant", "refusal": "I won't greet anyone."}}]})
+    arguments = ["run", "hello", "Ada", "--agents-dir", str(EXAMPLES), "--model", "openai:fake-model"]
+    arguments += ["--base-url", fake_provider.url, "--server", f"greeter={greeter_server()}"]
+    outcome = runner.invoke(agents_app, arguments)
+    assert outcome.exit_code == 3, outcome.output  # neither an answer (0) nor a failure (1)
+    result = json.loads(outcome.stdout)
+    assert result["termination_reason"] == "refused"
+    assert result["error"]["details"]["refusal"] == "I won't greet anyone."
+
+
 def test_agents_run_prints_a_large_argument_once_and_cuts_it_in_the_events(fake_provider: FakeProvider) -> None:
     """The printed result held a large argument three times (the `tool_calls` list, the step's action, the step's
     tool call), and `--verbose` wrote it twice more."""

@@ -31,6 +31,13 @@ def test_stdio_entries_inherit_the_environment_plus_their_own_env(tmp_path: Path
     assert target.cwd == str(tmp_path / "work")
 
 
+def test_a_servers_file_of_more_servers_than_a_run_may_start_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "servers.json"
+    path.write_text(json.dumps({"mcpServers": {f"s{n}": {"command": "true"} for n in range(101)}}))
+    with pytest.raises(ConfigError, match="101 servers, more than the 100 a run may start"):
+        load_servers_file(path)
+
+
 def test_url_entries_keep_their_headers_and_disabled_entries_are_left_out() -> None:
     data = {
         "docs": {"url": "http://127.0.0.1:1/mcp", "headers": {"Authorization": "Bearer s3cret"}, "type": "http"},

@@ -65,6 +65,19 @@ async def test_a_failed_run_marks_its_span_with_the_error_type(fake_provider: Fa
     assert finished["chat gpt-4o-mini"].attributes["error.type"] == "model_error"
 
 
+async def test_a_refused_run_is_marked_refused_not_as_an_error(fake_provider: FakeProvider, spans: Any) -> None:
+    fake_provider.reply({"choices": [{"message": {"role": "assistant", "refusal": "I won't."}}]})
+    model = OpenAIModel("gpt-4o-mini", base_url=fake_provider.url, backoff_seconds=0)
+    with anyio.fail_after(10):
+        result = await run_agent(Reader, "q", model=model, servers={"files": files_server()})
+    assert result.termination_reason == "refused"
+    finished = {span.name: span for span in spans.get_finished_spans()}
+    agent = finished["invoke_agent reader"].attributes
+    assert agent["awb.refused"] is True
+    assert "error.type" not in agent
+    assert "error.type" not in finished["chat gpt-4o-mini"].attributes
+
+
 async def test_spans_whose_token_counts_are_estimates_say_so(fake_provider: FakeProvider, spans: Any) -> None:
     fake_provider.reply(openai_calls(("files__read", '{"path": "notes.txt"}'), usage=(11, 2)))
     unreported = openai_calls(("done", '{"answer": "42"}'))

@@ -58,6 +58,16 @@ def test_run_uses_the_configured_model_and_keeps_the_session(workdir: Path, monk
     assert "hello" in model.requests[1]["body"]["messages"][-1]["content"]
 
 
+def test_a_run_the_model_declines_prints_its_words_and_exits_3(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with serving(FakeServer()) as model:
+        monkeypatch.setenv("OPENAI_BASE_URL", model.url)
+        model.queue((200, {"choices": [{"message": {"role": "assistant", "refusal": "I can't help with that."}}]}))
+        declined = runner.invoke(app, ["blueprints", "run", "good.yaml", "hello"])
+    assert declined.exit_code == 3, declined.output  # as `awb agents run`: neither an answer (0) nor a failure (1)
+    reply = json.loads(declined.stdout)
+    assert (reply["status"], reply["response"]) == ("refused", "I can't help with that.")
+
+
 def test_list_shows_saved_files_and_schemas_prints_one_part(workdir: Path) -> None:
     (workdir / "blueprints").mkdir()
     (workdir / "blueprints" / "helper-1.yaml").write_text(yaml.safe_dump(GOOD), encoding="utf-8")

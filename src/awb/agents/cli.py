@@ -130,6 +130,7 @@ def run_command(
     import anyio
     from rich.console import Console
 
+    from awb.agents.errors import ModelRefused
     from awb.agents.progress import ProgressView
     from awb.agents.registry import load_agent
     from awb.agents.run import run_agent
@@ -165,6 +166,8 @@ def run_command(
     except AwbError as err:
         raise _fail(err, as_json) from None
     typer.echo(result.model_dump_json(indent=2))
+    if result.termination_reason == "refused":
+        raise typer.Exit(ModelRefused.exit_code)
     if not result.ok:
         raise typer.Exit(1)
 

@@ -23,6 +23,10 @@ class ModelRefused(AwbError):
 
     code = "refused"
     http_status = 422
+    #: What `awb agents run` and `awb blueprints run` exit with when the model declined: the run finished
+    #: and its JSON is printed, but there is no answer, and a script tells that apart from a failure (1)
+    #: and a usage error (2).
+    exit_code = 3
 
 
 class MalformedAction(AwbError):

@@ -316,7 +316,10 @@ async def run_loop(
             except AwbError as err:  # a model or toolbox that raises instead of replying is a model error
                 ending = "model_error", None, err.to_dict()
         reason, output, error = ending
-        if reason != "done":
+        if reason == "refused":
+            # The model's answer, not an error of the provider or the runtime: error rates leave it out.
+            current.set_attribute("awb.refused", True)
+        elif reason != "done":
             current.set_attribute("error.type", reason)
         set_attributes(current, usage_attributes(run.usage))
     result = RunResult(

@@ -22,6 +22,7 @@ from mcp.client.stdio import StdioServerParameters
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from awb.agents.mcp_client import HttpServer, ServerTarget
+from awb.config import MAX_MCP_SERVERS
 from awb.errors import ConfigError
 
 
@@ -62,6 +63,11 @@ def parse_servers(
         data = data["mcpServers"]
     if not isinstance(data, dict):
         raise ConfigError(f'{source}: expected {{"mcpServers": {{name: server}}}}', source=source)
+    if len(data) > MAX_MCP_SERVERS:
+        # Each is started (a process or a connection) for the run: a generated file of thousands is a mistake.
+        raise ConfigError(
+            f"{source}: {len(data)} servers, more than the {MAX_MCP_SERVERS} a run may start", source=source
+        )
     servers: dict[str, ServerTarget] = {}
     for name, raw in data.items():
         try:

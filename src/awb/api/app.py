@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from awb import __version__
 from awb.api.errors import BodyLimit, http_error, request_invalid
 from awb.api.routes import agents, blueprints, builder, tools
+from awb.api.run_share import RunShare
 from awb.blueprints.compile import RuntimeOptions
 from awb.blueprints.schema import Blueprint
 from awb.blueprints.service import BlueprintService
@@ -58,6 +59,7 @@ def create_api(service: BlueprintService, workbench: Workbench | None = None) ->
     )
     app.state.blueprints = service
     app.state.workbench = workbench
+    app.state.runs = RunShare(service.config.blueprints.max_concurrent_runs)
     app.add_exception_handler(RequestValidationError, request_invalid)
     app.add_exception_handler(HTTPException, http_error)
     app.add_middleware(BodyLimit)

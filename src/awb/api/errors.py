@@ -20,7 +20,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from awb.blueprints.schema import describe_errors
 from awb.errors import AwbError
-from awb.log_limit import PER_REQUEST
+from awb.log_limit import PER_REQUEST, TRACEBACK_LIMITED
+from awb.text import cap_text
 
 log = logging.getLogger("awb.api")
 
@@ -44,7 +45,12 @@ def error_response(status: int, code: str, message: str, **details: Any) -> JSON
 
 
 def from_awb_error(err: AwbError) -> JSONResponse:
-    return JSONResponse({"error": err.to_dict()}, status_code=err.http_status)
+    response = JSONResponse({"error": err.to_dict()}, status_code=err.http_status)
+    # A refusal for want of room says when to ask again (`awb.api.run_share`).
+    retry_after = getattr(err, "retry_after", None)
+    if retry_after is not None:
+        response.headers["Retry-After"] = str(retry_after)
+    return response
 
 
 def _unwrapped(error: Mapping[str, Any]) -> dict[str, Any]:
@@ -150,7 +156,12 @@ class GuardedRoute(APIRoute):
                 return from_awb_error(err)
             except Exception:  # boundary: never leak internals; keep them in the log under an incident id
                 incident = uuid.uuid4().hex[:12]
-                log.exception("unexpected error in %s %s (incident %s)", request.method, request.url.path, incident)
+                # A client that can cause one at will could fill the log with tracebacks: past 20 a minute
+                # the line (its incident id) is written without one (`awb.log_limit`).
+                path = cap_text(request.url.path, 200)
+                log.exception(
+                    "unexpected error in %s %s (incident %s)", request.method, path, incident, extra=TRACEBACK_LIMITED
+                )
                 return error_response(500, "internal_error", "unexpected error; see the server log", incident=incident)
 
         return guarded

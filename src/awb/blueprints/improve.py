@@ -1,10 +1,12 @@
 """Instruction improvement: an agent on the configured model rewrites a system prompt toward the
-user's goals and says what it changed. On failure the caller gets the original back with the error.
+user's goals and says what it changed. On failure the caller gets the original back with the error; a
+model that declines is no failure: the answer is the original, unchanged, with the model's words.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -30,6 +32,13 @@ class ImprovedInstructions(BaseModel):
     explanation: str = Field(description="What changed and why.")
 
 
+class Improvement(ImprovedInstructions):
+    """What the caller gets: the agent's output (`ok`), or (`refused`) the input unchanged and the model's
+    words declining it as the explanation."""
+
+    status: Literal["ok", "refused"] = Field("ok", description="`ok`, or `refused` when the model declined.")
+
+
 class ImproveFailed(AwbError):
     """The improvement did not happen; `details.original_instructions` holds the input, unchanged."""
 
@@ -50,17 +59,23 @@ class InstructionImprover(Agent):
     )
 
 
-async def improve_instructions(
-    request: ImproveRequest, *, model_spec: str, environ: Mapping[str, str]
-) -> ImprovedInstructions:
+async def improve_instructions(request: ImproveRequest, *, model_spec: str, environ: Mapping[str, str]) -> Improvement:
     try:
         model = resolve_model(model_spec, environ=environ)
         result = await run_loop(InstructionImprover, request, model, Toolbox())
     except AwbError as err:
         raise ImproveFailed(err.message, original_instructions=request.instructions, cause=err.to_dict()) from None
+    if result.termination_reason == "refused":
+        # The model's answer, as a refused run's is (REST 200, `status: "refused"`), not a provider failure.
+        words = str(((result.error or {}).get("details") or {}).get("refusal", ""))
+        return Improvement(
+            improved_instructions=request.instructions,
+            explanation=f"the model declined: {words}" if words else "the model declined",
+            status="refused",
+        )
     if not result.ok or result.output is None:
         error = result.error or {}
         message = str(error.get("message") or f"the improvement ended in {result.termination_reason}")
         cause = ModelError(message, reason=result.termination_reason).to_dict()
         raise ImproveFailed(message, original_instructions=request.instructions, cause=cause)
-    return ImprovedInstructions.model_validate(result.output)
+    return Improvement.model_validate(result.output)

@@ -16,7 +16,7 @@ from awb.blueprints.compile import CompiledBlueprint, RuntimeOptions, compile_bl
 from awb.blueprints.components import component_schemas
 from awb.blueprints.errors import BlueprintInvalid, BlueprintNotFound
 from awb.blueprints.files import BlueprintFile, BlueprintFiles
-from awb.blueprints.improve import ImprovedInstructions, ImproveRequest, improve_instructions
+from awb.blueprints.improve import Improvement, ImproveRequest, improve_instructions
 from awb.blueprints.journal import LogEntry, log_limits
 from awb.blueprints.knowledge import KnowledgeLibrary
 from awb.blueprints.runner import RunReply, run_blueprint
@@ -145,7 +145,7 @@ class BlueprintService:
     def schemas(self) -> dict[str, Any]:
         return component_schemas(self.knowledge_bases)
 
-    async def improve(self, request: ImproveRequest) -> ImprovedInstructions:
+    async def improve(self, request: ImproveRequest) -> Improvement:
         return await improve_instructions(
             request, model_spec=self.config.blueprints.improve_model, environ=self.options.environ
         )

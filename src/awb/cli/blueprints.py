@@ -128,6 +128,11 @@ def run_command(
     except AwbError as err:
         fail(err, as_json)
     print_json(reply.model_dump(mode="json"))
+    if reply.status == "refused":
+        # As `awb agents run`: the reply is printed, and the exit code says there is no answer in it.
+        from awb.agents.errors import ModelRefused
+
+        raise typer.Exit(ModelRefused.exit_code)
 
 
 async def _run_agno(

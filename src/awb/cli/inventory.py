@@ -24,7 +24,7 @@ from awb.cli.common import (
     with_store,
     with_workbench,
 )
-from awb.cli.output import fail, note, print_code, print_json, say, table
+from awb.cli.output import confirm, fail, note, print_code, print_json, say, table
 from awb.cli.transfer import register as register_transfer
 from awb.errors import AwbError, ToolNotFound, UsageError
 
@@ -385,17 +385,23 @@ def inventory_purge(
         else:
             say("nothing to purge")
         return
-    if not as_json:
+
+    def listing() -> None:
         table(
             f"{len(doomed)} tools to remove for good",
             [*SUMMARY_COLUMNS, "status"],
             [(*row, t.status) for row, t in zip(_summary_rows(doomed), doomed, strict=True)],
+            stderr=as_json,
         )
+
+    if not as_json:
+        listing()
     if not yes:
         if not sys.stdin.isatty():
             fail(UsageError("refusing to purge without confirmation: no terminal to ask on; pass --yes"), as_json)
-        # With --json, stdout is the JSON alone: the question goes to stderr, where a person who captures stdout sees it.
-        if not typer.confirm(f"remove these {len(doomed)} tools for good?", default=False, err=as_json):
+        if as_json:
+            listing()  # on stderr, with the question: stdout is the JSON result's alone
+        if not confirm(f"remove these {len(doomed)} tools for good?"):
             note("nothing removed")
             raise typer.Exit(1)
     ids = {t.tool_id for t in doomed}

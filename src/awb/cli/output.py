@@ -161,12 +161,21 @@ def note(message: str) -> None:
     _console(True).print(plain(message, multiline=True))
 
 
+def confirm(question: str) -> bool:
+    """Ask a yes/no question on stderr and read the answer (a line) from stdin; anything but `y` or `yes`
+    (an empty line, end of input) is no. Not `typer.confirm`: even told `err=True`, it writes a space to
+    stdout, which is a `--json` result's."""
+    sys.stderr.write(f"{question} [y/N]: ")
+    sys.stderr.flush()
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+
 def print_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, default=str))
 
 
-def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    """A table on stdout. Every cell and the title are shown literally (`safe_text.plain`): no console
+def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], *, stderr: bool = False) -> None:
+    """A table on stdout (on stderr with `stderr`: stdout is a `--json` result's). Every cell and the title are shown literally (`safe_text.plain`): no console
     markup (`pip install 'agent-workbench[javascript]'` keeps its `[javascript]`), controls escaped. A
     rich `Text` cell (a styled `plain(...)`) is shown as it is."""
     from rich.table import Table
@@ -178,7 +187,7 @@ def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> 
         view.add_column(plain(column), no_wrap=column in ID_COLUMNS)
     for row in rows:
         view.add_row(*("" if cell is None else cell if hasattr(cell, "spans") else plain(str(cell)) for cell in row))
-    _console(False).print(view)
+    _console(stderr).print(view)
 
 
 def print_text(text: Any) -> None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from awb.cli.common import ConfigOption, JsonOption, absent_inventory, config_for, inventory_missing, open_store
-from awb.cli.output import fail, note, print_code, print_json, print_text, report_error, say, table
+from awb.cli.output import confirm, fail, note, print_code, print_json, print_text, report_error, say, table
 from awb.errors import AwbError, InvalidParams, UsageError
 from awb.safe_text import visible
 from awb.sandbox import staging
@@ -217,13 +217,18 @@ def _confirmed_pending(store: SQLiteStore, action: str, yes: bool, as_json: bool
             break
     if not pending or (yes and as_json):
         return [write.id for write in pending]
-    if not as_json:
+
+    def listing() -> None:
         names = _tool_names(store, pending)
         table(
             f"{len(pending)} pending staged writes to {action}",
             ("id", "tool", "path"),
             [(w.id, plain(names[w.tool_id]), plain(w.path)) for w in pending],
+            stderr=as_json,
         )
+
+    if not as_json:
+        listing()
     if not yes:
         if not sys.stdin.isatty():
             fail(
@@ -232,8 +237,9 @@ def _confirmed_pending(store: SQLiteStore, action: str, yes: bool, as_json: bool
                 ),
                 as_json,
             )
-        # With --json, stdout is the JSON alone: the question goes to stderr, where a person who captures stdout sees it.
-        if not typer.confirm(f"{action} these {len(pending)} staged writes?", default=False, err=as_json):
+        if as_json:
+            listing()  # on stderr, with the question: stdout is the JSON result's alone
+        if not confirm(f"{action} these {len(pending)} staged writes?"):
             note(f"nothing {_DONE[action]}")
             raise typer.Exit(1)
     return [write.id for write in pending]

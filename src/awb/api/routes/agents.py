@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from awb.api.errors import ERRORS, ErrorBody, GuardedRoute
+from awb.api.run_share import RUN_BUSY, RunShare, run_share
 from awb.api.service import blueprint_service
 from awb.api.whole_listing import whole_listing
 from awb.blueprints.journal import LogEntry
@@ -19,6 +20,7 @@ from awb.blueprints.sessions import LOG_PAGE_MAX, MAX_MESSAGE_CHARS, SESSION_ID_
 
 router = APIRouter(prefix="/api/agents", tags=["agents"], route_class=GuardedRoute)
 Service = Annotated[BlueprintService, Depends(blueprint_service)]
+Runs = Annotated[RunShare, Depends(run_share)]
 
 
 class RunRequest(BaseModel):
@@ -57,19 +59,21 @@ _RUN_ERRORS: dict[int | str, dict[str, Any]] = {
     **ERRORS,
     404: {"model": ErrorBody, "description": "Unknown blueprint_id."},
     422: {"model": ErrorBody, "description": "A guardrail ended the run; `details.guardrail` names it."},
+    429: RUN_BUSY,
     502: {"model": ErrorBody, "description": "The model provider (or an MCP server) failed; its message is included."},
 }
 
 
 @router.post("/run", responses=_RUN_ERRORS)
-async def run_agent(service: Service, request: RunRequest) -> RunResponse:
+async def run_agent(service: Service, runs: Runs, request: RunRequest, http: Request) -> RunResponse:
     """Run a blueprint (given inline, or by `blueprint_id`) on one message."""
-    reply, hit = await service.run(
-        message=request.message,
-        blueprint=request.blueprint,
-        blueprint_id=request.blueprint_id,
-        session_id=request.session_id,
-    )
+    async with runs.hold(http):
+        reply, hit = await service.run(
+            message=request.message,
+            blueprint=request.blueprint,
+            blueprint_id=request.blueprint_id,
+            session_id=request.session_id,
+        )
     return RunResponse(**reply.model_dump(), cache_hit=hit)
 
 
