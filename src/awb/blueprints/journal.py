@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -84,6 +85,14 @@ def redact(value: Any, secrets: tuple[str, ...] = ()) -> Any:
     """A copy with secret-looking keys masked, and known secret values and credentials cut out of strings;
     bounded (`awb.safe_copy`): what nests too deep, is past the walk's budget or holds itself is a marker."""
     return safe_copy(value, _rules(secrets))
+
+
+def masked_as_read(data: dict[str, Any]) -> dict[str, Any]:
+    """A stored entry's data with credentials and secret-named keys masked again as it is read: an entry an
+    older awb logged (or an import brought) was stored before credentials were masked. Its values were
+    bounded when logged, so only the walk's depth allows for the entry's own level."""
+    masked: dict[str, Any] = safe_copy(data, replace(_rules(()), max_depth=_MAX_DEPTH + 1, max_values=sys.maxsize))
+    return masked
 
 
 def mask_text(text: str, secrets: tuple[str, ...] = ()) -> str:
