@@ -11,11 +11,13 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import anyio.to_thread
 
 if TYPE_CHECKING:
@@ -215,3 +217,29 @@ def once_after(target: Any, meanwhile: Callable[[], Any], *names: str) -> None:
                 return result
 
             setattr(target, name, returned)
+
+
+@asynccontextmanager
+async def longest_gap() -> AsyncIterator[Callable[[], float]]:
+    """While inside, a task on the loop ticks every 10 ms; yields how long the longest wait between ticks was."""
+    gaps = [0.0]
+
+    async def tick() -> None:
+        last = time.perf_counter()
+        while True:
+            await anyio.sleep(0.01)  # a tick, not a wait for something: what is measured is how late it comes
+            now = time.perf_counter()
+            gaps[0] = max(gaps[0], now - last)
+            last = now
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(tick)
+        yield lambda: gaps[0]
+        tasks.cancel_scope.cancel()
+
+
+async def run_while_ticking(run: Callable[[], Awaitable[Any]]) -> tuple[Any, float]:
+    async with longest_gap() as gap:
+        with anyio.fail_after(60):
+            result = await run()
+    return result, gap()

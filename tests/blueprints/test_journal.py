@@ -6,8 +6,10 @@ import hashlib
 import json
 from typing import Any
 
+import anyio
 import pytest
 
+from awb.agents.toolbox import ToolOutcome, ToolSpec
 from awb.blueprints.journal import (
     FLOOR_CHARS,
     SUMMARY_CHARS,
@@ -57,8 +59,8 @@ def test_a_summary_of_a_deep_or_huge_output_is_short_and_masked() -> None:
     assert len(summary) <= SUMMARY_CHARS and "tvly-abc" not in summary and '"api_key": "***"' in summary
 
 
-def logged_call(journal: RunJournal, arguments: Any, tool: str = "web.search") -> dict[str, Any]:
-    journal.record(tool, arguments, 0.0, success=True, output="ok")
+async def logged_call(journal: RunJournal, arguments: Any, tool: str = "web.search") -> dict[str, Any]:
+    await journal.record(tool, arguments, 0.0, success=True, output="ok")
     return journal.entries[-1].data
 
 
@@ -70,7 +72,7 @@ def stored(entry: dict[str, Any]) -> int:
 async def test_a_huge_argument_is_logged_cut_with_its_size_and_sha256() -> None:
     journal = RunJournal("r", 10, ("tvly-abc",), LogLimits(value_chars=1000, run_chars=100_000))
     query = "tvly-abc " + "q" * 5_000_000
-    data = logged_call(journal, {"query": query})
+    data = await logged_call(journal, {"query": query})
     masked = "*** " + "q" * 5_000_000
     digest = hashlib.sha256(masked.encode()).hexdigest()
     prefix, marker = data["arguments"]["query"].split("…[cut: ")
@@ -82,8 +84,8 @@ async def test_a_huge_argument_is_logged_cut_with_its_size_and_sha256() -> None:
 @pytest.mark.anyio
 async def test_many_small_values_or_long_keys_are_cut_to_the_same_limit() -> None:
     journal = RunJournal("r", 10, limits=LogLimits(value_chars=1000, run_chars=100_000))
-    rows = logged_call(journal, {"rows": list(range(1_000_000))})
-    keys = logged_call(journal, {f"{'k' * 100_000}{i}": i for i in range(1000)})
+    rows = await logged_call(journal, {"rows": list(range(1_000_000))})
+    keys = await logged_call(journal, {f"{'k' * 100_000}{i}": i for i in range(1000)})
     assert stored(rows) < 1500 and rows["arguments"]["rows"][-1].endswith("more items]")
     assert stored(keys) < 1500 and "…" in keys["arguments"]
 
@@ -95,7 +97,7 @@ async def test_a_value_of_no_json_type_is_logged_as_its_cut_text() -> None:
             return "L" * 1_000_000
 
     journal = RunJournal("r", 10, limits=LogLimits(value_chars=1000, run_chars=100_000))
-    assert stored(logged_call(journal, {"thing": Loud()})) < 1500
+    assert stored(await logged_call(journal, {"thing": Loud()})) < 1500
 
 
 @pytest.mark.anyio
@@ -103,7 +105,7 @@ async def test_a_run_keeps_its_budget_and_each_later_value_a_floor_yet_names_eve
     limits = LogLimits(value_chars=2000, run_chars=10_000)
     journal = RunJournal("r", 100, limits=limits)
     for i in range(50):
-        logged_call(journal, {"text": "x" * 50_000}, tool=f"tool_{i}")
+        await logged_call(journal, {"text": "x" * 50_000}, tool=f"tool_{i}")
     journal.violate("allowed_domains", "dropped", fatal=False, url="https://evil.test/" + "p" * 100_000)
     total = sum(stored(entry.data) for entry in journal.entries)
     assert total < limits.run_chars + 51 * (FLOOR_CHARS + 250)
@@ -119,3 +121,52 @@ def test_the_limits_come_from_the_configuration() -> None:
     config = Config(blueprints={"log_value_chars": 500, "log_run_chars": 5000})
     assert log_limits(config) == LogLimits(value_chars=500, run_chars=5000)
     assert log_limits(Config()) == LogLimits()
+
+
+TOKEN = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhZGEifQ.c2lnbmF0dXJlLXNpZ25hdHVyZQ"
+KEY = "sk-proj-" + "K" * 32
+PEM = "-----BEGIN RSA PRIVATE KEY-----\n" + "A" * 3000 + "\n-----END RSA PRIVATE KEY-----"
+
+
+@pytest.mark.parametrize("at", [0, SUMMARY_CHARS - 20, SUMMARY_CHARS + 10])
+def test_a_summary_masks_the_credentials_it_shows_even_one_straddling_its_cut(at: int) -> None:
+    for secret in (f"Bearer {TOKEN}", KEY, PEM):
+        text = "x " * (at // 2) + secret + " y" * 10_000_000
+        summary = summarize({"text": text}) + summarize(text)
+        assert secret[:12] not in summary and TOKEN[:12] not in summary and "AAAA" not in summary
+        assert summary.endswith("…")
+
+
+@pytest.mark.anyio
+async def test_a_logged_call_masks_credentials_in_its_arguments_and_output_and_keeps_the_environments_masking() -> None:
+    journal = RunJournal("r", 10, ("tvly-abc",))
+    await journal.record(
+        "web.fetch",
+        {"headers": {"Authorization": "x"}, "url": f"https://e.x/?key={KEY}", "note": "tvly-abc " + PEM},
+        0.0,
+        success=True,
+        output={"text": f"token Bearer {TOKEN}"},
+    )
+    data = journal.entries[-1].data
+    assert data["arguments"] == {"headers": {"Authorization": "***"}, "url": "https://e.x/?key=***", "note": "*** ***"}
+    assert data["output_summary"] == '{"text": "token ***"}'
+
+
+@pytest.mark.anyio
+async def test_a_call_the_runs_end_cuts_off_is_logged_masked_all_the_same() -> None:
+    journal = RunJournal("r", 10)
+    started = anyio.Event()
+
+    async def hanging(arguments: dict[str, Any]) -> ToolOutcome:
+        started.set()
+        await anyio.sleep_forever()
+        raise AssertionError("not reached")
+
+    call = journal.guard(ToolSpec("web.fetch", "", {}, "web"), hanging)
+    with anyio.fail_after(10), anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(call, {"url": f"https://e.x/?key={KEY}"})
+            await started.wait()
+            scope.cancel()
+    [entry] = journal.entries
+    assert entry.data["arguments"] == {"url": "https://e.x/?key=***"} and entry.data["success"] is False

@@ -175,3 +175,23 @@ def test_a_log_page_longer_than_one_read_from_the_store_is_whole_and_in_order(st
     assert [e.data["n"] for e in first + rest] == list(range(600))
     assert len(first) == 550 and after is not None and end is None
     assert log_page_within(store, "s", after=0, limit=600)[1] is None
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_an_entry_logged_before_credentials_were_masked_is_read_masked(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """An older awb stored what a tool returned as it was: every reader of the store gets it masked."""
+    if kind == "sqlite":
+        store = open_session_store(tmp_path / "inventory.db")
+    else:
+        store = open_session_store(Config(inventory_url=request.getfixturevalue("clean_pg_url")))
+    key = "sk-proj-" + "K" * 32
+    data = {"tool": "web.fetch", "arguments": {"api_key": "k"}, "output_summary": f"use Bearer {key}", "n": [1]}
+    try:
+        store.append_logs("old", [LogEntry(at=AT, run_id="r", kind="tool_call", data=data)])
+        read = [store.logs("old"), [e for _, e in store.log_page("old")], store.newest_logs("old", 5)]
+    finally:
+        store.close()
+    masked = {"tool": "web.fetch", "arguments": {"api_key": "***"}, "output_summary": "use ***", "n": [1]}
+    assert [[entry.data for entry in entries] for entries in read] == [[masked]] * 3

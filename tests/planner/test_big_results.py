@@ -3,11 +3,7 @@ goes on meanwhile, and the secrets in it are still masked."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -16,6 +12,7 @@ from mcp.server.mcpserver import MCPServer
 from awb.agents.models import ScriptedModel
 from awb.planner.redaction import MASK
 from awb.planner.task import execute_mcp_task
+from support import run_while_ticking
 
 pytestmark = pytest.mark.anyio
 
@@ -37,32 +34,6 @@ def big_server() -> MCPServer:
         return BIG if kind == "all" else BIG[-900_000:]
 
     return server
-
-
-@asynccontextmanager
-async def longest_gap() -> AsyncIterator[Callable[[], float]]:
-    """While inside, a task on the loop ticks every 10 ms; yields how long the longest wait between ticks was."""
-    gaps = [0.0]
-
-    async def tick() -> None:
-        last = time.perf_counter()
-        while True:
-            await anyio.sleep(0.01)  # a tick, not a wait for something: what is measured is how late it comes
-            now = time.perf_counter()
-            gaps[0] = max(gaps[0], now - last)
-            last = now
-
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(tick)
-        yield lambda: gaps[0]
-        tasks.cancel_scope.cancel()
-
-
-async def run_while_ticking(run: Callable[[], Awaitable[Any]]) -> tuple[Any, float]:
-    async with longest_gap() as gap:
-        with anyio.fail_after(60):
-            result = await run()
-    return result, gap()
 
 
 @pytest.mark.timeout(120)

@@ -1,7 +1,9 @@
 """What a run tells while it runs: one event per thing that happened, for progress views and logs.
 
 Pass `on_event=` to `run_agent` (a plain or async function), or iterate `run_agent_stream(...)`.
-Subagent events come through the same channel with `depth=1` and the subagent's `agent`.
+Subagent events come through the same channel with `depth=1` and the subagent's `agent`. What an event
+carries is masked first (`masked`): events are shown, printed and kept, and a tool's arguments or a model's
+words may hold a credential.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from awb.planner.redaction import redact_payload, redact_payload_off_loop
+
 EventType = Literal["step_started", "model_reply", "rejected", "tool_call", "tool_result", "subagent", "done"]
 
 
@@ -20,8 +24,9 @@ class RunEvent(BaseModel):
     `tool_call` {tool, arguments}; `tool_result` {tool, ok, duration_seconds, error};
     `subagent` {agent, phase: started|finished, termination_reason}; `done` {result} (the `RunResult`
     as JSON; at depth 1 a subagent's ending, whose large values are markers naming where the top-level
-    `done`'s result has them: `awb.agents.repeats.written_elsewhere`). Actions, arguments and inputs are
-    cut (`awb.text.bounded`): events are for watching a run; the top-level `done`'s result has them in full."""
+    `done`'s result has them: `awb.agents.repeats.written_elsewhere`). Actions, arguments, inputs and errors
+    are cut (`awb.text.bounded`): events are for watching a run; the top-level `done`'s result has them in
+    full. Secrets are masked in all of it (`masked`); the `RunResult` the run returns keeps them."""
 
     type: EventType
     agent: str
@@ -33,11 +38,27 @@ class RunEvent(BaseModel):
 EventHandler = Callable[[RunEvent], Awaitable[None] | None]
 
 
+async def masked(event: RunEvent) -> RunEvent:
+    """`event` with its secrets masked (`awb.planner.redaction`: values under secret-named keys, and text
+    that looks like a credential). A `done` event carries a run's whole result, which can be tens of
+    megabytes: it is masked in a worker thread while the loop goes on; the others are cut already."""
+    if event.type == "done":
+        data = await redact_payload_off_loop(event.data)
+    else:
+        data = redact_payload(event.data)
+    return event.model_copy(update={"data": data})
+
+
 class Emitter:
     """Delivers events to an optional handler, awaiting it when it is async."""
 
     def __init__(self, handler: EventHandler | None = None) -> None:
         self._handler = handler
+
+    @property
+    def listening(self) -> bool:
+        """Whether events go anywhere: an event nobody receives is not worth masking."""
+        return self._handler is not None
 
     async def __call__(self, event: RunEvent) -> None:
         if self._handler is None:

@@ -170,7 +170,8 @@ class ActionExecutor:
             tool=name,
             ok=outcome.ok,
             duration_seconds=duration,
-            error=None if error is None else error.model_dump(),
+            # A failure's message can be a tool's whole reply: cut, as the call's arguments are.
+            error=None if error is None else bounded(error.model_dump()),
         )
         self.context.add("tool_result" if outcome.ok else "tool_error", name, outcome.payload)
         if stop is not None:  # what the call did before it stopped is recorded and remembered first

@@ -10,6 +10,7 @@ next accepted reply restores the count. Every step is recorded, rejected replies
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any
 
 import anyio
@@ -39,6 +40,7 @@ from awb.agents.scope import RunScope
 from awb.agents.telemetry import chat_attributes, model_attributes, set_attributes, span, usage_attributes
 from awb.agents.toolbox import Handler, Toolbox, ToolOutcome, ToolSpec
 from awb.errors import AwbError
+from awb.planner.redaction import off_loop
 from awb.text import bounded
 
 #: Observations a partial result carries, newest last.
@@ -249,17 +251,21 @@ class _Run:
             self.usage.add(result.usage)
             if self.executor.spawning is not None:
                 self.executor.spawning.subagent = record
-            # The subagent's ending, its large values named where this run's own result (told last) has them.
-            told = written_elsewhere(
-                result.model_dump(mode="json"),
-                RunResult,
-                record,
-                where=f"the {self.agent.mode} run's result",
-                at=f"subagent_calls[{index}]",
-            )
-            await self.scope.tell(
-                RunEvent(type="done", agent=sub.mode, depth=1, step=result.iterations, data={"result": told})
-            )
+            if self.scope.listening:
+                # The subagent's ending, its large values named where this run's own result (told last) has
+                # them; tens of megabytes of JSON at worst, made in a worker thread.
+                told = await off_loop(
+                    lambda: written_elsewhere(
+                        result.model_dump(mode="json"),
+                        RunResult,
+                        record,
+                        where=f"the {self.agent.mode} run's result",
+                        at=f"subagent_calls[{index}]",
+                    )
+                )
+                await self.scope.tell(
+                    RunEvent(type="done", agent=sub.mode, depth=1, step=result.iterations, data={"result": told})
+                )
             await self._tell("subagent", agent=sub.mode, phase="finished", termination_reason=result.termination_reason)
             if result.ok:
                 return ToolOutcome(ok=True, payload=result.output)
@@ -335,14 +341,11 @@ async def run_loop(
         duration_seconds=anyio.current_time() - started,
         partial=None if reason == "done" else run.partial(),
     )
-    if depth == 0:  # a subagent's ending is told by its parent, which knows where its values are
+    # A subagent's ending is told by its parent, which knows where its values are. The result's JSON can be
+    # tens of megabytes: made in a worker thread, and only for someone listening.
+    if depth == 0 and scope.listening:
+        dumped = await off_loop(partial(result.model_dump, mode="json"))
         await scope.tell(
-            RunEvent(
-                type="done",
-                agent=agent.mode,
-                depth=depth,
-                step=run.iterations,
-                data={"result": result.model_dump(mode="json")},
-            )
+            RunEvent(type="done", agent=agent.mode, depth=depth, step=run.iterations, data={"result": dumped})
         )
     return result

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from awb.agents.budget import Budget
-from awb.agents.events import Emitter, RunEvent
+from awb.agents.events import Emitter, RunEvent, masked
 from awb.agents.models.settings import ModelSettings
 from awb.agents.pricing import price_usd
 from awb.agents.result import TerminationReason, Usage
@@ -74,5 +74,12 @@ class RunScope:
                     return reason, f"the run's {name} budget is spent", {"limit": name, "max": limit, "used": value}
         return None
 
+    @property
+    def listening(self) -> bool:
+        """Whether anyone receives the run's events: what only an event would carry need not be made."""
+        return self.emit.listening
+
     async def tell(self, event: RunEvent) -> None:
-        await self.emit(event)
+        """Deliver `event`, its secrets masked, to whoever listens to the run."""
+        if self.listening:
+            await self.emit(await masked(event))

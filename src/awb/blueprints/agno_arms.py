@@ -159,7 +159,7 @@ def journal_hook(journal: RunJournal) -> Callable[..., Awaitable[Any]]:
             return result
         finally:
             output = result.content if isinstance(result, ToolResult) else result
-            journal.record(function_name, arguments, started, success=success, output=output)
+            await journal.record(function_name, arguments, started, success=success, output=output)
 
     return hook
 

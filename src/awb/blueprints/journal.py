@@ -2,7 +2,9 @@
 limits enforced around every tool handler.
 
 What an agent or a tool sent is logged masked and cut (`LogLimits`): each value to a number of characters,
-the whole run to a budget, a cut string ending in a marker with its full size and SHA-256.
+the whole run to a budget, a cut string ending in a marker with its full size and SHA-256. Masked are the
+values under secret-named keys, the known secrets of the environment, and any text that looks like a
+credential (a bearer token, an API key, a JWT, a private key: `awb.planner.credentials`).
 
 A fatal violation cancels the run's scope, so a team or workflow stops as a whole, not one member.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -22,6 +25,8 @@ from pydantic import BaseModel
 
 from awb.agents.context import to_text
 from awb.agents.toolbox import Handler, ToolOutcome, ToolSpec
+from awb.planner.credentials import mask_credentials
+from awb.planner.redaction import off_loop
 from awb.safe_copy import CopyRules, safe_copy
 
 if TYPE_CHECKING:
@@ -40,6 +45,9 @@ _MAX_VALUES = 100_000
 #: What a value keeps once its run's log is full: enough for a tool's name, a status, an error code.
 FLOOR_CHARS = 160
 CUT_MARKER = "…[cut: {chars} characters in all, sha256 {digest}]"
+#: Characters past a cut still masked, so a credential straddling the cut is recognised whole (a 4096-bit
+#: RSA key in PEM is about 3,300); an environment secret's own length is added to it.
+_SECRET_REACH = 4096
 _SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|passwd|authorization|cookie|credential)", re.I)
 
 
@@ -74,17 +82,40 @@ class LogEntry(BaseModel):
 
 
 def redact(value: Any, secrets: tuple[str, ...] = ()) -> Any:
-    """A copy with secret-looking keys masked and known secret values cut out of strings; bounded
-    (`awb.safe_copy`): what nests too deep, is past the walk's budget or holds itself is a marker."""
+    """A copy with secret-looking keys masked, and known secret values and credentials cut out of strings;
+    bounded (`awb.safe_copy`): what nests too deep, is past the walk's budget or holds itself is a marker."""
     return safe_copy(value, _rules(secrets))
 
 
+def masked_as_read(data: dict[str, Any]) -> dict[str, Any]:
+    """A stored entry's data with credentials and secret-named keys masked again as it is read: an entry an
+    older awb logged (or an import brought) was stored before credentials were masked. Its values were
+    bounded when logged, so only the walk's depth allows for the entry's own level."""
+    masked: dict[str, Any] = safe_copy(data, replace(_rules(()), max_depth=_MAX_DEPTH + 1, max_values=sys.maxsize))
+    return masked
+
+
+def mask_text(text: str, secrets: tuple[str, ...] = ()) -> str:
+    """`text` with the known `secrets` and anything that looks like a credential masked, in time linear in
+    its length."""
+    for secret in secrets:
+        text = text.replace(secret, REDACTED)
+    return mask_credentials(text, REDACTED)
+
+
 def _rules(secrets: tuple[str, ...], *, max_chars: int | None = None) -> CopyRules:
+    reach = _SECRET_REACH + max(map(len, secrets), default=0)
+
     def text(value: str) -> str:
-        for secret in secrets:
-            value = value.replace(secret, REDACTED)
-        # Cut after the secrets are out, so no part of one is left at the cut.
-        return value if max_chars is None else value[: max_chars + 1]
+        if max_chars is None:
+            return mask_text(value, secrets)
+        if len(value) <= max_chars + reach:
+            # Cut after the secrets are out, so no part of one is left at the cut.
+            return mask_text(value, secrets)[: max_chars + 1]
+        # Only what can show is masked, so a summary of 20 MB costs what one of 20 kB does; a mask may leave
+        # it shorter than the cut, and the "…" still says there was more.
+        kept = mask_text(value[: max_chars + reach], secrets)[: max_chars + 1]
+        return kept if len(kept) > max_chars else kept + "…"
 
     def masked(key: object, value: object) -> bool:
         return _SECRET_KEY.search(str(key)) is not None
@@ -98,13 +129,12 @@ def _cut_marked(text: str, keep: int) -> str:
 
 
 def summarize(payload: Any, secrets: tuple[str, ...] = ()) -> str:
-    """At most SUMMARY_CHARS of `payload` as text, secrets masked; only what can show is walked."""
-    rules = _rules(secrets)
+    """At most SUMMARY_CHARS of `payload` as text, secrets masked; only what can show is walked and masked."""
     if isinstance(payload, str):
-        text = rules.text(payload)
+        text = _rules(secrets, max_chars=SUMMARY_CHARS).text(payload)
     else:
         shown = safe_copy(payload, replace(_rules(secrets, max_chars=SUMMARY_CHARS), max_values=SUMMARY_CHARS))
-        text = rules.text(to_text(shown))  # keys are text too
+        text = mask_text(to_text(shown), secrets)  # keys are text too
     return text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
 
 
@@ -130,15 +160,24 @@ class RunJournal:
 
     def log(self, kind: LogKind, **data: Any) -> dict[str, Any]:
         """Log an entry; each of its values masked and cut to the limits. Returns what was logged."""
-        kept = {name: self._keep(value) for name, value in data.items()}
+        kept, spent = self._kept(data, self._left)
+        return self._append(kind, kept, spent)
+
+    def _append(self, kind: LogKind, kept: dict[str, Any], spent: int) -> dict[str, Any]:
+        self._left -= spent
         self.entries.append(LogEntry(at=datetime.now(UTC), run_id=self.run_id, kind=kind, data=kept))
         return kept
 
-    def _keep(self, value: Any) -> Any:
-        room = min(self.limits.value_chars, max(self._left, FLOOR_CHARS))
-        kept = safe_copy(value, replace(self._rules, max_chars=room))
-        self._left -= len(to_text(kept))
-        return kept
+    def _kept(self, data: dict[str, Any], left: int) -> tuple[dict[str, Any], int]:
+        """Each value of `data` masked and cut, with `left` characters of the log still free; and how many
+        of them it took. Touches nothing of the journal's, so it can run in a worker thread."""
+        kept: dict[str, Any] = {}
+        free = left
+        for name, value in data.items():
+            room = min(self.limits.value_chars, max(free, FLOOR_CHARS))
+            kept[name] = safe_copy(value, replace(self._rules, max_chars=room))
+            free -= len(to_text(kept[name]))
+        return kept, left - free
 
     def violate(self, guardrail: str, message: str, *, fatal: bool, **context: Any) -> None:
         """Log a violation with its context; a fatal one ends the whole run."""
@@ -163,18 +202,25 @@ class RunJournal:
         )
         return False
 
-    def record(self, tool: str, arguments: Mapping[str, Any], started: float, *, success: bool, output: Any) -> None:
+    async def record(
+        self, tool: str, arguments: Mapping[str, Any], started: float, *, success: bool, output: Any
+    ) -> None:
         """Log a finished (or abandoned) tool call that began at `started` (`anyio.current_time()`)."""
         duration_ms = round((anyio.current_time() - started) * 1000, 3)
         self.calls.append(ToolCallSummary(tool=tool, duration_ms=duration_ms, success=success))
-        self.log(
-            "tool_call",
-            tool=tool,
-            arguments=arguments,
-            duration_ms=duration_ms,
-            success=success,
-            output_summary=summarize(output, self.secrets),
-        )
+        data = {
+            "tool": tool,
+            "arguments": arguments,
+            "duration_ms": duration_ms,
+            "success": success,
+            "output_summary": summarize(output, self.secrets),
+        }
+        # A model's arguments can be tens of megabytes, each string masked whole (its digest is of all of it):
+        # in a worker thread, while the run's other work goes on. Shielded, so a call the run's end cut off
+        # is logged too; the work is bounded by the arguments' size.
+        with anyio.CancelScope(shield=True):
+            kept, spent = await off_loop(self._kept, data, self._left)
+        self._append("tool_call", kept, spent)
 
     def guard(self, spec: ToolSpec, handler: Handler) -> Handler:
         """`handler` counted against `max_tool_calls`, timed and logged."""
@@ -189,6 +235,6 @@ class RunJournal:
                 ok, payload = outcome.ok, outcome.payload
                 return outcome
             finally:
-                self.record(spec.name, arguments, started, success=ok, output=payload)
+                await self.record(spec.name, arguments, started, success=ok, output=payload)
 
         return call

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from awb.blueprints.compile import Turn
-from awb.blueprints.journal import LogEntry
+from awb.blueprints.journal import LogEntry, masked_as_read
 from awb.blueprints.sessions import (
     LOG_PAGE_DEFAULT,
     SESSIONS_SHOWN,
@@ -63,7 +63,9 @@ def _log_row(session_id: str, entry: LogEntry) -> tuple[str, str, str, str, str]
 
 
 def _entry(row: Sequence[Any]) -> LogEntry:
-    return LogEntry.model_validate({"run_id": row[0], "at": row[1], "kind": row[2], "data": json.loads(row[3])})
+    # Every reader (the REST log, the panel, an export) gets an entry masked, whenever it was logged.
+    data = masked_as_read(json.loads(row[3]))
+    return LogEntry.model_validate({"run_id": row[0], "at": row[1], "kind": row[2], "data": data})
 
 
 def _summary(row: Sequence[Any]) -> SessionSummary:
