@@ -12,7 +12,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from awb.agents import RunEvent, run_agent, run_agent_stream
 from awb.agents.models import ScriptedModel
-from awb.planner.redaction import MASK
+from awb.redaction import MASK
 from support import run_while_ticking
 
 from .agent_fixtures import Answer, Question, Reader

@@ -10,8 +10,8 @@ import pytest
 from mcp.server.mcpserver import MCPServer
 
 from awb.agents.models import ScriptedModel
-from awb.planner.redaction import MASK
 from awb.planner.task import execute_mcp_task
+from awb.redaction import MASK
 from support import run_while_ticking
 
 pytestmark = pytest.mark.anyio

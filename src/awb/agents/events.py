@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from awb.planner.redaction import redact_payload, redact_payload_off_loop
+from awb.redaction import redact_payload, redact_payload_off_loop
 
 EventType = Literal["step_started", "model_reply", "rejected", "tool_call", "tool_result", "subagent", "done"]
 
@@ -39,7 +39,7 @@ EventHandler = Callable[[RunEvent], Awaitable[None] | None]
 
 
 async def masked(event: RunEvent) -> RunEvent:
-    """`event` with its secrets masked (`awb.planner.redaction`: values under secret-named keys, and text
+    """`event` with its secrets masked (`awb.redaction`: values under secret-named keys, and text
     that looks like a credential). A `done` event carries a run's whole result, which can be tens of
     megabytes: it is masked in a worker thread while the loop goes on; the others are cut already."""
     if event.type == "done":

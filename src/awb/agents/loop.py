@@ -40,7 +40,7 @@ from awb.agents.scope import RunScope
 from awb.agents.telemetry import chat_attributes, model_attributes, set_attributes, span, usage_attributes
 from awb.agents.toolbox import Handler, Toolbox, ToolOutcome, ToolSpec
 from awb.errors import AwbError
-from awb.planner.redaction import off_loop
+from awb.redaction import off_loop
 from awb.text import bounded
 
 #: Observations a partial result carries, newest last.

@@ -4,7 +4,7 @@ limits enforced around every tool handler.
 What an agent or a tool sent is logged masked and cut (`LogLimits`): each value to a number of characters,
 the whole run to a budget, a cut string ending in a marker with its full size and SHA-256. Masked are the
 values under secret-named keys, the known secrets of the environment, and any text that looks like a
-credential (a bearer token, an API key, a JWT, a private key: `awb.planner.credentials`).
+credential (a bearer token, an API key, a JWT, a private key: `awb.credentials`).
 
 A fatal violation cancels the run's scope, so a team or workflow stops as a whole, not one member.
 """
@@ -25,8 +25,8 @@ from pydantic import BaseModel
 
 from awb.agents.context import to_text
 from awb.agents.toolbox import Handler, ToolOutcome, ToolSpec
-from awb.planner.credentials import mask_credentials
-from awb.planner.redaction import off_loop
+from awb.credentials import mask_credentials
+from awb.redaction import off_loop
 from awb.safe_copy import CopyRules, safe_copy
 
 if TYPE_CHECKING:

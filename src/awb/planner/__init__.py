@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from awb.planner.budget import Budget, BudgetSnapshot
     from awb.planner.plan_runner import SandboxResult, run_python_plan
-    from awb.planner.redaction import redact_payload
     from awb.planner.summaries import summarize_payload
     from awb.planner.task import MCPTaskResult, execute_mcp_task, execute_mcp_task_sync
+    from awb.redaction import redact_payload
 
 __all__ = [
     "Budget",
@@ -38,7 +38,7 @@ _HOMES = {
     "SandboxResult": "awb.planner.plan_runner",
     "execute_mcp_task": "awb.planner.task",
     "execute_mcp_task_sync": "awb.planner.task",
-    "redact_payload": "awb.planner.redaction",
+    "redact_payload": "awb.redaction",
     "run_python_plan": "awb.planner.plan_runner",
     "summarize_payload": "awb.planner.summaries",
 }

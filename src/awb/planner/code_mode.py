@@ -12,7 +12,7 @@ from awb.agents.scope import RunScope, StopRun
 from awb.agents.toolbox import ToolOutcome
 from awb.planner.calls import CallMade, call_runs
 from awb.planner.plan_runner import PlanRunner, SandboxResult
-from awb.planner.redaction import redact_payload, redact_payload_off_loop
+from awb.redaction import redact_payload, redact_payload_off_loop
 
 #: Log lines of a plan that reach the model, newest kept, each cut to a line's worth.
 PLAN_LOG_LINES = 20

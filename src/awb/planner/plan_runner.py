@@ -24,7 +24,7 @@ from awb.errors import AwbError
 from awb.planner.calls import CallMade
 from awb.planner.codegen import Wrapper, group_wrappers, identifier, module_source
 from awb.planner.cpython_plan import PlanHost, cpython_source
-from awb.planner.redaction import redact_record
+from awb.redaction import redact_record
 from awb.sandbox.base import Limits, Runtime
 from awb.sandbox.monty import print_cap_hit
 from awb.text import MAX_RESULT_DEPTH, nesting_depth, surrogates_replaced

@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Literal
 
-from awb.planner.redaction import redact_payload
+from awb.redaction import redact_payload
 from awb.safe_copy import safe_dumps
 
 Purpose = Literal["for_planning", "for_user", "for_debug"]

@@ -34,10 +34,10 @@ from awb.planner.calls import CallMade, calls_report
 from awb.planner.discovery import ToolIndex
 from awb.planner.plan_runner import PlanRunner
 from awb.planner.prompt import CODE_MODE_OFF, PLANNER_PROMPT
-from awb.planner.redaction import redact_payload_off_loop
 from awb.planner.summaries import SUMMARY_THRESHOLD_BYTES
 from awb.planner.telemetry import TaskTelemetry
 from awb.planner.tools import PlannerTools
+from awb.redaction import redact_payload_off_loop
 
 Mode = Literal["auto", "direct", "code"]
 #: Budget endings, by the loop's termination reason, named as the planner's budget names them.

@@ -9,7 +9,7 @@ import time
 from typing import Any, Literal
 
 from awb.agents.telemetry import span
-from awb.planner.redaction import EVENT_CHARS, redact_record
+from awb.redaction import EVENT_CHARS, redact_record
 
 EventName = Literal[
     "mcp.search.run", "mcp.action.called", "mcp.sandbox.run", "mcp.summary.created", "mcp.budget.exceeded"

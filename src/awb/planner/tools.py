@@ -17,9 +17,9 @@ from awb.planner.calls import CallMade
 from awb.planner.code_mode import CodeMode
 from awb.planner.discovery import DetailLevel, ToolIndex
 from awb.planner.plan_runner import PlanRunner, SandboxResult
-from awb.planner.redaction import off_loop, redact_payload
 from awb.planner.summaries import needs_summary, summarize_payload
 from awb.planner.telemetry import TaskTelemetry
+from awb.redaction import off_loop, redact_payload
 
 SEARCH_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from awb.planner.credentials import mask_credentials
+from awb.credentials import mask_credentials
 from awb.safe_copy import CopyRules, safe_copy
 from awb.thread_lanes import ThreadLane
 
@@ -64,7 +64,7 @@ def is_sensitive_key(key: str, sensitive_keys: Iterable[str] = DEFAULT_SENSITIVE
 
 
 def redact_text(text: str) -> str:
-    """`text` with every credential in it masked (`awb.planner.credentials`), in time linear in its length."""
+    """`text` with every credential in it masked (`awb.credentials`), in time linear in its length."""
     return mask_credentials(text, MASK)
 
 

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from awb.planner import credentials
-from awb.planner.credentials import CREDENTIAL_PATTERN, mask_credentials
+from awb import credentials
+from awb.credentials import CREDENTIAL_PATTERN, mask_credentials
 
 #: Pieces of text near the edges of the patterns: credentials, their beginnings alone, words that
 #: overlap (`xoxox`, `AKIAKIA`), letters re's IGNORECASE folds and str.lower does not (`ſ`, `ı`, `İ`),

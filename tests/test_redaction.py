@@ -5,8 +5,8 @@ from typing import Any
 
 import pytest
 
-from awb.planner import redaction
-from awb.planner.redaction import (
+from awb import redaction
+from awb.redaction import (
     EVENT_CHARS,
     MASK,
     RECORD_CHARS,
