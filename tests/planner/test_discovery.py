@@ -145,3 +145,52 @@ def test_a_refresh_fingerprints_only_the_tools_that_differ_from_those_indexed(mo
     assert hashed == [changed.name]
     rows = {row["server"] + "." + row["tool"]: row for row in index.search("", detail_level="full", limit=200)}
     assert rows[changed.name]["description"] == "Search every mailbox."
+
+
+class CountingEmbedder:
+    """Vectors from each text's letters; counts the texts it embeds."""
+
+    model_id = "fake-letters-1"
+    dim = 26
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def embed(self, texts: Any) -> Any:
+        np = pytest.importorskip("numpy")
+        self.texts.extend(texts)
+        out = np.full((len(texts), self.dim), 0.01, dtype=np.float32)
+        for row, text in enumerate(texts):
+            for char in text.lower():
+                if "a" <= char <= "z":
+                    out[row, ord(char) - 97] += 1
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+def test_a_second_index_over_the_same_tools_takes_every_vector_from_the_cache(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """`awb plan` embedded every tool of its servers again at every run (~110 s for 5,000 tools here)."""
+    pytest.importorskip("numpy")
+    import awb.planner.discovery as discovery
+    from awb.search.vector_cache import VectorCache
+
+    embedders: list[CountingEmbedder] = []
+
+    def fake_embedder(provider: str) -> tuple[Any, str]:
+        embedders.append(CountingEmbedder())
+        return embedders[-1], "fake"
+
+    monkeypatch.setattr(discovery, "create_embedder", fake_embedder)
+    specs = planner_toolbox([]).specs("tool")
+    first = ToolIndex(mode="hybrid", vector_cache=VectorCache(tmp_path / "v.sqlite3"))
+    first.refresh(specs)
+    assert len(embedders[0].texts) == 3 * len(specs)
+    second = ToolIndex(mode="hybrid", vector_cache=VectorCache(tmp_path / "v.sqlite3"))
+    second.refresh(specs)
+    assert embedders[1].texts == []
+    assert second.search("search mailbox messages", limit=3) == first.search("search mailbox messages", limit=3)
+    assert embedders[1].texts == ["search mailbox messages"]  # the query alone
+    added = ToolSpec("calendar.book_room", "Book a meeting room.", {"type": "object", "properties": {}}, "calendar")
+    second.refresh([*specs, added])
+    assert len(embedders[1].texts) == 1 + 3
