@@ -233,3 +233,20 @@ def test_the_default_place_follows_xdg_cache_home() -> None:
     assert default_cache_path({"XDG_CACHE_HOME": "/c"}) == Path("/c/awb/tool-vectors.sqlite3")
     assert default_cache_path({"XDG_CACHE_HOME": "relative"}) == Path.home() / ".cache/awb/tool-vectors.sqlite3"
     assert default_cache_path({}) == Path.home() / ".cache/awb/tool-vectors.sqlite3"
+
+
+def test_a_cache_busy_when_first_opened_is_tried_again_later(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that found the file locked while another made it went without a cache until it exited."""
+    import awb.search.vector_cache as vector_cache
+
+    monkeypatch.setattr(vector_cache, "BUSY_TIMEOUT_MS", 50)
+    path = tmp_path / "vectors.sqlite3"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    cache = VectorCache(path)
+    embedder = CountingEmbedder()
+    assert indexed(cache, embedder, tools(3)) == indexed(None, CountingEmbedder(), tools(3))
+    holder.execute("ROLLBACK")
+    holder.close()
+    indexed(cache, CountingEmbedder(), tools(3))
+    assert cache.count() == 3

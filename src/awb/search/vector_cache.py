@@ -39,6 +39,7 @@ TOUCH_AFTER_S = 3_600
 LOOKUP_CHUNK = 500
 #: SQLite's codes for a file that is not (or no longer) a database: rebuilt, not reported as a failure.
 _CORRUPT_CODES = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
+_BUSY_CODES = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
 
 
 def default_cache_path(environ: Mapping[str, str] | None = None) -> Path:
@@ -102,6 +103,9 @@ class VectorCache:
             except sqlite3.DatabaseError as exc:
                 if _corrupt(exc):
                     self._conn = self._rebuild(exc)
+                elif _code(exc) in _BUSY_CODES:
+                    # Another process holds it (making it, most likely) past the timeout: try again next time.
+                    log.info("tool vector cache %s is busy: %s", self.path, exc)
                 else:
                     self._give_up(exc)
             except OSError as exc:
@@ -270,10 +274,15 @@ class VectorCache:
         return result
 
 
-def _corrupt(exc: sqlite3.DatabaseError) -> bool:
+def _code(exc: sqlite3.DatabaseError) -> int | None:
     code = getattr(exc, "sqlite_errorcode", None)
+    return None if code is None else int(code) & 0xFF  # the primary code, without the extended bits
+
+
+def _corrupt(exc: sqlite3.DatabaseError) -> bool:
+    code = _code(exc)
     if code is not None:
-        return code & 0xFF in _CORRUPT_CODES
+        return code in _CORRUPT_CODES
     return "not a database" in str(exc) or "malformed" in str(exc)
 
 
