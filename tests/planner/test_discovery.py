@@ -194,3 +194,29 @@ def test_a_second_index_over_the_same_tools_takes_every_vector_from_the_cache(
     added = ToolSpec("calendar.book_room", "Book a meeting room.", {"type": "object", "properties": {}}, "calendar")
     second.refresh([*specs, added])
     assert len(embedders[1].texts) == 1 + 3
+
+
+@pytest.mark.anyio
+async def test_the_model_is_loaded_off_the_event_loop_when_every_vector_came_from_the_cache(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """With every vector from the cache nothing loaded the model before the task's first search, which
+    embeds its query on the event loop: the loop waited ~1 s for the model to load."""
+    pytest.importorskip("numpy")
+    import threading
+
+    import awb.planner.discovery as discovery
+    from awb.search.vector_cache import VectorCache
+
+    waited_on: list[str] = []
+
+    class Loading(CountingEmbedder):
+        def wait_loaded(self) -> None:
+            waited_on.append(threading.current_thread().name)
+
+    monkeypatch.setattr(discovery, "create_embedder", lambda provider: (Loading(), "fake"))
+    specs = planner_toolbox([]).specs("tool")
+    ToolIndex(mode="hybrid", vector_cache=VectorCache(tmp_path / "v.sqlite3")).refresh(specs)
+    warm = ToolIndex(mode="hybrid", vector_cache=VectorCache(tmp_path / "v.sqlite3"))
+    await warm.refresh_off_loop(specs)
+    assert waited_on and threading.main_thread().name not in waited_on

@@ -25,7 +25,7 @@ from awb.config import SearchConfig
 from awb.inventory.models import Tool, ToolMetadata
 from awb.inventory.sqlite import SQLiteStore
 from awb.planner.codegen import Wrapper, wrapper_for
-from awb.search.embeddings import TOKENIZE_BATCH, create_embedder
+from awb.search.embeddings import TOKENIZE_BATCH, EmbedderUnavailable, create_embedder
 from awb.search.hybrid import HybridSearch
 from awb.search.vector_cache import VectorCache
 
@@ -116,7 +116,19 @@ class ToolIndex:
 
     async def refresh_off_loop(self, specs: Sequence[ToolSpec], *, unavailable: Sequence[str] = ()) -> bool:
         """`refresh` in a worker thread: the event loop (and the run's timeout) go on meanwhile."""
-        return await anyio.to_thread.run_sync(partial(self.refresh, specs, unavailable=unavailable))
+        return await anyio.to_thread.run_sync(partial(self._refresh_and_load, specs, unavailable))
+
+    def _refresh_and_load(self, specs: Sequence[ToolSpec], unavailable: Sequence[str]) -> bool:
+        changed = self.refresh(specs, unavailable=unavailable)
+        # Vectors from the cache need no model, but a search embeds its query, on the caller's thread (the
+        # event loop): wait for the model here instead (~1 s to load), once there are tools to rank.
+        wait = getattr(self._search.embedder, "wait_loaded", None)
+        if self._specs and callable(wait):
+            try:
+                wait()
+            except EmbedderUnavailable:
+                pass  # the search says so, and ranks by text
+        return changed
 
     def search(self, query: str, *, detail_level: DetailLevel = "summary", limit: int = 40) -> list[dict[str, Any]]:
         """The best tools for `query`, one row per (server, tool); an empty query lists them all."""
