@@ -220,3 +220,22 @@ async def test_the_model_is_loaded_off_the_event_loop_when_every_vector_came_fro
     warm = ToolIndex(mode="hybrid", vector_cache=VectorCache(tmp_path / "v.sqlite3"))
     await warm.refresh_off_loop(specs)
     assert waited_on and threading.main_thread().name not in waited_on
+
+
+def test_an_index_with_a_cache_does_not_load_the_model_beside_its_refresh(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """Loading the model (which imports numpy) in the background while the refresh imported numpy too
+    failed now and then with 'partially initialized module' (5 runs in 12 of a two-thread import here)."""
+    import awb.planner.discovery as discovery
+    from awb.search.vector_cache import VectorCache
+
+    started: list[bool] = []
+
+    class Loading(CountingEmbedder):
+        def start_loading(self) -> None:
+            started.append(True)
+
+    monkeypatch.setattr(discovery, "create_embedder", lambda provider: (Loading(), "fake"))
+    ToolIndex(mode="hybrid", vector_cache=VectorCache(tmp_path / "v.sqlite3"))
+    assert started == []

@@ -58,10 +58,9 @@ class ToolIndex:
         wanted: Literal["text", "hybrid"] = "hybrid" if embedder is not None else "text"
         self._search = HybridSearch(self._store, embedder, SearchConfig(mode=wanted), reason=reason)
         if vector_cache is not None and self._search.embedder is not None:
+            # Not warmed up here, beside the refresh: numpy imported by two threads at once failed now and
+            # then ("partially initialized module"); `refresh_off_loop` loads the model after the refresh.
             self._search.vector_cache = vector_cache
-            # Every tool's vector may come from the cache, but the task's first search embeds its query:
-            # the model loads (~1 s) meanwhile, in the background.
-            self._search.warm_up()
         #: Bumped on every rebuild, so a planner can tell that its menu is stale.
         self.version = 0
 
