@@ -14,6 +14,16 @@ from pg_support import clean_pg_url, pg_url  # noqa: F401 - PostgreSQL fixtures 
 from support import awb_env, awb_http
 
 
+@pytest.fixture(autouse=True, scope="session")
+def own_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The planner keeps tool vectors in the user's cache directory: the tests keep theirs in a temporary one
+    (the processes they start too)."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+    yield
+    patch.undo()
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

@@ -81,12 +81,21 @@ class SearchConfig(_Section):
     #: `auto`: a PostgreSQL inventory whose server has the pgvector extension keeps vectors in an HNSW
     #: index and searches there; `off`: every server keeps its vectors in memory (`awb doctor` says which).
     pgvector: Literal["auto", "off"] = "auto"
+    #: The file the planner keeps its tools' vectors in between runs; None: `$XDG_CACHE_HOME/awb` or
+    #: `~/.cache/awb` (`awb.search.vector_cache.default_cache_path`).
+    vector_cache: Path | None = None
+    #: Vectors kept there at most (~1.6 KB each), the least recently used pruned; 0 turns the cache off.
+    vector_cache_entries: int = Field(10_000, ge=0, le=1_000_000)
 
     @field_validator("embedding_provider", mode="before")
     @classmethod
     def _null_is_none(cls, value: Any) -> Any:
         # The product spec's own example config says `"embedding_provider": null`: no provider.
         return "none" if value is None else value
+
+    def anchored(self, base: Path) -> SearchConfig:
+        cache = self.vector_cache
+        return self.model_copy(update={"vector_cache": base / cache}) if cache and not cache.is_absolute() else self
 
 
 class SandboxConfig(_Section):

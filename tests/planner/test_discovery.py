@@ -145,3 +145,97 @@ def test_a_refresh_fingerprints_only_the_tools_that_differ_from_those_indexed(mo
     assert hashed == [changed.name]
     rows = {row["server"] + "." + row["tool"]: row for row in index.search("", detail_level="full", limit=200)}
     assert rows[changed.name]["description"] == "Search every mailbox."
+
+
+class CountingEmbedder:
+    """Vectors from each text's letters; counts the texts it embeds."""
+
+    model_id = "fake-letters-1"
+    dim = 26
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def embed(self, texts: Any) -> Any:
+        np = pytest.importorskip("numpy")
+        self.texts.extend(texts)
+        out = np.full((len(texts), self.dim), 0.01, dtype=np.float32)
+        for row, text in enumerate(texts):
+            for char in text.lower():
+                if "a" <= char <= "z":
+                    out[row, ord(char) - 97] += 1
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+def test_a_second_index_over_the_same_tools_takes_every_vector_from_the_cache(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """`awb plan` embedded every tool of its servers again at every run (~110 s for 5,000 tools here)."""
+    pytest.importorskip("numpy")
+    import awb.planner.discovery as discovery
+    from awb.search.vector_cache import VectorCache
+
+    embedders: list[CountingEmbedder] = []
+
+    def fake_embedder(provider: str) -> tuple[Any, str]:
+        embedders.append(CountingEmbedder())
+        return embedders[-1], "fake"
+
+    monkeypatch.setattr(discovery, "create_embedder", fake_embedder)
+    specs = planner_toolbox([]).specs("tool")
+    first = ToolIndex(mode="hybrid", vector_cache=VectorCache(tmp_path / "v.sqlite3"))
+    first.refresh(specs)
+    assert len(embedders[0].texts) == 3 * len(specs)
+    second = ToolIndex(mode="hybrid", vector_cache=VectorCache(tmp_path / "v.sqlite3"))
+    second.refresh(specs)
+    assert embedders[1].texts == []
+    assert second.search("search mailbox messages", limit=3) == first.search("search mailbox messages", limit=3)
+    assert embedders[1].texts == ["search mailbox messages"]  # the query alone
+    added = ToolSpec("calendar.book_room", "Book a meeting room.", {"type": "object", "properties": {}}, "calendar")
+    second.refresh([*specs, added])
+    assert len(embedders[1].texts) == 1 + 3
+
+
+@pytest.mark.anyio
+async def test_the_model_is_loaded_off_the_event_loop_when_every_vector_came_from_the_cache(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """With every vector from the cache nothing loaded the model before the task's first search, which
+    embeds its query on the event loop: the loop waited ~1 s for the model to load."""
+    pytest.importorskip("numpy")
+    import threading
+
+    import awb.planner.discovery as discovery
+    from awb.search.vector_cache import VectorCache
+
+    waited_on: list[str] = []
+
+    class Loading(CountingEmbedder):
+        def wait_loaded(self) -> None:
+            waited_on.append(threading.current_thread().name)
+
+    monkeypatch.setattr(discovery, "create_embedder", lambda provider: (Loading(), "fake"))
+    specs = planner_toolbox([]).specs("tool")
+    ToolIndex(mode="hybrid", vector_cache=VectorCache(tmp_path / "v.sqlite3")).refresh(specs)
+    warm = ToolIndex(mode="hybrid", vector_cache=VectorCache(tmp_path / "v.sqlite3"))
+    await warm.refresh_off_loop(specs)
+    assert waited_on and threading.main_thread().name not in waited_on
+
+
+def test_an_index_with_a_cache_does_not_load_the_model_beside_its_refresh(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """Loading the model (which imports numpy) in the background while the refresh imported numpy too
+    failed now and then with 'partially initialized module' (5 runs in 12 of a two-thread import here)."""
+    import awb.planner.discovery as discovery
+    from awb.search.vector_cache import VectorCache
+
+    started: list[bool] = []
+
+    class Loading(CountingEmbedder):
+        def start_loading(self) -> None:
+            started.append(True)
+
+    monkeypatch.setattr(discovery, "create_embedder", lambda provider: (Loading(), "fake"))
+    ToolIndex(mode="hybrid", vector_cache=VectorCache(tmp_path / "v.sqlite3"))
+    assert started == []

@@ -1,5 +1,6 @@
 """Following `tools/list_changed`: a server that says when its tools change is re-read only after it says
-so (or after a call of ours), in both protocol generations; a server that cannot say is re-read every time."""
+so (or after a call of ours), in both protocol generations; a server that cannot say is re-read after a
+call of ours, or once its list is `RELIST_AFTER_S` old, or when a call names a tool it is not known to have."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from mcp import Client
 
 from agents.agent_fixtures import math_server
 from awb.agents import mcp_client
+from awb.agents import toolbox as toolbox_module
 from awb.agents.models import ScriptedModel
-from awb.agents.toolbox import Toolbox
+from awb.agents.toolbox import RELIST_AFTER_S, Toolbox
 from awb.config import Config
 from awb.planner.task import execute_mcp_task
 from awb.server.mcp import McpFace
@@ -88,20 +90,36 @@ def handshake_era(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(mcp_client, "Client", functools.partial(Client, mode="legacy"))
 
 
-async def test_a_server_that_cannot_tell_is_read_at_every_refresh(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_server_that_cannot_tell_is_read_again_after_a_call_or_once_its_list_is_old(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Such a server was read again at every search step: ~0.55-0.6 s each at 5,000 tools."""
     handshake_era(monkeypatch)
     async with mcp_client.connect_servers({"math": math_server()}) as toolbox:
+        now = [toolbox.clock()]
+        toolbox.clock = lambda: now[0]
         assert not watch_of(toolbox, "math").following
         await toolbox.refresh()
+        assert toolbox.relisted.get("math", 0) == 0, "read a moment ago, when it connected"
+        now[0] += RELIST_AFTER_S
         await toolbox.refresh()
-        assert toolbox.relisted["math"] == 2
-        assert toolbox.resolve("math.add", "tool") is not None
+        await toolbox.refresh()
+        assert toolbox.relisted["math"] == 1
+        spec = toolbox.resolve("math.add", "tool")
+        assert spec is not None
+        assert (await toolbox.call(spec, {"a": 1, "b": 2})).ok
+        await toolbox.refresh()
+        assert toolbox.relisted["math"] == 2, "a call of ours may have changed its tools"
+        await toolbox.refresh(force=True)
+        assert toolbox.relisted["math"] == 3
 
 
 async def test_the_planner_re_reads_only_the_servers_that_may_have_changed(
     config: Config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     handshake_era(monkeypatch)
+    # Every search finds the math server's list old enough to read again.
+    monkeypatch.setattr(toolbox_module, "RELIST_AFTER_S", 0.0)
     search = {"action": "call_tool", "tool": "planner.search_tools", "arguments": {"query": "add numbers"}}
     model = ScriptedModel([search, search, {"action": "done", "output": {"summary": "found"}}])
     async with Workbench(config) as workbench:
@@ -116,6 +134,25 @@ async def test_the_planner_re_reads_only_the_servers_that_may_have_changed(
     # The workbench follows list_changed and nothing changed: only the math server, which cannot tell,
     # is read again.
     assert [event["payload"]["relisted"] for event in searches] == [1, 1]
+
+
+async def test_the_planner_reads_a_server_that_cannot_tell_again_only_after_calling_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    handshake_era(monkeypatch)
+    search = {"action": "call_tool", "tool": "planner.search_tools", "arguments": {"query": "add numbers"}}
+    add = {
+        "action": "call_tool",
+        "tool": "planner.call_tool",
+        "arguments": {"server": "math", "tool": "add", "arguments": {"a": 1, "b": 2}},
+    }
+    model = ScriptedModel([search, search, add, search, {"action": "done", "output": {"summary": "added"}}])
+    with anyio.fail_after(60):
+        result = await execute_mcp_task("add numbers", servers={"math": math_server()}, model=model)
+    assert result.success, result.error
+    searches = [e for e in result.logs if e["event"] == "mcp.search.run" and not e["payload"].get("initial")]
+    # Well within RELIST_AFTER_S of connecting: read again only after the call.
+    assert [event["payload"]["relisted"] for event in searches] == [0, 0, 1]
 
 
 async def test_a_plan_sees_a_tool_equipped_mid_task_even_after_a_direct_call_read_the_change(

@@ -118,3 +118,22 @@ def test_the_readmes_servers_file_and_plan_command_run_as_written_from_the_clone
     done = subprocess.run(shlex.split(line), capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["budget_usage"]["tool_calls"] == 2
+
+
+def test_awb_plan_keeps_tool_vectors_where_the_config_says(tmp_path: Path, fake_provider: FakeProvider) -> None:
+    import sqlite3
+
+    from awb.search.embeddings import EmbedderUnavailable, local_model_files
+
+    try:
+        local_model_files()
+    except EmbedderUnavailable:
+        import pytest
+
+        pytest.skip("the embed extra is not installed: no vectors to keep")
+    (tmp_path / "awb.config.json").write_text(json.dumps({"search": {"vector_cache": "cache/vectors.sqlite3"}}))
+    fake_provider.reply(openai_calls(("done", json.dumps({"summary": "nothing to do"}))))
+    done = run_plan(tmp_path, fake_provider)
+    assert done.returncode == 0, done.stderr
+    with sqlite3.connect(tmp_path / "cache" / "vectors.sqlite3") as conn:
+        assert conn.execute("SELECT count(*) FROM vectors").fetchone()[0] >= 5  # the demo servers' tools

@@ -343,3 +343,32 @@ async def test_a_stdio_servers_reply_over_the_cap_is_an_observation_and_the_task
     assert result.success and result.final_summary == "echoed"
     assert f"over the {limit}-byte limit" in model.seen[1][0].body
     assert "still here" in model.seen[2][0].body
+
+
+async def test_a_second_task_over_the_same_servers_embeds_no_tool_again(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Every task embedded every tool of its servers again (~33 s for 500 tools on the local model here)."""
+    pytest.importorskip("numpy")
+    import awb.planner.discovery as discovery
+
+    from .test_discovery import CountingEmbedder
+
+    embedders: list[CountingEmbedder] = []
+
+    def fake_embedder(provider: str) -> tuple[Any, str]:
+        embedders.append(CountingEmbedder())
+        return embedders[-1], "fake"
+
+    monkeypatch.setattr(discovery, "create_embedder", fake_embedder)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    for _ in range(2):
+        with anyio.fail_after(30):
+            result = await execute_mcp_task("post hi", servers=servers(), model=ScriptedModel([done("ok")]))
+        assert result.success
+    assert len(embedders[0].texts) == 3 * 3 + 1  # three tools, three texts each; the task's query
+    assert embedders[1].texts == ["post hi"]
+    assert (tmp_path / "awb" / "tool-vectors.sqlite3").is_file()
+    with anyio.fail_after(30):
+        await execute_mcp_task("post hi", servers=servers(), model=ScriptedModel([done("ok")]), vector_cache="off")
+    assert len(embedders[2].texts) == 3 * 3 + 1

@@ -7,6 +7,7 @@ MCP tools are named `<server>.<tool>`, so the server name is the namespace agent
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -56,16 +57,25 @@ Handler = Callable[[dict[str, Any]], Awaitable[ToolOutcome]]
 Lister = Callable[[], Awaitable[list[tuple[ToolSpec, Handler]]]]
 
 
+#: A server that cannot tell of changes to its tools is read again at most this often (seconds), unless we
+#: called one of its tools since or a call names a tool it is not known to have (`refresh(force=True)`).
+#: Reading 5,000 tools costs ~0.55-0.6 s (mostly the MCP SDK encoding and checking them), which every
+#: search step paid; a tool another client adds meanwhile is found this much later at most.
+RELIST_AFTER_S = 15.0
+
+
 @dataclass
 class ListWatch:
     """Whether a server's tool list may have changed since it was last read.
 
     `following` is true while the server tells us of changes (`tools/list_changed`, either protocol
     generation); `stale` is set by such a notice, and by any call we make to the server ourselves, because
-    a server's notice may arrive after its answer (a workbench's `awb_equip` answers first)."""
+    a server's notice may arrive after its answer (a workbench's `awb_equip` answers first). `listed_at`:
+    when the list was last read (`Toolbox.clock`), which decides for a server that cannot tell."""
 
     following: bool = False
     stale: bool = False
+    listed_at: float | None = None
 
 
 class Toolbox:
@@ -75,6 +85,8 @@ class Toolbox:
         self._watches: dict[str, ListWatch] = {}
         #: How many times each namespace's tools were read again (telemetry, and the proof of following).
         self.relisted: dict[str, int] = {}
+        self.relist_after_s = RELIST_AFTER_S
+        self.clock: Callable[[], float] = time.monotonic
 
     def add(self, spec: ToolSpec, handler: Handler) -> None:
         self._entries[spec.name] = (spec, handler)
@@ -84,17 +96,24 @@ class Toolbox:
         self._listers[namespace] = lister
         if watch is not None:
             self._watches[namespace] = watch
+            if watch.listed_at is None:  # registered right after its first listing
+                watch.listed_at = self.clock()
 
     async def refresh(self, *, force: bool = False) -> bool:
         """Read the tools again of every namespace that may have changed: one whose server follows
-        `list_changed` only after a notice or a call of ours, any other every time. Tools a server added
-        since appear, removed ones go; a server that fails to answer keeps the tools it had.
+        `list_changed` only after a notice or a call of ours; one that cannot tell after a call of ours or
+        once its list is `relist_after_s` old; any other every time; all of them with `force`. Tools a
+        server added since appear, removed ones go; a server that fails to answer keeps the tools it had.
         True when the catalogue changed."""
         changed = False
         for namespace, lister in self._listers.items():
             watch = self._watches.get(namespace)
-            if watch is not None and watch.following and not watch.stale and not force:
-                continue
+            now = self.clock()
+            if watch is not None and not watch.stale and not force:
+                if watch.following:
+                    continue
+                if watch.listed_at is not None and now - watch.listed_at < self.relist_after_s:
+                    continue
             if watch is not None:
                 watch.stale = False  # a notice during the listing below marks it again
             try:
@@ -104,6 +123,8 @@ class Toolbox:
                     watch.stale = True
                 continue
             self.relisted[namespace] = self.relisted.get(namespace, 0) + 1
+            if watch is not None:
+                watch.listed_at = now  # when the reading began: a change made during it is not missed
             before = {n: spec for n, (spec, _) in self._entries.items() if spec.namespace == namespace}
             for name in before:
                 del self._entries[name]

@@ -55,9 +55,11 @@ def plan_command(
     from awb.agents.cli import resolve_servers
     from awb.cli.output import fail, options_error
     from awb.cli.safe_text import plain
+    from awb.config import load_config
     from awb.errors import AwbError
     from awb.planner.budget import Budget
     from awb.planner.task import Mode, execute_mcp_task
+    from awb.search.vector_cache import vector_cache_at
 
     if mode not in ("auto", "direct", "code"):
         raise typer.BadParameter("mode must be auto, direct or code", param_hint="--mode")
@@ -89,6 +91,8 @@ def plan_command(
         fail(options_error(err, options), as_json)
     try:
         targets = resolve_servers(servers, server or [], config)
+        settings = load_config(config).search
+        cache = vector_cache_at(settings.vector_cache, settings.vector_cache_entries)
         chosen: Mode = "auto" if mode == "auto" else "direct" if mode == "direct" else "code"
 
         async def main() -> MCPTaskResult:
@@ -102,9 +106,14 @@ def plan_command(
                 workspace=workspace,
                 search_mode="text" if search_mode == "text" else "hybrid" if search_mode == "hybrid" else "auto",
                 on_event=on_event,
+                vector_cache=cache if cache is not None else "off",
             )
 
-        result = anyio.run(main)
+        try:
+            result = anyio.run(main)
+        finally:
+            if cache is not None:
+                cache.close()
     except AwbError as err:
         fail(err, as_json)
     typer.echo(result.model_dump_json(indent=2))

@@ -3,7 +3,8 @@
 The servers' tools are kept as records of an in-memory inventory, so they are ranked exactly as
 `awb_search` ranks crafted tools (BM25 over name, description and tags; fused with embeddings when the
 `embed` extra is installed and hybrid search is asked for). The index is rebuilt when a server's tool
-list changes.
+list changes, and the tools' vectors are kept in a `VectorCache` file, so the next task over the same
+tools embeds none of them.
 """
 
 from __future__ import annotations
@@ -24,18 +25,24 @@ from awb.config import SearchConfig
 from awb.inventory.models import Tool, ToolMetadata
 from awb.inventory.sqlite import SQLiteStore
 from awb.planner.codegen import Wrapper, wrapper_for
-from awb.search.embeddings import create_embedder
+from awb.search.embeddings import TOKENIZE_BATCH, EmbedderUnavailable, create_embedder
 from awb.search.hybrid import HybridSearch
+from awb.search.vector_cache import VectorCache
 
 DetailLevel = Literal["summary", "full"]
 _SHORT_DESCRIPTION_CHARS = 160
+#: Tools embedded (and their vectors cached) at a time: three texts each, one tokenizer batch. A first
+#: index of 5,000 tools takes minutes; one stopped half-way keeps the vectors of its finished chunks.
+INDEX_CHUNK = TOKENIZE_BATCH // 3
 log = logging.getLogger("awb.planner")
 
 
 class ToolIndex:
     """The tools of the connected servers, searchable; `refresh` with the current specs at each step."""
 
-    def __init__(self, *, mode: Literal["auto", "text", "hybrid"] = "auto") -> None:
+    def __init__(
+        self, *, mode: Literal["auto", "text", "hybrid"] = "auto", vector_cache: VectorCache | None = None
+    ) -> None:
         self._lock = threading.Lock()
         #: Each indexed tool's fingerprint: a tool whose name, description and schema are unchanged keeps
         #: its record and vector, and a refresh that changes none (nor what is available) does nothing.
@@ -50,6 +57,10 @@ class ToolIndex:
             log.warning("planner tool search falls back to text: %s", reason)
         wanted: Literal["text", "hybrid"] = "hybrid" if embedder is not None else "text"
         self._search = HybridSearch(self._store, embedder, SearchConfig(mode=wanted), reason=reason)
+        if vector_cache is not None and self._search.embedder is not None:
+            # Not warmed up here, beside the refresh: numpy imported by two threads at once failed now and
+            # then ("partially initialized module"); `refresh_off_loop` loads the model after the refresh.
+            self._search.vector_cache = vector_cache
         #: Bumped on every rebuild, so a planner can tell that its menu is stale.
         self.version = 0
 
@@ -86,7 +97,8 @@ class ToolIndex:
             fresh = [_record(spec, now) for spec in tools if self._prints.get(spec.name) != prints[spec.name]]
             for record in fresh:
                 self._store.add_tool(record)
-            self._search.index_tools(fresh)
+            for start in range(0, len(fresh), INDEX_CHUNK):
+                self._search.index_tools(fresh[start : start + INDEX_CHUNK])
             self._specs = {spec.name: spec for spec in tools}
             # A wrapper is made from what the fingerprint covers: an unchanged tool keeps its own (5,000
             # tools took ~0.1 s to wrap again for every crafted one).
@@ -103,7 +115,19 @@ class ToolIndex:
 
     async def refresh_off_loop(self, specs: Sequence[ToolSpec], *, unavailable: Sequence[str] = ()) -> bool:
         """`refresh` in a worker thread: the event loop (and the run's timeout) go on meanwhile."""
-        return await anyio.to_thread.run_sync(partial(self.refresh, specs, unavailable=unavailable))
+        return await anyio.to_thread.run_sync(partial(self._refresh_and_load, specs, unavailable))
+
+    def _refresh_and_load(self, specs: Sequence[ToolSpec], unavailable: Sequence[str]) -> bool:
+        changed = self.refresh(specs, unavailable=unavailable)
+        # Vectors from the cache need no model, but a search embeds its query, on the caller's thread (the
+        # event loop): wait for the model here instead (~1 s to load), once there are tools to rank.
+        wait = getattr(self._search.embedder, "wait_loaded", None)
+        if self._specs and callable(wait):
+            try:
+                wait()
+            except EmbedderUnavailable:
+                pass  # the search says so, and ranks by text
+        return changed
 
     def search(self, query: str, *, detail_level: DetailLevel = "summary", limit: int = 40) -> list[dict[str, Any]]:
         """The best tools for `query`, one row per (server, tool); an empty query lists them all."""

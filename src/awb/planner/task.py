@@ -38,6 +38,7 @@ from awb.planner.summaries import SUMMARY_THRESHOLD_BYTES
 from awb.planner.telemetry import TaskTelemetry
 from awb.planner.tools import PlannerTools
 from awb.redaction import redact_payload_off_loop
+from awb.search.vector_cache import VectorCache, vector_cache_at
 
 Mode = Literal["auto", "direct", "code"]
 #: Budget endings, by the loop's termination reason, named as the planner's budget names them.
@@ -90,6 +91,7 @@ async def execute_mcp_task(
     base_url: str | None = None,
     context_chars: int = 24_000,
     on_event: EventHandler | None = None,
+    vector_cache: VectorCache | Path | Literal["default", "off"] = "default",
 ) -> MCPTaskResult:
     """Discover tools on `servers`, plan with `model`, act, and return a structured result.
 
@@ -98,6 +100,8 @@ async def execute_mcp_task(
     still allows direct calls but says plans are preferred. `summarize=False` puts raw results into the
     context (the baseline the code-mode benchmark compares against). Full payloads of summarised
     results are stored under `workspace/tool-results/<task_id>/` when a workspace is given.
+    `vector_cache`: where the tools' vectors are kept between tasks ("default": the user's cache
+    directory, `awb.search.vector_cache.default_cache_path()`; a path; an open `VectorCache`, which the caller closes; "off").
     """
     check_unicode(task, "task")
     check_unicode(extra_context, "extra_context")
@@ -108,7 +112,8 @@ async def execute_mcp_task(
     storage = workspace / "tool-results" / task_id if workspace is not None else None
     wait = min(CONNECT_TIMEOUT_SECONDS, budget.timeout_seconds)
     async with connect_servers(servers, timeout=wait, within=budget.timeout_seconds) as toolbox:
-        index = ToolIndex(mode=search_mode)
+        cache = _vector_cache(vector_cache)
+        index = ToolIndex(mode=search_mode, vector_cache=cache)
         try:
             return await _plan(
                 task,
@@ -128,6 +133,16 @@ async def execute_mcp_task(
             )
         finally:
             index.close()
+            if cache is not None and cache is not vector_cache:
+                cache.close()
+
+
+def _vector_cache(wanted: VectorCache | Path | Literal["default", "off"]) -> VectorCache | None:
+    if isinstance(wanted, VectorCache):
+        return wanted
+    if wanted == "off":
+        return None
+    return vector_cache_at(None if wanted == "default" else Path(wanted))
 
 
 def execute_mcp_task_sync(task: str, **kwargs: Any) -> MCPTaskResult:

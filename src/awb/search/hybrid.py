@@ -22,6 +22,7 @@ from awb.inventory.store import Store
 from awb.search.embeddings import Embedder, EmbedderUnavailable, create_embedder
 from awb.search.fts import search_words, split_identifier
 from awb.search.relevance import FLOOR_RELEVANCE, RELEVANCE_FLOOR, fuse, score
+from awb.search.vector_cache import VectorCache, text_key
 from awb.search.vector_index import SEARCH_PATH, NearestIndex, VectorIndex
 
 if TYPE_CHECKING:
@@ -134,6 +135,8 @@ class HybridSearch:
         #: Agents repeat queries; the benchmark sets 0 so every query pays for its embedding.
         self.query_cache_size = QUERY_CACHE_SIZE
         self.embedder: Embedder | None = None
+        #: Where tool vectors computed before are found again (the planner's index sets it).
+        self.vector_cache: VectorCache | None = None
         if self.config.mode == "text":
             self.reason = "search.mode is 'text'"
         elif embedder is None:
@@ -170,6 +173,14 @@ class HybridSearch:
     # --- keeping vectors in step ----------------------------------------------------------------
 
     def _vectors_of(self, tools: Sequence[Tool]) -> npt.NDArray[np.float32]:
+        assert self.embedder is not None
+        if self.vector_cache is None:
+            return self._embed_views(tools)
+        # The key covers every text embedded and how the views are summed.
+        keys = [text_key([*tool_views(tool), f"name view weight {NAME_VIEW_WEIGHT}"]) for tool in tools]
+        return self.vector_cache.vectors(self.embedder, keys, lambda rows: self._embed_views([tools[i] for i in rows]))
+
+    def _embed_views(self, tools: Sequence[Tool]) -> npt.NDArray[np.float32]:
         import numpy as np
 
         assert self.embedder is not None
