@@ -118,3 +118,15 @@ def test_the_readmes_servers_file_and_plan_command_run_as_written_from_the_clone
     done = subprocess.run(shlex.split(line), capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["budget_usage"]["tool_calls"] == 2
+
+
+def test_awb_plan_exits_3_with_the_models_words_printed_when_it_declines(
+    tmp_path: Path, fake_provider: FakeProvider
+) -> None:
+    """As `awb agents run` and `awb blueprints run`: 0 an answer, 1 a failure, 2 a usage error, 3 a refusal."""
+    fake_provider.reply({"choices": [{"message": {"role": "assistant", "refusal": "I won't touch the mail."}}]})
+    done = run_plan(tmp_path, fake_provider)
+    assert done.returncode == 3, done.stderr
+    result = json.loads(done.stdout)
+    assert (result["success"], result["termination_reason"]) == (False, "refused")
+    assert result["refusal"] == "I won't touch the mail."
