@@ -89,3 +89,41 @@ def test_past_the_limit_a_traceback_limited_line_is_written_without_its_tracebac
         f"980 more lines like {UNEXPECTED!r} in 60 s were written without their traceback "
         "(at most 20 a minute of each such kind are written with it)"
     )
+
+
+def _foreign(name: str, level: int, message: str, *args: object) -> logging.LogRecord:
+    return logging.LogRecord(name, level, "", 0, message, args, None)
+
+
+REFUSING = "Refusing to open a new session: %d sessions are already open"
+
+
+def test_the_sdks_and_uvicorns_warnings_are_limited_per_kind_though_unmarked() -> None:
+    """The MCP SDK and uvicorn log on their own loggers, which a client can make write a line per request."""
+    clock = Clock()
+    limit = PerRequestLimit(per_window=20, window_seconds=60, clock=clock)
+    sdk = "mcp.server.streamable_http_manager"
+    assert sum(limit.filter(_foreign(sdk, logging.WARNING, REFUSING, 64)) for _ in range(1000)) == 20
+    invalid = "Invalid HTTP request received."
+    assert sum(limit.filter(_foreign("uvicorn.error", logging.WARNING, invalid)) for _ in range(1000)) == 20
+    # Their errors are the server's own trouble, always written; so is any other library's warning.
+    assert all(limit.filter(_foreign(sdk, logging.ERROR, "Error in message router")) for _ in range(100))
+    assert all(limit.filter(_foreign("mcpx", logging.WARNING, "not the SDK")) for _ in range(100))
+    clock.now += 60
+    kinds = {(r.name, r.getMessage().split(" in 60 s")[0]) for r in limit.summaries()}
+    assert kinds == {
+        (sdk, f"980 more lines like {REFUSING!r}"),
+        ("uvicorn.error", "980 more lines like 'uvicorn.error: Invalid HTTP request received.'"),
+    }
+
+
+def test_a_foreign_message_without_arguments_is_one_kind_whatever_client_text_it_holds() -> None:
+    """The SDK's `f"Invalid Host header: {host}"`: a kind per host would let a client write a line per host."""
+    limit = PerRequestLimit(per_window=2, window_seconds=60, clock=Clock())
+    security = "mcp.server.transport_security"
+    passed = [limit.filter(_foreign(security, logging.WARNING, f"Invalid Host header: evil{i}")) for i in range(50)]
+    assert passed.count(True) == 2
+    idle = [limit.filter(_foreign("mcp.x", logging.WARNING, f"Session {i:032x} idle")) for i in range(50)]
+    assert idle.count(True) == 2
+    kinds = sorted(str(r.args[1]) for r in limit.summaries(closing=True))  # type: ignore[index]
+    assert kinds == ["mcp.server.transport_security: Invalid Host header", "mcp.x: Session"]

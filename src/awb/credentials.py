@@ -25,6 +25,9 @@ CREDENTIALS: tuple[tuple[tuple[str, str] | None, str], ...] = (
     (("e", r"yj"), r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
     (None, r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"),
 )
+#: What a secret is shown as, wherever a user reads it: run logs (stored with it from the start), run events,
+#: planner records, provider errors.
+MASK = "***"
 CREDENTIAL_PATTERN = re.compile("|".join(pattern for _, pattern in CREDENTIALS))
 
 

@@ -7,6 +7,13 @@ incident id the client is given) is marked `TRACEBACK_LIMITED` instead: its line
 the incident id can be found, but past the limit without its traceback, and the summary counts those. Unmarked lines are never held back: a server's own trouble is
 always written. A kind is the line's format string, a constant of the code (never what a client sent),
 so the kinds are few and known.
+
+The MCP SDK (`mcp.*`) and uvicorn (`uvicorn.error`) log on loggers of their own, unmarked, and a client can
+provoke their warnings at will too ("Refusing to open a new session", "Invalid HTTP request received."):
+every WARNING record of theirs counts as marked (`FOREIGN_LOGGERS`; their errors are always written). Their
+kinds are the format string when the record has arguments. A record without arguments may be an f-string
+with a client's text in it (the SDK's `f"Invalid Host header: {host}"`), so its kind is the logger's name
+and the message's first few words before any `:` or any word that is not all letters (`_coarse_kind`).
 """
 
 from __future__ import annotations
@@ -26,6 +33,11 @@ PER_REQUEST: Final = {MARK: True}
 TRACEBACK_MARK: Final = "awb_traceback_limited"
 #: `log.exception(..., extra=TRACEBACK_LIMITED)`: the line always, its traceback limited per kind.
 TRACEBACK_LIMITED: Final = {TRACEBACK_MARK: True}
+#: Loggers of the libraries the server runs on whose warnings a client can provoke: each WARNING record of
+#: theirs is limited as if marked `PER_REQUEST`.
+FOREIGN_LOGGERS: Final = ("mcp", "uvicorn.error")
+#: Words of an argument-less foreign message that make its kind, at most.
+_KIND_WORDS = 4
 #: Lines of one kind written per window; enough to see what is happening and from whom.
 PER_WINDOW = 20
 WINDOW_SECONDS = 60.0
@@ -70,9 +82,12 @@ class PerRequestLimit(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         tracebacks = bool(getattr(record, TRACEBACK_MARK, False))
-        if not tracebacks and not getattr(record, MARK, False):
+        if tracebacks or getattr(record, MARK, False):
+            kind = str(record.msg)
+        elif record.levelno == logging.WARNING and _foreign(record.name):
+            kind = str(record.msg) if record.args else _coarse_kind(record)
+        else:
             return True
-        kind = str(record.msg)
         now = self.clock()
         with self._lock:
             window = self._windows.get(kind)
@@ -112,4 +127,20 @@ class PerRequestLimit(logging.Filter):
         return logging.LogRecord(window.name, window.level, "", 0, words, args, None)
 
 
-__all__ = ["PER_REQUEST", "PER_WINDOW", "TRACEBACK_LIMITED", "WINDOW_SECONDS", "PerRequestLimit"]
+def _foreign(name: str) -> bool:
+    return any(name == root or name.startswith(f"{root}.") for root in FOREIGN_LOGGERS)
+
+
+def _coarse_kind(record: logging.LogRecord) -> str:
+    """A kind for a message that may hold a client's text: its logger and its leading words of letters only,
+    up to a `:` (`mcp.server.transport_security: Invalid Host header`)."""
+    words = str(record.msg).split(":", 1)[0].split()
+    leading: list[str] = []
+    for word in words[:_KIND_WORDS]:
+        if not word.rstrip(".,;!?").isalpha():
+            break
+        leading.append(word)
+    return f"{record.name}: {' '.join(leading)}"
+
+
+__all__ = ["FOREIGN_LOGGERS", "PER_REQUEST", "PER_WINDOW", "TRACEBACK_LIMITED", "WINDOW_SECONDS", "PerRequestLimit"]

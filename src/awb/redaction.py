@@ -11,13 +11,12 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from awb.credentials import mask_credentials
+from awb.credentials import MASK, mask_credentials
 from awb.safe_copy import CopyRules, safe_copy
 from awb.thread_lanes import ThreadLane
 
 T = TypeVar("T")
 
-MASK = "[REDACTED]"
 DEFAULT_SENSITIVE_KEYS: tuple[str, ...] = (
     "token",
     "authorization",

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from awb.credentials import MASK
+
 DEEP = "[cut: nested deeper than {limit} levels]"
 CYCLE = "[cut: a value that contains itself]"
 #: What stands for the entries of a container left out once the budget (of values or of text) is spent.
@@ -54,7 +56,7 @@ class CopyRules:
     cut: Callable[[str, int], str] = cut_text
     #: `(key, value) -> True` when the value under `key` is replaced by `mask` whole.
     masked: Callable[[object, object], bool] = _never
-    mask: str = "[REDACTED]"
+    mask: str = MASK
     #: What a value of no JSON type becomes (a string is then treated as any string).
     other: Callable[[Any], Any] = _kept
 

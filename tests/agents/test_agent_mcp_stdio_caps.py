@@ -14,12 +14,14 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp.client.stdio import StdioServerParameters
+from mcp.shared.message import SessionMessage
+from mcp_types import JSONRPCError, JSONRPCResponse
 from pydantic import BaseModel
 
 from awb.agents import Agent, mcp_http, run_agent
 from awb.agents.errors import ServerUnavailable
 from awb.agents.mcp_client import connect_servers
-from awb.agents.mcp_stdio import message_kind
+from awb.agents.mcp_stdio import message_kind, read_messages
 from awb.agents.models import Prompt, ScriptedModel
 from awb.agents.toolbox import Toolbox, ToolOutcome, ToolSpec
 
@@ -139,3 +141,50 @@ async def test_a_run_whose_server_floods_a_reply_sees_the_error_and_goes_on() ->
 )
 def test_the_head_of_a_message_says_what_it_was_only_when_it_can(head: bytes, kind: tuple[str, object]) -> None:
     assert message_kind(head) == kind
+
+
+class Chunks:
+    """What a server's stdout yields: the given chunks, as the pipe hands them over."""
+
+    def __init__(self, chunks: Sequence[bytes]) -> None:
+        self.chunks = list(chunks)
+
+    def __aiter__(self) -> Chunks:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if not self.chunks:
+            raise StopAsyncIteration
+        return self.chunks.pop(0)
+
+
+def reply_of_size(size: int) -> bytes:
+    """A JSON-RPC reply of exactly `size` bytes, its line terminator not counted."""
+    head, tail = b'{"jsonrpc": "2.0", "id": 1, "result": {"junk": "', b'"}}'
+    return head + b"x" * (size - len(head) - len(tail)) + tail
+
+
+async def read_all(chunks: Sequence[bytes], limit: int) -> list[SessionMessage | Exception]:
+    send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](10)
+    with anyio.fail_after(5):
+        async with receive:
+            async with send:
+                await read_messages(Chunks(chunks), send, StdioServerParameters(command="x"), limit)  # type: ignore[arg-type]
+            return [message async for message in receive]
+
+
+@pytest.mark.parametrize("terminator", [b"\n", b"\r\n"])
+@pytest.mark.parametrize("split", [None, -1, -2], ids=["whole", "before-newline", "before-return"])
+async def test_a_message_exactly_at_the_cap_is_read_whatever_its_line_ends_with(
+    terminator: bytes, split: int | None
+) -> None:
+    """The cap counts the message: a CRLF line at the cap is read, one byte longer is over it."""
+    line = reply_of_size(1000) + terminator + reply_of_size(1001) + terminator
+    first_end = 1000 + len(terminator)
+    cut = first_end if split is None else first_end + split
+    messages = await read_all([line[:cut], line[cut:]], 1000)
+    assert len(messages) == 2
+    first, second = messages
+    assert isinstance(first, SessionMessage) and isinstance(first.message, JSONRPCResponse)
+    assert isinstance(second, SessionMessage) and isinstance(second.message, JSONRPCError)
+    assert "over the 1000-byte limit" in second.message.error.message

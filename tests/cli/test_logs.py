@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import logging
+import queue
+import socket
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -162,3 +165,48 @@ def test_log_arguments_are_escaped_while_format_strings_numbers_and_tracebacks_a
         "Traceback (most recent call last):",
     ]
     assert lines[-1] == "RuntimeError: boom\\x1b[2J"
+
+
+def test_a_client_that_sends_a_thousand_bad_requests_gets_twenty_lines_and_a_count_in_the_servers_log(
+    tmp_path: Path,
+) -> None:
+    """uvicorn's "Invalid HTTP request received." (and the MCP SDK's warnings) went to Python's last-resort
+    handler: one line per request on stderr, a thousand for a thousand, past the limit the server's own
+    lines have (and past `log_file`)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "awb", "start", "--transport", "http", "--port", "0"],
+        env=awb_env(tmp_path),
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[str] = []
+    ready: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.append(line)
+            if "awb: ready on" in line:
+                ready.put(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        port = int(ready.get(timeout=60).split("127.0.0.1:")[1].split("/")[0])
+        for _ in range(1000):
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+                connection.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+                while connection.recv(65536):  # the 400 reply, then the server hangs up
+                    pass
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        reader.join(timeout=10)
+        assert process.stderr is not None
+        process.stderr.close()
+    invalid = [line for line in lines if "Invalid HTTP request received" in line]
+    assert len(invalid) == 21, "".join(lines[-5:])
+    assert all(" WARNING uvicorn.error: " in line for line in invalid)  # the server's format, not a bare line
+    assert "980 more lines like 'uvicorn.error: Invalid HTTP request received.' in " in invalid[-1]

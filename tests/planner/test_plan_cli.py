@@ -137,3 +137,15 @@ def test_awb_plan_keeps_tool_vectors_where_the_config_says(tmp_path: Path, fake_
     assert done.returncode == 0, done.stderr
     with sqlite3.connect(tmp_path / "cache" / "vectors.sqlite3") as conn:
         assert conn.execute("SELECT count(*) FROM vectors").fetchone()[0] >= 5  # the demo servers' tools
+
+
+def test_awb_plan_exits_3_with_the_models_words_printed_when_it_declines(
+    tmp_path: Path, fake_provider: FakeProvider
+) -> None:
+    """As `awb agents run` and `awb blueprints run`: 0 an answer, 1 a failure, 2 a usage error, 3 a refusal."""
+    fake_provider.reply({"choices": [{"message": {"role": "assistant", "refusal": "I won't touch the mail."}}]})
+    done = run_plan(tmp_path, fake_provider)
+    assert done.returncode == 3, done.stderr
+    result = json.loads(done.stdout)
+    assert (result["success"], result["termination_reason"]) == (False, "refused")
+    assert result["refusal"] == "I won't touch the mail."

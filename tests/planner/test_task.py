@@ -15,6 +15,7 @@ from awb.agents import mcp_http
 from awb.agents.actions import Action
 from awb.agents.models import ScriptedModel
 from awb.agents.models.base import Prompt
+from awb.agents.models.functions import refused
 from awb.agents.toolbox import ToolSpec
 from awb.planner.budget import Budget
 from awb.planner.task import execute_mcp_task, execute_mcp_task_sync
@@ -372,3 +373,29 @@ async def test_a_second_task_over_the_same_servers_embeds_no_tool_again(
     with anyio.fail_after(30):
         await execute_mcp_task("post hi", servers=servers(), model=ScriptedModel([done("ok")]), vector_cache="off")
     assert len(embedders[2].texts) == 3 * 3 + 1
+
+
+async def test_a_refusal_is_the_tasks_ending_with_the_models_words_not_a_failure() -> None:
+    def decline(prompt: Prompt, tools: Sequence[ToolSpec]) -> dict[str, Any]:
+        raise refused("I won't post to that channel.")
+
+    with anyio.fail_after(30):
+        result = await execute_mcp_task(
+            "post hi to the general chat channel", servers=servers(), model=ScriptedModel(decline)
+        )
+    assert (result.success, result.termination_reason) == (False, "refused")
+    assert result.refusal == "I won't post to that channel."
+    assert result.error == "the model refused: I won't post to that channel."
+    assert not [e for e in result.logs if e["event"] == "mcp.budget.exceeded"]
+
+
+async def test_a_task_that_ends_says_why_as_a_run_does() -> None:
+    answered = await execute_mcp_task("anything", servers=servers(), model=ScriptedModel([done("ok")]))
+    stopped = await execute_mcp_task(
+        "anything",
+        servers=servers(),
+        model=ScriptedModel([call("chat", "post_message", channel="a", text="b")] * 3),
+        budget=Budget(max_steps=2),
+    )
+    assert (answered.termination_reason, answered.refusal) == ("done", None)
+    assert (stopped.termination_reason, stopped.refusal) == ("max_iterations", None)

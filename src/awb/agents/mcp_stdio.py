@@ -3,8 +3,8 @@
 The SDK's stdio client gathers each line of the server's stdout whole before it parses it, joining every
 chunk to what it holds (a copy of the line so far per 64 KB chunk): a server that writes one long line fills
 the workbench's memory and holds its event loop. Here a line is gathered up to `mcp_http.MAX_REPLY_BYTES`,
-the cap on an HTTP reply, and the rest of a longer one is read and dropped, so the next line is read as
-the next message. What the dropped line was decides what fails (`message_kind` reads its head):
+the cap on an HTTP reply (the message's bytes: its `\n` or `\r\n` is not counted), and the rest of a
+longer one is read and dropped, so the next line is read as the next message. What the dropped line was decides what fails (`message_kind` reads its head):
 - a reply whose `id` comes before its body: that request fails with a JSON-RPC error, as an HTTP reply
   over the cap does (its tool call is a `transport_error`); the server stays in use;
 - a request or notification of the server's: dropped, with a warning;
@@ -140,7 +140,7 @@ async def read_messages(
         while True:
             end = chunk.find(b"\n", start)
             piece = memoryview(chunk)[start : len(chunk) if end < 0 else end]
-            if not dropping and len(line) + len(piece) > limit:
+            if not dropping and _message_bytes(line, piece) > limit:
                 head = bytes(line[:_HEAD_BYTES]) + bytes(piece[: max(0, _HEAD_BYTES - len(line))])
                 line.clear()
                 dropping = True
@@ -156,6 +156,13 @@ async def read_messages(
             line.clear()
             dropping = False
             start = end + 1
+
+
+def _message_bytes(line: bytearray, piece: memoryview) -> int:
+    """How long the message is once `piece` joins `line`: a `\r` at its end is left out, as the end of a CRLF
+    line terminator (when the next byte is not `\n` after all, it is counted with the next piece)."""
+    last = piece[-1] if len(piece) else line[-1] if line else None
+    return len(line) + len(piece) - (last == ord("\r"))
 
 
 @asynccontextmanager

@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 from awb.agents.context import to_text
 from awb.agents.toolbox import Handler, ToolOutcome, ToolSpec
-from awb.credentials import mask_credentials
+from awb.credentials import MASK, mask_credentials
 from awb.redaction import off_loop
 from awb.safe_copy import CopyRules, safe_copy
 
@@ -36,7 +36,6 @@ log = logging.getLogger("awb.blueprints")
 
 LogKind = Literal["run_start", "tool_call", "guardrail_violation", "run_end"]
 SUMMARY_CHARS = 300
-REDACTED = "***"
 #: What a tool call past `max_tool_calls` returns instead of running.
 LIMIT_REACHED = "guardrail max_tool_calls: the tool-call limit is reached"
 #: Bounds of one walk over a logged value (a tool call's arguments, a violation's context).
@@ -99,8 +98,8 @@ def mask_text(text: str, secrets: tuple[str, ...] = ()) -> str:
     """`text` with the known `secrets` and anything that looks like a credential masked, in time linear in
     its length."""
     for secret in secrets:
-        text = text.replace(secret, REDACTED)
-    return mask_credentials(text, REDACTED)
+        text = text.replace(secret, MASK)
+    return mask_credentials(text, MASK)
 
 
 def _rules(secrets: tuple[str, ...], *, max_chars: int | None = None) -> CopyRules:
@@ -120,7 +119,7 @@ def _rules(secrets: tuple[str, ...], *, max_chars: int | None = None) -> CopyRul
     def masked(key: object, value: object) -> bool:
         return _SECRET_KEY.search(str(key)) is not None
 
-    return CopyRules(max_depth=_MAX_DEPTH, max_values=_MAX_VALUES, text=text, masked=masked, mask=REDACTED)
+    return CopyRules(max_depth=_MAX_DEPTH, max_values=_MAX_VALUES, text=text, masked=masked, mask=MASK)
 
 
 def _cut_marked(text: str, keep: int) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from awb.errors import StartupFailed
-from awb.log_limit import PerRequestLimit
+from awb.log_limit import FOREIGN_LOGGERS, PerRequestLimit
 from awb.safe_text import Verbatim, visible
 
 #: How long a routine record may wait before it is written. Warnings and errors are written at once.
@@ -153,5 +153,11 @@ def setup_logging(log_file: Path | None, verbose: bool) -> None:
     logging.logProcesses = False
     logging.logMultiprocessing = False
     root = logging.getLogger("awb")
-    root.handlers[:] = [BatchedHandler(target, limit=PerRequestLimit())]
+    handler = BatchedHandler(target, limit=PerRequestLimit())
+    root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    # The SDK's and uvicorn's lines reached Python's last-resort handler: on stderr whatever `log_file` said,
+    # unescaped, and every one a client provoked (1,000 bad requests, 1,000 lines). Through the same handler
+    # they are written where the server's are, escaped, and their warnings limited per kind.
+    for name in FOREIGN_LOGGERS:
+        logging.getLogger(name).handlers[:] = [handler]

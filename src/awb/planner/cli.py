@@ -117,5 +117,10 @@ def plan_command(
     except AwbError as err:
         fail(err, as_json)
     typer.echo(result.model_dump_json(indent=2))
+    if result.termination_reason == "refused":
+        # As `awb agents run`: the result is printed, and the exit code says the model declined, not a failure.
+        from awb.agents.errors import ModelRefused
+
+        raise typer.Exit(ModelRefused.exit_code)
     if not result.success:
         raise typer.Exit(1)

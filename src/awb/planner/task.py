@@ -25,7 +25,7 @@ from awb.agents.mcp_client import CONNECT_TIMEOUT_SECONDS, ServerTarget, connect
 from awb.agents.models.base import Model
 from awb.agents.models.spec import resolve_model
 from awb.agents.pricing import has_price
-from awb.agents.result import RunResult
+from awb.agents.result import RunResult, TerminationReason
 from awb.agents.scope import RunScope
 from awb.agents.toolbox import Toolbox
 from awb.errors import check_unicode
@@ -60,6 +60,11 @@ class MCPTaskResult(BaseModel):
     budget_usage: BudgetSnapshot
     logs: list[dict[str, Any]] = Field(default_factory=list)
     error: str | None = None
+    #: Why the task's run stopped, as a run's `termination_reason`: `done` when it answered, `refused` when the
+    #: model declined (not a failure: `awb plan` exits 3), a limit's or a failure's name otherwise.
+    termination_reason: TerminationReason = "done"
+    #: The model's words when it declined the task (`termination_reason: "refused"`).
+    refusal: str | None = None
 
 
 class PlanTask(BaseModel):
@@ -267,10 +272,15 @@ def _task_result(
         )
     reason = run.termination_reason
     message = (run.error or {}).get("message", reason)
+    refusal: str | None = None
     limit = _LIMIT_NAMES.get(reason)
     if limit is not None:
         telemetry.emit("mcp.budget.exceeded", limit=limit, reason=reason, usage=snapshot.model_dump(exclude={"limits"}))
         error = f"budget exceeded: {limit} ({message})"
+    elif reason == "refused":
+        # Already "the model refused: <its words>"; the words alone are `refusal`, as a blueprint run's reply has them.
+        error = str(message)
+        refusal = str(((run.error or {}).get("details") or {}).get("refusal", ""))
     else:
         error = f"{reason}: {message}"
     return MCPTaskResult(
@@ -281,6 +291,8 @@ def _task_result(
         budget_usage=snapshot,
         logs=telemetry.events,
         error=error,
+        termination_reason=reason,
+        refusal=refusal,
     )
 
 

@@ -25,6 +25,7 @@ from awb.agents.errors import ModelError
 from awb.agents.models.settings import ModelSettings
 from awb.agents.reply_body import ACCEPTED_ENCODINGS, BodyRefused, read_capped
 from awb.agents.result import Usage
+from awb.credentials import MASK
 from awb.text import surrogates_replaced
 
 _RETRY_STATUSES = frozenset({408, 409, 429})
@@ -54,7 +55,7 @@ def needs_key(api_key: str | None, base_url: str, hosted: str, provider: str) ->
 
 
 def redact(text: str, secret: str | None) -> str:
-    return text.replace(secret, "***") if secret else text
+    return text.replace(secret, MASK) if secret else text
 
 
 def token_count(value: object) -> int:
