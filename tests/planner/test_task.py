@@ -375,6 +375,34 @@ async def test_a_second_task_over_the_same_servers_embeds_no_tool_again(
     assert len(embedders[2].texts) == 3 * 3 + 1
 
 
+async def test_queries_are_embedded_off_the_event_loop(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The task's first search and every search_tools step embedded their query on the event loop
+    (~10-15 ms each with the local model; the model's first load, ~1 s, when every vector was cached)."""
+    pytest.importorskip("numpy")
+    import threading
+
+    import awb.planner.discovery as discovery
+
+    from .test_discovery import CountingEmbedder
+
+    embedded_on: list[str] = []
+
+    class Recording(CountingEmbedder):
+        def embed(self, texts: Any) -> Any:
+            embedded_on.extend(threading.current_thread().name for _ in texts)
+            return super().embed(texts)
+
+    embedder = Recording()
+    monkeypatch.setattr(discovery, "create_embedder", lambda provider: (embedder, "fake"))
+    search = {"action": "call_tool", "tool": "planner.search_tools", "arguments": {"query": "send a message"}}
+    with anyio.fail_after(30):
+        result = await execute_mcp_task(
+            "post hi", servers=servers(), model=ScriptedModel([search, done("ok")]), vector_cache="off"
+        )
+    assert result.success and {"post hi", "send a message"} <= set(embedder.texts)
+    assert embedded_on and threading.current_thread().name not in embedded_on
+
+
 async def test_a_refusal_is_the_tasks_ending_with_the_models_words_not_a_failure() -> None:
     def decline(prompt: Prompt, tools: Sequence[ToolSpec]) -> dict[str, Any]:
         raise refused("I won't post to that channel.")

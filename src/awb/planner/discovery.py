@@ -119,8 +119,8 @@ class ToolIndex:
 
     def _refresh_and_load(self, specs: Sequence[ToolSpec], unavailable: Sequence[str]) -> bool:
         changed = self.refresh(specs, unavailable=unavailable)
-        # Vectors from the cache need no model, but a search embeds its query, on the caller's thread (the
-        # event loop): wait for the model here instead (~1 s to load), once there are tools to rank.
+        # Vectors from the cache need no model, but a search embeds its query: load it here, in the thread the
+        # refresh holds anyway (~1 s), once there are tools to rank, not in the first search's.
         wait = getattr(self._search.embedder, "wait_loaded", None)
         if self._specs and callable(wait):
             try:
@@ -128,6 +128,12 @@ class ToolIndex:
             except EmbedderUnavailable:
                 pass  # the search says so, and ranks by text
         return changed
+
+    async def search_off_loop(
+        self, query: str, *, detail_level: DetailLevel = "summary", limit: int = 40
+    ) -> list[dict[str, Any]]:
+        """`search` in a worker thread: a query is embedded first (~10-15 ms with the local model)."""
+        return await anyio.to_thread.run_sync(partial(self.search, query, detail_level=detail_level, limit=limit))
 
     def search(self, query: str, *, detail_level: DetailLevel = "summary", limit: int = 40) -> list[dict[str, Any]]:
         """The best tools for `query`, one row per (server, tool); an empty query lists them all."""

@@ -177,10 +177,11 @@ async def _plan(
     on_event: EventHandler | None,
 ) -> MCPTaskResult:
     await index.refresh_off_loop(toolbox.specs("tool"))
-    menu = index.search(task, limit=menu_size)
+    menu = await index.search_off_loop(task, limit=menu_size)
     # Words rarely cover every tool a task needs; the menu's spare room lists others, unranked.
     seen = {(row["server"], row["tool"]) for row in menu}
-    menu += [row for row in index.search("", limit=menu_size) if (row["server"], row["tool"]) not in seen]
+    unranked = await index.search_off_loop("", limit=menu_size)
+    menu += [row for row in unranked if (row["server"], row["tool"]) not in seen]
     menu = menu[:menu_size]
     telemetry.emit("mcp.search.run", query=task, results=len(menu), initial=True)
     run_budget = RunBudget(

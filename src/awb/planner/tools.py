@@ -98,7 +98,9 @@ class PlannerTools:
         before = sum(self.servers.relisted.values())
         await self.servers.refresh()
         await self.index.refresh_off_loop(self.servers.specs("tool"))
-        rows = self.index.search(query, detail_level=detail, limit=limit if isinstance(limit, int) else 10)
+        rows = await self.index.search_off_loop(
+            query, detail_level=detail, limit=limit if isinstance(limit, int) else 10
+        )
         relisted = sum(self.servers.relisted.values()) - before
         self.telemetry.emit("mcp.search.run", query=query, detail_level=detail, results=len(rows), relisted=relisted)
         return ToolOutcome(ok=True, payload=rows)
