@@ -11,6 +11,7 @@ unprivileged user namespace can map nothing else).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import fcntl
@@ -62,6 +63,16 @@ class WorkerIdentity:
                 self.ids = self._claim_ids()
             self._users += 1
             return self.ids
+
+    async def claim_for(self, runtime: str) -> tuple[tuple[int, int] | None, str | None]:
+        """`acquire` off the event loop, for `runtime`: (the ids, None), or (None, the refusal the runtime
+        answers calls with until it tries again, at its next call)."""
+        try:
+            return await asyncio.to_thread(self.acquire), None
+        except Unavailable as exc:
+            refusal = f"the {runtime} runtime refuses to run: {exc.message}"
+            log.warning(refusal)
+            return None, refusal
 
     def release(self) -> None:
         with self._lock:

@@ -126,11 +126,9 @@ class JavaScriptRuntime:
         if missing is not None:
             raise Unavailable(missing, runtime=self.name)
         if self._worker_ids is None:
-            try:
-                self._worker_ids = await asyncio.to_thread(self.identity.acquire)
-            except Unavailable as exc:  # tried again at the next call
-                self._refusal = f"the javascript runtime refuses to run: {exc.message}"
-                log.warning(self._refusal)
+            # Without one, calls are refused until the next tries again.
+            self._worker_ids, self._refusal = await self.identity.claim_for("javascript")
+            if self._worker_ids is None:
                 return
         self._refusal = None
         self._started = True

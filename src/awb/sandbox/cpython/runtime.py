@@ -117,11 +117,9 @@ class CPythonRuntime:
                 dead, self._zygote = self._zygote, None
                 await asyncio.to_thread(dead.close)  # its socket, and its process reaped (a bounded wait)
             if self._worker_ids is None:
-                try:
-                    self._worker_ids = await asyncio.to_thread(self.identity.acquire)
-                except Unavailable as exc:  # tried again at the next call
-                    self._refusal = f"the cpython runtime refuses to run: {exc.message}"
-                    log.warning(self._refusal)
+                # Without one, calls are refused until the next tries again.
+                self._worker_ids, self._refusal = await self.identity.claim_for("cpython")
+                if self._worker_ids is None:
                     return
             self._zygote = await start_zygote(self._python, self._grants, self._network_namespace, self._worker_ids)
             missing = [layer for layer in REQUIRED_LAYERS if not self._zygote.available.get(layer)]
