@@ -17,6 +17,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from awb.search.numpy_once import ensure_numpy
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
@@ -64,6 +66,7 @@ class Bm25Postings:
         self._arrays_ready = False
 
     def _arrays(self) -> None:
+        ensure_numpy()
         import numpy as np
 
         if self._arrays_ready:
@@ -106,6 +109,7 @@ class Bm25Postings:
     def add(self, instances: Iterable[tuple[str, int, str]], weights: Mapping[str, float]) -> None:
         """Token instances `(term, rowid, column)` of rows, all of each row's at once: a row that
         already has terms loses them first. A column's weight multiplies each of its instances."""
+        ensure_numpy()
         import numpy as np
 
         self._arrays()
@@ -162,6 +166,7 @@ class Bm25Postings:
     def remove(self, rowid: int) -> None:
         """Forget a row (no-op for an unknown one): its entries in the dicts go, those in the block are
         zeroed, found by binary search; its slot is retired until the block is rebuilt."""
+        ensure_numpy()
         import numpy as np
 
         slot = self._slot_of.pop(rowid, None)
@@ -195,6 +200,7 @@ class Bm25Postings:
         return self._row_terms[self._row_offsets[slot] : self._row_offsets[slot + 1]]
 
     def _slot(self, rowid: int) -> int:
+        ensure_numpy()
         import numpy as np
 
         if self._free:
@@ -214,6 +220,7 @@ class Bm25Postings:
 
     def _rebuild_block(self, tids: Ints, slots: Ints, freqs: Floats) -> None:
         """The block again from its live entries, the dicts' and these; the dicts are empty after."""
+        ensure_numpy()
         import numpy as np
 
         terms = len(self._offsets) - 1
@@ -256,6 +263,7 @@ class Bm25Postings:
     # --- ranking --------------------------------------------------------------------------------
 
     def _postings(self, tid: int) -> list[tuple[Ints, Floats]]:
+        ensure_numpy()
         import numpy as np
 
         parts: list[tuple[Ints, Floats]] = []
@@ -281,6 +289,7 @@ class Bm25Postings:
         bm25 = sum over terms of idf * f * (k1 + 1) / (f + k1 * (1 - b + b * |D| / avgdl)), f the
         column-weighted frequency of the term in the row, |D| the row's token count (fts5_aux.c).
         """
+        ensure_numpy()
         import numpy as np
 
         rows = len(self._slot_of)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from awb.search.numpy_once import ensure_numpy
 from awb.search.vector_index import SEARCH_PATH
 
 if TYPE_CHECKING:
@@ -168,6 +169,7 @@ class PgVectorMirror:
     def backfill(self, pool: Any) -> int:
         """Mirror every vector of `tool_vectors` missing from its table (or there under another model):
         the path's first start, an import, or a server with `search.pgvector` off wrote them."""
+        ensure_numpy()
         import numpy as np
 
         done = 0

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from awb.search.numpy_once import ensure_numpy
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
@@ -144,6 +146,7 @@ class LocalEmbedder:
         started = time.perf_counter()
         try:
             model, tokenizer_file = local_model_files()
+            ensure_numpy()  # before ONNX Runtime, whose extension imports it
             import onnxruntime as ort
             from tokenizers import Tokenizer
 
@@ -179,6 +182,7 @@ class LocalEmbedder:
             self._loaded.set()
 
     def embed(self, texts: Sequence[str]) -> Matrix:
+        ensure_numpy()
         import numpy as np
 
         self.wait_loaded()
@@ -189,6 +193,7 @@ class LocalEmbedder:
         return result
 
     def _embed_part(self, texts: Sequence[str]) -> Matrix:
+        ensure_numpy()
         import numpy as np
 
         encodings = self._tokenizer.encode_batch(list(texts))

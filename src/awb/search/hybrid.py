@@ -21,6 +21,7 @@ from awb.inventory.rows import relative_to_best
 from awb.inventory.store import Store
 from awb.search.embeddings import Embedder, EmbedderUnavailable, create_embedder
 from awb.search.fts import search_words, split_identifier
+from awb.search.numpy_once import ensure_numpy
 from awb.search.relevance import FLOOR_RELEVANCE, RELEVANCE_FLOOR, fuse, score
 from awb.search.vector_cache import VectorCache, text_key
 from awb.search.vector_index import SEARCH_PATH, NearestIndex, VectorIndex
@@ -181,6 +182,7 @@ class HybridSearch:
         return self.vector_cache.vectors(self.embedder, keys, lambda rows: self._embed_views([tools[i] for i in rows]))
 
     def _embed_views(self, tools: Sequence[Tool]) -> npt.NDArray[np.float32]:
+        ensure_numpy()
         import numpy as np
 
         assert self.embedder is not None
@@ -222,6 +224,7 @@ class HybridSearch:
         """Follow a change another server made to a shared inventory: its new vectors, its deletions.
 
         Only the vectors named are read again, so a craft elsewhere costs one row, not a reload."""
+        ensure_numpy()
         import numpy as np
 
         with self._lock:

@@ -19,6 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from awb.search.numpy_once import ensure_numpy
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
@@ -256,6 +258,7 @@ class VectorCache:
     ) -> npt.NDArray[np.float32]:
         """The vectors of `keys`, in order: those stored come from the file, the rest from
         `compute(positions)`, and are stored."""
+        ensure_numpy()
         import numpy as np
 
         model, dim = embedder_identity(embedder), embedder.dim

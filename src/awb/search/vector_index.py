@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from awb.search.numpy_once import ensure_numpy
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
@@ -51,6 +53,7 @@ class VectorIndex:
     the hole, so put and remove cost O(dim) amortised, never a copy of the matrix."""
 
     def __init__(self, dim: int, *, exact_limit: int | None = None) -> None:
+        ensure_numpy()
         import numpy as np
 
         self.dim = dim
@@ -65,6 +68,7 @@ class VectorIndex:
 
     @classmethod
     def from_rows(cls, dim: int, rows: list[tuple[str, int, bytes]], *, exact_limit: int | None = None) -> VectorIndex:
+        ensure_numpy()
         import numpy as np
 
         index = cls(dim, exact_limit=exact_limit)
@@ -91,6 +95,7 @@ class VectorIndex:
         return self._buffer[: len(self.ids)]
 
     def put(self, tool_id: str, vector: Vector) -> None:
+        ensure_numpy()
         import numpy as np
 
         row = self.rows.get(tool_id)
@@ -125,6 +130,7 @@ class VectorIndex:
         self.ids.pop()
 
     def _sketch(self, vectors: Vector) -> npt.NDArray[np.uint64]:
+        ensure_numpy()
         import numpy as np
 
         bits = np.packbits(vectors > self._centre, axis=1)
@@ -134,6 +140,7 @@ class VectorIndex:
         return padded.view(np.uint64)
 
     def _ensure_sketch(self) -> npt.NDArray[np.uint64]:
+        ensure_numpy()
         import numpy as np
 
         if self._signs is None:
@@ -149,6 +156,7 @@ class VectorIndex:
         """Cosines of the k nearest tools and of the tools in `also` (those that have a vector).
 
         Above `exact_limit` the k nearest are the best of the sketch's candidates; every cosine is exact."""
+        ensure_numpy()
         import numpy as np
 
         count = len(self.ids)
@@ -176,6 +184,7 @@ class VectorIndex:
 
     def _candidates(self, query: Vector, k: int) -> npt.NDArray[np.intp]:
         """Rows nearest to `query` by the sketch's Hamming distance, ascending."""
+        ensure_numpy()
         import numpy as np
 
         count = len(self.ids)
