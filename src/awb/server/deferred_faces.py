@@ -9,7 +9,6 @@ stays behind the HTTP guard that wraps this app.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -19,6 +18,7 @@ import anyio.to_thread
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from awb import validation
+from awb.server.raw_reply import send_json
 
 if TYPE_CHECKING:
     from awb.server.mcp import McpFace
@@ -93,10 +93,7 @@ class DeferredFaces:
                 await send({"type": "websocket.close", "code": 1011})
             return
         message = f"the REST API and the web panel did not start ({self._failure}); MCP is served on /mcp"
-        body = json.dumps({"error": {"code": "unavailable", "message": message, "details": {}}}).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-        await send({"type": "http.response.start", "status": 503, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        await send_json(send, 503, {"error": {"code": "unavailable", "message": message, "details": {}}})
 
 
 __all__ = ["DeferredFaces"]

@@ -14,7 +14,6 @@ It also gives every response the headers that keep a browser from misusing what 
 from __future__ import annotations
 
 import hmac
-import json
 from contextlib import suppress
 from http.cookies import CookieError, SimpleCookie
 
@@ -34,6 +33,7 @@ from awb.panel_access import (
     takes_pass,
 )
 from awb.server.address import authority, is_loopback
+from awb.server.raw_reply import send_json
 from awb.server.request_share import RequestShare
 from awb.shares import client_address
 from awb.sign_in_limit import SCOPE_KEY, SignInLimit, limit_for, too_many_failures_message
@@ -152,10 +152,7 @@ class HttpGuard:
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
             return
-        body = json.dumps({"error": {"code": code, "message": message, "details": {}}}).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra]
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        await send_json(send, status, {"error": {"code": code, "message": message, "details": {}}}, extra)
 
     def _refusal(self, headers: Headers, scope: Scope) -> Refusal | None:
         path = str(scope.get("path", ""))

@@ -14,12 +14,12 @@ by the cap.
 
 from __future__ import annotations
 
-import json
 import logging
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from awb.log_limit import PER_REQUEST
+from awb.server.raw_reply import send_json
 from awb.shares import Shares, client_address, share_key
 
 log = logging.getLogger("awb.server.http_streams")
@@ -88,14 +88,8 @@ async def _refuse(send: Send, streams: Shares, scope: str) -> None:
             f"too many notification streams open ({streams.limit}, half of http.max_connections); requests "
             "are still served: call tools and list them again instead of listening, or open the stream later"
         )
-    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": _INTERNAL_ERROR, "message": message}}).encode()
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-        (b"retry-after", str(RETRY_AFTER_SECONDS).encode()),
-    ]
-    await send({"type": "http.response.start", "status": 503, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    answer = {"jsonrpc": "2.0", "id": None, "error": {"code": _INTERNAL_ERROR, "message": message}}
+    await send_json(send, 503, answer, [(b"retry-after", str(RETRY_AFTER_SECONDS).encode())])
 
 
 __all__ = ["StreamShare", "is_stream", "stream_limit"]

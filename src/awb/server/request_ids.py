@@ -9,7 +9,6 @@ it so on this path too (HTTP 400, `id: null`).
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -18,6 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from awb.log_limit import PER_REQUEST
 from awb.server.hangup import single_exchange
+from awb.server.raw_reply import send_json
 from awb.text import cap_text
 
 log = logging.getLogger("awb.server")
@@ -105,10 +105,7 @@ def _replay(first: Message, receive: Receive) -> Receive:
 
 async def _invalid_request(send: Send, message: str) -> None:
     answer: dict[str, Any] = {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}}
-    body = json.dumps(answer).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": 400, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    await send_json(send, 400, answer)
 
 
 __all__ = ["INVALID_REQUEST", "RequestIdCheck", "bad_id_message", "bad_id_method"]

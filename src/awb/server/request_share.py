@@ -11,10 +11,9 @@ a request is answered 429 at once. Clients on this machine are not counted.
 
 from __future__ import annotations
 
-import json
-
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from awb.server.raw_reply import send_json
 from awb.shares import Shares, client_address, default_share, share_key
 
 RETRY_AFTER_SECONDS = 5
@@ -49,14 +48,8 @@ async def _refuse(send: Send, share: int) -> None:
         "(three quarters of http.max_connections); send more once one is answered"
     )
     details = {"scope": "client", "per_client": share}
-    body = json.dumps({"error": {"code": "busy", "message": message, "details": details}}).encode()
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-        (b"retry-after", str(RETRY_AFTER_SECONDS).encode()),
-    ]
-    await send({"type": "http.response.start", "status": 429, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    answer = {"error": {"code": "busy", "message": message, "details": details}}
+    await send_json(send, 429, answer, [(b"retry-after", str(RETRY_AFTER_SECONDS).encode())])
 
 
 __all__ = ["RequestShare"]
