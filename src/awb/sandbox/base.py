@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from awb.errors import Busy, InvalidOutput, OutputExceeded
+from awb.shares import Shares
 from awb.text import MAX_RESULT_VALUES
 
 
@@ -85,45 +86,36 @@ class ExecutionSlots:
     def __init__(self, limit: int, what: str, per_client: int | None = None) -> None:
         self.limit = limit
         self.what = what
-        self.active = 0
         self.per_client = per_client if per_client is not None and per_client < limit else None
-        self._held: dict[Hashable, int] = {}
+        # The bookkeeping every per-client share of the server uses (`awb.shares`).
+        self._slots = Shares(limit, share=self.per_client or limit)
+
+    @property
+    def active(self) -> int:
+        return self._slots.open
 
     @contextmanager
     def take(self) -> Iterator[None]:
-        if self.active >= self.limit:
+        client = None if self.per_client is None else executing_for.get()
+        refused = self._slots.take(client)
+        if refused == "server":
             raise Busy(
                 f"{self.active} {self.what} executions are running, the maximum; try again shortly",
                 limit=self.limit,
                 scope="server",
             )
-        per_client = self.per_client
-        client = None if per_client is None else executing_for.get()
-        if client is None or per_client is None:
-            self.active += 1
-            try:
-                yield
-            finally:
-                self.active -= 1
-            return
-        held = self._held.get(client, 0)
-        if held >= per_client:
+        if refused == "client":
             raise Busy(
-                f"this client has {held} {self.what} executions running, its share of the {self.limit} "
-                "this server runs at once (sandbox.max_concurrent_per_client); try again when one ends",
+                f"this client has {self._slots.held_by(client)} {self.what} executions running, its share of the "
+                f"{self.limit} this server runs at once (sandbox.max_concurrent_per_client); try again when one ends",
                 limit=self.limit,
-                per_client=per_client,
+                per_client=self.per_client,
                 scope="client",
             )
-        self._held[client] = held + 1
-        self.active += 1
         try:
             yield
         finally:
-            self.active -= 1
-            held = self._held.pop(client) - 1
-            if held:
-                self._held[client] = held
+            self._slots.give_back(client)
 
 
 def encode_output(value: Any, max_output_bytes: int) -> str:
