@@ -167,13 +167,9 @@ class CountingEmbedder:
         return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
-def test_a_second_index_over_the_same_tools_takes_every_vector_from_the_cache(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
-) -> None:
-    """`awb plan` embedded every tool of its servers again at every run (~110 s for 5,000 tools here)."""
-    pytest.importorskip("numpy")
+def counting_embedders(monkeypatch: pytest.MonkeyPatch) -> list[CountingEmbedder]:
+    """Every embedder the planner's indexes create from now on, each a fresh `CountingEmbedder`."""
     import awb.planner.discovery as discovery
-    from awb.search.vector_cache import VectorCache
 
     embedders: list[CountingEmbedder] = []
 
@@ -182,6 +178,17 @@ def test_a_second_index_over_the_same_tools_takes_every_vector_from_the_cache(
         return embedders[-1], "fake"
 
     monkeypatch.setattr(discovery, "create_embedder", fake_embedder)
+    return embedders
+
+
+def test_a_second_index_over_the_same_tools_takes_every_vector_from_the_cache(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """`awb plan` embedded every tool of its servers again at every run (~110 s for 5,000 tools here)."""
+    pytest.importorskip("numpy")
+    from awb.search.vector_cache import VectorCache
+
+    embedders = counting_embedders(monkeypatch)
     specs = planner_toolbox([]).specs("tool")
     first = ToolIndex(mode="hybrid", vector_cache=VectorCache(tmp_path / "v.sqlite3"))
     first.refresh(specs)

@@ -351,17 +351,10 @@ async def test_a_second_task_over_the_same_servers_embeds_no_tool_again(
 ) -> None:
     """Every task embedded every tool of its servers again (~33 s for 500 tools on the local model here)."""
     pytest.importorskip("numpy")
-    import awb.planner.discovery as discovery
 
-    from .test_discovery import CountingEmbedder
+    from .test_discovery import counting_embedders
 
-    embedders: list[CountingEmbedder] = []
-
-    def fake_embedder(provider: str) -> tuple[Any, str]:
-        embedders.append(CountingEmbedder())
-        return embedders[-1], "fake"
-
-    monkeypatch.setattr(discovery, "create_embedder", fake_embedder)
+    embedders = counting_embedders(monkeypatch)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     for _ in range(2):
         with anyio.fail_after(30):
