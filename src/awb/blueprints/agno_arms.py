@@ -2,9 +2,10 @@
 
 MCP servers and this workbench are Agno's own `MCPTools`, so the compiled agent is an ordinary Agno agent:
 a command line runs the server over stdio, a URL reaches it over streamable HTTP, both through awb's
-transports, which cap what a server sends as in the awb runtime. Tavily and knowledge
-search are async functions over awb's own clients, so `allowed_domains` and the knowledge limits hold
-exactly as in the awb runtime. One tool hook counts, times and logs every call in the run's journal, so
+transports, which cap what a server sends as in the awb runtime and, where the runtime allows public addresses
+only, dial public ones only, as it does (`awb.blueprints.compile.mcp_arm_target`). Tavily and knowledge search
+are async functions over awb's own clients, so `allowed_domains` and the knowledge limits hold exactly as in
+the awb runtime. One tool hook counts, times and logs every call in the run's journal, so
 `max_tool_calls` spans a whole team or workflow, as it does there.
 
 Importing this module imports Agno: `awb.blueprints.agno_target` does so only once Agno is known to be there.
@@ -29,7 +30,7 @@ from mcp.server.mcpserver import MCPServer
 from awb.agents.errors import ServerUnavailable
 from awb.agents.mcp_client import HttpServer, ServerTarget, client_target
 from awb.blueprints.agno_transports import capped_transport
-from awb.blueprints.compile import WORKBENCH_NAMESPACE, RuntimeOptions
+from awb.blueprints.compile import WORKBENCH_NAMESPACE, RuntimeOptions, mcp_arm_target
 from awb.blueprints.journal import LIMIT_REACHED, RunJournal
 from awb.blueprints.knowledge import DEFAULT_RESULTS, TOOL_NAME, KnowledgeLibrary, tool_description
 from awb.blueprints.schema import Blueprint, McpArm, TavilySearchArm, WorkbenchArm
@@ -51,10 +52,16 @@ class ArmTools(MCPTools):
     one workflow step is offered to the next.
     """
 
-    def __init__(self, arm: str, allowed: Collection[str] | None, **connection: Any) -> None:
+    def __init__(
+        self, arm: str, allowed: Collection[str] | None, *, public_only: bool = False, **connection: Any
+    ) -> None:
+        # No `header_provider`, ever: with one, Agno opens per-run sessions through fastmcp's own transports,
+        # past `_connect` and so past the cap and the public-only dialling.
         super().__init__(name=arm, tool_name_prefix=arm, refresh_connection=True, **connection)
         self.arm = arm
         self.allowed = None if allowed is None else frozenset(allowed)
+        #: Dial public addresses only (`awb.agents.public_reach`), as the awb runtime does for this arm.
+        self.public_only = public_only
 
     async def _connect(self) -> None:
         """Agno's own connect (`MCPTools._connect`), through awb's capped transports instead of fastmcp's
@@ -62,7 +69,7 @@ class ArmTools(MCPTools):
         if self._initialized:
             return
         if self.session is None:
-            transport = capped_transport(self.server_params)
+            transport = capped_transport(self.server_params, public_only=self.public_only)
             client: Any = Client(transport, timeout=float(self.timeout_seconds), mode=self.protocol_mode)
             # Where Agno keeps its client, to close it with the toolkit.
             self._session_context = client
@@ -82,12 +89,16 @@ def _connection(arm: str, target: ServerTarget, timeout_seconds: int) -> dict[st
     """`MCPTools` keyword arguments that reach `target`: streamable HTTP for a URL, stdio for a command."""
     if isinstance(target, Server | MCPServer):
         raise Unavailable(f"the agno target reaches MCP server {arm!r} by URL or command, not in-process", arm=arm)
+    if isinstance(target, str) and target.startswith(("http://", "https://")):
+        target = HttpServer(target)
     if isinstance(target, HttpServer):
         params = StreamableHTTPClientParams(url=target.url, headers=dict(target.headers), timeout=timeout_seconds)
-        return {"transport": "streamable-http", "server_params": params, "timeout_seconds": timeout_seconds}
-    if isinstance(target, str) and target.startswith(("http://", "https://")):
-        params = StreamableHTTPClientParams(url=target, timeout=timeout_seconds)
-        return {"transport": "streamable-http", "server_params": params, "timeout_seconds": timeout_seconds}
+        return {
+            "transport": "streamable-http",
+            "server_params": params,
+            "timeout_seconds": timeout_seconds,
+            "public_only": target.public_only,
+        }
     # A command line inherits this process's environment, as in the awb runtime.
     return {"transport": "stdio", "server_params": client_target(target), "timeout_seconds": timeout_seconds}
 
@@ -98,7 +109,7 @@ def mcp_toolkits(blueprint: Blueprint, options: RuntimeOptions) -> list[ArmTools
     toolkits: list[ArmTools] = []
     for arm in blueprint.arms:
         if isinstance(arm, McpArm):
-            target: ServerTarget = arm.url if arm.url is not None else list(arm.command or [])
+            target = mcp_arm_target(arm, options)
             toolkits.append(ArmTools(arm.name, arm.tools, **_connection(arm.name, target, timeout)))
         elif isinstance(arm, WorkbenchArm) and options.workbench_target is not None:
             allowed = None if arm.tools is None else [n for name in arm.tools for n in served_names(name)]

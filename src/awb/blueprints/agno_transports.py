@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import httpx2
@@ -49,20 +50,28 @@ class CappedStdioTransport(ClientTransport):
 
 
 def _capped_http_client(
-    headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None, auth: Any = None, **_: Any
+    headers: dict[str, str] | None = None,
+    timeout: httpx2.Timeout | None = None,
+    auth: Any = None,
+    *,
+    public_only: bool = False,
+    **_: Any,
 ) -> httpx2.AsyncClient:
     """fastmcp's client factory, answered with awb's: the SDK's timeouts (as awb runs have), no redirects, no
-    auth (an arm's credentials are its headers), and its replies capped."""
-    return mcp_http_client(headers)
+    auth (an arm's credentials are its headers), its replies capped, and with `public_only` dialling public
+    addresses only (`awb.agents.public_reach`)."""
+    return mcp_http_client(headers, public_only=public_only)
 
 
-def capped_transport(server: StdioServerParameters | Any) -> ClientTransport:
+def capped_transport(server: StdioServerParameters | Any, *, public_only: bool = False) -> ClientTransport:
     """The transport of an arm: stdio for `StdioServerParameters`, streamable HTTP for Agno's
-    `StreamableHTTPClientParams` (its `url` and `headers`)."""
+    `StreamableHTTPClientParams` (its `url` and `headers`), dialling public addresses only with
+    `public_only`."""
     if isinstance(server, StdioServerParameters):
         return CappedStdioTransport(server)
     headers = dict(server.headers or {})
-    return StreamableHttpTransport(server.url, headers=headers, httpx_client_factory=_capped_http_client)
+    factory = partial(_capped_http_client, public_only=public_only)
+    return StreamableHttpTransport(server.url, headers=headers, httpx_client_factory=factory)
 
 
 def capped_provider_client() -> httpx2.AsyncClient:

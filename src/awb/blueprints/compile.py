@@ -94,15 +94,13 @@ class CompiledBlueprint:
     async def open_toolbox(self, journal: RunJournal) -> AsyncIterator[Toolbox]:
         """Connect the arms for one run; every tool comes out guarded and logged by `journal`."""
         # The SDK's client is imported by the first run that connects, not by a server that never runs one.
-        from awb.agents.mcp_client import HttpServer, connect_servers
+        from awb.agents.mcp_client import connect_servers
 
         targets: dict[str, ServerTarget] = {}
         allow: dict[str, set[str] | None] = {}
-        public_only = not self.options.allow_private_mcp_urls
         for arm in self.blueprint.arms:
             if isinstance(arm, McpArm):
-                url = arm.url if arm.url is None or not public_only else HttpServer(arm.url, public_only=True)
-                targets[arm.name] = url if url is not None else list(arm.command or [])
+                targets[arm.name] = mcp_arm_target(arm, self.options)
                 allow[arm.name] = set(arm.tools) if arm.tools is not None else None
             elif isinstance(arm, WorkbenchArm) and self.options.workbench_target is not None:
                 targets[WORKBENCH_NAMESPACE] = self.options.workbench_target
@@ -129,6 +127,17 @@ class CompiledBlueprint:
                 spec = knowledge_spec(knowledge.knowledge_base)
                 box.add(spec, journal.guard(spec, knowledge_handler(self.options.knowledge, knowledge.knowledge_base)))
             yield box
+
+
+def mcp_arm_target(arm: McpArm, options: RuntimeOptions) -> ServerTarget:
+    """Where an `mcp` arm connects, for every target (this runtime and Agno): its command line, or its URL
+    over streamable HTTP, dialling public addresses only (`awb.agents.public_reach`) unless `options` allow
+    private ones. The one place a blueprint's URL becomes a connection."""
+    from awb.agents.mcp_client import HttpServer
+
+    if arm.url is None:
+        return list(arm.command or [])
+    return HttpServer(arm.url, public_only=not options.allow_private_mcp_urls)
 
 
 def _namespaces(blueprint: Blueprint) -> tuple[str, ...]:
