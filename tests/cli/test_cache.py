@@ -9,6 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+import typer
+
 from awb.config import Config, SearchConfig
 from awb.search.vector_cache import VectorCache
 from clitools import AWB, clean_env, run_awb
@@ -139,3 +142,20 @@ def test_cache_clear_removes_a_damaged_cache(tmp_path: Path) -> None:
     done = run_awb(tmp_path, "cache", "clear", "--yes")
     assert done.returncode == 0, done.stderr
     assert "removed the damaged cache" in done.stdout and not path.exists()
+
+
+def test_cache_clear_says_why_when_the_cache_cannot_be_reached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A folder on the way this user may not enter (root enters every one, so the look is made to say it).
+    import awb.search.vector_cache_upkeep as upkeep
+    from awb.cli.cache import clear_command
+    from awb.search.vector_cache_upkeep import CacheContents
+
+    path = workspace(tmp_path, entries=0)
+    problem = f"cannot reach {path} (Permission denied): check the permissions of its folder"
+    monkeypatch.setattr(upkeep, "look", lambda where: CacheContents(where, problem=problem))
+    with pytest.raises(typer.Exit) as ended:
+        clear_command(config_path=tmp_path / "awb.config.json", yes=True, as_json=True)
+    assert ended.value.exit_code == 1
+    assert json.loads(capsys.readouterr().err)["error"] == {"code": "unavailable", "message": problem, "details": {}}

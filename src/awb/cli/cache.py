@@ -119,6 +119,8 @@ def clear_command(
     from awb.search.vector_cache_upkeep import clear, size_on_disk
 
     contents = _look(config_path, as_json)
+    if contents.problem is not None and not contents.exists:  # its folder cannot be reached
+        fail(Unavailable(contents.problem), as_json)
     if not contents.exists or (contents.entries == 0 and contents.problem is None):
         if as_json:
             print_json({"path": str(contents.path), "cleared": 0, "freed_bytes": 0})
