@@ -33,12 +33,12 @@ from awb.inventory.models import CallRecord, MemoryLevel, Tool, ToolCounters
 from awb.inventory.store import Store
 from awb.log_limit import PER_REQUEST
 from awb.maintenance import Upkeep
-from awb.sandbox.base import Execution, ExecutionSlots, Runtime
+from awb.sandbox.base import Execution, ExecutionSlots, Runtime, nests_too_deep
 from awb.sandbox.host import HostBridge
 from awb.sandbox.registry import limits_for
 from awb.sandbox.staging import protected_paths
 from awb.schema_bounds import SchemaTooExpensive
-from awb.text import MAX_RESULT_DEPTH, cap_text, nesting_depth
+from awb.text import cap_text
 from awb.validation import ToolSchema
 
 log = logging.getLogger("awb.workbench")
@@ -253,7 +253,7 @@ class Caller:
     def _check_result(self, tool: Tool, execution: Execution) -> None:
         """Results nested past MAX_RESULT_DEPTH cannot be encoded on the wire: a failed call, not a
         success that the face then cannot send."""
-        if nesting_depth(execution.value, MAX_RESULT_DEPTH) > MAX_RESULT_DEPTH:
+        if nests_too_deep(execution):
             raise _too_deep(tool)
 
     async def _output_problems(self, tool: Tool, value: Any) -> list[dict[str, str]]:

@@ -31,11 +31,11 @@ from awb.inventory.models import (
     normal_tags,
 )
 from awb.meta_tools import RESERVED_NAME_RULE, ToolNames, meta_tool_name, reserved_name
-from awb.sandbox.base import Limits, Runtime
+from awb.sandbox.base import Limits, Runtime, nests_too_deep
 from awb.sandbox.host import HostBridge
 from awb.schema_bounds import SchemaTooExpensive, json_equal
 from awb.schema_rules import normalise_schemas
-from awb.text import MAX_RESULT_DEPTH, nesting_depth
+from awb.text import MAX_RESULT_DEPTH
 from awb.validation import ToolSchema, check_tool_schema
 
 #: Tool names: what the spec allows (`^[A-Za-z0-9_-]{1,64}$`, matched whole: no trailing newline),
@@ -239,8 +239,9 @@ async def admit(
         host = HostBridge(read_dirs=[], stage=None, max_log_bytes=limits.max_log_bytes)
         entry: dict[str, Any] = {"example": index, "params": example.params}
         try:
-            got = (await runtime.execute(code, example.params, limits, host)).value
-            if nesting_depth(got, MAX_RESULT_DEPTH) > MAX_RESULT_DEPTH:
+            execution = await runtime.execute(code, example.params, limits, host)
+            got = execution.value
+            if nests_too_deep(execution):
                 raise too_deep()
         except RecursionError:
             entry.update(got=None, error=too_deep().to_dict())

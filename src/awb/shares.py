@@ -42,7 +42,9 @@ def client_address(scope: Any) -> str | None:
 
 
 def is_local(address: str | None) -> bool:
-    """Whether `address` is this machine's (loopback, IPv4-mapped too); no address (a Unix socket) is."""
+    """Whether `address` is this machine's (loopback, IPv4-mapped too); no address (a Unix socket) is. A
+    name is no address: a peer is an IP (`awb.server.address.is_loopback` reads a bind host, `localhost`
+    too, on top of this)."""
     if address is None:
         return True
     try:

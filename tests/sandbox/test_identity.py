@@ -236,3 +236,53 @@ def test_without_a_list_of_processes_auto_refuses_with_the_reason(
         assert configured.acquire() == (AUTO_FIRST + 60_003, AUTO_FIRST + 60_003)
     finally:
         configured.release()
+
+
+def _looked_up(monkeypatch: pytest.MonkeyPatch, *, named: bool) -> list[int]:
+    """Every uid `auto` looks a name up for from now on (each `named` or not); no process's uid is busy."""
+    looked: list[int] = []
+
+    def lookup(uid: int) -> bool:
+        looked.append(uid)
+        return named
+
+    monkeypatch.setattr(identity_module, "_named", lookup)
+    monkeypatch.setattr(identity_module, "_ids_in_use", set)
+    return looked
+
+
+@as_root
+def test_auto_looks_up_a_bounded_number_of_uids_then_says_what_to_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every uid of the range named by some user: the whole range took ~20 s to walk; a server waits for
+    # its first call meanwhile. A bounded search gives up soon and says what to configure instead.
+    looked = _looked_up(monkeypatch, named=True)
+    with pytest.raises(Unavailable) as raised:
+        WorkerIdentity(claim_dirs=(tmp_path / "claims",)).acquire()
+    assert len(looked) <= 256
+    message = raised.value.message
+    assert f"among the {len(looked)} looked up" in message and f"{len(looked)} named by a user or group" in message
+    assert message.endswith("set sandbox.worker_uid to a uid and gid no one else uses")
+
+
+@as_root
+def test_auto_passes_over_a_subordinate_range_without_looking_up_its_uids(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    subuid = tmp_path / "subuid"
+    subuid.write_text(f"builder:{AUTO_FIRST - 10}:60010\n")
+    monkeypatch.setattr(identity_module, "SUBORDINATE_FILES", (str(subuid), str(tmp_path / "no-subgid")))
+    looked = _looked_up(monkeypatch, named=False)
+    identity = WorkerIdentity(claim_dirs=(tmp_path / "claims",))
+    try:
+        assert identity.acquire() == (AUTO_FIRST + 60_000, AUTO_FIRST + 60_000)
+    finally:
+        identity.release()
+    assert looked == [AUTO_FIRST + 60_000]  # the 60,000 uids the range holds cost no look-up
+    subuid.write_text(f"builder:{AUTO_FIRST}:65536\n")  # the whole range: refused at once, with the reason
+    with pytest.raises(Unavailable) as raised:
+        WorkerIdentity(claim_dirs=(tmp_path / "claims",)).acquire()
+    assert looked == [AUTO_FIRST + 60_000]
+    assert "lies in a subordinate-id range" in raised.value.message
+    assert "set sandbox.worker_uid" in raised.value.message

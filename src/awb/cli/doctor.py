@@ -179,6 +179,9 @@ async def _doctor_checks(config: Config, config_path: Path | None, quick: bool =
         checks.append(_check("fts5", True, f"SQLite {sqlite3.sqlite_version} with FTS5"))
     except sqlite3.OperationalError as error:
         checks.append(_check("fts5", False, str(error)))
+    from awb.cli.cache import vector_cache_check
+
+    checks.append(vector_cache_check(config))  # read-only, and neither numpy nor the model
     if store is None:
         return checks
     # The runtimes and the search engine a workbench would have, not started: no embedding model (no

@@ -31,7 +31,7 @@ from awb.errors import AwbError, UsageError
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 HELP = (
     "Agent Workbench: a crafting table for AI agents, served over MCP. Commands: init, start, stop, "
-    "doctor, maintain, reindex, inventory, agents, staged, plan, blueprints, db."
+    "doctor, maintain, reindex, inventory, agents, staged, plan, blueprints, db, cache."
 )
 #: `awb`'s commands and command groups in the order help lists them: name -> kind, module, attribute.
 ENTRIES: dict[str, tuple[Literal["command", "group"], str, str]] = {
@@ -45,6 +45,7 @@ ENTRIES: dict[str, tuple[Literal["command", "group"], str, str]] = {
     "agents": ("group", "awb.agents.cli", "agents_app"),
     "staged": ("group", "awb.cli.staged", "staged_app"),
     "db": ("group", "awb.cli.db", "db_app"),
+    "cache": ("group", "awb.cli.cache", "cache_app"),
     "plan": ("command", "awb.planner.cli", "plan_command"),
     "blueprints": ("group", "awb.cli.blueprints", "blueprints_app"),
 }

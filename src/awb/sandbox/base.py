@@ -7,11 +7,11 @@ from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from awb.errors import Busy, InvalidOutput, OutputExceeded
 from awb.shares import Shares
-from awb.text import MAX_RESULT_VALUES
+from awb.text import MAX_RESULT_DEPTH, MAX_RESULT_VALUES, nesting_depth
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,8 @@ class Execution:
     #: `value` as JSON, where the runtime encoded it (`encode_output`): the faces send this text rather
     #: than encode a result of up to `max_output_bytes` again.
     value_json: str | None = None
+    #: How deeply `value` nests, where the runtime counted it (`encode_result`); None: not counted.
+    depth: int | None = None
 
 
 class Runtime(Protocol):
@@ -118,10 +120,24 @@ class ExecutionSlots:
             self._slots.give_back(client)
 
 
+class Encoded(NamedTuple):
+    """A result as it goes on the wire, and how deeply it nests (None where it holds a tuple, which
+    `nesting_depth` does not descend into: the caller counts it then)."""
+
+    text: str
+    depth: int | None
+
+
 def encode_output(value: Any, max_output_bytes: int) -> str:
     """Serialise a tool's result to compact JSON (the form it takes on the wire) under the output cap,
     or raise a structured error."""
-    at_least, values = _surely_over(value, max_output_bytes)
+    return encode_result(value, max_output_bytes).text
+
+
+def encode_result(value: Any, max_output_bytes: int) -> Encoded:
+    """`encode_output`, with the result's nesting depth counted in the walk that bounds its size, so the
+    call path does not walk it again to refuse one nested past MAX_RESULT_DEPTH."""
+    at_least, values, depth = _surely_over(value, max_output_bytes)
     if at_least is not None:
         raise OutputExceeded(
             f"tool output is at least {at_least} bytes, over the {max_output_bytes}-byte cap",
@@ -152,7 +168,16 @@ def encode_output(value: Any, max_output_bytes: int) -> str:
             size=size,
             limit=max_output_bytes,
         )
-    return text
+    return Encoded(text, depth)
+
+
+def nests_too_deep(execution: Execution) -> bool:
+    """Whether a run's result nests past MAX_RESULT_DEPTH (the wire encoders recurse): from the depth its
+    runtime counted while encoding it, else counted here."""
+    depth = execution.depth
+    if depth is None:
+        depth = nesting_depth(execution.value, MAX_RESULT_DEPTH)
+    return depth > MAX_RESULT_DEPTH
 
 
 def clean_text(text: str) -> str:
@@ -176,33 +201,66 @@ def checked_logs(logs: list[str], max_log_bytes: int) -> list[str]:
     return cleaned
 
 
-def _surely_over(value: Any, cap: int) -> tuple[int | None, int]:
+class _Close:
+    """Pushed under a container's entries: popped once they are all walked, it closes the container's level."""
+
+
+_CLOSE = _Close()
+#: The types of most of a large result's values, tested first by identity (no subclass is one of them
+#: but bool, listed too): each is one byte at least, and none holds others.
+_LEAVES = frozenset({int, float, bool, type(None)})
+
+
+def _surely_over(value: Any, cap: int) -> tuple[int | None, int, int | None]:
     """(a lower bound of `value`'s JSON size once it passes `cap`, else None; how many values it holds,
-    counted until they pass `MAX_RESULT_VALUES`). Counted without encoding, from lengths alone, and it
-    stops as soon as either passes: what the server does for an oversized result is bounded by the caps,
-    not by the result (encoding a 50 MB string took ~0.1 s of the event loop)."""
-    total = values = 0
+    counted until they pass `MAX_RESULT_VALUES`; how deeply it nests, as `nesting_depth` counts it, when
+    the walk went to the end and met no tuple, else None). Counted without encoding, from lengths alone,
+    and it stops as soon as either passes: what the server does for an oversized result is bounded by
+    the caps, not by the result (encoding a 50 MB string took ~0.1 s of the event loop)."""
+    total = values = level = deepest = 0
+    tupled = False
     stack = [value]
     while stack:
         item = stack.pop()
-        values += 1
-        if isinstance(item, str):
+        kind = type(item)
+        if kind in _LEAVES:
+            values += 1
+            total += 1
+        elif kind is _Close:
+            level -= 1
+            continue
+        elif isinstance(item, str):
+            values += 1
             total += len(item) + 2  # every character is at least one byte, and the quotes
         elif isinstance(item, dict):
+            values += 1 + len(item)  # the object and its keys
             total += 2 + 3 * len(item) + max(len(item) - 1, 0)  # braces; keys' quotes and colons; commas
-            values += len(item)  # the keys
             if total > cap or values > MAX_RESULT_VALUES:
-                return (total if total > cap else None), values
-            for key, entry in item.items():
+                return (total if total > cap else None), values, None
+            if level >= deepest:
+                deepest = level + 1
+            if item:
+                stack.append(_CLOSE)
+                level += 1
+            for key in item:
                 total += len(key) if isinstance(key, str) else 1
-                stack.append(entry)
-        elif isinstance(item, list | tuple):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            values += 1
             total += 2 + max(len(item) - 1, 0)  # brackets and commas
             if total > cap or values + len(item) > MAX_RESULT_VALUES:
-                return (total if total > cap else None), values + len(item)
-            stack.extend(item)
+                return (total if total > cap else None), values + len(item), None
+            if isinstance(item, tuple):
+                tupled = True  # `nesting_depth` does not count tuples: the caller counts the depth then
+            elif level >= deepest:
+                deepest = level + 1
+            if item:
+                stack.append(_CLOSE)
+                level += 1
+                stack.extend(item)
         else:
+            values += 1
             total += 1
         if total > cap or values > MAX_RESULT_VALUES:
-            return (total if total > cap else None), values
-    return None, values
+            return (total if total > cap else None), values, None
+    return None, values, None if tupled else deepest

@@ -44,7 +44,7 @@ from awb.errors import (
     ToolTimeout,
 )
 from awb.log_limit import PER_REQUEST
-from awb.sandbox.base import Execution, HostFunctions, Limits, encode_output
+from awb.sandbox.base import Execution, HostFunctions, Limits, encode_result
 from awb.sandbox.loop_inbox import inbox_of
 from awb.sandbox.monty_host import MontyRun
 from awb.sandbox.monty_spare import IdleSpare, hand_back, limits_key
@@ -142,13 +142,14 @@ class MontyRuntime:
     async def execute(self, code: str, params: dict[str, Any], limits: Limits, host: HostFunctions) -> Execution:
         started = time.perf_counter()
         value, logs, peak = await self._feed(code + _CALL_LINE, params, limits, host)
-        text = encode_output(value, limits.max_output_bytes)
+        encoded = encode_result(value, limits.max_output_bytes)
         return Execution(
             value=value,
             logs=logs,
             duration_ms=(time.perf_counter() - started) * 1000,
             peak_memory_bytes=peak,
-            value_json=text,
+            value_json=encoded.text,
+            depth=encoded.depth,
         )
 
     async def check(self, code: str, limits: Limits) -> None:

@@ -51,7 +51,7 @@ from awb.errors import (
     ToolTimeout,
     Unavailable,
 )
-from awb.sandbox.base import Execution, ExecutionSlots, HostFunctions, Limits, encode_output
+from awb.sandbox.base import Execution, ExecutionSlots, HostFunctions, Limits, encode_result
 from awb.sandbox.identity import WorkerIdentity
 from awb.sandbox.wasm_compile import Compilers
 from awb.sandbox.wasm_engine import engine_config
@@ -213,13 +213,14 @@ class WasmRuntime:
             value, logs = await self._run(code, params, limits, host, check=False)
         finally:
             _peak_memory.reset(token)
-        text = encode_output(value, limits.max_output_bytes)
+        encoded = encode_result(value, limits.max_output_bytes)
         return Execution(
             value=value,
             logs=logs,
             duration_ms=(time.perf_counter() - started) * 1000,
             peak_memory_bytes=peak[-1] if peak else None,
-            value_json=text,
+            value_json=encoded.text,
+            depth=encoded.depth,
         )
 
     async def check(self, code: str, limits: Limits) -> None:

@@ -18,7 +18,7 @@ from awb.errors import (
     ToolRuntimeError,
     ToolTimeout,
 )
-from awb.sandbox.base import Execution, HostFunctions, Limits, checked_logs, clean_text, encode_output
+from awb.sandbox.base import Execution, HostFunctions, Limits, checked_logs, clean_text, encode_result
 from awb.sandbox.host import MAX_WRITE_BYTES, count_refused_call
 
 HEADER = struct.Struct(">I")
@@ -268,9 +268,9 @@ def result_from_worker(message: dict[str, Any], limits: Limits) -> Execution:
         raise InvalidOutput("the tool returned a value nested too deeply to read") from None
     except ValueError as exc:  # an integer past Python's digit limit (a forged result: json.dumps refuses it)
         raise InvalidOutput(f"the tool returned a value the server cannot read: {str(exc)[:200]}") from None
-    text = encode_output(value, limits.max_output_bytes)
+    encoded = encode_result(value, limits.max_output_bytes)
     raw_logs = message.get("logs")
     if raw_logs is not None and not isinstance(raw_logs, list):
         raise ToolRuntimeError("the worker sent malformed logs")
     logs = checked_logs([str(line) for line in raw_logs or []], limits.max_log_bytes)
-    return Execution(value=value, logs=logs, value_json=text)
+    return Execution(value=value, logs=logs, value_json=encoded.text, depth=encoded.depth)

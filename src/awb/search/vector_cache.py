@@ -41,7 +41,7 @@ TOUCH_AFTER_S = 3_600
 LOOKUP_CHUNK = 500
 #: SQLite's codes for a file that is not (or no longer) a database: rebuilt, not reported as a failure.
 _CORRUPT_CODES = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
-_BUSY_CODES = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
+BUSY_CODES = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
 
 
 def default_cache_path(environ: Mapping[str, str] | None = None) -> Path:
@@ -103,9 +103,9 @@ class VectorCache:
             try:
                 self._conn = self._open()
             except sqlite3.DatabaseError as exc:
-                if _corrupt(exc):
+                if is_corrupt(exc):
                     self._conn = self._rebuild(exc)
-                elif _code(exc) in _BUSY_CODES:
+                elif sqlite_code(exc) in BUSY_CODES:
                     # Another process holds it (making it, most likely) past the timeout: try again next time.
                     log.info("tool vector cache %s is busy: %s", self.path, exc)
                 else:
@@ -178,7 +178,7 @@ class VectorCache:
                 except sqlite3.DatabaseError as exc:
                     if conn.in_transaction:
                         conn.rollback()
-                    if not _corrupt(exc) or attempt:
+                    if not is_corrupt(exc) or attempt:
                         log.warning("tool vector cache %s: %s", self.path, exc)
                         return default
                     self._conn = self._rebuild(exc)
@@ -277,16 +277,28 @@ class VectorCache:
         return result
 
 
-def _code(exc: sqlite3.DatabaseError) -> int | None:
+def sqlite_code(exc: sqlite3.DatabaseError) -> int | None:
+    """SQLite's primary result code of `exc`, where Python says it."""
     code = getattr(exc, "sqlite_errorcode", None)
     return None if code is None else int(code) & 0xFF  # the primary code, without the extended bits
 
 
-def _corrupt(exc: sqlite3.DatabaseError) -> bool:
-    code = _code(exc)
+def is_corrupt(exc: sqlite3.DatabaseError) -> bool:
+    """Whether `exc` says the file is damaged or not a database (rebuilt, not reported as a failure)."""
+    code = sqlite_code(exc)
     if code is not None:
         return code in _CORRUPT_CODES
     return "not a database" in str(exc) or "malformed" in str(exc)
 
 
-__all__ = ["DEFAULT_ENTRIES", "VectorCache", "default_cache_path", "embedder_identity", "text_key", "vector_cache_at"]
+__all__ = [
+    "BUSY_CODES",
+    "DEFAULT_ENTRIES",
+    "VectorCache",
+    "default_cache_path",
+    "embedder_identity",
+    "is_corrupt",
+    "sqlite_code",
+    "text_key",
+    "vector_cache_at",
+]

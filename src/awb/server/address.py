@@ -1,12 +1,12 @@
 """How a server's address is written in a URL: an IPv6 address in brackets (`http://[::1]:7777/`).
 
-A module of its own, with nothing heavy to import: the CLI writes the start banner and finds a running
+A module of its own, with nothing heavy to import (`awb.shares` only): the CLI writes the start banner and finds a running
 server with it before (or without) loading the HTTP server.
 """
 
 from __future__ import annotations
 
-import ipaddress
+from awb.shares import is_local
 
 
 def authority(host: str) -> str:
@@ -19,10 +19,7 @@ def http_url(host: str, port: int, path: str = "/") -> str:
 
 
 def is_loopback(host: str) -> bool:
-    """A server bound to `host` is reached only from this machine."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+    """A server bound to `host` is reached only from this machine: `localhost`, or an address a peer on
+    this machine has (`awb.shares.is_local`: 127.0.0.0/8, ::1, and their IPv4-mapped form, which
+    `ipaddress` calls loopback only from Python 3.13), written bare or in brackets as in a URL."""
+    return host == "localhost" or is_local(host.strip("[]"))
