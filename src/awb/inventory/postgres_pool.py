@@ -38,6 +38,9 @@ CONNECT_SECONDS = 10.0
 POOL_WAIT_SECONDS = 10.0
 #: While the database is taken for down, it is asked whether it is back at most this often.
 PROBE_EVERY = 0.5
+#: While a request waits for a connection, it looks this often whether the pool's attempts to open one
+#: are failing (the database refuses them: a restart, a shutdown), and then says so instead of waiting on.
+REFUSAL_CHECK_EVERY = 0.25
 #: TCP keepalives on every connection, unless the URL sets its own. A database that goes away without a
 #: word (its host gone, a failover to another address, a NAT or firewall that forgot an idle flow) sends
 #: nothing, so only a probe of ours can tell: the change feed, which never sends, would follow nothing
@@ -141,8 +144,12 @@ class InventoryPool:
             self._back_or_unavailable()
         pool = self._pool
         try:
-            with pool.connection(timeout=self.wait) as conn:
-                yield conn
+            conn = self._take(pool)
+            try:
+                with conn:
+                    yield conn
+            finally:
+                pool.putconn(conn)
         except psycopg_pool.PoolTimeout as exc:
             with self._lock:
                 self._down = (time.monotonic(), f"no connection within {self.wait:g} s")
@@ -161,6 +168,37 @@ class InventoryPool:
                 f"lost the connection to the inventory at {self.where}: {first_line(exc)}; try again",
                 inventory=self.where,
             ) from exc
+
+    def _take(self, pool: Any) -> Any:
+        """A connection within `self.wait`; `InventoryUnavailable` sooner when, meanwhile, the pool's
+        attempts to open one fail and the database refuses ours too. A busy pool (every connection lent)
+        makes no attempt, so its requests wait their turn as before."""
+        _, psycopg_pool = psycopg_modules()
+        deadline = time.monotonic() + self.wait
+        failed = pool.get_stats().get("connections_errors", 0)
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                return pool.getconn(timeout=max(min(left, REFUSAL_CHECK_EVERY), 0.001))
+            except psycopg_pool.PoolTimeout:
+                if left <= REFUSAL_CHECK_EVERY:
+                    raise
+                if pool.get_stats().get("connections_errors", 0) > failed:
+                    self._refused()
+                    failed = pool.get_stats().get("connections_errors", 0)
+
+    def _refused(self) -> None:
+        """The pool failed to open a connection: ask the database once ourselves (a refusal is answered
+        at once); `InventoryUnavailable`, with the database taken for down, unless it answers."""
+        psycopg, _ = psycopg_modules()
+        try:
+            with connect(self._url):
+                return  # it answers (again): the request waits on for the pool
+        except psycopg.Error as exc:
+            said = first_line(exc)
+        with self._lock:
+            self._down = (time.monotonic(), said)
+        raise self._unreachable(said)
 
     def _back_or_unavailable(self) -> None:
         """While the database is taken for down: back (and the pool replaced), or `InventoryUnavailable`."""
