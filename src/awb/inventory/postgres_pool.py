@@ -144,7 +144,7 @@ class InventoryPool:
             self._back_or_unavailable()
         pool = self._pool
         try:
-            conn = self._take(pool)
+            pool, conn = self._take(pool)
             try:
                 with conn:
                     yield conn
@@ -169,17 +169,20 @@ class InventoryPool:
                 inventory=self.where,
             ) from exc
 
-    def _take(self, pool: Any) -> Any:
-        """A connection within `self.wait`; `InventoryUnavailable` sooner when, meanwhile, the pool's
-        attempts to open one fail and the database refuses ours too. A busy pool (every connection lent)
-        makes no attempt, so its requests wait their turn as before."""
+    def _take(self, pool: Any) -> tuple[Any, Any]:
+        """A connection within `self.wait`, and the pool it is to be given back to; `InventoryUnavailable`
+        sooner when, meanwhile, the pool's attempts to open one fail and the database refuses ours too. A
+        busy pool (every connection lent) makes no attempt, so its requests wait their turn as before."""
         _, psycopg_pool = psycopg_modules()
         deadline = time.monotonic() + self.wait
         failed = pool.get_stats().get("connections_errors", 0)
         while True:
             left = deadline - time.monotonic()
+            if self._pool is not pool:  # replaced meanwhile (the database is back): the old one closes
+                pool = self._pool
+                failed = pool.get_stats().get("connections_errors", 0)
             try:
-                return pool.getconn(timeout=max(min(left, REFUSAL_CHECK_EVERY), 0.001))
+                return pool, pool.getconn(timeout=max(min(left, REFUSAL_CHECK_EVERY), 0.001))
             except psycopg_pool.PoolTimeout:
                 if left <= REFUSAL_CHECK_EVERY:
                     raise
