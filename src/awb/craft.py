@@ -79,17 +79,27 @@ async def craft(workbench: Bench, request: CraftRequest | dict[str, Any], names:
     grants = config.sandbox.grants.get(request.name, [])
     tool = crafting.new_tool(request, runtime.name, read_dirs=grants, now=workbench.clock.now())
     try:
-        # The cap is checked again where the row is written: concurrent crafts cannot pass it together.
-        store.add_tool(tool, max_active=config.max_tools)
-    except AwbError:
-        raise
-    except Exception as exc:  # a concurrent craft of the same name won the race
-        if store.get_by_name(request.name) is not None:
-            raise NameConflict(f"a tool named {request.name!r} already exists", name=request.name) from exc
+        _store(store, tool, config.max_tools)
+    except AwbError as exc:
+        # `craft_started` went out to every panel: its outcome goes too (a name taken meanwhile by another
+        # server's craft, the cap reached meanwhile, the inventory gone), as an admission failure's does.
+        workbench.events.publish(Event("craft_rejected", None, {"name": request.name, "reason": exc.message}))
         raise
     log.info("crafted %s (%s) on %s", tool.name, tool.tool_id, tool.runtime)
     workbench.events.publish(Event("crafted", tool.tool_id))
     return tool
+
+
+def _store(store: Store, tool: Tool, max_tools: int) -> None:
+    try:
+        # The cap is checked again where the row is written: concurrent crafts cannot pass it together.
+        store.add_tool(tool, max_active=max_tools)
+    except AwbError:
+        raise
+    except Exception as exc:  # a concurrent craft of the same name won the race
+        if store.get_by_name(tool.name) is not None:
+            raise NameConflict(f"a tool named {tool.name!r} already exists", name=tool.name) from exc
+        raise
 
 
 def _refuse_duplicate(workbench: Bench, request: CraftRequest, names: MetaNames | None) -> None:

@@ -137,6 +137,34 @@ def test_while_the_database_is_down_requests_fail_with_unavailable_in_bounded_ti
         store.close()
 
 
+def test_a_database_that_refuses_connections_is_said_unavailable_at_once_not_after_the_pools_wait(
+    clean_pg_url: str,
+) -> None:
+    """A restart: the database closes its connections and refuses new ones. The pool's own attempt to
+    open one fails at once, so the request need not wait `pool_wait` for one that cannot come (a wait
+    that, on a server, held up every other request on its event loop as long)."""
+    store = PostgresStore(clean_pg_url, pool_wait=10)
+    try:
+        store.add_tool(make_tool("restarting"))
+        with database_down(clean_pg_url):
+            started = time.monotonic()
+            with pytest.raises(InventoryUnavailable) as caught:
+                store.record_call(call_of("tool_restarting", 1))
+            took = time.monotonic() - started
+        assert took < 3, f"waited {took:.1f} s for a connection the database refused"
+        assert redacted(clean_pg_url) in caught.value.message
+        deadline = time.monotonic() + 5
+        while True:  # and it serves again once the database takes connections
+            try:
+                assert store.record_call(call_of("tool_restarting", 2)).usage_count == 1
+                break
+            except InventoryUnavailable:
+                assert time.monotonic() < deadline, "the store did not serve again within 5 s"
+                time.sleep(0.05)
+    finally:
+        store.close()
+
+
 @contextmanager
 def silent_server() -> Iterator[int]:
     """A loopback port that accepts connections and never says a word (a host that swallows packets)."""

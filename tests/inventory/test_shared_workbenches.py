@@ -8,10 +8,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import pytest
+from test_store_contract import make_tool
 
 from awb.clock import ManualClock
 from awb.config import Config
-from awb.errors import ToolDeleted
+from awb.errors import NameConflict, ToolDeleted
 from awb.events import Event
 from awb.inventory.models import CallRecord
 from awb.workbench import Workbench
@@ -104,3 +105,17 @@ async def test_one_tool_deleted_on_two_servers_at_once_is_deleted_and_announced_
         with pytest.raises(ToolDeleted):
             one.delete("contested")
     assert len(deletes) == 1
+
+
+async def test_a_craft_that_loses_its_name_to_another_servers_craft_says_so_on_the_panel(store_config: Config) -> None:
+    """Both crafts found the name free; the other's row went in first. The loser's `craft_started` (a
+    "crafting ..." toast on every panel) is followed by a `craft_rejected` naming the reason, as an
+    admission failure is, not left without an outcome."""
+    async with two_servers(store_config, ManualClock()) as (one, other):
+        heard: list[Event] = []
+        one.events.subscribe(heard.append)
+        once_after(one.store, lambda: other.store.add_tool(make_tool("contested")), "check_room")
+        with pytest.raises(NameConflict):
+            await one.craft(add_tool("contested"))
+    assert [e.kind for e in heard] == ["craft_started", "craft_rejected"]
+    assert heard[1].data == {"name": "contested", "reason": "a tool named 'contested' already exists"}

@@ -6,7 +6,8 @@ The database may go away and come back (a restart, a failover, a network cut) wh
 wait is bounded: a connection attempt by `CONNECT_SECONDS` (unless the URL says otherwise), a request's
 wait for a pooled connection by `POOL_WAIT_SECONDS`. Meanwhile requests fail with `unavailable`, saying
 which inventory; once the database is back the pool reconnects by itself, and a connection the
-database closed while it sat idle is replaced before a request gets it.
+database closed while it sat idle is replaced before a request gets it. TCP keepalives find the
+connections of a database that went away without a word (see `KEEPALIVE_IDLE_SECONDS`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,21 @@ CONNECT_SECONDS = 10.0
 POOL_WAIT_SECONDS = 10.0
 #: While the database is taken for down, it is asked whether it is back at most this often.
 PROBE_EVERY = 0.5
+#: While a request waits for a connection, it looks this often whether the pool's attempts to open one
+#: are failing (the database refuses them: a restart, a shutdown), and then says so instead of waiting on.
+REFUSAL_CHECK_EVERY = 0.25
+#: TCP keepalives on every connection, unless the URL sets its own. A database that goes away without a
+#: word (its host gone, a failover to another address, a NAT or firewall that forgot an idle flow) sends
+#: nothing, so only a probe of ours can tell: the change feed, which never sends, would follow nothing
+#: for ever, and the pool would hand its dead connections to requests. Idle 10 s, then a probe every 5 s,
+#: given up after 3 unanswered (the system's default waits two hours before the first probe).
+KEEPALIVE_IDLE_SECONDS = 10
+KEEPALIVE_INTERVAL_SECONDS = 5
+KEEPALIVE_COUNT = 3
+#: What was sent and never acknowledged fails the connection after this long (libpq's `tcp_user_timeout`,
+#: milliseconds), so a request on a connection whose peer is gone waits that long at most, not the
+#: quarter of an hour of the system's retransmissions (with the event loop waiting too).
+TCP_USER_TIMEOUT_MS = 30_000
 
 
 def psycopg_modules() -> Any:
@@ -69,10 +85,17 @@ def redacted(url: str) -> str:
 
 def connect_options(url: str) -> dict[str, Any]:
     """Keyword arguments for psycopg's connect: a bounded connection attempt, unless the URL or the
-    environment bounds it already."""
-    if "connect_timeout=" in url or os.environ.get("PGCONNECT_TIMEOUT"):
-        return {}
-    return {"connect_timeout": CONNECT_SECONDS}
+    environment bounds it already, and keepalives that notice a silent loss, unless the URL sets them."""
+    options: dict[str, Any] = {
+        "keepalives": 1,
+        "keepalives_idle": KEEPALIVE_IDLE_SECONDS,
+        "keepalives_interval": KEEPALIVE_INTERVAL_SECONDS,
+        "keepalives_count": KEEPALIVE_COUNT,
+        "tcp_user_timeout": TCP_USER_TIMEOUT_MS,
+    }
+    if "connect_timeout=" not in url and not os.environ.get("PGCONNECT_TIMEOUT"):
+        options["connect_timeout"] = CONNECT_SECONDS
+    return {key: value for key, value in options.items() if f"{key}=" not in url}
 
 
 def connect(url: str, **options: Any) -> Any:
@@ -121,8 +144,12 @@ class InventoryPool:
             self._back_or_unavailable()
         pool = self._pool
         try:
-            with pool.connection(timeout=self.wait) as conn:
-                yield conn
+            pool, conn = self._take(pool)
+            try:
+                with conn:
+                    yield conn
+            finally:
+                pool.putconn(conn)
         except psycopg_pool.PoolTimeout as exc:
             with self._lock:
                 self._down = (time.monotonic(), f"no connection within {self.wait:g} s")
@@ -141,6 +168,40 @@ class InventoryPool:
                 f"lost the connection to the inventory at {self.where}: {first_line(exc)}; try again",
                 inventory=self.where,
             ) from exc
+
+    def _take(self, pool: Any) -> tuple[Any, Any]:
+        """A connection within `self.wait`, and the pool it is to be given back to; `InventoryUnavailable`
+        sooner when, meanwhile, the pool's attempts to open one fail and the database refuses ours too. A
+        busy pool (every connection lent) makes no attempt, so its requests wait their turn as before."""
+        _, psycopg_pool = psycopg_modules()
+        deadline = time.monotonic() + self.wait
+        failed = pool.get_stats().get("connections_errors", 0)
+        while True:
+            left = deadline - time.monotonic()
+            if self._pool is not pool:  # replaced meanwhile (the database is back): the old one closes
+                pool = self._pool
+                failed = pool.get_stats().get("connections_errors", 0)
+            try:
+                return pool, pool.getconn(timeout=max(min(left, REFUSAL_CHECK_EVERY), 0.001))
+            except psycopg_pool.PoolTimeout:
+                if left <= REFUSAL_CHECK_EVERY:
+                    raise
+                if pool.get_stats().get("connections_errors", 0) > failed:
+                    self._refused()
+                    failed = pool.get_stats().get("connections_errors", 0)
+
+    def _refused(self) -> None:
+        """The pool failed to open a connection: ask the database once ourselves (a refusal is answered
+        at once); `InventoryUnavailable`, with the database taken for down, unless it answers."""
+        psycopg, _ = psycopg_modules()
+        try:
+            with connect(self._url):
+                return  # it answers (again): the request waits on for the pool
+        except psycopg.Error as exc:
+            said = first_line(exc)
+        with self._lock:
+            self._down = (time.monotonic(), said)
+        raise self._unreachable(said)
 
     def _back_or_unavailable(self) -> None:
         """While the database is taken for down: back (and the pool replaced), or `InventoryUnavailable`."""

@@ -17,6 +17,7 @@ from typing import Any
 import anyio.to_thread
 import mcp_types as types
 import pydantic_core
+from mcp import MCPError
 from mcp.server.lowlevel import Server
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
@@ -225,7 +226,16 @@ class McpFace:
         return meta + self.equipped_listing.tools()
 
     async def _on_list_tools(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=self.list_tools())
+        # Off the event loop: the equipped set is read from the store, and a shared inventory may make
+        # that read wait (up to `inventory_pool_wait_seconds` for a connection while its database is
+        # down), which on the loop would hold up every other client's request for as long.
+        try:
+            tools = await anyio.to_thread.run_sync(self.list_tools)
+        except AwbError as error:
+            # A protocol request has no isError result: the JSON-RPC error says why, with the same
+            # structured error a tool call would carry (not the SDK's bare "Internal server error").
+            raise MCPError(types.INTERNAL_ERROR, error.message, {"error": error.to_dict()}) from None
+        return types.ListToolsResult(tools=tools)
 
     async def _on_call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         # Whatever the call runs (a tool, a craft's examples) counts against this client's share of slots. In
