@@ -549,3 +549,18 @@ def test_a_page_of_big_log_entries_ends_at_its_byte_cap_with_the_cursor_of_the_n
     assert len(sizes) == 2 and max(sizes) <= LOG_PAGE_BYTES + 1024  # the entries, and the reply around them
     whole = api.get("/api/agents/logs", session_id="big").json()  # no limit: still every entry, in order
     assert [entry["data"]["n"] for entry in whole["entries"]] == list(range(12)) and whole["next_after"] is None
+
+
+def test_a_log_cursor_past_what_the_store_keeps_is_a_400_not_a_500(api: Api) -> None:
+    """`after` had a floor and no ceiling: 2**63 reached SQLite, whose integers stop at 2**63-1, and the
+    OverflowError was a 500 internal_error (a traceback in the log per request). The largest stored id
+    still reads (an empty page); one past it is the client's error."""
+    api.service.sessions.append_logs("s", [LogEntry(at=datetime.now(UTC), run_id="r", kind="run_start", data={})])
+    largest = api.get("/api/agents/logs", session_id="s", after=str(2**63 - 1), limit="1")
+    assert largest.status_code == 200 and largest.json()["entries"] == []
+    for after in (str(2**63), "9" * 30):
+        for paged in ({}, {"limit": "1"}):
+            response = api.get("/api/agents/logs", session_id="s", after=after, **paged)
+            assert response.status_code == 400, (after, paged, response.text)
+            assert response.json()["error"]["code"] == "bad_request"
+            assert response.json()["error"]["details"]["errors"][0]["path"] == "after"
