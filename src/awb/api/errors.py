@@ -106,6 +106,8 @@ def _allowed_methods(request: Request) -> str:
         pattern, _, _ = compile_path(template)
         if pattern.match(path):
             methods |= {method.upper() for method in operations if method.upper() in _METHODS}
+    if "GET" in methods:
+        methods.add("HEAD")  # answered as GET is (`awb.api.head`)
     return ", ".join(sorted(methods))
 
 
