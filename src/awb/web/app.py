@@ -276,6 +276,10 @@ class Panel:
     # --- the creation moment --------------------------------------------------------------------------
 
     async def events(self, request: Request) -> Response:
+        if request.method == "HEAD":
+            # Headers only, at once: streamed, a HEAD ran unseen for STREAM_SECONDS, holding a stream and
+            # keeping the client's next request on that connection waiting behind it.
+            return Response(media_type="text/event-stream", headers=stream.HEADERS)
         cursor = stream.start_cursor(request, self.feed)
         client = share_key(client_address(request.scope), None)
         refused = self.streams.take(client)
@@ -284,12 +288,11 @@ class Panel:
                 stream.refusal(self.streams, refused), status_code=503, headers=stream.RETRY_HEADERS
             )
 
-        headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
         return stream.HeldStream(
             stream.event_stream(request, self.feed, cursor),
             release=lambda: self.streams.give_back(client),
             media_type="text/event-stream",
-            headers=headers,
+            headers=stream.HEADERS,
         )
 
     # --- signing in (only when an API token is configured) ----------------------------------------------
