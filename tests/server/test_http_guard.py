@@ -276,3 +276,20 @@ async def test_every_response_forbids_framing_and_sniffing_refusals_included(tmp
             assert answer.headers["content-security-policy"] == "frame-ancestors 'none'"
         strict = await client.get("/strict")
         assert strict.headers.get_list("content-security-policy") == ["default-src 'none'"]
+
+
+async def test_a_port_of_other_digits_than_ascii_ones_is_no_port_of_a_loopback_name(tmp_path: Path) -> None:
+    """`name:*` admits a port: ASCII digits. `str.isdigit` also took '²³' (a Latin-1 byte in a header), so
+    'localhost:²³' passed as a loopback Host and Origin, a port no socket has."""
+    from awb.server.http_guard import guard_http
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    config = Config(inventory_path=tmp_path / "inventory.db", pid_file=tmp_path / "pid")
+    transport = httpx.ASGITransport(app=guard_http(app, config))
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:7777") as client:
+        assert (await client.get("/", headers={"Host": b"localhost:7777"})).status_code == 200
+        assert (await client.get("/", headers={"Host": b"localhost:\xb2\xb3"})).status_code == 421
+        assert (await client.get("/", headers={"Origin": b"http://localhost:\xb9"})).status_code == 403
