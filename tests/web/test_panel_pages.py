@@ -353,3 +353,23 @@ async def test_a_deleted_tool_is_inspectable_with_a_deleted_badge_of_its_own(
     assert badge == ("st-deleted", "deleted")
     css = (await client.get("/static/panel.css")).text
     assert re.search(r"^\.st-deleted \{[^}]+\}", css, re.MULTILINE)
+
+
+async def test_the_empty_runs_page_names_an_endpoint_the_rest_api_serves(
+    workbench: Workbench, client: httpx.AsyncClient
+) -> None:
+    """It told a person to `POST /api/agents/{id}/run`, a path the API never had (404): runs are posted to
+    /api/agents/run with the blueprint or its id in the body."""
+    from awb.api.app import create_api
+    from awb.blueprints.service import BlueprintService
+    from awb.blueprints.session_tables import open_session_store
+
+    page = (await client.get("/runs")).text
+    named = re.findall(r"<code>(GET|POST) (/api/[^<\s]*)</code>", page)
+    assert named, page
+    service = BlueprintService(workbench.config, open_session_store(workbench.config))
+    try:
+        paths = create_api(service).openapi()["paths"]
+    finally:
+        service.close()
+    assert [(method, path) for method, path in named if method.lower() not in paths.get(path, {})] == []
