@@ -202,6 +202,24 @@ async def test_signing_in_refuses_another_origin_and_an_outside_next(
     assert outside.headers["location"] == "/"
 
 
+async def test_an_oversized_sign_in_form_is_refused_with_the_sign_in_page_not_a_500(
+    guarded: tuple[Workbench, httpx.AsyncClient],
+) -> None:
+    """/login is open to anyone, and a form over the panel's 16 KB raised out of it: a 500 and a traceback
+    in the server log for every such post, no token needed. It is refused as a change's oversized form is."""
+    workbench, client = guarded
+    huge = {"token": "x" * 20_000}
+    refused = await client.post("/login", data=huge, headers={"Origin": ORIGIN})
+    assert refused.status_code == 413
+    assert "text/html" in refused.headers["content-type"] and "over 16384 bytes" in refused.text
+    assert PANEL_COOKIE not in refused.cookies
+    signed = await client.post("/login", data={"token": TOKEN}, headers={"Origin": ORIGIN})
+    assert signed.status_code == 303
+    await workbench.craft(add_tool("adder"))
+    change = await client.post("/tools/adder/rollback", data={"version": "1" * 20_000}, headers={"Origin": ORIGIN})
+    assert change.status_code == 413 and "over 16384 bytes" in change.text
+
+
 SPOOF = "hello\u001b[31mred\u202eevil\u2066"
 
 

@@ -301,11 +301,12 @@ class Panel:
         return self._render(request, "login.html", next=_safe_next(request.query_params.get("next", "/")))
 
     async def _login(self, request: Request) -> Response:
+        # Open to anyone (no `_guarded` around it): every refusal is answered here, never raised as a 500.
         try:
             security.check_same_origin(request)
+            form = await _form(request)
         except security.Refused as refused:
             return self._refusal(request, refused)
-        form = await _form(request)
         expected = security.configured_token(self.config)
         target = _safe_next(form.get("next", "/"))
         if expected is None:
@@ -388,7 +389,7 @@ async def _form(request: Request) -> dict[str, str]:
     async for chunk in request.stream():
         body += chunk
         if len(body) > MAX_FORM_BYTES:
-            raise InvalidParams(f"the form is over {MAX_FORM_BYTES} bytes")
+            raise security.Refused(413, "limit_exceeded", f"the form is over {MAX_FORM_BYTES} bytes")
     fields = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
     return {key: values[0] for key, values in fields.items()}
 
