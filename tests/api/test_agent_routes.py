@@ -564,3 +564,19 @@ def test_a_log_cursor_past_what_the_store_keeps_is_a_400_not_a_500(api: Api) -> 
             assert response.status_code == 400, (after, paged, response.text)
             assert response.json()["error"]["code"] == "bad_request"
             assert response.json()["error"]["details"]["errors"][0]["path"] == "after"
+
+
+def test_a_session_the_panel_could_not_open_is_refused_before_any_model_request(
+    api: Api, fake_model: FakeServer
+) -> None:
+    """`.` and `..` ran and logged, and the panel's /runs/.. link is / in every browser. Their logs, which an
+    older awb may have written, can still be read."""
+    for session_id in (".", ".."):
+        response = api.post("/api/agents/run", {"blueprint": blueprint(), "message": "hi", "session_id": session_id})
+        assert response.status_code == 400, response.text
+        assert response.json()["error"]["details"]["errors"][0]["path"] == "session_id"
+        assert api.get("/api/agents/logs", session_id=session_id).status_code == 200
+    assert fake_model.requests == []
+    fake_model.queue(answer("ok"))
+    taken = api.post("/api/agents/run", {"blueprint": blueprint(), "message": "hi", "session_id": "..."})
+    assert taken.status_code == 200 and taken.json()["session_id"] == "..."

@@ -16,7 +16,7 @@ from awb.blueprints.journal import LogEntry
 from awb.blueprints.runner import RunReply
 from awb.blueprints.schema import Blueprint
 from awb.blueprints.service import BlueprintService
-from awb.blueprints.sessions import LOG_PAGE_MAX, MAX_MESSAGE_CHARS, SESSION_ID_PATTERN
+from awb.blueprints.sessions import LOG_PAGE_MAX, MAX_MESSAGE_CHARS, SESSION_ID_PATTERN, SESSION_LOOKUP_PATTERN
 from awb.inventory.stored_int import MAX_STORED_INT
 
 router = APIRouter(prefix="/api/agents", tags=["agents"], route_class=GuardedRoute)
@@ -81,7 +81,7 @@ async def run_agent(service: Service, runs: Runs, request: RunRequest, http: Req
 @router.get("/logs", responses=ERRORS, response_model=SessionLogs)
 async def run_logs(
     service: Service,
-    session_id: Annotated[str, Query(pattern=SESSION_ID_PATTERN)],
+    session_id: Annotated[str, Query(pattern=SESSION_LOOKUP_PATTERN)],
     limit: Annotated[
         int | None, Query(ge=1, le=LOG_PAGE_MAX, description="Most entries in this reply; absent: all of them.")
     ] = None,
