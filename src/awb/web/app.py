@@ -135,6 +135,7 @@ class Panel:
             Route("/events", self._guarded(self.events), methods=["GET"]),
             Route("/login", self._login_page, methods=["GET"]),
             Route("/login", self._login, methods=["POST"]),
+            Route("/logout", change(self.sign_out), methods=["POST"]),
             Route("/static/code.css", self._code_css, methods=["GET"]),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ]
@@ -342,9 +343,22 @@ class Panel:
         )
         return response
 
+    async def sign_out(self, request: Request) -> Response:
+        """End this browser's sign-in: its pass is dropped (a change, so from the panel's own pages only)."""
+        response = _back(panel_access.PANEL_LOGIN, "signed_out", "")
+        response.delete_cookie(
+            panel_access.pass_cookie(request.scope),
+            path="/",
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+        )
+        return response
+
 
 #: Notices a change leaves for the page it returns to: `?done=<key>&what=<name>`.
 NOTICES = {
+    "signed_out": "Signed out.",
     "deleted": "Deleted {}.",
     "equipped": "Equipped {}.",
     "unequipped": "Unequipped {}.",
