@@ -580,3 +580,26 @@ def test_a_session_the_panel_could_not_open_is_refused_before_any_model_request(
     fake_model.queue(answer("ok"))
     taken = api.post("/api/agents/run", {"blueprint": blueprint(), "message": "hi", "session_id": "..."})
     assert taken.status_code == 200 and taken.json()["session_id"] == "..."
+
+
+@pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded", "application/yaml"])
+def test_a_json_body_sent_as_another_type_is_a_400_naming_the_type_it_must_be(
+    api: Api, fake_model: FakeServer, content_type: str | None
+) -> None:
+    """The body was read as bytes and refused as 'Input should be a valid dictionary', which says nothing
+    of the header that was wrong; the blueprint endpoints named it already."""
+    body = json.dumps({"blueprint": blueprint(), "message": "hi"}).encode()
+    headers = {} if content_type is None else {"content-type": content_type}
+    for path in ("/api/agents/run", "/api/instructions/improve"):
+        response = api.client.post(path, content=body, headers=headers)
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert error["code"] == "bad_request" and "application/json" in error["message"], error
+        assert error["details"]["errors"][0]["path"] == "(content-type)"
+    assert fake_model.requests == []
+    charset = api.client.post(
+        "/api/agents/run",
+        content=json.dumps({"blueprint_id": "bp_none", "message": "hi"}).encode(),
+        headers={"content-type": "application/json; charset=utf-8"},
+    )
+    assert charset.status_code == 404
