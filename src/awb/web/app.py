@@ -16,6 +16,7 @@ from urllib.parse import parse_qs, quote
 import anyio
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -92,7 +93,8 @@ class Panel:
         # Text tools wrote (paths, names, descriptions, messages) goes through `|visible` where it is shown.
         env.filters["visible"] = visible
         self.templates = Jinja2Templates(env=env)
-        self.app = Starlette(routes=self._routes())
+        # Routing's own refusals are pages like every other refusal, not a bare "Not Found" in plain text.
+        self.app = Starlette(routes=self._routes(), exception_handlers=dict.fromkeys((404, 405), self._routing_error))
 
     def close(self) -> None:
         self.feed.close()
@@ -151,6 +153,17 @@ class Panel:
 
     def _refusal(self, request: Request, refused: security.Refused) -> Response:
         return self._render(request, "error.html", refused.status, code=refused.code, message=refused.message)
+
+    async def _routing_error(self, request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        if exc.status_code == 405:
+            allowed = (exc.headers or {}).get("Allow", "")
+            code, message = "method_not_allowed", f"this page takes {allowed or 'other methods'}, not {request.method}"
+        else:
+            code, message = "not_found", "there is no page at this address"
+        page = self._render(request, "error.html", exc.status_code, code=code, message=message)
+        page.headers.update(exc.headers or {})
+        return page
 
     def _guarded(self, handler: Handler) -> Handler:
         async def guarded(request: Request) -> Response:
