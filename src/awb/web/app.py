@@ -28,7 +28,7 @@ from awb.errors import AwbError, InvalidParams
 from awb.feed import EventFeed, open_feed
 from awb.inventory.models import MEMORY_LEVELS
 from awb.meta_tools import MetaVerb, meta_tool_name, worded_by
-from awb.safe_text import visible
+from awb.safe_text import visible, visible_json
 from awb.sandbox import staging
 from awb.shares import Shares, client_address, share_key
 from awb.text import cap_text
@@ -92,6 +92,7 @@ class Panel:
         )
         # Text tools wrote (paths, names, descriptions, messages) goes through `|visible` where it is shown.
         env.filters["visible"] = visible
+        env.filters["visible_json"] = visible_json
         self.templates = Jinja2Templates(env=env)
         # Routing's own refusals are pages like every other refusal, not a bare "Not Found" in plain text.
         self.app = Starlette(routes=self._routes(), exception_handlers=dict.fromkeys((404, 405), self._routing_error))
