@@ -4,6 +4,7 @@ letters of every script and emoji sequences are shown as written, stray joiners,
 
 from __future__ import annotations
 
+import json
 import random
 import unicodedata
 
@@ -11,7 +12,7 @@ import pytest
 
 from awb.invisible import hidden_indexes, in_emoji_sequence, is_hidden
 from awb.safe_code import shown, warning
-from awb.safe_text import visible
+from awb.safe_text import visible, visible_json
 
 BLANK_OR_INVISIBLE = [
     "\u00a0",  # NO-BREAK SPACE
@@ -171,3 +172,22 @@ def test_the_quick_checks_find_what_a_look_at_every_character_finds() -> None:
             index for index, char in enumerate(text) if is_hidden(char) and not in_emoji_sequence(text, index)
         ]
         assert hidden_indexes(text) == one_by_one, ascii(text)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"text": "héllo 中文 👩‍💻 🏴󠁧󠁢󠁳󠁣󠁴󠁿"},
+        {"spoof": "a\u202eb\u200bc\u3164d\x7f", "tag": "x\U000e0041y", "lone": "\ud800"},
+        ["\\n is two characters", "\n is one", None, 1.5],
+    ],
+)
+def test_visible_json_is_the_same_json_with_only_hidden_characters_escaped(value: object) -> None:
+    shown = visible_json(value)
+    assert json.loads(shown) == value
+    assert hidden_indexes(shown) == []
+
+
+def test_visible_json_writes_letters_of_every_script_as_they_are() -> None:
+    assert visible_json({"t": "héllo 中文 👩\u200d💻"}) == '{"t": "héllo 中文 👩\u200d💻"}'
+    assert visible_json("a\u202eb\U000e0041") == '"a\\u202eb\\udb40\\udc41"'

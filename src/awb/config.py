@@ -121,8 +121,15 @@ class Config(BaseModel):
     @field_validator("auth_token")
     @classmethod
     def _long_enough(cls, token: SecretStr | None) -> SecretStr | None:
-        if token is not None and len(token.get_secret_value()) < 16:
+        if token is None:
+            return None
+        value = token.get_secret_value()
+        if len(value) < 16:
             raise ValueError("auth_token must be at least 16 characters")
+        # What an Authorization header can carry as sent: its value is read as Latin-1 and stripped, so a
+        # token outside printable ASCII, or with a space at an end, never matched one (only /login took it).
+        if not (value.isascii() and value.isprintable()) or value != value.strip():
+            raise ValueError("auth_token must be printable ASCII, with no space at either end")
         return token
 
     def resolve_paths(self, base: Path) -> Config:

@@ -9,9 +9,12 @@ panel, so what a person reads is what would be written. Code and staged contents
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from awb.invisible import HIDDEN_CATEGORIES, hidden_indexes, is_hidden
 
-__all__ = ["HIDDEN_CATEGORIES", "is_hidden", "visible"]
+__all__ = ["HIDDEN_CATEGORIES", "is_hidden", "visible", "visible_json"]
 
 #: Characters kept as they are in multi-line content.
 _LAYOUT = {"\n", "\t"}
@@ -46,3 +49,18 @@ def visible(text: str, *, multiline: bool = False) -> str:
 class Verbatim(str):
     """Text the server wrote itself (a traceback's frames), logged as it is: `awb.cli.logs` escapes every
     other argument of a log line, since requests and tools choose what those say."""
+
+
+def visible_json(value: Any) -> str:
+    """`value` as JSON with every letter as written (French, Chinese, emoji) and each hidden character as
+    its JSON escape (`\\u202e`), so the text is still JSON and reads as what it holds."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    out = []
+    start = 0
+    for index in hidden_indexes(text):
+        out.append(text[start:index])
+        # What `ensure_ascii` writes: a code point past the BMP as its surrogate pair.
+        out.append(json.dumps(text[index])[1:-1] if ord(text[index]) > 0xFFFF else f"\\u{ord(text[index]):04x}")
+        start = index + 1
+    out.append(text[start:])
+    return "".join(out)

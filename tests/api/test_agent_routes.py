@@ -549,3 +549,57 @@ def test_a_page_of_big_log_entries_ends_at_its_byte_cap_with_the_cursor_of_the_n
     assert len(sizes) == 2 and max(sizes) <= LOG_PAGE_BYTES + 1024  # the entries, and the reply around them
     whole = api.get("/api/agents/logs", session_id="big").json()  # no limit: still every entry, in order
     assert [entry["data"]["n"] for entry in whole["entries"]] == list(range(12)) and whole["next_after"] is None
+
+
+def test_a_log_cursor_past_what_the_store_keeps_is_a_400_not_a_500(api: Api) -> None:
+    """`after` had a floor and no ceiling: 2**63 reached SQLite, whose integers stop at 2**63-1, and the
+    OverflowError was a 500 internal_error (a traceback in the log per request). The largest stored id
+    still reads (an empty page); one past it is the client's error."""
+    api.service.sessions.append_logs("s", [LogEntry(at=datetime.now(UTC), run_id="r", kind="run_start", data={})])
+    largest = api.get("/api/agents/logs", session_id="s", after=str(2**63 - 1), limit="1")
+    assert largest.status_code == 200 and largest.json()["entries"] == []
+    for after in (str(2**63), "9" * 30):
+        for paged in ({}, {"limit": "1"}):
+            response = api.get("/api/agents/logs", session_id="s", after=after, **paged)
+            assert response.status_code == 400, (after, paged, response.text)
+            assert response.json()["error"]["code"] == "bad_request"
+            assert response.json()["error"]["details"]["errors"][0]["path"] == "after"
+
+
+def test_a_session_the_panel_could_not_open_is_refused_before_any_model_request(
+    api: Api, fake_model: FakeServer
+) -> None:
+    """`.` and `..` ran and logged, and the panel's /runs/.. link is / in every browser. Their logs, which an
+    older awb may have written, can still be read."""
+    for session_id in (".", ".."):
+        response = api.post("/api/agents/run", {"blueprint": blueprint(), "message": "hi", "session_id": session_id})
+        assert response.status_code == 400, response.text
+        assert response.json()["error"]["details"]["errors"][0]["path"] == "session_id"
+        assert api.get("/api/agents/logs", session_id=session_id).status_code == 200
+    assert fake_model.requests == []
+    fake_model.queue(answer("ok"))
+    taken = api.post("/api/agents/run", {"blueprint": blueprint(), "message": "hi", "session_id": "..."})
+    assert taken.status_code == 200 and taken.json()["session_id"] == "..."
+
+
+@pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded", "application/yaml"])
+def test_a_json_body_sent_as_another_type_is_a_400_naming_the_type_it_must_be(
+    api: Api, fake_model: FakeServer, content_type: str | None
+) -> None:
+    """The body was read as bytes and refused as 'Input should be a valid dictionary', which says nothing
+    of the header that was wrong; the blueprint endpoints named it already."""
+    body = json.dumps({"blueprint": blueprint(), "message": "hi"}).encode()
+    headers = {} if content_type is None else {"content-type": content_type}
+    for path in ("/api/agents/run", "/api/instructions/improve"):
+        response = api.client.post(path, content=body, headers=headers)
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert error["code"] == "bad_request" and "application/json" in error["message"], error
+        assert error["details"]["errors"][0]["path"] == "(content-type)"
+    assert fake_model.requests == []
+    charset = api.client.post(
+        "/api/agents/run",
+        content=json.dumps({"blueprint_id": "bp_none", "message": "hi"}).encode(),
+        headers={"content-type": "application/json; charset=utf-8"},
+    )
+    assert charset.status_code == 404

@@ -251,7 +251,7 @@ def test_errors_the_framework_raises_carry_codes_that_say_what_to_fix(api: Api) 
     assert wrong_method.status_code == 405
     assert wrong_method.json()["error"]["code"] == "method_not_allowed"
     # Allow names every method the path takes (GET lists the saved files, POST saves one), not one route's.
-    assert {method.strip() for method in wrong_method.headers["allow"].split(",")} == {"GET", "POST"}
+    assert {method.strip() for method in wrong_method.headers["allow"].split(",")} == {"GET", "HEAD", "POST"}
     deep = api.client.post(
         "/api/agents/run", content=b"[" * 100_000 + b"]" * 100_000, headers={"content-type": "application/json"}
     )
@@ -287,3 +287,27 @@ def test_saved_blueprints_are_listed_a_page_at_a_time_newest_first(api: Api) -> 
         assert gone.status_code == 404 and "nothing.yaml" in gone.json()["error"]["message"]
     for bad in ("0", str(LIST_PAGE_MAX + 1)):
         assert api.get("/api/blueprints", limit=bad).status_code == 400
+
+
+def test_head_answers_as_get_without_a_body_on_every_endpoint_that_takes_get(api: Api) -> None:
+    """A server that takes GET takes HEAD (RFC 9110): FastAPI's routes take only the methods they name, so
+    HEAD of /api/blueprints (a monitor's or a proxy's check) was a 405 whose Allow did not even name HEAD."""
+    saved = api.post("/api/blueprints", blueprint()).json()
+    for path in (
+        "/api/blueprints",
+        f"/api/blueprints/{saved['blueprint_id']}",
+        "/api/agents/logs?session_id=s",
+        "/api/components/schemas",
+        "/api/docs",
+        "/api/openapi.json",
+    ):
+        got, head = api.client.get(path), api.client.head(path)
+        assert head.status_code == got.status_code == 200, (path, head.status_code)
+        assert head.content == b""
+        assert head.headers["content-type"] == got.headers["content-type"], path
+    missing = api.client.head("/api/blueprints/bp_nothing")
+    assert missing.status_code == 404 and missing.content == b""
+    post_only = api.client.head("/api/agents/run")
+    assert post_only.status_code == 405 and post_only.headers["allow"] == "POST"
+    wrong = api.client.delete("/api/blueprints")
+    assert {method.strip() for method in wrong.headers["allow"].split(",")} == {"GET", "HEAD", "POST"}

@@ -80,3 +80,31 @@ def test_api_honours_its_openapi_document(api_url: str, model: FakeServer) -> No
     # Generated blueprints were valid often enough to run agents, not only to be rejected.
     ran = [r for r in model.requests if "You improve the system prompts" not in json.dumps(r["body"]["messages"][0])]
     assert ran, "no generated run reached the model"
+
+
+def test_every_whole_number_the_api_takes_is_bounded_by_what_the_store_keeps(tmp_path: Path) -> None:
+    """A number a request gives reaches SQL (a cursor, a limit): one past 2**63-1 overflows the store and
+    was a 500. Every integer parameter the document declares has a maximum within it."""
+    from awb.inventory.stored_int import MAX_STORED_INT
+
+    with serving(FakeServer()) as model, serving(FakeServer()) as tavily:
+        service = make_service(tmp_path, model, tavily)
+        try:
+            document = create_api(service).openapi()
+        finally:
+            service.close()
+    unbounded = [
+        f"{method.upper()} {path} {parameter['name']}"
+        for path, operations in document["paths"].items()
+        for method, operation in operations.items()
+        for parameter in operation.get("parameters", [])
+        for schema in _integer_schemas(parameter.get("schema", {}))
+        if schema.get("maximum", MAX_STORED_INT + 1) > MAX_STORED_INT
+    ]
+    assert unbounded == []
+
+
+def _integer_schemas(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    if schema.get("type") == "integer":
+        return [schema]
+    return [found for option in schema.get("anyOf", []) for found in _integer_schemas(option)]

@@ -12,8 +12,15 @@ import pytest
 
 from awb.blueprints.journal import LogEntry, redact
 from awb.blueprints.session_tables import open_session_store
-from awb.blueprints.sessions import Exchange, MemorySessionStore, SessionStore, log_page_within
+from awb.blueprints.sessions import (
+    Exchange,
+    MemorySessionStore,
+    SessionStore,
+    check_run_input,
+    log_page_within,
+)
 from awb.config import Config
+from awb.errors import InvalidParams
 from awb.inventory.sqlite import SQLiteStore
 
 AT = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -195,3 +202,17 @@ def test_an_entry_logged_before_credentials_were_masked_is_read_masked(
         store.close()
     masked = {"tool": "web.fetch", "arguments": {"api_key": "***"}, "output_summary": "use ***", "n": [1]}
     assert [[entry.data for entry in entries] for entries in read] == [[masked]] * 3
+
+
+@pytest.mark.parametrize("session_id", [".", "..", "s1\n", "", "a/b", "x" * 129])
+def test_a_session_id_no_panel_page_can_open_is_refused_from_every_face(session_id: str) -> None:
+    """A session id is a path segment of the panel's /runs/<id>: a browser resolves /runs/.. to / and /runs/.
+    to /runs/ (escaped as %2e too), so those sessions ran and logged and no page showed them; and Python's
+    `$` let an id end in a newline that the REST API's own pattern refuses, so its log could not be read."""
+    with pytest.raises(InvalidParams, match="session id"):
+        check_run_input("hello", session_id)
+
+
+@pytest.mark.parametrize("session_id", ["...", ".a", "a..b", "s1", "x" * 128, "2026-11-28T10:00:00"])
+def test_a_session_id_of_the_allowed_characters_is_taken(session_id: str) -> None:
+    check_run_input("hello", session_id)

@@ -146,6 +146,42 @@ def test_a_short_token_is_a_config_error() -> None:
         Config(auth_token="short")
 
 
+@pytest.mark.parametrize(
+    "token",
+    [
+        "pässwörd-0123456789",  # UTF-8 on the wire, read back as Latin-1: never equal
+        " leading-space-token-0123",  # the header's value is stripped
+        "trailing-space-token-0123 ",
+        "tab\tinside-the-token-0123",
+        "zero\u200bwidth-token-0123",
+    ],
+)
+def test_a_token_no_bearer_header_can_carry_is_a_config_error_that_never_prints_it(token: str) -> None:
+    """A header carries ASCII (its value is read as Latin-1, stripped): such a token was taken, and then no
+    bearer header ever matched it (401 on every request, each counted as a guess), while /login took it."""
+    with pytest.raises(ValueError, match="printable ASCII"):
+        Config(auth_token=token)
+    with pytest.raises(ConfigError, match="printable ASCII") as loaded:
+        load_config(environ={"AWB_AUTH_TOKEN": token})
+    assert token.strip() not in str(loaded.value)
+
+
+async def test_a_token_of_any_printable_ascii_opens_the_api_by_bearer_header(tmp_path: Path) -> None:
+    from awb.server.http_guard import guard_http
+
+    token = "two words !#$%&'*+-.^_`|~/=:0123"
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    config = Config(inventory_path=tmp_path / "inventory.db", pid_file=tmp_path / "pid", auth_token=token)
+    transport = httpx.ASGITransport(app=guard_http(app, config))
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:7777") as client:
+        answer = await client.get("/api/blueprints", headers={"Authorization": f"Bearer {token}"})
+    assert answer.status_code == 200
+
+
 def test_the_token_comes_from_the_environment_as_text_and_never_prints() -> None:
     config = load_config(environ={"AWB_AUTH_TOKEN": "1234567890123456"})
     assert config.auth_token is not None
@@ -240,3 +276,20 @@ async def test_every_response_forbids_framing_and_sniffing_refusals_included(tmp
             assert answer.headers["content-security-policy"] == "frame-ancestors 'none'"
         strict = await client.get("/strict")
         assert strict.headers.get_list("content-security-policy") == ["default-src 'none'"]
+
+
+async def test_a_port_of_other_digits_than_ascii_ones_is_no_port_of_a_loopback_name(tmp_path: Path) -> None:
+    """`name:*` admits a port: ASCII digits. `str.isdigit` also took '²³' (a Latin-1 byte in a header), so
+    'localhost:²³' passed as a loopback Host and Origin, a port no socket has."""
+    from awb.server.http_guard import guard_http
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    config = Config(inventory_path=tmp_path / "inventory.db", pid_file=tmp_path / "pid")
+    transport = httpx.ASGITransport(app=guard_http(app, config))
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:7777") as client:
+        assert (await client.get("/", headers={"Host": b"localhost:7777"})).status_code == 200
+        assert (await client.get("/", headers={"Host": b"localhost:\xb2\xb3"})).status_code == 421
+        assert (await client.get("/", headers={"Origin": b"http://localhost:\xb9"})).status_code == 403

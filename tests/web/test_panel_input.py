@@ -132,3 +132,17 @@ async def test_a_version_that_does_not_exist_is_not_found_not_the_current_one(
         assert f"adder has no version {version} (its versions: v2, v1)" in page.text
     assert (await client.get("/tools/adder", params={"version": "1"})).status_code == 200
     assert (await client.get("/tools/adder", params={"version": ""})).status_code == 200  # the current one
+
+
+async def test_an_unknown_page_or_a_method_a_page_does_not_take_is_an_error_page_saying_so(
+    client: httpx.AsyncClient,
+) -> None:
+    """Every other refusal of the panel is a page that says what went wrong and links back; these two were a
+    bare 'Not Found' / 'Method Not Allowed' in plain text (a stale bookmark, a reloaded change's URL)."""
+    missing = await client.get("/no/such/page")
+    assert missing.status_code == 404 and "text/html" in missing.headers["content-type"]
+    assert "not_found" in missing.text and 'href="/"' in missing.text
+    wrong = await client.get("/tools/adder/equip")
+    assert wrong.status_code == 405 and "text/html" in wrong.headers["content-type"]
+    assert "method_not_allowed" in wrong.text and wrong.headers["allow"] == "POST"
+    assert "content-security-policy" in wrong.headers

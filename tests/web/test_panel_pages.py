@@ -353,3 +353,43 @@ async def test_a_deleted_tool_is_inspectable_with_a_deleted_badge_of_its_own(
     assert badge == ("st-deleted", "deleted")
     css = (await client.get("/static/panel.css")).text
     assert re.search(r"^\.st-deleted \{[^}]+\}", css, re.MULTILINE)
+
+
+async def test_the_empty_runs_page_names_an_endpoint_the_rest_api_serves(
+    workbench: Workbench, client: httpx.AsyncClient
+) -> None:
+    """It told a person to `POST /api/agents/{id}/run`, a path the API never had (404): runs are posted to
+    /api/agents/run with the blueprint or its id in the body."""
+    from awb.api.app import create_api
+    from awb.blueprints.service import BlueprintService
+    from awb.blueprints.session_tables import open_session_store
+
+    page = (await client.get("/runs")).text
+    named = re.findall(r"<code>(GET|POST) (/api/[^<\s]*)</code>", page)
+    assert named, page
+    service = BlueprintService(workbench.config, open_session_store(workbench.config))
+    try:
+        paths = create_api(service).openapi()["paths"]
+    finally:
+        service.close()
+    assert [(method, path) for method, path in named if method.lower() not in paths.get(path, {})] == []
+
+
+async def test_a_run_log_shows_its_data_as_written_with_hidden_characters_escaped(
+    workbench: Workbench, client: httpx.AsyncClient
+) -> None:
+    """A run's log was shown through tojson, which escapes everything past ASCII: an answer in French or
+    Chinese read as "h\\u00e9llo \\u4e2d\\u6587". It is JSON as written, as code and tool text are shown;
+    only the characters that do not show as themselves are JSON escapes, and markup stays text."""
+    from awb.blueprints.journal import LogEntry
+    from awb.blueprints.session_tables import open_session_store
+
+    store = open_session_store(workbench.config)
+    data = {"response": "héllo 中文 👩‍💻", "spoof": "a\u202eb\u200bc", "html": "<script>alert(1)</script>"}
+    store.append_logs("written", [LogEntry(at=workbench.clock.now(), run_id="run_w", kind="run_end", data=data)])
+    store.close()
+    page = (await client.get("/runs/written")).text
+    assert "héllo 中文 👩‍💻" in page
+    assert "\u202e" not in page and "\u200b" not in page
+    assert "a\\u202eb\\u200bc" in page
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page

@@ -129,6 +129,35 @@ async def test_signing_in_with_the_token_lets_changes_through(guarded: tuple[Wor
     assert workbench.store.get_by_name("adder") is None
 
 
+async def test_signing_out_drops_the_pass_and_only_the_panels_own_pages_can_sign_a_person_out(
+    guarded: tuple[Workbench, httpx.AsyncClient],
+) -> None:
+    """A person at a shared machine had no way to end a sign-in but to wait out its 12 hours or clear the
+    browser's cookies: the pages now offer Sign out, a change like any other (so another site cannot sign
+    a person out either)."""
+    _, client = guarded
+    await client.post("/login", data={"token": TOKEN}, headers={"Origin": ORIGIN})
+    page = (await client.get("/")).text
+    assert '<form method="post" action="/logout"' in page
+    foreign = await client.post("/logout", headers={"Origin": "http://evil.example"})
+    assert foreign.status_code == 403
+    assert (await client.get("/")).status_code == 200
+    out = await client.post("/logout", headers={"Origin": ORIGIN})
+    assert out.status_code == 303 and out.headers["location"].startswith("/login")
+    cleared = out.headers["set-cookie"].lower()
+    assert cleared.startswith(f"{PANEL_COOKIE}=") and "max-age=0" in cleared
+    assert "httponly" in cleared and "samesite=strict" in cleared
+    assert not client.cookies.get(PANEL_COOKIE)
+    after = await client.get("/")
+    assert after.status_code == 303 and after.headers["location"] == "/login"
+    assert "Signed out." in (await client.get(out.headers["location"])).text
+    assert "/logout" not in (await client.get("/login")).text
+
+
+async def test_without_a_token_the_pages_offer_no_sign_out(client: httpx.AsyncClient) -> None:
+    assert "/logout" not in (await client.get("/")).text
+
+
 async def test_a_cookie_holding_the_token_itself_or_an_expired_pass_does_not_sign_in(
     guarded: tuple[Workbench, httpx.AsyncClient],
 ) -> None:
@@ -200,6 +229,24 @@ async def test_signing_in_refuses_another_origin_and_an_outside_next(
         "/login", data={"token": TOKEN, "next": "https://evil.example/"}, headers={"Origin": ORIGIN}
     )
     assert outside.headers["location"] == "/"
+
+
+async def test_an_oversized_sign_in_form_is_refused_with_the_sign_in_page_not_a_500(
+    guarded: tuple[Workbench, httpx.AsyncClient],
+) -> None:
+    """/login is open to anyone, and a form over the panel's 16 KB raised out of it: a 500 and a traceback
+    in the server log for every such post, no token needed. It is refused as a change's oversized form is."""
+    workbench, client = guarded
+    huge = {"token": "x" * 20_000}
+    refused = await client.post("/login", data=huge, headers={"Origin": ORIGIN})
+    assert refused.status_code == 413
+    assert "text/html" in refused.headers["content-type"] and "over 16384 bytes" in refused.text
+    assert PANEL_COOKIE not in refused.cookies
+    signed = await client.post("/login", data={"token": TOKEN}, headers={"Origin": ORIGIN})
+    assert signed.status_code == 303
+    await workbench.craft(add_tool("adder"))
+    change = await client.post("/tools/adder/rollback", data={"version": "1" * 20_000}, headers={"Origin": ORIGIN})
+    assert change.status_code == 413 and "over 16384 bytes" in change.text
 
 
 SPOOF = "hello\u001b[31mred\u202eevil\u2066"

@@ -93,3 +93,27 @@ async def test_a_client_that_hangs_up_before_its_stream_starts_gives_its_share_b
                 await panel(_events_scope(spec_version), receive, send)
     assert panel.streams.open == 0
     assert panel.streams.held_by(("address", "203.0.113.7")) == 0
+
+
+async def test_head_of_the_event_stream_answers_its_headers_at_once_and_holds_no_stream(
+    workbench: Workbench, config: Config
+) -> None:
+    """HEAD /events (`curl -I`, a monitor) streamed on unseen for five minutes: the client had its headers
+    and sent its next request on the same connection, which waited behind the stream, and each such HEAD
+    held one of the panel's streams meanwhile."""
+    panel = create_panel(workbench)
+    try:
+        with anyio.fail_after(10):
+            async with (
+                serving_app(lambda config: guard_http(panel, config), config) as running,
+                httpx.AsyncClient(base_url=running.url, timeout=5) as http,
+            ):
+                head = await http.head("/events")
+                held = panel.streams.open
+                after = await http.get("/")  # the same keep-alive connection
+    finally:
+        panel.close()
+    assert head.status_code == 200 and head.headers["content-type"].startswith("text/event-stream")
+    assert head.content == b""
+    assert held == 0
+    assert after.status_code == 200

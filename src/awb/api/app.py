@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from awb import __version__
 from awb.api.errors import BodyLimit, http_error, request_invalid
+from awb.api.head import HeadAsGet
 from awb.api.routes import agents, blueprints, builder, tools
 from awb.api.run_share import RunShare
 from awb.blueprints.compile import RuntimeOptions
@@ -63,6 +64,7 @@ def create_api(service: BlueprintService, workbench: Workbench | None = None) ->
     app.add_exception_handler(RequestValidationError, request_invalid)
     app.add_exception_handler(HTTPException, http_error)
     app.add_middleware(BodyLimit)
+    app.add_middleware(HeadAsGet)
     routers = (blueprints, agents, builder) if workbench is None else (blueprints, agents, builder, tools)
     for module in routers:
         app.include_router(module.router)

@@ -106,6 +106,8 @@ def _allowed_methods(request: Request) -> str:
         pattern, _, _ = compile_path(template)
         if pattern.match(path):
             methods |= {method.upper() for method in operations if method.upper() in _METHODS}
+    if "GET" in methods:
+        methods.add("HEAD")  # answered as GET is (`awb.api.head`)
     return ", ".join(sorted(methods))
 
 
@@ -146,6 +148,16 @@ class GuardedRoute(APIRoute):
             length = request.headers.get("content-length")
             if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
                 return error_response(413, "limit_exceeded", f"request body over {MAX_BODY_BYTES} bytes")
+            if self.body_field is not None and not _json_media(request.headers.get("content-type", "")):
+                # Read as bytes, such a body was refused as "Input should be a valid dictionary", which
+                # names no header; the blueprint endpoints, which read theirs by hand, name it too.
+                media = request.headers.get("content-type", "").split(";")[0].strip() or "no content type"
+                return error_response(
+                    400,
+                    "bad_request",
+                    f"send the body as application/json, not {cap_text(media, 100)}",
+                    errors=[{"path": "(content-type)", "message": "must be application/json"}],
+                )
             try:
                 return await handler(request)
             except (HTTPException, RequestValidationError):
@@ -165,6 +177,12 @@ class GuardedRoute(APIRoute):
                 return error_response(500, "internal_error", "unexpected error; see the server log", incident=incident)
 
         return guarded
+
+
+def _json_media(content_type: str) -> bool:
+    """`application/json` or a `+json` type, as FastAPI reads a body as JSON."""
+    media = content_type.split(";")[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
 #: The error statuses every endpoint may answer, for the OpenAPI document.

@@ -20,8 +20,15 @@ from awb.errors import InvalidParams, check_unicode
 #: Sessions the panel's overview lists, newest first.
 SESSIONS_SHOWN = 100
 #: What a session id may be, from any face: the REST API's pattern, and a path segment of the panel's
-#: `/runs/<id>` (a `/` in an id run from the CLI made a session no page or query could open).
-SESSION_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"
+#: `/runs/<id>` (a `/` in an id run from the CLI made a session no page or query could open; so did `.` and
+#: `..`, which a browser resolves away, escaped or not). Written without a lookahead, which the REST
+#: API's regex engine lacks: an id that starts with no dot, or with one dot and then no dot, or with two
+#: and then anything.
+SESSION_ID_PATTERN = (
+    r"^(?:[A-Za-z0-9_:-][A-Za-z0-9_.:-]{0,127}|\.[A-Za-z0-9_:-][A-Za-z0-9_.:-]{0,126}|\.\.[A-Za-z0-9_.:-]{1,126})$"
+)
+#: The ids whose logs may be read: those an older awb took too (`.`, `..`), which no page shows.
+SESSION_LOOKUP_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"
 _SESSION_ID = re.compile(SESSION_ID_PATTERN)
 #: Longest message one run takes.
 MAX_MESSAGE_CHARS = 100_000
@@ -45,9 +52,11 @@ def check_run_input(message: str, session_id: str | None) -> None:
             f"the message must be 1 to {MAX_MESSAGE_CHARS} characters (got {len(message)})", field="message"
         )
     check_unicode(message, "message")
-    if session_id is not None and not _SESSION_ID.match(session_id):
+    # fullmatch: Python's `$` also matches before a final newline, which the REST API's pattern refuses.
+    if session_id is not None and not _SESSION_ID.fullmatch(session_id):
         raise InvalidParams(
-            f"session id {session_id[:140]!r} is not 1 to 128 of A-Z a-z 0-9 _ . : -", field="session_id"
+            f"session id {session_id[:140]!r} is not 1 to 128 of A-Z a-z 0-9 _ . : -, nor '.' or '..'",
+            field="session_id",
         )
 
 

@@ -105,12 +105,14 @@ def check_exposure(config: Config) -> None:
 
 
 def _allowed(value: str, allowlist: list[str]) -> bool:
-    # The SDK's rule (TransportSecurityMiddleware): an exact entry, or `base:*` for base and any port.
+    # The SDK's rule (TransportSecurityMiddleware): an exact entry, or `base:*` for base and any port: ASCII
+    # digits (`str.isdigit` takes '²', a Latin-1 byte a header may hold).
     value = value.lower()
     for entry in allowlist:
         entry = entry.lower()
+        port = value[len(entry) - 1 :]
         if value == entry or (
-            entry.endswith(":*") and value.startswith(entry[:-1]) and value[len(entry) - 1 :].isdigit()
+            entry.endswith(":*") and value.startswith(entry[:-1]) and port.isascii() and port.isdigit()
         ):
             return True
     return False

@@ -16,6 +16,7 @@ from urllib.parse import parse_qs, quote
 import anyio
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -27,7 +28,7 @@ from awb.errors import AwbError, InvalidParams
 from awb.feed import EventFeed, open_feed
 from awb.inventory.models import MEMORY_LEVELS
 from awb.meta_tools import MetaVerb, meta_tool_name, worded_by
-from awb.safe_text import visible
+from awb.safe_text import visible, visible_json
 from awb.sandbox import staging
 from awb.shares import Shares, client_address, share_key
 from awb.text import cap_text
@@ -91,8 +92,10 @@ class Panel:
         )
         # Text tools wrote (paths, names, descriptions, messages) goes through `|visible` where it is shown.
         env.filters["visible"] = visible
+        env.filters["visible_json"] = visible_json
         self.templates = Jinja2Templates(env=env)
-        self.app = Starlette(routes=self._routes())
+        # Routing's own refusals are pages like every other refusal, not a bare "Not Found" in plain text.
+        self.app = Starlette(routes=self._routes(), exception_handlers=dict.fromkeys((404, 405), self._routing_error))
 
     def close(self) -> None:
         self.feed.close()
@@ -135,6 +138,7 @@ class Panel:
             Route("/events", self._guarded(self.events), methods=["GET"]),
             Route("/login", self._login_page, methods=["GET"]),
             Route("/login", self._login, methods=["POST"]),
+            Route("/logout", change(self.sign_out), methods=["POST"]),
             Route("/static/code.css", self._code_css, methods=["GET"]),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ]
@@ -150,6 +154,17 @@ class Panel:
 
     def _refusal(self, request: Request, refused: security.Refused) -> Response:
         return self._render(request, "error.html", refused.status, code=refused.code, message=refused.message)
+
+    async def _routing_error(self, request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        if exc.status_code == 405:
+            allowed = (exc.headers or {}).get("Allow", "")
+            code, message = "method_not_allowed", f"this page takes {allowed or 'other methods'}, not {request.method}"
+        else:
+            code, message = "not_found", "there is no page at this address"
+        page = self._render(request, "error.html", exc.status_code, code=code, message=message)
+        page.headers.update(exc.headers or {})
+        return page
 
     def _guarded(self, handler: Handler) -> Handler:
         async def guarded(request: Request) -> Response:
@@ -276,6 +291,10 @@ class Panel:
     # --- the creation moment --------------------------------------------------------------------------
 
     async def events(self, request: Request) -> Response:
+        if request.method == "HEAD":
+            # Headers only, at once: streamed, a HEAD ran unseen for STREAM_SECONDS, holding a stream and
+            # keeping the client's next request on that connection waiting behind it.
+            return Response(media_type="text/event-stream", headers=stream.HEADERS)
         cursor = stream.start_cursor(request, self.feed)
         client = share_key(client_address(request.scope), None)
         refused = self.streams.take(client)
@@ -284,12 +303,11 @@ class Panel:
                 stream.refusal(self.streams, refused), status_code=503, headers=stream.RETRY_HEADERS
             )
 
-        headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
         return stream.HeldStream(
             stream.event_stream(request, self.feed, cursor),
             release=lambda: self.streams.give_back(client),
             media_type="text/event-stream",
-            headers=headers,
+            headers=stream.HEADERS,
         )
 
     # --- signing in (only when an API token is configured) ----------------------------------------------
@@ -298,11 +316,12 @@ class Panel:
         return self._render(request, "login.html", next=_safe_next(request.query_params.get("next", "/")))
 
     async def _login(self, request: Request) -> Response:
+        # Open to anyone (no `_guarded` around it): every refusal is answered here, never raised as a 500.
         try:
             security.check_same_origin(request)
+            form = await _form(request)
         except security.Refused as refused:
             return self._refusal(request, refused)
-        form = await _form(request)
         expected = security.configured_token(self.config)
         target = _safe_next(form.get("next", "/"))
         if expected is None:
@@ -338,9 +357,22 @@ class Panel:
         )
         return response
 
+    async def sign_out(self, request: Request) -> Response:
+        """End this browser's sign-in: its pass is dropped (a change, so from the panel's own pages only)."""
+        response = _back(panel_access.PANEL_LOGIN, "signed_out", "")
+        response.delete_cookie(
+            panel_access.pass_cookie(request.scope),
+            path="/",
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+        )
+        return response
+
 
 #: Notices a change leaves for the page it returns to: `?done=<key>&what=<name>`.
 NOTICES = {
+    "signed_out": "Signed out.",
     "deleted": "Deleted {}.",
     "equipped": "Equipped {}.",
     "unequipped": "Unequipped {}.",
@@ -385,7 +417,7 @@ async def _form(request: Request) -> dict[str, str]:
     async for chunk in request.stream():
         body += chunk
         if len(body) > MAX_FORM_BYTES:
-            raise InvalidParams(f"the form is over {MAX_FORM_BYTES} bytes")
+            raise security.Refused(413, "limit_exceeded", f"the form is over {MAX_FORM_BYTES} bytes")
     fields = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
     return {key: values[0] for key, values in fields.items()}
 

@@ -25,6 +25,8 @@ STREAM_SECONDS = 300.0
 #: Streams open at once; more get 503 and the browser retries. One remote client (an address:
 #: `awb.shares`) may hold three quarters of them.
 MAX_STREAMS = 32
+#: A stream's headers: never cached, never buffered by a proxy (nginx holds it back otherwise).
+HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 #: How long a refused browser is asked to wait (EventSource itself retries after its `retry:` time).
 RETRY_HEADERS = {"Retry-After": "5"}
 

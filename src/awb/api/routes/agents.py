@@ -16,7 +16,8 @@ from awb.blueprints.journal import LogEntry
 from awb.blueprints.runner import RunReply
 from awb.blueprints.schema import Blueprint
 from awb.blueprints.service import BlueprintService
-from awb.blueprints.sessions import LOG_PAGE_MAX, MAX_MESSAGE_CHARS, SESSION_ID_PATTERN
+from awb.blueprints.sessions import LOG_PAGE_MAX, MAX_MESSAGE_CHARS, SESSION_ID_PATTERN, SESSION_LOOKUP_PATTERN
+from awb.inventory.stored_int import MAX_STORED_INT
 
 router = APIRouter(prefix="/api/agents", tags=["agents"], route_class=GuardedRoute)
 Service = Annotated[BlueprintService, Depends(blueprint_service)]
@@ -80,11 +81,15 @@ async def run_agent(service: Service, runs: Runs, request: RunRequest, http: Req
 @router.get("/logs", responses=ERRORS, response_model=SessionLogs)
 async def run_logs(
     service: Service,
-    session_id: Annotated[str, Query(pattern=SESSION_ID_PATTERN)],
+    session_id: Annotated[str, Query(pattern=SESSION_LOOKUP_PATTERN)],
     limit: Annotated[
         int | None, Query(ge=1, le=LOG_PAGE_MAX, description="Most entries in this reply; absent: all of them.")
     ] = None,
-    after: Annotated[int, Query(ge=0, description="The `next_after` of the previous page; 0: from the start.")] = 0,
+    # Bounded by what the store keeps: past 2**63-1 SQLite overflows (a 500), and no entry is numbered so.
+    after: Annotated[
+        int,
+        Query(ge=0, le=MAX_STORED_INT, description="The `next_after` of the previous page; 0: from the start."),
+    ] = 0,
 ) -> SessionLogs | StreamingResponse:
     """A session's log entries in chronological order (run_start, tool_call, guardrail_violation, run_end):
     all of them, or with `limit` a page at a time (`next_after` is where the next page starts, null on the
