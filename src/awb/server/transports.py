@@ -135,6 +135,7 @@ async def _when_ready(
     await _announce_when_ready(server, url, started)
     try:
         async with faces.serving_mcp(workbench, config) as face:
+            log.info("serving MCP on %s", url)
             await faces.build(workbench, face)
             heap.settle()  # after the faces, so what they loaded is frozen with the rest of the start-up heap
             workbench.search_engine.warm_up()
@@ -180,6 +181,6 @@ async def _announce_when_ready(server: uvicorn.Server, url: str, started: float 
     while not server.started:
         await anyio.sleep(0.005)
     took = f" in {time.perf_counter() - started:.2f} s" if started is not None else ""
-    log.info("serving MCP on %s", url)
+    log.info("listening on %s; the MCP face, REST and the panel are built next", url)
     sys.stderr.write(f"awb: ready on {url}{took}\n")
     sys.stderr.flush()
