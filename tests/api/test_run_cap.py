@@ -17,7 +17,7 @@ from awb.api.app import http_app
 from awb.config import Config, SearchConfig
 from awb.server.http_guard import guard_http
 from awb.server.mcp import McpFace
-from awb.server.transports import _mcp_app
+from awb.server.mcp_http import mcp_app
 from awb.workbench import Workbench
 
 from .blueprints_data import blueprint
@@ -52,7 +52,7 @@ async def test_runs_past_the_cap_or_a_clients_share_are_busy(
     refused: dict[str, httpx.Response] = {}
     async with Workbench(config) as workbench:
         face = McpFace(workbench)
-        app, service = http_app(workbench, _mcp_app(face, config), face.server)
+        app, service = http_app(workbench, mcp_app(face, config), face.server)
         try:
             with anyio.fail_after(60):
                 async with serving_app(lambda config: guard_http(app, config), config) as running:

@@ -19,7 +19,7 @@ from awb.api.app import http_app
 from awb.config import Config, SearchConfig
 from awb.server.http_guard import guard_http
 from awb.server.mcp import McpFace
-from awb.server.transports import _mcp_app
+from awb.server.mcp_http import mcp_app
 from awb.workbench import Workbench
 from journey import call
 from support import add_tool, announcing
@@ -53,7 +53,7 @@ async def test_runs_of_a_remote_client_hold_at_most_its_share_of_the_slots(
         await workbench.craft(add_tool())
         slots = workbench.slots
         face = McpFace(workbench)
-        app, service = http_app(workbench, _mcp_app(face, config), face.server)
+        app, service = http_app(workbench, mcp_app(face, config), face.server)
         data = blueprint(arms=[{"type": "workbench", "tools": ["call"]}], spine={"max_tool_calls": 1})
         try:
             with anyio.fail_after(60):

@@ -413,11 +413,13 @@ async def test_search_asks_the_workspaces_running_server_and_searches_the_store_
     async with Workbench(load_config(None, environ=env)) as workbench:
         await workbench.craft(add_tool())
     with http_server(tmp_path, env=env) as server:
-        served, model_loaded = probe_search(tmp_path, env)
-        # The route it asks: awb_search's result; a bad query is a structured error, not a crash.
+        # The route it asks: awb_search's result; a bad query is a structured error, not a crash. Asked
+        # first, with time to spare: the CLI gives a server 10 s, which one that has just said it is
+        # ready (its faces and model still loading) can take on a busy machine.
         base = f"http://127.0.0.1:{server.port}/api/tools/search"
         with urllib.request.urlopen(f"{base}?q=add&limit=1", timeout=30) as reply:
             assert [r["name"] for r in json.load(reply)["results"]] == ["add_numbers"]
+        served, model_loaded = probe_search(tmp_path, env)
         for bad in ("q=%20", "q=add&limit=0", "limit=3"):
             with pytest.raises(urllib.error.HTTPError) as refused:
                 urllib.request.urlopen(f"{base}?{bad}", timeout=30)

@@ -48,6 +48,36 @@ async def test_port_0_reports_the_port_bound_in_the_ready_line_and_the_pid_file(
                 assert any(t.name == "awb_craft" for t in (await client.list_tools()).tools)
 
 
+async def test_the_ready_line_comes_before_the_mcp_sdk_loads_and_a_call_made_then_waits_for_it(tmp_path: Path) -> None:
+    """Ready means the socket serves: the MCP SDK's server side (most of start-up) loads after the line, and
+    a call sent at once is answered once it has (PYTHONPROFILEIMPORTTIME: each import as a line on stderr)."""
+    root = workspace(tmp_path)
+    with http_server(root, env=clean_env(PYTHONPROFILEIMPORTTIME="1")) as server:
+        before_ready = "".join(server.seen)
+        assert " uvicorn\n" in before_ready  # the import lines are there
+        assert "mcp.server.lowlevel" not in before_ready and "mcp_types" not in before_ready
+        with anyio.fail_after(30):
+            async with Client(server.url) as client:
+                result = await client.call_tool("awb_list", {})
+        assert not result.is_error and result.structured_content is not None
+        assert result.structured_content["tools"] == []
+
+
+def test_an_mcp_sdk_that_fails_to_load_after_the_ready_line_stops_the_server_with_startup_failed(
+    tmp_path: Path,
+) -> None:
+    root = workspace(tmp_path)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "sitecustomize.py").write_text("import sys\nsys.modules['mcp.server.lowlevel'] = None\n")
+    search_path = os.pathsep.join([str(broken), *filter(None, [os.environ.get("PYTHONPATH")])])
+    with http_server(root, env=clean_env(PYTHONPATH=search_path)) as server:
+        assert server.process.wait(timeout=30) == 1
+        said = server.all_stderr()
+    assert "error (startup_failed): the MCP face did not start: ModuleNotFoundError" in said
+    assert not pid_file(root).exists()
+
+
 def _ipv6_loopback() -> bool:
     try:
         with socket.socket(socket.AF_INET6) as probe:

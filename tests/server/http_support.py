@@ -13,7 +13,8 @@ from starlette.types import ASGIApp
 from awb.config import Config
 from awb.server.http_limits import uvicorn_config
 from awb.server.mcp import McpFace
-from awb.server.transports import bind, http_app
+from awb.server.mcp_http import http_app
+from awb.server.transports import bind
 from awb.workbench import Workbench
 
 #: An MCP client's opening request, and the headers every MCP POST carries.

@@ -1,5 +1,5 @@
-"""REST and the panel are built after the server is ready: MCP is answered at once, other paths wait for
-them (or say why they cannot be served), never a 404 in between."""
+"""The faces are built after the server is ready, MCP first, then REST and the panel: a request that comes
+before its face waits for it (or is told why it cannot be served), never a 404 in between."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import httpx
 import pytest
 from starlette.types import Receive, Scope, Send
 
+from awb.config import Config
+from awb.errors import StartupFailed
 from awb.inventory.sqlite_schema import SCHEMA_VERSION
 from awb.server import deferred_faces
 from awb.server.deferred_faces import DeferredFaces
@@ -26,6 +28,64 @@ async def mcp_stub(scope: Scope, receive: Receive, send: Send) -> None:
 
 def client(app: DeferredFaces) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1")
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+async def test_an_mcp_request_made_before_the_mcp_face_is_built_waits_and_is_answered_by_it(
+    workbench: Workbench, config: Config
+) -> None:
+    faces = DeferredFaces()
+    answers: list[httpx.Response] = []
+    async with client(faces) as http:
+
+        async def initialize() -> None:
+            answers.append(await http.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS))
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(initialize)
+                await anyio.wait_all_tasks_blocked()
+                assert answers == []  # waiting for the face, not refused
+                async with faces.serving_mcp(workbench, config):
+                    while not answers:
+                        await anyio.sleep(0.01)
+    assert answers[0].status_code == 200
+    assert answers[0].json()["result"]["serverInfo"]["name"] == "agent-workbench"
+
+
+async def test_an_mcp_face_that_cannot_start_is_startup_failed_and_the_waiting_requests_hear_why(
+    workbench: Workbench, config: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken() -> None:
+        raise ImportError("no module named 'mcp.server.lowlevel'")
+
+    monkeypatch.setattr(deferred_faces, "_import_mcp", broken)
+    faces = DeferredFaces()
+    answers: list[httpx.Response] = []
+    async with client(faces) as http:
+
+        async def initialize() -> None:
+            answers.append(await http.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS))
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(initialize)
+                await anyio.wait_all_tasks_blocked()
+                with pytest.raises(StartupFailed, match=r"no module named 'mcp\.server\.lowlevel'"):
+                    async with faces.serving_mcp(workbench, config):
+                        pass
+    assert answers[0].status_code == 503
+    error = answers[0].json()["error"]
+    assert error["code"] == "unavailable" and "the MCP face did not start" in error["message"]
+    assert faces.mcp_failure == "ImportError: no module named 'mcp.server.lowlevel'"
 
 
 async def test_mcp_is_served_at_once_and_rest_once_built(workbench: Workbench) -> None:

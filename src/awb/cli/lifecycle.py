@@ -178,7 +178,9 @@ def _serve_http(config: Config, started: float) -> None:
 
     from awb.server import sdk_modules
 
-    sdk_modules.serve_first()  # the SDK's client and the rest come when something asks for them
+    # The SDK's client and the rest come when something asks for them; its server side and protocol
+    # models once the server listens (awb.server.deferred_faces).
+    sdk_modules.serve_first(wire_models=False)
     from awb.server.address import http_url
     from awb.server.http_guard import check_exposure
     from awb.server.transports import MCP_PATH, bind, serve_http

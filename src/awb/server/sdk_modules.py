@@ -37,12 +37,15 @@ _WIRE_MODULES = "mcp_types._v"
 _lock = threading.RLock()
 
 
-def serve_first() -> bool:
+def serve_first(*, wire_models: bool = True) -> bool:
     """Register the SDK's packages without running their `__init__`; False (nothing done) if `mcp` is
-    already imported or cannot be found."""
+    already imported or cannot be found. `wire_models` defers the wire models' building now, which
+    imports `mcp_types` (~0.1 s); without it the caller calls `defer_wire_models` itself before the SDK
+    is imported (the HTTP server does, in the thread that imports the SDK once the server listens)."""
     if any(name in sys.modules for name in PACKAGES):
         return False
-    defer_wire_models()
+    if wire_models:
+        defer_wire_models()
     for name in PACKAGES:
         parent = sys.modules.get(name.rpartition(".")[0]) if "." in name else None
         path = getattr(parent, "__path__", None)

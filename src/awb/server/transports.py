@@ -10,35 +10,34 @@ import re
 import socket
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import anyio
 import uvicorn
-from starlette.types import ASGIApp
 
 from awb import validation
-from awb.config import Config
 from awb.errors import AwbError, StartupFailed
 from awb.search.backfill import backfill_in_background
 from awb.server import heap
 from awb.server.address import http_url
-from awb.server.deferred_faces import DeferredFaces
-from awb.server.hangup import HangUpCancels
-from awb.server.http_guard import check_exposure, guard_http, transport_security
+from awb.server.deferred_faces import MCP_PREFIX, DeferredFaces
+from awb.server.http_guard import check_exposure, guard_http
 from awb.server.http_limits import uvicorn_config
-from awb.server.http_streams import StreamShare, stream_limit
-from awb.server.mcp import McpFace
-from awb.server.request_ids import RequestIdCheck
-from awb.server.session_room import SessionOpeners, make_room_for_new_sessions
-from awb.server.stdio import serve_stdio_streams
 from awb.workbench import Workbench
+
+if TYPE_CHECKING:
+    from awb.config import Config
 
 log = logging.getLogger("awb.server")
 
-MCP_PATH = "/mcp"
+MCP_PATH = MCP_PREFIX
 
 
 async def serve_stdio(workbench: Workbench) -> None:
     """Serve one client on stdin/stdout until it disconnects. Nothing else may write to stdout."""
+    from awb.server.mcp import McpFace
+    from awb.server.stdio import serve_stdio_streams
+
     face = McpFace(workbench, warm_up=heap.WarmUp())
     await workbench.start(warm_all=True)
     validation.warm_up()  # everything a call needs is loaded before the host's first request
@@ -94,37 +93,6 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _mcp_app(face: McpFace, config: Config) -> ASGIApp:
-    """The MCP face's ASGI app, with the SDK's own DNS-rebinding check set from the same allowlist.
-    A request whose client hangs up is let go (`HangUpCancels`); notification streams may hold at most
-    half the connections (`StreamShare`); a handshake-era request whose id MCP does not take is answered
-    -32600, not 202 (`RequestIdCheck`); at `http.max_sessions`, or at a remote client's share of them, a
-    new session ends the stalest idle ones (`make_room_for_new_sessions`, told who opens it by
-    `SessionOpeners`)."""
-    settings = transport_security(config)
-    app = face.server.streamable_http_app(
-        streamable_http_path=MCP_PATH,
-        host=config.host,
-        transport_security=settings,
-        stateless_http=config.stateless_http,
-        json_response=config.http.json_response,
-        max_sessions=config.http.max_sessions,
-        session_idle_timeout=config.http.session_idle_timeout_seconds,
-    )
-    make_room_for_new_sessions(face.server.session_manager)
-    checked = RequestIdCheck(app, max_body=face.server.session_manager.max_request_body_size)
-    return StreamShare(
-        SessionOpeners(HangUpCancels(checked, listen=config.http.json_response)),
-        stream_limit(config.http.max_connections),
-    )
-
-
-def http_app(face: McpFace, config: Config) -> ASGIApp:
-    """The MCP face alone behind the Host/Origin/token gate. `serve_http` serves REST and the panel beside
-    it, inside `guard_http` too: faces go inside the guard, never around it."""
-    return guard_http(_mcp_app(face, config), config)
-
-
 async def serve_http(workbench: Workbench, sock: socket.socket, started: float | None = None) -> None:
     """Serve streamable HTTP at http://host:port/mcp on the bound `sock` until stopped (SIGINT/SIGTERM)."""
     host, port = sock.getsockname()[:2]
@@ -135,10 +103,10 @@ async def serve_http(workbench: Workbench, sock: socket.socket, started: float |
     if os.environ.get("FORWARDED_ALLOW_IPS"):
         # uvicorn's own setting, which an older set-up may still give: the server no longer reads it.
         log.warning("FORWARDED_ALLOW_IPS is not read: list the proxies to believe in http.trusted_proxies")
-    face = McpFace(workbench, warm_up=heap.WarmUp())
-    # REST (/api) and the panel beside MCP (/mcp) in one ASGI app (awb.api.app.HttpApp), all of it behind
-    # the HTTP guard. They are imported and built once MCP serves (a stdio server never loads them).
-    faces = DeferredFaces(_mcp_app(face, config))
+    # MCP (/mcp), REST (/api) and the panel in one ASGI app (awb.api.app.HttpApp), all of it behind the
+    # HTTP guard. They are imported and built once the server listens, MCP first (a stdio server never
+    # loads REST or the panel); a request that comes before its face is built waits for it.
+    faces = DeferredFaces()
     # No access log: a line per request costs the request path more than the tool call it logs. No
     # log_config: uvicorn's dictConfig would close every handler already installed, ours included,
     # and every later line of the workbench's log would be lost.
@@ -151,24 +119,33 @@ async def serve_http(workbench: Workbench, sock: socket.socket, started: float |
     _say_search_mode(workbench)
     url = http_url(host, port, MCP_PATH)
     async with workbench, anyio.create_task_group() as tasks:
-        tasks.start_soon(_when_ready, server, url, started, workbench, face, faces)
+        tasks.start_soon(_when_ready, server, url, started, workbench, config, faces)
         try:
             await server.serve(sockets=[sock])
         finally:
             faces.close()
         tasks.cancel_scope.cancel()
+    if faces.mcp_failure is not None:
+        raise StartupFailed(f"the MCP face did not start: {faces.mcp_failure}")
 
 
 async def _when_ready(
-    server: uvicorn.Server, url: str, started: float | None, workbench: Workbench, face: McpFace, faces: DeferredFaces
+    server: uvicorn.Server, url: str, started: float | None, workbench: Workbench, config: Config, faces: DeferredFaces
 ) -> None:
     await _announce_when_ready(server, url, started)
-    await faces.build(workbench, face)
-    heap.settle()  # after the faces, so what they loaded is frozen with the rest of the start-up heap
-    workbench.search_engine.warm_up()
-    await _warm_other_runtimes(workbench)
-    await _prepare_search(workbench)
-    await backfill_in_background(workbench.search_engine)
+    try:
+        async with faces.serving_mcp(workbench, config) as face:
+            log.info("serving MCP on %s", url)
+            await faces.build(workbench, face)
+            heap.settle()  # after the faces, so what they loaded is frozen with the rest of the start-up heap
+            workbench.search_engine.warm_up()
+            await _warm_other_runtimes(workbench)
+            await _prepare_search(workbench)
+            await backfill_in_background(workbench.search_engine)
+            await anyio.sleep_forever()  # the MCP face serves until the server stops
+    except StartupFailed:  # the server stops, then says why in one line (`serve_http`)
+        log.debug("the MCP face did not start", exc_info=True)
+        server.should_exit = True
 
 
 async def _prepare_search(workbench: Workbench) -> None:
@@ -204,6 +181,6 @@ async def _announce_when_ready(server: uvicorn.Server, url: str, started: float 
     while not server.started:
         await anyio.sleep(0.005)
     took = f" in {time.perf_counter() - started:.2f} s" if started is not None else ""
-    log.info("serving MCP on %s", url)
+    log.info("listening on %s; the MCP face, REST and the panel are built next", url)
     sys.stderr.write(f"awb: ready on {url}{took}\n")
     sys.stderr.flush()
