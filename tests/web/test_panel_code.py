@@ -153,3 +153,26 @@ async def test_highlighting_cut_short_keeps_every_character_of_the_code(
     assert "Highlighting took too long: from line 1 on, the text is plain." in page
     assert text_of(block(page, "source")).split(">", 1)[1] == shown(TROJAN)
     assert '<span class="hidden-char" title="U+202E RIGHT-TO-LEFT OVERRIDE">⟨U+202E⟩</span>' in block(page, "source")
+
+
+async def test_deeply_nested_examples_are_shown_compact_not_indented_many_times_their_size(
+    workbench: Workbench, client: httpx.AsyncClient
+) -> None:
+    # 54 KB of an example 190 levels deep was 8 MB of indented text, and four of them some 33 MB of markup on
+    # every view of the tool's page.
+    nested: object = [1] * 18_000
+    for _ in range(190):
+        nested = [nested]
+    example = {"params": {"x": nested}, "expected": 1}
+    await workbench.craft(
+        {
+            "name": "deep",
+            "description": "deep examples",
+            "code": "def run(params):\n    return 1\n",
+            "examples": [example],
+        }
+    )
+    page = (await client.get("/tools/deep")).text
+    assert len(page) < 1_000_000
+    assert "Shown compact: indented, it would take" in page
+    assert "[" * 191 + "1,1" in text_of(page)
