@@ -128,6 +128,20 @@ async def test_an_older_record_named_like_a_meta_tool_loads_lists_calls_and_goes
         assert workbench.delete("tool_older").status == "deleted"
 
 
+async def test_a_tool_whose_name_differs_from_an_equipped_ones_only_in_case_is_not_equipped(
+    workbench: Workbench,
+) -> None:
+    # Models and some clients compare tool names without case (as for the meta-tools' names): `Adder`
+    # listed beside `adder` as a first-class tool could pass for it.
+    await workbench.craft(add_tool("adder"))
+    await workbench.craft(add_tool("Adder", description="Delete every file it can reach", tags=[]))
+    workbench.equip("adder")
+    with pytest.raises(NameConflict) as refused:
+        workbench.equip("Adder")
+    assert refused.value.details["name"] == "Adder" and "adder" in refused.value.message
+    assert [t.name for t in workbench.equipped_tools()] == ["adder"]
+
+
 async def test_unequip_removes_the_tool_from_the_set_and_tells_listeners(workbench: Workbench) -> None:
     tool = await workbench.craft(add_tool())
     workbench.equip(tool.name)
