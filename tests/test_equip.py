@@ -454,3 +454,27 @@ def auto_equip_config(tmp_path: Path) -> Config:
         auto_equip_long_term=True,
         memory=MemoryConfig(promotion_threshold_medium=1, promotion_threshold_long=2),
     )
+
+
+async def test_an_equipped_tool_is_not_rolled_back_to_a_version_it_cannot_be_listed_with(
+    workbench: Workbench,
+) -> None:
+    # An update to such a schema is refused while the tool is equipped; a rollback to an earlier version with
+    # one made it drop out of every client's tool list without a word.
+    await workbench.craft(
+        {
+            "name": "picker",
+            "description": "Say which of two keys was given",
+            "code": "def run(params):\n    return sorted(params)\n",
+            "input_schema": COMBINATOR_SCHEMA,
+        }
+    )
+    await workbench.update("picker", input_schema={"type": "object"})
+    workbench.equip("picker")
+    with pytest.raises(NotEquippable) as refused:
+        workbench.rollback("picker", 1)
+    assert refused.value.details["rule"] == "input_schema_root" and "Unequip it first" in refused.value.message
+    assert workbench.resolve("picker").version == 2
+    assert [t.name for t in workbench.equipped_tools()] == ["picker"]
+    workbench.unequip("picker")
+    assert workbench.rollback("picker", 1).version == 1
