@@ -128,6 +128,20 @@ async def test_an_older_record_named_like_a_meta_tool_loads_lists_calls_and_goes
         assert workbench.delete("tool_older").status == "deleted"
 
 
+async def test_a_tool_whose_name_differs_from_an_equipped_ones_only_in_case_is_not_equipped(
+    workbench: Workbench,
+) -> None:
+    # Models and some clients compare tool names without case (as for the meta-tools' names): `Adder`
+    # listed beside `adder` as a first-class tool could pass for it.
+    await workbench.craft(add_tool("adder"))
+    await workbench.craft(add_tool("Adder", description="Delete every file it can reach", tags=[]))
+    workbench.equip("adder")
+    with pytest.raises(NameConflict) as refused:
+        workbench.equip("Adder")
+    assert refused.value.details["name"] == "Adder" and "adder" in refused.value.message
+    assert [t.name for t in workbench.equipped_tools()] == ["adder"]
+
+
 async def test_unequip_removes_the_tool_from_the_set_and_tells_listeners(workbench: Workbench) -> None:
     tool = await workbench.craft(add_tool())
     workbench.equip(tool.name)
@@ -440,3 +454,27 @@ def auto_equip_config(tmp_path: Path) -> Config:
         auto_equip_long_term=True,
         memory=MemoryConfig(promotion_threshold_medium=1, promotion_threshold_long=2),
     )
+
+
+async def test_an_equipped_tool_is_not_rolled_back_to_a_version_it_cannot_be_listed_with(
+    workbench: Workbench,
+) -> None:
+    # An update to such a schema is refused while the tool is equipped; a rollback to an earlier version with
+    # one made it drop out of every client's tool list without a word.
+    await workbench.craft(
+        {
+            "name": "picker",
+            "description": "Say which of two keys was given",
+            "code": "def run(params):\n    return sorted(params)\n",
+            "input_schema": COMBINATOR_SCHEMA,
+        }
+    )
+    await workbench.update("picker", input_schema={"type": "object"})
+    workbench.equip("picker")
+    with pytest.raises(NotEquippable) as refused:
+        workbench.rollback("picker", 1)
+    assert refused.value.details["rule"] == "input_schema_root" and "Unequip it first" in refused.value.message
+    assert workbench.resolve("picker").version == 2
+    assert [t.name for t in workbench.equipped_tools()] == ["picker"]
+    workbench.unequip("picker")
+    assert workbench.rollback("picker", 1).version == 1

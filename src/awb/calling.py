@@ -36,7 +36,7 @@ from awb.maintenance import Upkeep
 from awb.sandbox.base import Execution, ExecutionSlots, Runtime, nests_too_deep
 from awb.sandbox.host import HostBridge
 from awb.sandbox.registry import limits_for
-from awb.sandbox.staging import protected_paths
+from awb.sandbox.staging import granted_dirs, protected_paths
 from awb.schema_bounds import SchemaTooExpensive
 from awb.text import cap_text
 from awb.validation import ToolSchema
@@ -182,7 +182,7 @@ class Caller:
             raise Unavailable(f"runtime {tool.runtime!r} of {tool.name!r} is not available here")
         limits = limits_for(self._config)
         host = HostBridge(
-            read_dirs=tool.capabilities.read_dirs,
+            read_dirs=granted_dirs(self._config.sandbox.grants, tool.name),
             stage=lambda path, data: self._store.stage_write(
                 tool.tool_id,
                 path,

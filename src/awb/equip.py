@@ -62,11 +62,19 @@ class Armory:
         equipped = self.equipped()
         if any(t.tool_id == tool.tool_id for t in equipped):
             return tool.model_copy(update={"equipped": True})  # equipped since `tool` was read
-        clash = next((t for t in equipped if t.name == tool.name), None)
+        # Without regard to case, as for the meta-tools' names: models and some clients compare tool names
+        # so, and `Adder` listed beside `adder` as a first-class tool could pass for it.
+        folded = tool.name.casefold()
+        clash = next((t for t in equipped if t.name.casefold() == folded), None)
         if clash is not None:
-            raise NameConflict(
-                f"another equipped tool is named {tool.name!r} ({clash.tool_id})", name=tool.name, tool_id=clash.tool_id
-            )
+            if clash.name == tool.name:
+                message = f"another equipped tool is named {tool.name!r} ({clash.tool_id})"
+            else:
+                message = (
+                    f"tool {tool.name!r} cannot be equipped beside the equipped tool {clash.name!r} ({clash.tool_id}): "
+                    "names that differ only in case pass for each other"
+                )
+            raise NameConflict(message, name=tool.name, tool_id=clash.tool_id)
         if len(equipped) >= self.config.max_equipped:
             raise LimitExceeded(
                 f"{len(equipped)} tools are equipped, the maximum (max_equipped={self.config.max_equipped}); "

@@ -78,6 +78,22 @@ def _deleted_meanwhile(tool: Tool, action: str) -> ToolDeleted:
     )
 
 
+def _refuse_unlistable(
+    workbench: Bench, tool: Tool, input_schema: dict[str, Any], which: str, names: MetaNames | None
+) -> None:
+    """Refuse to make `input_schema` current for an equipped `tool` when it cannot be served as an MCP tool
+    of its own: the tool would silently drop out of every client's tool list (an update or a rollback)."""
+    problems = equip_problems(input_schema)
+    if tool.equipped and problems:
+        raise NotEquippable(
+            f"tool {tool.name!r} is equipped and {which} cannot be served as its own MCP tool: "
+            f"{problems[0]}. Unequip it first (it stays callable with "
+            f"{(names or served_by(workbench.config.tool_names))('call')})",
+            tool_id=tool.tool_id,
+            rule="input_schema_root",
+        )
+
+
 def _no_version(tool: Tool, to_version: int, history: list[ToolVersion]) -> InvalidParams:
     # The tool exists, so tool_not_found would mislead: the argument is what is wrong.
     return InvalidParams(
@@ -134,16 +150,7 @@ async def update(
         # the copies pushed the tool's earlier versions out of its history.
         return tool.model_copy(update={"parent_version": tool.version})
     await workbench.validate_craft(request)
-    problems = equip_problems(request.input_schema)
-    if tool.equipped and problems:
-        # An equipped tool with such a schema would silently drop out of every client's tool list.
-        raise NotEquippable(
-            f"tool {tool.name!r} is equipped and the new input_schema cannot be served as its own MCP tool: "
-            f"{problems[0]}. Unequip it first (it stays callable with "
-            f"{(names or served_by(workbench.config.tool_names))('call')})",
-            tool_id=tool.tool_id,
-            rule="input_schema_root",
-        )
+    _refuse_unlistable(workbench, tool, request.input_schema, "the new input_schema", names)
     runtime = workbench.runtime_for(request.language, request.runtime)
     await workbench.admit_version(runtime, request.code, request.examples, request.output_schema)
     now = workbench.clock.now()
@@ -215,6 +222,8 @@ def rollback(workbench: Bench, ref: str, to_version: int) -> Tool:
     target = next((v for v in history if v.version == to_version), None)
     if target is None:
         raise _no_version(tool, to_version, history)
+    if target.version != tool.version:
+        _refuse_unlistable(workbench, tool, target.input_schema, f"version {target.version}'s input_schema", None)
     if target.version == tool.version:
         # Nothing moves: no write, no event. The version current before this request is this one (the
         # record's own parent_version is older news: it would read as a move from it).

@@ -17,7 +17,9 @@ from sandbox_support import granted_tool
 
 def _workspace(tmp_path: Path, count: int) -> tuple[Path, list[int]]:
     """A config, and `count` pending writes of a tool granted `out/`, to out/0.txt, out/1.txt, ..."""
-    (tmp_path / "awb.config.json").write_text(json.dumps({"inventory_path": "inv.db"}))
+    (tmp_path / "awb.config.json").write_text(
+        json.dumps({"inventory_path": "inv.db", "sandbox": {"grants": {"tool_x": ["out"]}}})
+    )
     store = SQLiteStore(tmp_path / "inv.db")
     store.add_tool(granted_tool("tool_x", tmp_path / "out"))
     ids = [

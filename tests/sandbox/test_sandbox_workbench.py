@@ -65,7 +65,7 @@ async def test_granted_tool_reads_and_stages_a_write_a_person_applies(wb: Workbe
     store = wb.store
     pending = staging.list_staged(store)  # type: ignore[arg-type]
     assert [w.id for w in pending] == [receipt["id"]]
-    staging.apply_staged(store, receipt["id"])  # type: ignore[arg-type]
+    staging.apply_staged(store, receipt["id"], grants=wb.config.sandbox.grants)  # type: ignore[arg-type]
     assert target.read_text() == "GRANTED TEXT"
 
 

@@ -16,7 +16,7 @@ from sandbox_support import granted_tool
 
 def _setup(tmp_path: Path) -> tuple[Path, Path, int]:
     config = tmp_path / "awb.config.json"
-    config.write_text(json.dumps({"inventory_path": "inv.db"}))
+    config.write_text(json.dumps({"inventory_path": "inv.db", "sandbox": {"grants": {"tool_x": ["out"]}}}))
     store = SQLiteStore(tmp_path / "inv.db")
     store.add_tool(granted_tool("tool_x", tmp_path / "out"))
     target = tmp_path / "out" / "file.txt"
@@ -76,7 +76,7 @@ HOSTILE_PATHS = [
 
 def _stage_hostile(tmp_path: Path) -> tuple[Path, list[int]]:
     config = tmp_path / "awb.config.json"
-    config.write_text(json.dumps({"inventory_path": "inv.db"}))
+    config.write_text(json.dumps({"inventory_path": "inv.db", "sandbox": {"grants": {"tool_[bold]x": ["out"]}}}))
     store = SQLiteStore(tmp_path / "inv.db")
     store.add_tool(granted_tool("tool_[bold]x", tmp_path / "out"))
     ids = [
@@ -166,7 +166,7 @@ def test_ids_past_the_databases_integers_and_unknown_statuses_are_invalid_params
 
 def test_show_prints_the_content_as_written_with_hidden_characters_marked(tmp_path: Path) -> None:
     config = tmp_path / "awb.config.json"
-    config.write_text(json.dumps({"inventory_path": "inv.db"}))
+    config.write_text(json.dumps({"inventory_path": "inv.db", "sandbox": {"grants": {"tool_x": ["out"]}}}))
     store = SQLiteStore(tmp_path / "inv.db")
     store.add_tool(granted_tool("tool_x", tmp_path / "out"))
     content = "C:\\temp\\new été 漢字 🙂\nname\u202etxt.exe\u200b\r\n\\u202e stays text\n"

@@ -12,12 +12,16 @@ from awb.inventory.sqlite import SQLiteStore
 from awb.sandbox import staging
 from sandbox_support import granted_tool
 
+#: The configuration's grants: `tool_1` may write in the test's temporary directory (set by `store`).
+GRANTS: dict[str, list[str]] = {}
+
 
 @pytest.fixture
-def store(tmp_path: Path) -> SQLiteStore:
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SQLiteStore:
     """An inventory holding `tool_1`, granted the test's temporary directory."""
     store = SQLiteStore(tmp_path / "inv.db")
     store.add_tool(granted_tool("tool_1", tmp_path))
+    monkeypatch.setitem(GRANTS, "tool_1", [str(tmp_path)])
     return store
 
 
@@ -25,7 +29,7 @@ def test_apply_writes_the_file_creating_parents_and_marks_it_applied(store: SQLi
     target = tmp_path / "deep" / "dir" / "out.txt"
     staged_id = store.stage_write("tool_1", str(target), "content", datetime.now(UTC), call_id="call_1")
     assert [w.id for w in staging.list_staged(store)] == [staged_id]
-    applied = staging.apply_staged(store, staged_id)
+    applied = staging.apply_staged(store, staged_id, grants=GRANTS)
     assert applied.status == "applied"
     assert target.read_text() == "content"
     assert staging.list_staged(store) == []
@@ -35,10 +39,10 @@ def test_apply_writes_the_file_creating_parents_and_marks_it_applied(store: SQLi
 def test_applying_twice_is_refused(store: SQLiteStore, tmp_path: Path) -> None:
     target = tmp_path / "out.txt"
     staged_id = store.stage_write("tool_1", str(target), "one", datetime.now(UTC), call_id="call_1")
-    staging.apply_staged(store, staged_id)
+    staging.apply_staged(store, staged_id, grants=GRANTS)
     target.write_text("changed by a person")
     with pytest.raises(InvalidParams, match="applied, not pending"):
-        staging.apply_staged(store, staged_id)
+        staging.apply_staged(store, staged_id, grants=GRANTS)
     assert target.read_text() == "changed by a person"
 
 
@@ -47,13 +51,13 @@ def test_discard_writes_nothing_and_cannot_then_be_applied(store: SQLiteStore, t
     staged_id = store.stage_write("tool_1", str(target), "x", datetime.now(UTC), call_id="call_1")
     assert staging.discard_staged(store, staged_id).status == "discarded"
     with pytest.raises(InvalidParams):
-        staging.apply_staged(store, staged_id)
+        staging.apply_staged(store, staged_id, grants=GRANTS)
     assert not target.exists()
 
 
 def test_unknown_id_is_reported(store: SQLiteStore) -> None:
     with pytest.raises(InvalidParams, match="no staged write"):
-        staging.apply_staged(store, 999)
+        staging.apply_staged(store, 999, grants=GRANTS)
 
 
 def test_failed_apply_leaves_the_write_pending(store: SQLiteStore, tmp_path: Path) -> None:
@@ -61,7 +65,7 @@ def test_failed_apply_leaves_the_write_pending(store: SQLiteStore, tmp_path: Pat
     blocker.write_text("not a directory")
     staged_id = store.stage_write("tool_1", str(blocker / "out.txt"), "x", datetime.now(UTC), call_id="call_1")
     with pytest.raises(InvalidParams, match="cannot write"):
-        staging.apply_staged(store, staged_id)
+        staging.apply_staged(store, staged_id, grants=GRANTS)
     assert staging.get_staged(store, staged_id).status == "pending"
 
 
@@ -74,7 +78,7 @@ def test_a_failed_apply_names_what_is_in_the_way(store: SQLiteStore, tmp_path: P
     target = tmp_path / where
     staged_id = store.stage_write("tool_1", str(target), "x", datetime.now(UTC), call_id="call_1")
     with pytest.raises(InvalidParams) as refused:
-        staging.apply_staged(store, staged_id)
+        staging.apply_staged(store, staged_id, grants=GRANTS)
     why = f"{tmp_path / 'file'}: a file, not a folder" if where.startswith("file/") else "Is a directory"
     assert refused.value.message == f"cannot write {target}: {why}"
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".awb")) == []
@@ -86,7 +90,7 @@ def test_apply_without_the_protected_list_still_refuses_awb_directories_and_conf
     for target in (tmp_path / ".awb" / "inventory.db", tmp_path / "AWB.CONFIG.JSON"):
         staged_id = store.stage_write("tool_1", str(target), "x", datetime.now(UTC), call_id="call_1")
         with pytest.raises(SandboxViolation):
-            staging.apply_staged(store, staged_id, force=True)
+            staging.apply_staged(store, staged_id, grants=GRANTS, force=True)
         assert not target.exists()
 
 
@@ -100,9 +104,10 @@ def test_an_apply_interrupted_while_writing_leaves_the_write_pending(
     def interrupted(path: Path, content: str) -> None:
         raise KeyboardInterrupt
 
+    write_atomically = staging._write_atomically
     monkeypatch.setattr(staging, "_write_atomically", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        staging.apply_staged(store, staged_id)
+        staging.apply_staged(store, staged_id, grants=GRANTS)
     assert staging.get_staged(store, staged_id).status == "pending"
-    monkeypatch.undo()
-    assert staging.apply_staged(store, staged_id).status == "applied"
+    monkeypatch.setattr(staging, "_write_atomically", write_atomically)
+    assert staging.apply_staged(store, staged_id, grants=GRANTS).status == "applied"

@@ -139,7 +139,9 @@ async def test_apply_never_writes_awbs_own_files_even_with_force(wb: Workbench, 
         staged_id = stage_directly(wb.store, tool_id, target)
         for force in (False, True):
             with pytest.raises(SandboxViolation):
-                staging.apply_staged(wb.store, staged_id, protected=protected, force=force)
+                staging.apply_staged(
+                    wb.store, staged_id, grants=wb.config.sandbox.grants, protected=protected, force=force
+                )
         assert staging.get_staged(wb.store, staged_id).status == "pending"
     assert snapshot(project) == before
 
@@ -149,9 +151,9 @@ async def test_apply_outside_the_grants_needs_force(wb: Workbench, project: Path
     outside = project.parent / "outside" / "forced.txt"
     staged_id = stage_directly(wb.store, wb.resolve("writer").tool_id, outside)
     with pytest.raises(SandboxViolation, match="--force"):
-        staging.apply_staged(wb.store, staged_id)
+        staging.apply_staged(wb.store, staged_id, grants=wb.config.sandbox.grants)
     assert not outside.exists()
-    staging.apply_staged(wb.store, staged_id, force=True)
+    staging.apply_staged(wb.store, staged_id, grants=wb.config.sandbox.grants, force=True)
     assert outside.read_text() == "overwritten"
 
 
@@ -160,7 +162,9 @@ async def test_a_symlink_swapped_in_after_staging_is_caught_at_apply(wb: Workben
     receipt = (await wb.call("writer", {"to": "swap/target.txt"})).result
     (project / "swap").symlink_to(project.parent / "outside")
     with pytest.raises(SandboxViolation):
-        staging.apply_staged(wb.store, receipt["id"], protected=staging.protected_paths(wb.config))
+        staging.apply_staged(
+            wb.store, receipt["id"], grants=wb.config.sandbox.grants, protected=staging.protected_paths(wb.config)
+        )
     assert not (project.parent / "outside" / "target.txt").exists()
     assert staging.get_staged(wb.store, receipt["id"]).status == "pending"
 

@@ -7,10 +7,12 @@ from __future__ import annotations
 import html as entities
 import re
 
+import anyio
 import httpx
 import pytest
 
 from awb.safe_code import shown
+from awb.web import code_view
 from awb.workbench import Workbench
 
 pytestmark = pytest.mark.anyio
@@ -125,3 +127,52 @@ async def test_fillers_and_odd_spaces_are_marked_and_emoji_sequences_shown_as_wr
         "U+00A0 NO-BREAK SPACE, U+2800 BRAILLE PATTERN BLANK."
     )
     assert "Emoji 👨\u200d👩\u200d👧 and\\xa0a gap" in page  # one-line text escapes what code marks
+
+
+async def test_code_that_makes_the_highlighter_rescan_itself_is_shown_plain_past_the_budget(
+    workbench: Workbench, client: httpx.AsyncClient
+) -> None:
+    # Valid JavaScript (a regular expression of escaped quotes where the highlighter expects a division) that
+    # made Pygments rescan the rest of the code at every quote: 60 KB took ~26 s of a server CPU per view.
+    code = "function run(p) { if (p) /" + "\\'" * 30_000 + '/.test("x"); return 1; }\n'
+    await workbench.craft(
+        {"name": "rescans", "description": "slow to highlight", "code": code, "runtime": "javascript"}
+    )
+    with anyio.fail_after(60):
+        page = (await client.get("/tools/rescans")).text
+    assert "Highlighting took too long: from line 1 on, the text is plain." in page
+    assert text_of(block(page, "source")).split(">", 1)[1] == shown(code)
+
+
+async def test_highlighting_cut_short_keeps_every_character_of_the_code(
+    workbench: Workbench, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(code_view, "HIGHLIGHT_CPU_S", 0.0)
+    await workbench.craft(TROJAN_TOOL)
+    page = (await client.get("/tools/gate")).text
+    assert "Highlighting took too long: from line 1 on, the text is plain." in page
+    assert text_of(block(page, "source")).split(">", 1)[1] == shown(TROJAN)
+    assert '<span class="hidden-char" title="U+202E RIGHT-TO-LEFT OVERRIDE">⟨U+202E⟩</span>' in block(page, "source")
+
+
+async def test_deeply_nested_examples_are_shown_compact_not_indented_many_times_their_size(
+    workbench: Workbench, client: httpx.AsyncClient
+) -> None:
+    # 54 KB of an example 190 levels deep was 8 MB of indented text, and four of them some 33 MB of markup on
+    # every view of the tool's page.
+    nested: object = [1] * 18_000
+    for _ in range(190):
+        nested = [nested]
+    example = {"params": {"x": nested}, "expected": 1}
+    await workbench.craft(
+        {
+            "name": "deep",
+            "description": "deep examples",
+            "code": "def run(params):\n    return 1\n",
+            "examples": [example],
+        }
+    )
+    page = (await client.get("/tools/deep")).text
+    assert len(page) < 1_000_000
+    assert "Shown compact: indented, it would take" in page
+    assert "[" * 191 + "1,1" in text_of(page)

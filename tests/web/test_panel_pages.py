@@ -254,6 +254,19 @@ async def test_staged_writes_show_a_diff_against_the_current_file_and_apply_writ
     assert again.status_code == 422 and "not pending" in again.text
 
 
+async def test_the_panel_refuses_to_apply_a_write_whose_grant_was_revoked(
+    workbench: Workbench, client: httpx.AsyncClient, note_writer: dict[str, Any], notes: Path
+) -> None:
+    # The panel checked the tool's stored record, which keeps a grant the configuration has since revoked.
+    target = notes / "todo.txt"
+    await staged(workbench, note_writer, target, "written after all\n")
+    workbench.config.sandbox.grants = {}
+    [write] = workbench.store.staged_writes("pending")
+    refused = await client.post(f"/staged/{write['id']}/apply", headers=POST)
+    assert refused.status_code == 422 and "outside the granted directories" in refused.text
+    assert not target.exists()
+
+
 async def test_discard_drops_a_staged_write_and_writes_nothing(
     workbench: Workbench, client: httpx.AsyncClient, note_writer: dict[str, Any], notes: Path
 ) -> None:

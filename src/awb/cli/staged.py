@@ -194,7 +194,12 @@ def _change(
             try:
                 if action == "apply":
                     outcomes.append(
-                        (staged_id, staging.apply_staged(store, staged_id, protected=protected, force=force))
+                        (
+                            staged_id,
+                            staging.apply_staged(
+                                store, staged_id, grants=config.sandbox.grants, protected=protected, force=force
+                            ),
+                        )
                     )
                 else:
                     outcomes.append((staged_id, staging.discard_staged(store, staged_id)))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -97,7 +98,16 @@ def _folded_forms(paths: set[Path]) -> frozenset[str]:
     return frozenset(forms)
 
 
-def inside_any(path: str, roots: list[str]) -> bool:
+def granted_dirs(grants: Mapping[str, Sequence[str]], name: str) -> list[str]:
+    """The directories the configuration grants the tool named `name`, now.
+
+    The configuration is the one authority: a tool's stored record keeps what it was granted when
+    crafted, which an import, a hand-edited inventory or a replica with other grants can set, and which
+    a grant revoked since does not change."""
+    return list(grants.get(name, ()))
+
+
+def inside_any(path: str, roots: Sequence[str]) -> bool:
     """Whether `path`, resolved (symlinks of its existing parts, `..`), is inside one of `roots` (resolved)."""
     resolved = Path(os.path.realpath(path))
     for root in roots:
@@ -209,21 +219,26 @@ def get_staged(store: StagingStore, staged_id: int) -> StagedWrite:
 
 
 def apply_staged(
-    store: StagingStore, staged_id: int, *, protected: ProtectedPaths | None = None, force: bool = False
+    store: StagingStore,
+    staged_id: int,
+    *,
+    grants: Mapping[str, Sequence[str]],
+    protected: ProtectedPaths | None = None,
+    force: bool = False,
 ) -> StagedWrite:
     """Write the staged content to its path for real (parent directories created, atomic replace)
     and mark it applied. Only a pending write can be applied, once.
 
     The path is checked again as it resolves now: never one of the `protected` files (not even with
-    `force`), and inside the tool's granted directories unless `force` (grants may have changed, or a
-    symlink may have been swapped in since the write was staged)."""
+    `force`), and inside the directories `grants` (the configuration's `sandbox.grants`) gives the tool's
+    name now unless `force` (grants may have been revoked, or a symlink swapped in since the write was
+    staged)."""
     staged = get_staged(store, staged_id)
     # Without the configuration's list, the rules that need none still hold (.awb/, awb.config.json).
     (protected or ProtectedPaths(frozenset(), frozenset())).refuse(staged.path)
     if not force:
         tool = store.get(staged.tool_id)
-        granted = [] if tool is None else tool.capabilities.read_dirs
-        if not inside_any(staged.path, granted):
+        if not inside_any(staged.path, [] if tool is None else granted_dirs(grants, tool.name)):
             raise SandboxViolation(
                 f"staged write {staged_id} targets {staged.path}, outside the granted directories of its tool; "
                 "review it and apply with --force to write it anyway",

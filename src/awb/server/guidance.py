@@ -48,7 +48,8 @@ def descriptions(tool_names: ToolNames) -> dict[MetaVerb, str]:
         "delete": "Delete a tool (soft delete: it can no longer be called, but its record stays inspectable).",
         "inspect": (
             "Show a tool's full record: code, schemas, examples, version history with per-version usage and "
-            "failure counts, usage counters and recent calls."
+            "failure counts, usage counters and recent calls. The history lists each version without its code, "
+            "schemas and examples; give `version` to see one of them whole."
         ),
         "update": (
             "Evolve a tool: give new code, description, input_schema, output_schema and/or examples; a new "

@@ -238,7 +238,18 @@ INPUT: dict[str, dict[str, Any]] = {
         "additionalProperties": False,
     },
     "delete": {"type": "object", "properties": _TOOL_REF, "additionalProperties": False},
-    "inspect": {"type": "object", "properties": _TOOL_REF, "additionalProperties": False},
+    "inspect": {
+        "type": "object",
+        "properties": {
+            **_TOOL_REF,
+            "version": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "One kept version to show whole (its code, schemas and examples) under `version`.",
+            },
+        },
+        "additionalProperties": False,
+    },
     "update": {
         "type": "object",
         "properties": {
@@ -340,6 +351,7 @@ OUTPUT: dict[str, dict[str, Any]] = {
             "tool": {"type": "object"},
             "versions": {"type": "array", "items": {"type": "object"}},
             "recent_calls": {"type": "array", "items": {"type": "object"}},
+            "version": {"type": "object"},
         },
         "required": ["tool", "versions", "recent_calls"],
     },

@@ -269,7 +269,11 @@ class Panel:
 
     async def apply(self, request: Request) -> Response:
         store: Any = self.workbench.store
-        write = await anyio.to_thread.run_sync(staging.apply_staged, store, _staged_id(request))
+        config = self.workbench.config
+        # The same checks as `awb staged apply`: the configuration's grants as they are now, and every
+        # file the configuration says is awb's (without the list, only .awb/ and awb.config.json were).
+        apply = partial(staging.apply_staged, grants=config.sandbox.grants, protected=staging.protected_paths(config))
+        write = await anyio.to_thread.run_sync(apply, store, _staged_id(request))
         return _back("/staged", "applied", write.path)
 
     async def discard(self, request: Request) -> Response:
