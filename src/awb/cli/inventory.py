@@ -337,7 +337,7 @@ def inventory_delete(tool: ToolArgument, config_path: ConfigOption = None, as_js
 @inventory_app.command("rollback")
 def inventory_rollback(
     tool: ToolArgument,
-    to_version: Annotated[int, typer.Argument(help="The version to make current.")],
+    to_version: Annotated[int, typer.Argument(metavar="version", help="The version to make current.")],
     config_path: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:

@@ -30,7 +30,7 @@ STOP_WAIT_SECONDS = 10
 
 
 def init(
-    directory: Annotated[Path, typer.Argument(help="Where to create the workbench.")] = Path("."),
+    directory: Annotated[Path, typer.Argument(metavar="dir", help="Where to create the workbench.")] = Path("."),
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing config.")] = False,
     as_json: JsonOption = False,
 ) -> None:

@@ -44,7 +44,7 @@ staged_app = typer.Typer(
 )
 
 
-StagedId = Annotated[int, typer.Argument(help="The staged write's id, as `awb staged list` shows it.")]
+StagedId = Annotated[int, typer.Argument(metavar="id", help="The staged write's id, as `awb staged list` shows it.")]
 
 
 def _store(config_path: Path | None, as_json: bool, *, read_only: bool = False) -> SQLiteStore | None:

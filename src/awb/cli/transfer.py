@@ -106,7 +106,7 @@ def register(inventory_app: typer.Typer) -> None:
 
     @inventory_app.command("import")
     def import_command(
-        source: Annotated[Path, typer.Argument(help="A file written by `awb inventory export`.")],
+        source: Annotated[Path, typer.Argument(metavar="file", help="A file written by `awb inventory export`.")],
         config_path: ConfigOption = None,
         inventory_url: UrlOption = None,
         inventory: PathOption = None,
