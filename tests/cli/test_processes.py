@@ -119,7 +119,12 @@ def test_stop_says_clearly_when_nothing_runs(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("content", "said"),
-    [("not a pid at all", "garbage in the pid file"), ('{"pid": 999999999, "transport": "http"}', "stale pid file")],
+    [
+        ("not a pid at all", "garbage in the pid file"),
+        # What `echo` leaves: quoted as it reads, not as `('garbage\\n')`, a repr escaped a second time.
+        ("garbage\n", "garbage in the pid file ('garbage');"),
+        ('{"pid": 999999999, "transport": "http"}', "stale pid file"),
+    ],
 )
 def test_stop_reports_and_removes_a_stale_or_garbage_pid_file(tmp_path: Path, content: str, said: str) -> None:
     root = workspace(tmp_path)
