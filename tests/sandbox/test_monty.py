@@ -228,3 +228,16 @@ async def test_a_check_of_code_without_run_says_it_does_not_define_run_as_the_ot
             assert early.value.message == "NameError: name 'run' is not defined"
     finally:
         await runtime.close()
+
+
+async def test_a_traceback_names_no_function_it_does_not_know() -> None:
+    """A `run()` that takes no params failed with `line 1, in None: def run():`, Monty's frame having no
+    function name: the line is shown without the `in None`."""
+    runtime = MontyRuntime(pool_size=1, max_processes=1)
+    try:
+        with anyio.fail_after(30), pytest.raises(ToolRuntimeError) as failed:
+            await runtime.execute("def run():\n    return 1\n", {}, LIMITS, host())
+    finally:
+        await runtime.close()
+    trace = failed.value.details["traceback"]
+    assert trace == ["line 1: def run():", "TypeError: run() takes 0 positional arguments but 1 was given"], trace

@@ -395,6 +395,8 @@ def _tool_traceback(exc: pm.MontyRuntimeError, last_line: str) -> list[str]:
         if frame.function_name == "<module>" and (frame.source_line or "").strip() in ("run(params)", ""):
             continue
         source = cap_text((frame.source_line or "").strip(), MAX_DETAIL_STRING_CHARS)
-        lines.append(f"line {frame.line}, in {frame.function_name}: {source}")
+        # Monty gives some frames no function name (the `def` line of a call whose arguments do not fit).
+        where = f"line {frame.line}" if frame.function_name is None else f"line {frame.line}, in {frame.function_name}"
+        lines.append(f"{where}: {source}")
     lines.append(last_line)
     return lines
