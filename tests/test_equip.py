@@ -352,7 +352,7 @@ async def test_purge_as_json_asked_at_a_terminal_keeps_stdout_json(tmp_path: Pat
     finally:
         os.close(controller)
     assert process.returncode == 0, stderr
-    assert "remove these 1 tools for good?" in stderr
+    assert "remove this tool for good?" in stderr
     assert json.loads(stdout)["count"] == 1
 
 

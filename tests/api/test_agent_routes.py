@@ -415,6 +415,21 @@ def test_a_field_the_request_does_not_take_is_a_400_naming_it_before_any_model_r
     assert fake_model.requests == []
 
 
+def test_a_run_or_improve_body_that_is_not_json_says_so_as_the_blueprint_routes_do(
+    api: Api, fake_model: FakeServer
+) -> None:
+    """FastAPI's words for it were `malformed request: [0]: JSON decode error`, a path no body has, where
+    the blueprint routes say `the body is not JSON: <why>` at `(body)`."""
+    for path in ("/api/agents/run", "/api/instructions/improve", "/api/blueprints/validate-and-compile"):
+        response = api.client.post(path, content=b"{not json", headers={"content-type": "application/json"})
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert error["code"] == "bad_request", error
+        assert error["message"].startswith("the body is not JSON: Expecting property name"), error
+        assert error["details"]["errors"][0]["path"] == "(body)", error
+    assert fake_model.requests == []
+
+
 def test_a_run_that_fails_unexpectedly_is_a_500_and_its_log_still_says_how_it_ended(
     api: Api, fake_model: FakeServer, fake_tavily: FakeServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -56,6 +56,19 @@ def test_arms_keep_their_order_and_each_is_checked_against_its_own_schema() -> N
     assert "each tool type" in _errors(_data(arms=[{"type": "tavily_search"}] * 2))["arms"]["message"]
 
 
+def test_an_mcp_arms_command_given_as_one_string_says_it_is_a_list_of_words() -> None:
+    """`command: "python server.py"` got `Input should be a valid list`, which says nothing of what a
+    list of what; `awb agents run --server` takes one string, so the slip is easy to make."""
+    errors = _errors(_data(arms=[{"type": "mcp", "name": "files", "command": "python server.py"}]))
+    error = errors["arms[0].command"]
+    assert error["type"] == "command_words", error
+    assert error["message"] == (
+        "command is a list of words, as a program's argv: ['python', 'server.py'], not one string"
+    )
+    words = validate_blueprint(_data(arms=[{"type": "mcp", "name": "files", "command": ["python", "server.py"]}]))
+    assert words.arms[0].command == ["python", "server.py"]  # type: ignore[union-attr]
+
+
 def test_absent_parts_get_safe_defaults_and_domains_are_normalized() -> None:
     blueprint = validate_blueprint(_data(spine={"allowed_domains": ["Docs.Python.org.", "docs.python.org"]}))
     assert blueprint.spine.allowed_domains == ["docs.python.org"]

@@ -60,3 +60,18 @@ def test_start_stop_and_init_speak_json_for_scripts(tmp_path: Path) -> None:
             "usage_error",
             "invalid_params",
         )
+
+
+def test_export_and_import_name_a_bad_inventory_url_or_both_inventories_as_a_usage_error(tmp_path: Path) -> None:
+    """`--inventory-url foo` was an `internal_error` quoting pydantic's whole ValidationError (its newlines
+    escaped, a link to pydantic's docs); `--inventory` beside `--inventory-url` dropped the URL unsaid."""
+    (tmp_path / "x.jsonl").write_text("")
+    for command in (("inventory", "export"), ("inventory", "import", "x.jsonl")):
+        bad = run_awb(tmp_path, *command, "--inventory-url", "foo")
+        assert bad.returncode == 2, bad
+        assert bad.stderr.startswith("error (usage_error): --inventory-url: String should match pattern"), bad.stderr
+        assert len(bad.stderr.splitlines()) == 1 and "pydantic" not in bad.stderr
+        both = run_awb(tmp_path, *command, "--inventory", "a.db", "--inventory-url", "postgresql://x@127.0.0.1:1/db")
+        assert both.returncode == 2, both
+        assert both.stderr == "error (usage_error): --inventory and --inventory-url name two inventories; give one\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.jsonl"]

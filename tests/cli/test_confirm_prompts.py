@@ -53,7 +53,7 @@ def test_staged_all_json_asks_on_stderr_and_prints_only_json(tmp_path: Path) -> 
     done = _answered(tmp_path, "y\n", "staged", "discard", "--all", "--json")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("{") and json.loads(done.stdout)["count"] == 1  # stdout is the result alone
-    assert "discard these 1 staged writes?" in done.stderr
+    assert "discard this staged write?" in done.stderr
     assert "tool_x" in done.stderr  # what the person is asked about is listed beside the question
 
 
@@ -69,7 +69,8 @@ def test_purge_json_asks_on_stderr_and_prints_only_json(tmp_path: Path) -> None:
     anyio.run(doom)
     kept = _answered(tmp_path, "n\n", "inventory", "purge", "--deleted", "--json")
     assert kept.returncode == 1 and kept.stdout == "", kept.stdout
-    assert "remove these 1 tools for good?" in kept.stderr and "doomed" in kept.stderr
+    assert "remove this tool for good?" in kept.stderr and "doomed" in kept.stderr
+    assert "1 tool to remove for good" in kept.stderr and "1 tools" not in kept.stderr
     done = _answered(tmp_path, "y\n", "inventory", "purge", "--deleted", "--json")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("{") and json.loads(done.stdout)["count"] == 1

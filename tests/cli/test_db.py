@@ -40,7 +40,8 @@ def test_db_migrate_then_status_report_the_postgres_schema(tmp_path: Path, clean
 
 def test_db_status_on_a_new_sqlite_inventory_lists_its_pending_migrations(tmp_path: Path) -> None:
     config = write_config(tmp_path)
-    before = json.loads(runner.invoke(app, ["db", "status", "--config", str(config), "--json"]).output)
+    # stdout alone: stderr says there is no inventory yet.
+    before = json.loads(runner.invoke(app, ["db", "status", "--config", str(config), "--json"]).stdout)
     assert before["store"] == "sqlite" and before["schema"] == 0 and before["pending"]
     applied = json.loads(runner.invoke(app, ["db", "migrate", "--config", str(config), "--json"]).output)
     assert applied["applied"] == before["pending"]

@@ -78,3 +78,17 @@ def test_listings_where_there_is_no_inventory_are_empty_pages_of_the_usual_shape
     writes = json.loads(run_awb(tmp_path, "staged", "list", "--json").stdout)
     assert writes == {"writes": [], "count": 0, "next_after": None}
     assert _tree(tmp_path) == []
+
+
+def test_db_status_where_there_is_no_inventory_says_so_and_creates_nothing(tmp_path: Path) -> None:
+    """It answered `schema 0` with every migration pending and not a word more, which reads as an old
+    inventory to migrate: `awb db migrate` then made a new one wherever a mistyped `--config` pointed."""
+    said = run_awb(tmp_path, "db", "status")
+    assert said.returncode == 0, said
+    assert said.stderr == (
+        f"no awb.config.json here; no inventory at {tmp_path / '.awb' / 'inventory.db'} yet "
+        "(`awb init` or `awb start` creates it)\n"
+    )
+    as_json = run_awb(tmp_path, "db", "status", "--json")
+    assert json.loads(as_json.stdout)["schema"] == 0 and "no inventory at" in as_json.stderr
+    assert _tree(tmp_path) == []

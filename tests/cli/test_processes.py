@@ -5,10 +5,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -149,7 +151,12 @@ def test_stop_says_clearly_when_nothing_runs(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("content", "said"),
-    [("not a pid at all", "garbage in the pid file"), ('{"pid": 999999999, "transport": "http"}', "stale pid file")],
+    [
+        ("not a pid at all", "garbage in the pid file"),
+        # What `echo` leaves: quoted as it reads, not as `('garbage\\n')`, a repr escaped a second time.
+        ("garbage\n", "garbage in the pid file ('garbage');"),
+        ('{"pid": 999999999, "transport": "http"}', "stale pid file"),
+    ],
 )
 def test_stop_reports_and_removes_a_stale_or_garbage_pid_file(tmp_path: Path, content: str, said: str) -> None:
     root = workspace(tmp_path)
@@ -317,3 +324,31 @@ def test_doctor_names_the_workspaces_running_server_whatever_port_it_took(tmp_pa
             f"127.0.0.1:{configured} free; this workspace's awb runs on port {server.port}: "
             f"http://127.0.0.1:{server.port}/mcp (pid {server.process.pid}, http, port {server.port})"
         )
+
+
+def test_stdio_started_from_a_terminal_says_what_it_waits_for_and_how_to_serve_a_url(tmp_path: Path) -> None:
+    """`awb start` typed at a prompt served stdio in silence (one log line, then nothing): a person who
+    wanted a server to reach had no word that it waits for a client's JSON-RPC on this very terminal."""
+    run_awb(tmp_path, "init")
+    controller, terminal = os.openpty()
+    lines: queue.Queue[str] = queue.Queue()
+    try:
+        with subprocess.Popen(
+            [AWB, "start"], env=clean_env(), cwd=tmp_path, stdin=terminal, stderr=subprocess.PIPE, text=True
+        ) as process:
+            os.close(terminal)
+            stream = process.stderr
+            assert stream is not None
+            threading.Thread(target=lambda: lines.put(stream.readline()), daemon=True).start()
+            try:
+                first = lines.get(timeout=60)  # said before the server serves; bounded all the same
+            finally:
+                process.terminate()
+                process.wait(timeout=30)
+    finally:
+        os.close(controller)
+    assert first.startswith("awb: MCP on stdio for a client that spawns awb"), first
+    assert "awb start --transport http" in first
+    # Spawned by a client (stdin a pipe or /dev/null), it says nothing of the kind.
+    piped = run_awb(tmp_path, "start")
+    assert piped.returncode == 0 and "client that spawns awb" not in piped.stderr, piped.stderr

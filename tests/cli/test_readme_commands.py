@@ -97,6 +97,35 @@ def test_the_command_line_table_has_a_row_for_every_command_listing_every_option
     assert _table_problems((REPO / "README.md").read_text(encoding="utf-8")) == []
 
 
+def _documented_arguments(signature: str) -> list[str]:
+    """A row's positional placeholders in order (`TOOL`, `VERSION`, `FILE-or-ID`, `ID` of `ID...`): its
+    upper-case words that are not an option's value (`--limit N`, `-o FILE`)."""
+    words = [w.strip("[]") for w in signature.replace("\\|", " ").split()]
+    return [
+        word.removesuffix("...")
+        for before, word in itertools.pairwise(["", *words])
+        if re.fullmatch(r"[A-Z][A-Za-z-]*(\.\.\.)?", word) and not before.startswith("-")
+    ]
+
+
+def test_each_commands_arguments_are_named_in_its_usage_and_errors_as_the_table_names_them() -> None:
+    """`awb inventory rollback TOOL VERSION` answered `Missing argument 'to_version'` and showed
+    `{tool} {to_version}`; `awb staged show ID`, `'staged_id'`: a person looks for the README's word."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    mismatched = []
+    for signature in ROW.findall(_command_line_section(readme)):
+        words = signature.split()
+        path = list(itertools.takewhile(lambda word: re.fullmatch("[a-z]+", word), words[1:]))
+        command: Any = typer.main.get_command(app)
+        for name in path:
+            command = command.commands[name]
+        shown = [(p.metavar or p.name).upper() for p in command.params if p.param_type_name == "argument"]
+        documented = [word.upper() for word in _documented_arguments(signature)]
+        if shown != documented:
+            mismatched.append(f"awb {' '.join(path)}: usage says {shown}, the README {documented}")
+    assert mismatched == []
+
+
 def test_the_table_check_notices_a_missing_option_a_missing_row_and_an_option_that_does_not_exist() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     broken = (

@@ -149,3 +149,14 @@ def test_awb_plan_exits_3_with_the_models_words_printed_when_it_declines(
     result = json.loads(done.stdout)
     assert (result["success"], result["termination_reason"]) == (False, "refused")
     assert result["refusal"] == "I won't touch the mail."
+
+
+def test_an_empty_or_blank_task_is_refused_before_any_server_or_model_is_asked(tmp_path: Path) -> None:
+    """`awb plan ""` searched tools for nothing and asked the model to do nothing (a model_error result with
+    no key, a paid request with one); `awb blueprints run` refuses an empty message the same way."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AWB_"))}
+    for task in ("", "  \n\t"):
+        command = [AWB, "plan", task, "--servers", str(servers_file(tmp_path))]
+        line = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+        assert line.returncode == 2 and line.stdout == "", line
+        assert line.stderr == "error (invalid_params): the task is empty: say what to do\n", line.stderr

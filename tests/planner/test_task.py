@@ -17,6 +17,7 @@ from awb.agents.models import ScriptedModel
 from awb.agents.models.base import Prompt
 from awb.agents.models.functions import refused
 from awb.agents.toolbox import ToolSpec
+from awb.errors import InvalidParams
 from awb.planner.budget import Budget
 from awb.planner.task import execute_mcp_task, execute_mcp_task_sync
 
@@ -81,6 +82,15 @@ async def test_the_task_comes_with_a_menu_of_searched_tools_and_a_direct_call_fi
     assert '"channel": "general"' in model.seen[1][0].body
     assert [e["event"] for e in result.logs] == ["mcp.search.run", "mcp.action.called"]
     assert result.budget_usage.steps_taken == 2 and result.budget_usage.tool_calls == 1
+
+
+async def test_a_blank_task_is_invalid_params_before_any_server_is_connected_or_the_model_asked() -> None:
+    model = ScriptedModel([done("nothing")])
+    unreachable = {"gone": StdioServerParameters(command=sys.executable, args=["-c", "raise SystemExit(1)"])}
+    for task in ("", " \n\t "):
+        with anyio.fail_after(10), pytest.raises(InvalidParams, match="the task is empty"):
+            await execute_mcp_task(task, servers=unreachable, model=model)
+    assert model.seen == []
 
 
 async def test_code_mode_runs_one_plan_that_aggregates_a_large_result() -> None:

@@ -209,3 +209,35 @@ async def test_an_error_with_a_huge_message_is_cut_where_the_runtime_reads_it() 
     assert error.message.startswith("ValueError: xxx") and len(error.message) < 5000
     assert error.details["traceback"][-1].startswith("ValueError: xxx")
     assert all(len(line) < 5000 for line in error.details["traceback"])
+
+
+async def test_a_check_of_code_without_run_says_it_does_not_define_run_as_the_other_runtimes_do() -> None:
+    """Monty said `NameError: name 'run' is not defined` (from the line the check adds), where cpython and
+    javascript say the code does not define run(params); a NameError of the tool's own stays one."""
+    runtime = MontyRuntime(pool_size=1, max_processes=1)
+    try:
+        with anyio.fail_after(30):
+            with pytest.raises(ToolRuntimeError) as missing:
+                await runtime.check("x = 1\n", LIMITS)
+            assert missing.value.message == "the tool's code does not define run(params)"
+            with pytest.raises(ToolRuntimeError) as own:
+                await runtime.check("y = nothing_here\n\ndef run(params):\n    return 1\n", LIMITS)
+            assert own.value.message == "NameError: name 'nothing_here' is not defined"
+            with pytest.raises(ToolRuntimeError) as early:  # the tool's own code names run before defining it
+                await runtime.check("run(1)\n\ndef run(params):\n    return 1\n", LIMITS)
+            assert early.value.message == "NameError: name 'run' is not defined"
+    finally:
+        await runtime.close()
+
+
+async def test_a_traceback_names_no_function_it_does_not_know() -> None:
+    """A `run()` that takes no params failed with `line 1, in None: def run():`, Monty's frame having no
+    function name: the line is shown without the `in None`."""
+    runtime = MontyRuntime(pool_size=1, max_processes=1)
+    try:
+        with anyio.fail_after(30), pytest.raises(ToolRuntimeError) as failed:
+            await runtime.execute("def run():\n    return 1\n", {}, LIMITS, host())
+    finally:
+        await runtime.close()
+    trace = failed.value.details["traceback"]
+    assert trace == ["line 1: def run():", "TypeError: run() takes 0 positional arguments but 1 was given"], trace

@@ -62,6 +62,14 @@ def _unwrapped(error: Mapping[str, Any]) -> dict[str, Any]:
 
 async def request_invalid(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
+    undecodable = next((e for e in exc.errors() if e.get("type") == "json_invalid"), None)
+    if undecodable is not None:
+        # FastAPI locates it at ("body", <character>) and calls it "JSON decode error": said as the blueprint
+        # routes say it, with the decoder's reason and where it stopped.
+        reason = f"{(undecodable.get('ctx') or {}).get('error', 'JSON decode error')} (char {undecodable['loc'][-1]})"
+        return error_response(
+            400, "bad_request", f"the body is not JSON: {reason}", errors=[{"path": "(body)", "message": reason}]
+        )
     unwrapped = [_unwrapped(e) for e in exc.errors()]
     errors = describe_errors(unwrapped, within="blueprint")
     summary = "; ".join(f"{e['path']}: {e['message']}" for e in errors[:5])

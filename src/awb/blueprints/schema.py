@@ -130,6 +130,19 @@ class McpArm(_Part):
         None, max_length=MAX_ARM_TOOLS
     )
 
+    @field_validator("command", mode="before")
+    @classmethod
+    def _words(cls, value: object) -> object:
+        if isinstance(value, str):
+            # `--server NAME=COMMAND` takes one string, so this slip is easy; "a valid list" would not say
+            # of what. The words shown are the string's first few, split at spaces.
+            raise PydanticCustomError(
+                "command_words",
+                "command is a list of words, as a program's argv: {words}, not one string",
+                {"words": repr(value[:500].split()[:8])},
+            )
+        return value
+
     @model_validator(mode="after")
     def _one_target(self) -> McpArm:
         if (self.url is None) == (self.command is None):

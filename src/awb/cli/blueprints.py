@@ -95,7 +95,9 @@ async def _run(config: Config, blueprint: Blueprint, message: str, session_id: s
 
 @blueprints_app.command("run")
 def run_command(
-    source: Annotated[str, typer.Argument(help="Blueprint file, or the id of a saved blueprint.")],
+    source: Annotated[
+        str, typer.Argument(metavar="file-or-id", help="Blueprint file, or the id of a saved blueprint.")
+    ],
     message: Annotated[str, typer.Argument(help="The message to the agent.")],
     session_id: Annotated[str | None, typer.Option("--session-id", help="Continue this session.")] = None,
     target: Annotated[

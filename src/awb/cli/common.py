@@ -83,15 +83,16 @@ def inventory_exists(path: Path) -> bool:
         ) from None
 
 
-def inventory_missing(config: Config, config_path: Path | None) -> bool:
-    """True (and says so on stderr) when there is no inventory yet: a check never creates one."""
+def inventory_missing(config: Config, config_path: Path | None, *, then: str = ": nothing to show") -> bool:
+    """True (and says so on stderr, followed by `then`) when there is no inventory yet: a check never
+    creates one."""
     from awb.config import find_config_file
 
     path = absent_inventory(config)
     if path is None:
         return False
     where = "" if find_config_file(config_path) is not None else f"no {CONFIG_FILENAME} here; "
-    note(f"{where}no inventory at {path} yet (`awb init` or `awb start` creates it): nothing to show")
+    note(f"{where}no inventory at {path} yet (`awb init` or `awb start` creates it){then}")
     return True
 
 

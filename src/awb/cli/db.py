@@ -119,9 +119,14 @@ def store_check(config: Config) -> dict[str, Any]:
 @db_app.command("status")
 def status_command(config_path: ConfigOption = None, as_json: JsonOption = False) -> None:
     """Show the store, its server version, schema and pending migrations."""
+    from awb.cli.common import inventory_missing
+
     config = _load(config_path, as_json)
     try:
         status = store_status(config)
+        # Schema 0 with every migration pending reads as an old inventory to migrate, where a mistyped
+        # --config names a folder with none: said on stderr, as the listings say it.
+        inventory_missing(config, config_path, then="")
     except AwbError as error:
         fail(error, as_json)
     if as_json:

@@ -24,7 +24,7 @@ from awb.cli.common import (
     with_store,
     with_workbench,
 )
-from awb.cli.output import confirm, fail, note, print_code, print_json, say, table
+from awb.cli.output import confirm, counted, fail, note, print_code, print_json, say, table, these
 from awb.cli.transfer import register as register_transfer
 from awb.errors import AwbError, ToolNotFound, UsageError
 
@@ -337,7 +337,7 @@ def inventory_delete(tool: ToolArgument, config_path: ConfigOption = None, as_js
 @inventory_app.command("rollback")
 def inventory_rollback(
     tool: ToolArgument,
-    to_version: Annotated[int, typer.Argument(help="The version to make current.")],
+    to_version: Annotated[int, typer.Argument(metavar="version", help="The version to make current.")],
     config_path: ConfigOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -388,7 +388,7 @@ def inventory_purge(
 
     def listing() -> None:
         table(
-            f"{len(doomed)} tools to remove for good",
+            f"{counted(len(doomed), 'tool')} to remove for good",
             [*SUMMARY_COLUMNS, "status"],
             [(*row, t.status) for row, t in zip(_summary_rows(doomed), doomed, strict=True)],
             stderr=as_json,
@@ -401,7 +401,7 @@ def inventory_purge(
             fail(UsageError("refusing to purge without confirmation: no terminal to ask on; pass --yes"), as_json)
         if as_json:
             listing()  # on stderr, with the question: stdout is the JSON result's alone
-        if not confirm(f"remove these {len(doomed)} tools for good?"):
+        if not confirm(f"remove {these(len(doomed), 'tool')} for good?"):
             note("nothing removed")
             raise typer.Exit(1)
     ids = {t.tool_id for t in doomed}
@@ -413,7 +413,7 @@ def inventory_purge(
     if as_json:
         print_json({"purged": [t.model_dump(mode="json") for t in removed], "count": len(removed)})
     else:
-        say(f"removed {len(removed)} tools for good")
+        say(f"removed {counted(len(removed), 'tool')} for good")
 
 
 register_transfer(inventory_app)  # `export` and `import` (awb.cli.transfer), listed after the others

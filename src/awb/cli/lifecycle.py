@@ -30,7 +30,7 @@ STOP_WAIT_SECONDS = 10
 
 
 def init(
-    directory: Annotated[Path, typer.Argument(help="Where to create the workbench.")] = Path("."),
+    directory: Annotated[Path, typer.Argument(metavar="dir", help="Where to create the workbench.")] = Path("."),
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing config.")] = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -165,11 +165,20 @@ def _serve_stdio(config: Config) -> None:
 
     if stdout_held_closed():  # `awb start >&-`: said before a runtime or the inventory is touched
         raise OutputFailed("cannot serve MCP on stdio: standard output is closed")
-
     sdk_modules.serve_first()
-    from awb.server.transports import serve_stdio
+    from awb.server.transports import MCP_PATH, serve_stdio
     from awb.workbench import Workbench
 
+    if sys.stdin.isatty():
+        # Typed at a prompt, stdio waits in silence for a client's JSON-RPC on this very terminal; whoever
+        # wanted a server to reach is told how, before anything starts.
+        from awb.server.address import http_url
+
+        output.note(
+            "awb: MCP on stdio for a client that spawns awb: it reads JSON-RPC from this terminal, one message "
+            f"a line (Ctrl-C stops it). To serve {http_url(config.host, config.port, MCP_PATH)} instead: "
+            "awb start --transport http"
+        )
     anyio.run(serve_stdio, Workbench(config, store=open_store(config)))
 
 

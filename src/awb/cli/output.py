@@ -146,6 +146,16 @@ def drop_stdout() -> None:
         pass
 
 
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """`1 tool`, `3 tools`: a count with its noun, for the lines and questions people read."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
+def these(count: int, noun: str, plural: str | None = None) -> str:
+    """`this tool`, `these 3 tools`: what a question is about."""
+    return f"this {noun}" if count == 1 else f"these {counted(count, noun, plural)}"
+
+
 def say(message: str) -> None:
     """A line for people on stdout, shown literally: messages quote paths, names and text that may
     hold `[` (console markup) or control characters."""

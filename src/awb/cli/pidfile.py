@@ -156,14 +156,17 @@ def inspect_pid_file(path: Path) -> Found | None:
         except OSError as error:  # a directory opens, but does not read
             raise _unreadable(path, error) from None
         record = ServerRecord.parse(text)
+        # Quoted as one line of its words: what prints it escapes control characters and backslashes itself,
+        # so a repr's `\\n` would show doubled.
+        shown = " ".join(text[:40].split())
         if _try_lock(fd):
             fcntl.flock(fd, fcntl.LOCK_UN)
             if record is None:
-                return Found(None, alive=False, problem=f"garbage in the pid file ({text[:40]!r})")
+                return Found(None, alive=False, problem=f"garbage in the pid file ('{shown}')")
             return Found(record, alive=False, problem=f"stale pid file: no awb server holds it (pid {record.pid})")
         if record is None:
             return Found(
-                None, alive=True, problem=f"a server holds the pid file but its record is unreadable ({text[:40]!r})"
+                None, alive=True, problem=f"a server holds the pid file but its record is unreadable ('{shown}')"
             )
         return Found(record, alive=True)
     finally:

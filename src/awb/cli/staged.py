@@ -17,7 +17,19 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from awb.cli.common import ConfigOption, JsonOption, absent_inventory, config_for, inventory_missing, open_store
-from awb.cli.output import confirm, fail, note, print_code, print_json, print_text, report_error, say, table
+from awb.cli.output import (
+    confirm,
+    counted,
+    fail,
+    note,
+    print_code,
+    print_json,
+    print_text,
+    report_error,
+    say,
+    table,
+    these,
+)
 from awb.errors import AwbError, InvalidParams, UsageError
 from awb.safe_text import visible
 from awb.sandbox import staging
@@ -32,7 +44,7 @@ staged_app = typer.Typer(
 )
 
 
-StagedId = Annotated[int, typer.Argument(help="The staged write's id, as `awb staged list` shows it.")]
+StagedId = Annotated[int, typer.Argument(metavar="id", help="The staged write's id, as `awb staged list` shows it.")]
 
 
 def _store(config_path: Path | None, as_json: bool, *, read_only: bool = False) -> SQLiteStore | None:
@@ -226,7 +238,7 @@ def _confirmed_pending(store: SQLiteStore, action: str, yes: bool, as_json: bool
     def listing() -> None:
         names = _tool_names(store, pending)
         table(
-            f"{len(pending)} pending staged writes to {action}",
+            f"{counted(len(pending), 'pending staged write')} to {action}",
             ("id", "tool", "path"),
             [(w.id, plain(names[w.tool_id]), plain(w.path)) for w in pending],
             stderr=as_json,
@@ -244,7 +256,7 @@ def _confirmed_pending(store: SQLiteStore, action: str, yes: bool, as_json: bool
             )
         if as_json:
             listing()  # on stderr, with the question: stdout is the JSON result's alone
-        if not confirm(f"{action} these {len(pending)} staged writes?"):
+        if not confirm(f"{action} {these(len(pending), 'staged write')}?"):
             note(f"nothing {_DONE[action]}")
             raise typer.Exit(1)
     return [write.id for write in pending]
@@ -282,7 +294,7 @@ def _report(
             else:
                 print_text(plain(f"{outcome.status} #{outcome.id}: ") + plain(outcome.path))
         done = len(outcomes) - len(failures)
-        summary = f"{_DONE[action]} {done} of {len(outcomes)} staged writes"
+        summary = f"{_DONE[action]} {done} of {counted(len(outcomes), 'staged write')}"
         (note if failures else say)(summary + (f"; {len(failures)} failed" if failures else ""))
     if failures:
         raise typer.Exit(failures[0].exit_code)

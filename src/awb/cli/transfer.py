@@ -25,15 +25,19 @@ PathOption = Annotated[
 ]
 
 
-def _config(config_path: Path | None, url: str | None, path: Path | None) -> Config:
-    from awb.config import Config, load_config  # pydantic loads only when a command runs
+def _config(config_path: Path | None, url: str | None, path: Path | None, as_json: bool) -> Config:
+    from awb.config import load_config, with_overrides  # pydantic loads only when a command runs
 
-    config = load_config(config_path)
-    if path is not None:
-        return config.model_copy(update={"inventory_path": path.resolve(), "inventory_url": None})
-    if url is not None:
-        return Config.model_validate({**config.model_dump(), "inventory_url": url})
-    return config
+    try:
+        if path is not None and url is not None:
+            raise UsageError("--inventory and --inventory-url name two inventories; give one")
+        config = load_config(config_path)
+        if path is not None:
+            return config.model_copy(update={"inventory_path": path.resolve(), "inventory_url": None})
+        # Validated as every command's options are: a bad URL is a usage error naming --inventory-url.
+        return with_overrides(config, inventory_url=url)
+    except AwbError as error:
+        fail(error, as_json)
 
 
 def register(inventory_app: typer.Typer) -> None:
@@ -66,7 +70,7 @@ def register(inventory_app: typer.Typer) -> None:
 
         if version not in WRITABLE_FORMATS:
             fail(UsageError(f"--format takes 2 or 3, not {version}", option="--format"), as_json)
-        config = _config(config_path, inventory_url, inventory)
+        config = _config(config_path, inventory_url, inventory, as_json)
         try:
             missing = absent_inventory(config)
             if missing is not None:
@@ -106,7 +110,7 @@ def register(inventory_app: typer.Typer) -> None:
 
     @inventory_app.command("import")
     def import_command(
-        source: Annotated[Path, typer.Argument(help="A file written by `awb inventory export`.")],
+        source: Annotated[Path, typer.Argument(metavar="file", help="A file written by `awb inventory export`.")],
         config_path: ConfigOption = None,
         inventory_url: UrlOption = None,
         inventory: PathOption = None,
@@ -118,7 +122,7 @@ def register(inventory_app: typer.Typer) -> None:
         from awb.inventory.open import open_store
         from awb.inventory.transfer import check_lines, file_lines, import_lines
 
-        config = _config(config_path, inventory_url, inventory)
+        config = _config(config_path, inventory_url, inventory, as_json)
 
         lines = file_lines(source)
 

@@ -28,7 +28,7 @@ from awb.agents.pricing import has_price
 from awb.agents.result import RunResult, TerminationReason
 from awb.agents.scope import RunScope
 from awb.agents.toolbox import Toolbox
-from awb.errors import check_unicode
+from awb.errors import InvalidParams, check_unicode
 from awb.planner.budget import Budget, BudgetSnapshot
 from awb.planner.calls import CallMade, calls_report
 from awb.planner.discovery import ToolIndex
@@ -109,6 +109,9 @@ async def execute_mcp_task(
     directory, `awb.search.vector_cache.default_cache_path()`; a path; an open `VectorCache`, which the caller closes; "off").
     """
     check_unicode(task, "task")
+    if not task.strip():
+        # Nothing to search tools for or to ask a model about: refused before a server starts or a paid request.
+        raise InvalidParams("the task is empty: say what to do")
     check_unicode(extra_context, "extra_context")
     budget = budget or Budget()
     task_id = uuid.uuid4().hex[:12]

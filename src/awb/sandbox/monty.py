@@ -153,7 +153,16 @@ class MontyRuntime:
         )
 
     async def check(self, code: str, limits: Limits) -> None:
-        await self._feed(code + _CHECK_LINE, {}, limits, None)
+        try:
+            await self._feed(code + _CHECK_LINE, {}, limits, None)
+        except ToolRuntimeError as exc:
+            # The check's own line found no `run`: said as the cpython and javascript runtimes say it, not
+            # as a NameError from a line the tool's author never wrote. A NameError of the tool's own stays.
+            trace = exc.details.get("traceback") or []
+            check_line = f"line {code.count(chr(10)) + 3}, in <module>: __awb_entry = run"
+            if exc.details.get("exception") == "NameError" and len(trace) >= 2 and trace[-2] == check_line:
+                raise ToolRuntimeError("the tool's code does not define run(params)") from None
+            raise
 
     async def _feed(self, source: str, params: dict[str, Any], limits: Limits, host: HostFunctions | None) -> Outcome:
         await self.start()
@@ -387,6 +396,8 @@ def _tool_traceback(exc: pm.MontyRuntimeError, last_line: str) -> list[str]:
         if frame.function_name == "<module>" and (frame.source_line or "").strip() in ("run(params)", ""):
             continue
         source = cap_text((frame.source_line or "").strip(), MAX_DETAIL_STRING_CHARS)
-        lines.append(f"line {frame.line}, in {frame.function_name}: {source}")
+        # Monty gives some frames no function name (the `def` line of a call whose arguments do not fit).
+        where = f"line {frame.line}" if frame.function_name is None else f"line {frame.line}, in {frame.function_name}"
+        lines.append(f"{where}: {source}")
     lines.append(last_line)
     return lines
