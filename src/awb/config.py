@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, field_validator
 
 from awb import config_env
 from awb.config_sections import (
@@ -107,6 +107,13 @@ class Config(BaseModel):
     #: Where saved blueprints (YAML) live.
     blueprints_dir: Path = Path("blueprints")
     blueprints: BlueprintsConfig = Field(default_factory=BlueprintsConfig)
+    #: The file this config was read from (`load_config`), if any: awb's own, so no staged write may
+    #: replace it, whatever its name (`awb start --config ops/awb-prod.json` in a granted folder).
+    _source_file: Path | None = PrivateAttr(default=None)
+
+    @property
+    def source_file(self) -> Path | None:
+        return self._source_file
 
     @field_validator("mcp_servers", mode="before")
     @classmethod
@@ -241,7 +248,10 @@ def config_from(data: dict[str, Any], file: Path | None, environ: Mapping[str, s
     except ValidationError as exc:
         raise _format_validation_error(exc, source) from exc
     base = file.parent if file is not None else Path.cwd()
-    return config.resolve_paths(base.resolve())
+    resolved = config.resolve_paths(base.resolve())
+    if file is not None:
+        resolved._source_file = (base.resolve() / file.name) if not file.is_absolute() else file
+    return resolved
 
 
 def with_overrides(config: Config, **overrides: Any) -> Config:
@@ -253,7 +263,9 @@ def with_overrides(config: Config, **overrides: Any) -> Config:
         if isinstance(value, Path) and not value.is_absolute():
             updates[key] = value.resolve()
     try:
-        return Config.model_validate({**config.model_dump(), **updates})
+        updated = Config.model_validate({**config.model_dump(), **updates})
+        updated._source_file = config.source_file
+        return updated
     except ValidationError as exc:
         if all(item["loc"] and item["loc"][0] in updates for item in exc.errors()):
             # The options as the person typed them, not the fields they set (`--port`, not `port`).

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from awb.config import Config
+from awb.config import Config, load_config, with_overrides
 from awb.errors import ExecutionError, SandboxViolation
 from awb.inventory.sqlite import SQLiteStore
 from awb.sandbox import staging
@@ -197,3 +197,27 @@ def test_the_host_bridge_refuses_every_hostile_target_for_every_runtime(project:
         with pytest.raises(SandboxViolation):
             host.write_file(target, "x")
     assert staged == []
+
+
+async def test_the_config_file_in_use_is_awbs_own_whatever_its_name(project: Path) -> None:
+    """`awb start --config ops/prod.json` in a granted folder: the tool may not stage a write over the file
+    the server's config came from (the panel's Apply checks the same list), though it is not named
+    awb.config.json; a command-line override keeps it."""
+    (project / "ops").mkdir()
+    config_file = project / "ops" / "prod.json"
+    config_file.write_text(
+        '{"inventory_path": "../.awb/inventory.db", "pid_file": "../.awb/awb.pid",'
+        f' "sandbox": {{"grants": {{"writer": ["{project}"]}}}}}}'
+    )
+    config = with_overrides(load_config(config_file, environ={}), port=0)
+    assert config.source_file == config_file
+    with pytest.raises(SandboxViolation):
+        staging.protected_paths(config).refuse(str(config_file))
+    async with Workbench(config) as workbench:
+        await workbench.craft({"name": "writer", "description": "stages writes", "code": WRITER, "runtime": "cpython"})
+        for target in ("ops/prod.json", str(config_file), "ops/../ops/PROD.json"):
+            with pytest.raises(ExecutionError) as refused:
+                await workbench.call("writer", {"to": target})
+            assert refused.value.code == "sandbox_violation", (target, refused.value.to_dict())
+        receipt = (await workbench.call("writer", {"to": "ops/other.json"})).result
+        assert receipt["path"] == str(project / "ops" / "other.json")

@@ -77,8 +77,10 @@ class ProtectedPaths:
 
 
 def protected_paths(config: Config, *extra: Path) -> ProtectedPaths:
-    """What `config` says the workbench owns (plus `extra` files, e.g. the config file in use)."""
+    """What `config` says the workbench owns: the file it was read from too, and `extra` files."""
     files: set[Path] = {config.pid_file, *extra}
+    if config.source_file is not None:
+        files.add(config.source_file)
     files.update(Path(f"{config.inventory_path}{suffix}") for suffix in _DB_SIDECARS)
     dirs: set[Path] = set()
     if config.log_file is not None:
