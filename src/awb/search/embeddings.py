@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from awb.search import numpy_once
 from awb.search.model_cache import cached_model
 from awb.search.numpy_once import ensure_numpy
 
@@ -287,11 +288,26 @@ def _single_threaded_blas() -> None:
     OpenBLAS's own thread pool would spin against ONNX Runtime's on a small machine and cost more
     than it saves (measured: query p95 12.7 ms with the BLAS pool, 8.9 ms without).
     """
+    if numpy_once.openblas_threads_at_import == "1" and _blas_is_openblas():
+        # OpenBLAS started with one thread (`awb` sets the variable before numpy loads): threadpoolctl
+        # would find nothing to change, at ~5-9 ms for its import and its scan of the loaded libraries.
+        return
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:  # an older install of the extra: correct, only slower
         return
     threadpool_limits(limits=1, user_api="blas")
+
+
+def _blas_is_openblas() -> bool:
+    ensure_numpy()
+    import numpy
+
+    try:
+        name = numpy.__config__.CONFIG["Build Dependencies"]["blas"]["name"]
+    except (AttributeError, KeyError, TypeError):
+        return False
+    return "openblas" in str(name).lower()
 
 
 _shared: LocalEmbedder | None = None
