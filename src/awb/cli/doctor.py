@@ -66,6 +66,14 @@ async def _sandbox_checks(runtimes: dict[str, Runtime], limits: Limits, quick: b
     return list(rows) + [{"warning": False, **check} for check in protection_checks(runtimes)]
 
 
+async def _probed_and_closed(runtimes: dict[str, Runtime], limits: Limits, quick: bool) -> list[dict[str, Any]]:
+    try:
+        return await _sandbox_checks(runtimes, limits, quick)
+    finally:
+        for runtime in runtimes.values():
+            await runtime.close()
+
+
 async def _probe(
     runtimes: dict[str, Runtime], limits: Limits, name: str, entry: dict[str, Any], quick: bool
 ) -> dict[str, Any]:
@@ -174,18 +182,14 @@ async def _doctor_checks(config: Config, config_path: Path | None, quick: bool =
     probing = config.model_copy(update={"sandbox": config.sandbox.model_copy(update={"pool_size": 1})})
     from awb.sandbox.registry import build_runtimes, limits_for
 
-    runtimes = build_runtimes(probing)
+    # A probe mostly waits for its worker processes to start, and closing its runtime for them to end:
+    # the store's checks run meanwhile, in a thread (the store's connection lives there), rather than
+    # before or after them.
+    sandbox = asyncio.ensure_future(_probed_and_closed(build_runtimes(probing), limits_for(probing), quick))
     try:
-        # A probe mostly waits for its worker processes to start: the store's checks run meanwhile, in a
-        # thread (the store's connection lives there), rather than before or after them.
-        sandbox = asyncio.ensure_future(_sandbox_checks(runtimes, limits_for(probing), quick))
-        try:
-            store = await asyncio.to_thread(_store_checks, config, probing)
-        finally:
-            sandbox_rows = await sandbox
+        store = await asyncio.to_thread(_store_checks, config, probing)
     finally:
-        for runtime in runtimes.values():
-            await runtime.close()
+        sandbox_rows = await sandbox
     checks.extend(store.before)
     if store.opened:  # without a store to check, neither are the sandboxes reported nor what follows
         checks.extend(sandbox_rows)
