@@ -185,7 +185,9 @@ async def _doctor_checks(config: Config, config_path: Path | None, quick: bool =
     # A probe mostly waits for its worker processes to start, and closing its runtime for them to end:
     # the store's checks run meanwhile, in a thread (the store's connection lives there), rather than
     # before or after them.
-    sandbox = asyncio.ensure_future(_probed_and_closed(build_runtimes(probing), limits_for(probing), quick))
+    # A probe imports nothing: the cpython zygote skips importing the modules tools commonly need.
+    runtimes = build_runtimes(probing, preload=False)
+    sandbox = asyncio.ensure_future(_probed_and_closed(runtimes, limits_for(probing), quick))
     try:
         store = await asyncio.to_thread(_store_checks, config, probing)
     finally:
