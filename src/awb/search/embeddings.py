@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from awb.search import numpy_once
-from awb.search.model_cache import cached_model
 from awb.search.numpy_once import ensure_numpy
 
 if TYPE_CHECKING:
@@ -154,6 +153,9 @@ class LocalEmbedder:
             return self._build
         if not self._few_queries:
             return FOLDED
+        # Not at the top: the model cache finds its folder through vector_cache, which imports this module.
+        from awb.search.model_cache import cached_model
+
         cache = cached_model(local_model_files()[0], runtime_version=_version("onnxruntime"), model_id=self.model_id)
         return UNPACKED if cache is not None and cache.present() else UNFOLDED
 
@@ -200,6 +202,9 @@ class LocalEmbedder:
         """An ONNX Runtime session on the model, and which of `BUILDS` it is: from the model cache when
         it holds this model; else a process embedding a few queries skips folding, and any other folds
         and fills the cache."""
+        # Not at the top: the model cache finds its folder through vector_cache, which imports this module.
+        from awb.search.model_cache import cached_model
+
         cache = cached_model(model, runtime_version=ort.__version__, model_id=self.model_id)
         if cache is not None:
             options = self._options(ort)
