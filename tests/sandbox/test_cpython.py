@@ -294,3 +294,24 @@ async def test_a_burst_between_two_watchdog_polls_still_counts(
         "def run(params):\n    return len(bytearray(5 * 1024 * 1024))\n", {}, limits, host_factory()
     )
     assert within.value == 5 * 1024 * 1024
+
+
+PRELOADED = "import sys\ndef run(params):\n    return sorted(m for m in ('decimal', 'difflib', 'statistics') if m in sys.modules)\n"
+
+
+async def test_the_zygote_imports_common_modules_for_its_workers_unless_started_for_one_probe(
+    cpython: CPythonRuntime, host_factory: Any
+) -> None:
+    """`awb doctor` runs one probe in a zygote of its own: importing the modules tools commonly need is
+    ~15 ms of that zygote's start, on the path of every doctor run, for a worker that imports nothing."""
+    with anyio.fail_after(30):
+        assert (await cpython.execute(PRELOADED, {}, LIMITS, host_factory())).value == [
+            "decimal",
+            "difflib",
+            "statistics",
+        ]
+        probing = CPythonRuntime(pool_size=1, preload=False)
+        try:
+            assert (await probing.execute(PRELOADED, {}, LIMITS, host_factory())).value == []
+        finally:
+            await probing.close()

@@ -265,3 +265,22 @@ async def test_a_start_cancelled_while_its_workers_start_leaves_no_worker(monkey
             if process.returncode is None:
                 process.kill()
                 await process.wait()
+
+
+def test_a_worker_loads_the_engine_without_the_packages_thread_pool() -> None:
+    """The `quickjs` package's __init__ defines a thread-pool `Function` (importing concurrent.futures and
+    logging, ~10 ms of every worker's start) that the worker never uses: it imports the engine itself."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("quickjs")
+    script = (
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('javascript_worker', {javascript_worker.__file__!r})\n"
+        "module = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(module)\n"
+        "print(module.quickjs.Context is not None, sorted(m for m in ('concurrent.futures', 'logging') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "[]"]

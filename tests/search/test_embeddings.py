@@ -79,3 +79,36 @@ def test_many_texts_run_in_small_batches_of_like_length_with_the_vectors_of_one_
     # Sorted by length, each run is as wide as its own longest text: the short ones pad far less.
     widths = [width for _, width in runs]
     assert widths == sorted(widths) and widths[0] < widths[-1] / 2
+
+
+BLAS_THREADS = """
+import sys
+from awb.search.embeddings import LocalEmbedder
+LocalEmbedder(threads=1, few_queries=True).wait_loaded()
+from threadpoolctl import threadpool_info
+print(sorted({pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"}))
+"""
+
+
+@pytest.mark.parametrize("variable", ["1", None], ids=["set to 1", "unset"])
+def test_numpy_runs_one_blas_thread_and_threadpoolctl_loads_only_where_it_has_something_to_limit(
+    variable: str | None,
+) -> None:
+    """`awb` sets OPENBLAS_NUM_THREADS=1 before numpy loads: OpenBLAS then starts one thread, and
+    threadpoolctl (~5-9 ms of a search's start-up) has nothing to change."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("threadpoolctl")
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if variable is not None:
+        env["OPENBLAS_NUM_THREADS"] = variable
+    # Whether the loader imported threadpoolctl, asked before this script imports it to look.
+    probe = BLAS_THREADS.replace("from threadpoolctl", "print('threadpoolctl' in sys.modules)\nfrom threadpoolctl", 1)
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    loaded, threads = done.stdout.split()
+    assert threads == "[1]"
+    assert loaded == ("False" if variable == "1" else "True")

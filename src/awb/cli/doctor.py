@@ -9,6 +9,7 @@ does altogether.
 from __future__ import annotations
 
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -63,6 +64,14 @@ async def _sandbox_checks(runtimes: dict[str, Runtime], limits: Limits, quick: b
         detail = "not checked: --quick started no worker (plain `awb doctor` runs a probe in each runtime)"
         return [*rows, _check("sandbox protections", True, detail, warn=True)]
     return list(rows) + [{"warning": False, **check} for check in protection_checks(runtimes)]
+
+
+async def _probed_and_closed(runtimes: dict[str, Runtime], limits: Limits, quick: bool) -> list[dict[str, Any]]:
+    try:
+        return await _sandbox_checks(runtimes, limits, quick)
+    finally:
+        for runtime in runtimes.values():
+            await runtime.close()
 
 
 async def _probe(
@@ -152,7 +161,7 @@ def _inventory_check(config: Config) -> tuple[dict[str, Any], Any]:
 
 
 async def _doctor_checks(config: Config, config_path: Path | None, quick: bool = False) -> list[dict[str, Any]]:
-    import sqlite3
+    import asyncio
 
     from awb.config import find_config_file, unknown_env_names
 
@@ -168,36 +177,58 @@ async def _doctor_checks(config: Config, config_path: Path | None, quick: bool =
     if unknown:
         detail = f"ignored, not configuration: {', '.join(unknown)}"
         checks.append(_check("environment", True, detail, warn=True))
-    from awb.cli.db import store_check
-
-    # The inventory is opened first: opening it is what enables pgvector, which the store line then says.
-    inventory, store = _inventory_check(config)
-    checks.append({"warning": False, **store_check(config)})
-    checks.append(inventory)
-    try:
-        sqlite3.connect(":memory:").execute("CREATE VIRTUAL TABLE probe USING fts5(x)")
-        checks.append(_check("fts5", True, f"SQLite {sqlite3.sqlite_version} with FTS5"))
-    except sqlite3.OperationalError as error:
-        checks.append(_check("fts5", False, str(error)))
-    from awb.cli.cache import vector_cache_check
-
-    checks.append(vector_cache_check(config))  # read-only, and neither numpy nor the model
-    if store is None:
-        return checks
     # The runtimes and the search engine a workbench would have, not started: no embedding model (no
     # check needs it) and no warm pools; a probe starts its runtime, with one worker each.
     probing = config.model_copy(update={"sandbox": config.sandbox.model_copy(update={"pool_size": 1})})
     from awb.sandbox.registry import build_runtimes, limits_for
+
+    # A probe mostly waits for its worker processes to start, and closing its runtime for them to end:
+    # the store's checks run meanwhile, in a thread (the store's connection lives there), rather than
+    # before or after them.
+    # A probe imports nothing: the cpython zygote skips importing the modules tools commonly need.
+    runtimes = build_runtimes(probing, preload=False)
+    sandbox = asyncio.ensure_future(_probed_and_closed(runtimes, limits_for(probing), quick))
+    try:
+        store = await asyncio.to_thread(_store_checks, config, probing)
+    finally:
+        sandbox_rows = await sandbox
+    checks.extend(store.before)
+    if store.opened:  # without a store to check, neither are the sandboxes reported nor what follows
+        checks.extend(sandbox_rows)
+        checks.extend(store.after)
+    return checks
+
+
+@dataclass
+class _StoreChecks:
+    before: list[dict[str, Any]]
+    after: list[dict[str, Any]]
+    opened: bool
+
+
+def _store_checks(config: Config, probing: Config) -> _StoreChecks:
+    """The store, inventory and FTS5 rows (before the sandboxes'), and the listing, search and port rows."""
+    import sqlite3
+
+    from awb.cli.db import store_check
+
+    # The inventory is opened first: opening it is what enables pgvector, which the store line then says.
+    inventory, store = _inventory_check(config)
+    before = [{"warning": False, **store_check(config)}, inventory]
+    try:
+        sqlite3.connect(":memory:").execute("CREATE VIRTUAL TABLE probe USING fts5(x)")
+        before.append(_check("fts5", True, f"SQLite {sqlite3.sqlite_version} with FTS5"))
+    except sqlite3.OperationalError as error:
+        before.append(_check("fts5", False, str(error)))
+    from awb.cli.cache import vector_cache_check
+
+    before.append(vector_cache_check(config))  # read-only, and neither numpy nor the model
+    if store is None:
+        return _StoreChecks(before, [], opened=False)
     from awb.search.hybrid import search_engine
 
     try:
-        runtimes = build_runtimes(probing)
-        try:
-            checks.extend(await _sandbox_checks(runtimes, limits_for(probing), quick))
-        finally:
-            for runtime in runtimes.values():
-                await runtime.close()
-        checks.extend(_listing_checks(store, probing))
+        after = _listing_checks(store, probing)
         status = search_engine(store, probing.search).status().to_dict()
     finally:
         store.close()
@@ -206,9 +237,9 @@ async def _doctor_checks(config: Config, config_path: Path | None, quick: bool =
         detail += f"; vectors: {status['vector_path']}"
     if status.get("needs_reindex"):
         detail += " (vectors from another model or missing: a serving awb makes them in the background, `awb reindex` at once)"
-    checks.append(_check("search", True, detail))
-    checks.append(_port_check(config))
-    return checks
+    after.append(_check("search", True, detail))
+    after.append(_port_check(config))
+    return _StoreChecks(before, after, opened=True)
 
 
 def _port_check(config: Config) -> dict[str, Any]:

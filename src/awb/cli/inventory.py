@@ -168,14 +168,7 @@ def inventory_search(
 def _served_search(config: Config, query: str, limit: int) -> SearchResult | None:
     """The search of this workspace's running HTTP server (`GET /api/tools/search`), or None when no
     server of this workspace and inventory answers it (then the caller searches the store itself)."""
-    import json
-    import urllib.error
-    import urllib.parse
-    import urllib.request
-
-    from awb.browse import SearchResult
     from awb.cli.pidfile import inspect_pid_file
-    from awb.server.address import http_url
 
     try:
         found = inspect_pid_file(config.pid_file)
@@ -184,6 +177,15 @@ def _served_search(config: Config, query: str, limit: int) -> SearchResult | Non
     server = found.record if found is not None and found.alive else None
     if server is None or server.transport != "http" or server.inventory != str(config.inventory_path):
         return None
+    # Only with a server to ask: urllib's request module (with http.client and ssl) costs ~0.01 s.
+    import json
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    from awb.browse import SearchResult
+    from awb.server.address import http_url
+
     host = "127.0.0.1" if server.host in ("", "0.0.0.0") else "::1" if server.host == "::" else server.host
     url = http_url(host, server.port, "/api/tools/search?") + urllib.parse.urlencode({"q": query, "limit": limit})
     headers = {"Authorization": f"Bearer {config.auth_token.get_secret_value()}"} if config.auth_token else {}

@@ -21,7 +21,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpy
 
 import lockdown  # type: ignore[import-not-found,unused-ignore]
 import namespaces  # type: ignore[import-not-found,unused-ignore]
-import quickjs
+
+try:
+    # The engine itself: the package's __init__ adds a thread-pool `Function` this worker does not use,
+    # importing concurrent.futures and logging for it (~10 ms of every worker's start).
+    import _quickjs as quickjs  # type: ignore[import-not-found,unused-ignore]
+except ImportError:  # a quickjs release that moved it
+    import quickjs
 from worker import HEADER, MAX_JOB_BYTES, MAX_REPLY_BYTES  # type: ignore[import-not-found,unused-ignore]
 
 #: Address space over the worker's own: a backstop under QuickJS's exact per-context memory limit.

@@ -27,8 +27,9 @@ def limits_for(config: Config) -> Limits:
     )
 
 
-def build_runtimes(config: Config) -> dict[str, Runtime]:
+def build_runtimes(config: Config, *, preload: bool = True) -> dict[str, Runtime]:
     """Monty always; cpython on Linux; javascript and wasm when their packages are installed.
+    `preload`: the cpython zygote imports the modules tools commonly need (False for one probe).
 
     A runtime whose machine lacks protections is still listed: it raises `Unavailable` with the
     reason when used (and `describe_protections` says why)."""
@@ -48,6 +49,7 @@ def build_runtimes(config: Config) -> dict[str, Runtime]:
             grants=grants,
             allow_degraded=sandbox.allow_degraded_cpython,
             identity=identity,
+            preload=preload,
         )
     except (ImportError, OSError) as exc:  # not Linux, or no ctypes/libc
         log.info("cpython runtime unavailable: %s", exc)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from awb.search import numpy_once
 from awb.search.numpy_once import ensure_numpy
 
 if TYPE_CHECKING:
@@ -35,6 +36,13 @@ ORT_THREADS = 2
 #: Texts per run of the model. One run over a whole catalogue held every text's activations at once:
 #: 1,500 texts (the planner indexing 500 tools) took 7 GB and 100 s.
 EMBED_BATCH = 16
+#: How a session computes, in the model's identity (each rounds floats its own way). FOLDED: constants
+#: folded, the weights repacked for the matrix products at load (a server: ~0.04 s more to load from
+#: the model cache, every run ~2x faster). UNFOLDED: the int8 weights dequantised in every run (a
+#: process embedding a few queries, without the cache). UNPACKED: folded, from the model cache, the
+#: weights used where they are mapped (a process embedding a few queries: loads in ~0.01 s).
+FOLDED, UNFOLDED, UNPACKED = "folded", "unfolded", "folded unpacked"
+BUILDS = (FOLDED, UNFOLDED, UNPACKED)
 #: Texts tokenized at once (their word pieces, sorted by length into runs of `EMBED_BATCH`).
 TOKENIZE_BATCH = 1024
 
@@ -109,6 +117,8 @@ class LocalEmbedder:
         self._session: Any = None
         self._tokenizer: Any = None
         self._needs_token_types = False
+        #: Which of `BUILDS` the loaded session is (None until loaded).
+        self._build: str | None = None
         self._error: BaseException | None = None
         #: Seconds the last load took (None until loaded).
         self.load_seconds: float | None = None
@@ -133,10 +143,21 @@ class LocalEmbedder:
     @property
     def identity(self) -> str:
         """What a stored vector must have been computed with to be the one this embedder computes: the
-        model and tokenizer files (their hash), the runtime's version, the word-piece limit, and whether
-        constants are folded (folding changes vectors by float rounding)."""
-        folded = "unfolded" if self._few_queries else "folded"
-        return f"{self.model_id}/{_files_hash()}/onnxruntime {_version('onnxruntime')}/{MAX_TOKENS}/{folded}"
+        model and tokenizer files (their hash), the runtime's version, the word-piece limit, and which of
+        `BUILDS` the session is (folding and repacking change vectors by float rounding)."""
+        return f"{self.model_id}/{_files_hash()}/onnxruntime {_version('onnxruntime')}/{MAX_TOKENS}/{self._how()}"
+
+    def _how(self) -> str:
+        """Which of `BUILDS` the session is, or will be when it is not loaded yet."""
+        if self._build is not None:
+            return self._build
+        if not self._few_queries:
+            return FOLDED
+        # Not at the top: the model cache finds its folder through vector_cache, which imports this module.
+        from awb.search.model_cache import cached_model
+
+        cache = cached_model(local_model_files()[0], runtime_version=_version("onnxruntime"), model_id=self.model_id)
+        return UNPACKED if cache is not None and cache.present() else UNFOLDED
 
     @property
     def ready(self) -> bool:
@@ -154,25 +175,8 @@ class LocalEmbedder:
             tokenizer.enable_truncation(max_length=MAX_TOKENS)
             # The shipped tokenizer pads every text to 128 pieces; pad a batch to its longest text only.
             tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-            options = ort.SessionOptions()
-            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            options.intra_op_num_threads = self._threads
-            options.inter_op_num_threads = 1
-            options.log_severity_level = 3
-            # Threads spin between the operators of one run (a query embeds ~1.5x faster than with
-            # spinning off) and stop when the run returns, so they never starve the vector search
-            # that follows it.
-            options.add_session_config_entry("session.intra_op.allow_spinning", "1")
-            options.add_session_config_entry("session.force_spinning_stop", "1")
             _single_threaded_blas()
-            # Folding the int8 model's constants (dequantising its weights once) is most of building the
-            # session (~0.2 s of ~0.27) and makes every later run ~4x faster: worth it for a server, not
-            # for a process that embeds one query and exits (the CLI's search), whose vectors it does
-            # not change beyond float rounding.
-            disabled = ["ConstantFolding"] if self._few_queries else None
-            session = ort.InferenceSession(
-                str(model), sess_options=options, providers=["CPUExecutionProvider"], disabled_optimizers=disabled
-            )
+            session, self._build = self._session_for(ort, model)
             self._needs_token_types = any(i.name == "token_type_ids" for i in session.get_inputs())
             self._tokenizer, self._session = tokenizer, session
             self.load_seconds = time.perf_counter() - started
@@ -180,6 +184,52 @@ class LocalEmbedder:
             self._error = exc
         finally:
             self._loaded.set()
+
+    def _options(self, ort: Any) -> Any:
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.intra_op_num_threads = self._threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        # Threads spin between the operators of one run (a query embeds ~1.5x faster than with
+        # spinning off) and stop when the run returns, so they never starve the vector search
+        # that follows it.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1")
+        options.add_session_config_entry("session.force_spinning_stop", "1")
+        return options
+
+    def _session_for(self, ort: Any, model: Path) -> tuple[Any, str]:
+        """An ONNX Runtime session on the model, and which of `BUILDS` it is: from the model cache when
+        it holds this model; else a process embedding a few queries skips folding, and any other folds
+        and fills the cache."""
+        # Not at the top: the model cache finds its folder through vector_cache, which imports this module.
+        from awb.search.model_cache import cached_model
+
+        cache = cached_model(model, runtime_version=ort.__version__, model_id=self.model_id)
+        if cache is not None:
+            options = self._options(ort)
+            if self._few_queries:
+                # Repacking the weights for the matrix products costs more than it saves in one run.
+                options.add_session_config_entry("session.disable_prepacking", "1")
+            session = cache.load(ort, options)
+            if session is not None:
+                return session, UNPACKED if self._few_queries else FOLDED
+        if self._few_queries:
+            # Folding the int8 model's constants (dequantising its weights once) is most of building the
+            # session (~0.2 s of ~0.27) and makes every later run ~4x faster: worth it for a server, not
+            # for a process that embeds one query and exits (the CLI's search), whose vectors it does
+            # not change beyond float rounding.
+            session = ort.InferenceSession(
+                str(model),
+                sess_options=self._options(ort),
+                providers=["CPUExecutionProvider"],
+                disabled_optimizers=["ConstantFolding"],
+            )
+            return session, UNFOLDED
+        if cache is not None:
+            return cache.build_and_save(ort, self._options(ort)), FOLDED
+        session = ort.InferenceSession(str(model), sess_options=self._options(ort), providers=["CPUExecutionProvider"])
+        return session, FOLDED
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         ensure_numpy()
@@ -243,11 +293,26 @@ def _single_threaded_blas() -> None:
     OpenBLAS's own thread pool would spin against ONNX Runtime's on a small machine and cost more
     than it saves (measured: query p95 12.7 ms with the BLAS pool, 8.9 ms without).
     """
+    if numpy_once.openblas_threads_at_import == "1" and _blas_is_openblas():
+        # OpenBLAS started with one thread (`awb` sets the variable before numpy loads): threadpoolctl
+        # would find nothing to change, at ~5-9 ms for its import and its scan of the loaded libraries.
+        return
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:  # an older install of the extra: correct, only slower
         return
     threadpool_limits(limits=1, user_api="blas")
+
+
+def _blas_is_openblas() -> bool:
+    ensure_numpy()
+    import numpy
+
+    try:
+        name = numpy.__config__.CONFIG["Build Dependencies"]["blas"]["name"]
+    except (AttributeError, KeyError, TypeError):
+        return False
+    return "openblas" in str(name).lower()
 
 
 _shared: LocalEmbedder | None = None

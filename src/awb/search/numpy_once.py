@@ -11,19 +11,26 @@ before ONNX Runtime: the first import runs once, under a lock, and the others fi
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 
 _lock = threading.Lock()
 _imported = False
+#: `OPENBLAS_NUM_THREADS` as it was when `ensure_numpy` loaded numpy (what OpenBLAS read as it started);
+#: None when numpy was loaded before, by something else.
+openblas_threads_at_import: str | None = None
 
 
 def ensure_numpy() -> None:
     """Import numpy if no thread has yet (waiting for the one importing it); afterwards costs a flag test."""
-    global _imported
+    global _imported, openblas_threads_at_import
     if _imported:
         return
     with _lock:
         if not _imported:
+            if "numpy" not in sys.modules:
+                openblas_threads_at_import = os.environ.get("OPENBLAS_NUM_THREADS")
             import numpy  # noqa: F401  (imported for its side effect: the module is complete in sys.modules)
 
             _imported = True

@@ -179,9 +179,12 @@ class Zygote:
         self.process.wait(timeout=2)
 
 
-async def start_zygote(python: str, grants: list[str], network_namespace: bool, worker_ids: tuple[int, int]) -> Zygote:
+async def start_zygote(
+    python: str, grants: list[str], network_namespace: bool, worker_ids: tuple[int, int], *, preload: bool = True
+) -> Zygote:
     """Start the zygote process and wait for its "ready" message (the protections it found);
-    `worker_ids` are the uid and gid its workers leave root for."""
+    `worker_ids` are the uid and gid its workers leave root for; `preload`: it imports the modules tools
+    commonly need, once for all its workers."""
     loop = asyncio.get_running_loop()
     server_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
@@ -203,7 +206,13 @@ async def start_zygote(python: str, grants: list[str], network_namespace: bool, 
     server_end.setblocking(False)
     zygote = Zygote(process=process, control=server_end, loop=loop, ready=loop.create_future())
     loop.add_reader(server_end.fileno(), zygote.on_readable)
-    config = {"op": "config", "grants": grants, "network_namespace": network_namespace, "worker_ids": list(worker_ids)}
+    config = {
+        "op": "config",
+        "grants": grants,
+        "network_namespace": network_namespace,
+        "worker_ids": list(worker_ids),
+        "preload": preload,
+    }
     server_end.send(json.dumps(config).encode())
     try:
         assert zygote.ready is not None

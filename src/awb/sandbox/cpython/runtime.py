@@ -79,8 +79,11 @@ class CPythonRuntime:
         python: str | None = None,
         network_namespace: bool = True,
         identity: WorkerIdentity | None = None,
+        preload: bool = True,
     ) -> None:
         self._pool_size = pool_size
+        #: Whether the zygote imports the modules tools commonly need (not worth it for one probe).
+        self._preload = preload
         #: Shared with the server's other runtimes; held from the first start to `close`.
         self.identity = identity or WorkerIdentity()
         self._worker_ids: tuple[int, int] | None = None
@@ -121,7 +124,9 @@ class CPythonRuntime:
                 self._worker_ids, self._refusal = await self.identity.claim_for("cpython")
                 if self._worker_ids is None:
                     return
-            self._zygote = await start_zygote(self._python, self._grants, self._network_namespace, self._worker_ids)
+            self._zygote = await start_zygote(
+                self._python, self._grants, self._network_namespace, self._worker_ids, preload=self._preload
+            )
             missing = [layer for layer in REQUIRED_LAYERS if not self._zygote.available.get(layer)]
             self._refusal = None
             if missing and not self._allow_degraded:

@@ -7,8 +7,9 @@ runs tool code in a process of its own (see `worker`).
 Standard library only; run by path. Control channel: a SOCK_SEQPACKET socket whose number is argv[1],
 one JSON object per message.
 
-server -> zygote  {"op": "config", "grants": [dirs], "network_namespace": bool, "worker_ids": [uid, gid]}
-                  (first message; `worker_ids` is what workers of a root zygote leave root for)
+server -> zygote  {"op": "config", "grants": [dirs], "network_namespace": bool, "worker_ids": [uid, gid],
+                  "preload": bool}  (first message; `worker_ids` is what workers of a root zygote leave
+                  root for; `preload`: import `PRELOAD` for the workers, true unless said otherwise)
 zygote -> server  {"op": "ready", "pid", "available": {layer: bool}, "landlock_abi", "mountpoint"}
 server -> zygote  {"op": "spawn", "id": n}
 zygote -> server  {"op": "spawned", "id": n, "pid", "scratch", "cgroup", "limit_file"} + fds [worker socket, pidfd]
@@ -133,7 +134,8 @@ class Zygote:
         with contextlib.suppress(OSError, AttributeError):
             # One malloc arena: per-thread arenas reserve 64 MB of address space each.
             ctypes.CDLL(None).mallopt(_M_ARENA_MAX, 1)
-        for name in PRELOAD:
+        # Skipped for a zygote started to run one probe (`awb doctor`): its one worker imports nothing.
+        for name in PRELOAD if config.get("preload", True) else ():
             with contextlib.suppress(ImportError):
                 __import__(name)
         tool_process.warm_up()
