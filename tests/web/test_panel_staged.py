@@ -51,6 +51,7 @@ async def test_the_list_stays_small_with_a_full_page_of_the_largest_writes_pendi
     assert len(shown) == STAGED_PAGE and all(int(n.replace(",", "")) <= PREVIEW_BYTES for n in shown)
     assert html.count("open the write to see all of it") == STAGED_PAGE
     assert f"{size:,} bytes" in html and "note_writer" in html
+    assert html.count("not compared here with the current file") == STAGED_PAGE // 2
 
 
 async def test_the_page_of_one_write_shows_all_of_it_and_the_list_a_marked_preview(

@@ -329,5 +329,5 @@ def _staged_preview(write: staging.StagedPreview, tool_name: str) -> StagedView:
         return StagedView(
             write, tool_name, False, _staged_diff("", head, "/dev/null", write.path, PREVIEW_DIFF_STEPS), cut=cut
         )
-    compared = f"not compared here with the current file ({current:,} bytes)"
+    compared = f"not compared here with the current file ({current:,} bytes): the write's own page shows the diff"
     return StagedView(write, tool_name, True, None, compared, content=highlighted(head, ""), cut=cut)
