@@ -263,6 +263,26 @@ def test_staged_writes_are_read_a_page_at_a_time_forwards_and_backwards(store: S
     assert page() == ids
 
 
+def test_a_page_of_staged_write_previews_reads_each_contents_first_bytes_and_whole_size(store: Store) -> None:
+    """A listing's previews never load whole contents (25 writes of 4 MB each: ~100 MB a page). The head is
+    cut in bytes, not by the database's text functions: SQLite's stop at a NUL character, and a content
+    that hid its rest behind one would preview as short and whole."""
+    from awb.sandbox import staging
+
+    store.add_tool(make_tool("writer"))
+    nul = "" if type(store).__name__.startswith("Postgres") else "\x00"  # PostgreSQL's text holds no NUL
+    content = "é" * 10 + nul + "hidden after a NUL" + "x" * 5000
+    staged_id = store.stage_write("tool_writer", "/tmp/out.txt", content, NOW, call_id="call_00000000000000aa")
+    [cut] = staging.list_previews(store, "pending", limit=5, preview_bytes=19)  # type: ignore[arg-type]
+    assert cut.head == "é" * 9  # 19 bytes end inside the 10th character: it is left out
+    [preview] = staging.list_previews(store, "pending", limit=5, preview_bytes=25)  # type: ignore[arg-type]
+    assert preview.id == staged_id and preview.path == "/tmp/out.txt"
+    assert preview.size == len(content.encode()) and not preview.whole
+    assert preview.head == "é" * 10 + (nul + "hidden")[:5]  # 20 bytes of é, then 5 more
+    [short] = staging.list_previews(store, None, limit=5, preview_bytes=len(content.encode()))  # type: ignore[arg-type]
+    assert short.whole and short.head == content
+
+
 def test_pending_staged_writes_are_capped_in_number_per_tool_and_in_all(store: Store) -> None:
     """Empty writes pass every byte cap: without a cap on their number, a tool staging 100 a call grew
     the pending list (and each later write's cap check) without end."""

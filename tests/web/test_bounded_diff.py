@@ -83,8 +83,11 @@ async def test_a_staged_write_that_diffs_quadratically_is_shown_whole(
     target.write_text("".join(current))
     await workbench.craft(note_writer)
     await workbench.call("note_writer", {"path": str(target), "text": "".join(staged)})
+    [write] = workbench.store.staged_writes("pending")
     with anyio.fail_after(60):
-        page = await client.get("/staged")
+        listed = await client.get("/staged")  # a preview: the first lines, not compared
+        page = await client.get(f"/staged/{write['id']}")
+    assert listed.status_code == 200 and "open the write to see all of it" in listed.text
     assert page.status_code == 200
     assert "Too costly to compare with" in page.text
     assert page.text.count('<span class="gi">+#') == LINES  # every staged line, as added

@@ -297,10 +297,22 @@ class PostgresRecords:
         after_id: int | None = None,
         before_id: int | None = None,
         limit: int | None = None,
+        preview: int | None = None,
     ) -> list[dict[str, Any]]:
         """Staged writes, oldest first; all of them, or those with `status` (and of `tool_id`). A page:
-        at most `limit`, the first ones with an id past `after_id`, or the last ones before `before_id`."""
-        query, args = staged_page_query("%s", status, tool_id, after_id, before_id, limit)
+        at most `limit`, the first ones with an id past `after_id`, or the last ones before `before_id`.
+        With `preview`, each content's first `preview` bytes (as bytes), and its whole `size` in bytes."""
+        query, args = staged_page_query(
+            "%s",
+            status,
+            tool_id,
+            after_id,
+            before_id,
+            limit,
+            preview=preview,
+            utf8="convert_to(content, 'UTF8')",
+            size="octet_length(content)",
+        )
         with self._pool.connection() as conn:
             rows = conn.execute(query, args).fetchall()
         return sorted((staged_row(r) for r in rows), key=lambda row: int(row["id"]))

@@ -208,7 +208,9 @@ SELECT_STAGED = f"SELECT {', '.join(STAGED_COLUMNS)} FROM staged_writes"
 
 
 def staged_row(row: Sequence[Any]) -> dict[str, Any]:
-    return dict(zip(STAGED_COLUMNS, tuple(row), strict=True))
+    # A preview's row has one more column: the whole content's size in bytes (`staged_page_query`).
+    columns = STAGED_COLUMNS if len(row) == len(STAGED_COLUMNS) else (*STAGED_COLUMNS, "size")
+    return dict(zip(columns, tuple(row), strict=True))
 
 
 def staged_page_query(
@@ -218,17 +220,29 @@ def staged_page_query(
     after_id: int | None,
     before_id: int | None,
     limit: int | None,
+    *,
+    preview: int | None = None,
+    utf8: str = "",
+    size: str = "",
 ) -> tuple[str, list[str | int]]:
     """The query (and its values) of `Store.staged_writes`, with `mark` the store's placeholder. The page
-    before `before_id` is the nearest rows to it: read backwards, so the caller turns the rows round."""
+    before `before_id` is the nearest rows to it: read backwards, so the caller turns the rows round.
+
+    With `preview`, each content is its first `preview` bytes of UTF-8 (`utf8`: the store's expression of
+    the content as bytes; in bytes, as SQLite's text functions stop at a NUL character) and `size` (the
+    store's expression of its whole size in bytes) is read too: a page of the largest writes is ~100 MB."""
     where: list[str] = []
     args: list[str | int] = []
+    select = SELECT_STAGED
+    if preview is not None:
+        columns = [f"substr({utf8}, 1, {int(preview)})" if c == "content" else c for c in STAGED_COLUMNS]
+        select = f"SELECT {', '.join(columns)}, {size} FROM staged_writes"
     for clause, value in (("status =", status), ("tool_id =", tool_id), ("id >", after_id), ("id <", before_id)):
         if value is not None:
             where.append(f"{clause} {mark}")
             args.append(value)
     order = " ORDER BY id DESC" if before_id is not None and limit is not None else " ORDER BY id"
-    query = SELECT_STAGED + (f" WHERE {' AND '.join(where)}" if where else "") + order
+    query = select + (f" WHERE {' AND '.join(where)}" if where else "") + order
     if limit is not None:
         query += f" LIMIT {mark}"
         args.append(limit)

@@ -210,10 +210,22 @@ class SQLiteRecords:
         after_id: int | None = None,
         before_id: int | None = None,
         limit: int | None = None,
+        preview: int | None = None,
     ) -> list[dict[str, Any]]:
         """Staged writes, oldest first; all of them, or those with `status` (and of `tool_id`). A page:
-        at most `limit`, the first ones with an id past `after_id`, or the last ones before `before_id`."""
-        query, args = staged_page_query("?", status, tool_id, after_id, before_id, limit)
+        at most `limit`, the first ones with an id past `after_id`, or the last ones before `before_id`.
+        With `preview`, each content's first `preview` bytes (as bytes), and its whole `size` in bytes."""
+        query, args = staged_page_query(
+            "?",
+            status,
+            tool_id,
+            after_id,
+            before_id,
+            limit,
+            preview=preview,
+            utf8="CAST(content AS BLOB)",
+            size=STAGED_SIZE,
+        )
         with self._lock:
             rows = self._db.execute(query, args).fetchall()
         return sorted((staged_row(r) for r in rows), key=lambda row: int(row["id"]))

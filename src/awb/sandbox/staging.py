@@ -8,6 +8,7 @@ both rules are checked again, on the resolved path, when a person applies it.
 
 from __future__ import annotations
 
+import codecs
 import errno
 import os
 import tempfile
@@ -36,6 +37,7 @@ class StagingStore(Protocol):
         after_id: int | None = None,
         before_id: int | None = None,
         limit: int | None = None,
+        preview: int | None = None,
     ) -> list[dict[str, Any]]: ...
 
     def get_staged(self, staged_id: int) -> dict[str, Any] | None: ...
@@ -160,6 +162,42 @@ class StagedWrite:
         return data
 
 
+@dataclass(frozen=True)
+class StagedPreview:
+    """A staged write as a listing previews it: its facts and the beginning of its content (`head`, at
+    most the bytes asked for, whole characters), never all of it. Applying one reads the write whole."""
+
+    id: int
+    tool_id: str
+    call_id: str
+    path: str
+    head: str
+    #: The whole content's size in UTF-8 bytes.
+    size: int
+    created_at: str
+    status: str
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> StagedPreview:
+        # The first bytes asked for may end inside a character: that character is left out.
+        head = codecs.getincrementaldecoder("utf-8")().decode(bytes(row["content"]), final=False)
+        return cls(
+            id=int(row["id"]),
+            tool_id=str(row["tool_id"]),
+            call_id=str(row["call_id"] or ""),
+            path=str(row["path"]),
+            head=head,
+            size=int(row["size"]),
+            created_at=str(row["created_at"]),
+            status=str(row["status"]),
+        )
+
+    @property
+    def whole(self) -> bool:
+        """Whether `head` is all of the content."""
+        return len(self.head.encode("utf-8")) >= self.size
+
+
 #: Statuses a listing may ask for (`applying` is the moment between claiming a write and writing it).
 LISTED_STATUSES = (PENDING, APPLYING, APPLIED, DISCARDED)
 
@@ -187,6 +225,27 @@ def list_staged(
     if limit is not None and not 1 <= limit <= MAX_PAGE:
         raise InvalidParams(f"a page holds 1 to {MAX_PAGE} staged writes, not {limit}", field="limit")
     return _read(store, status, after, before, limit)
+
+
+def list_previews(
+    store: StagingStore,
+    status: str | None,
+    *,
+    after: int | None = None,
+    before: int | None = None,
+    limit: int,
+    preview_bytes: int,
+) -> list[StagedPreview]:
+    """A page of staged writes as `list_staged` reads it, each with its content's first `preview_bytes`
+    only: what a listing shows of a page of writes costs as much whatever their size."""
+    if status is not None and status not in LISTED_STATUSES:
+        raise InvalidParams(f"no staged-write status {status!r}: one of {', '.join(LISTED_STATUSES)}", status=status)
+    if not 1 <= limit <= MAX_PAGE:
+        raise InvalidParams(f"a page holds 1 to {MAX_PAGE} staged writes, not {limit}", field="limit")
+    after = None if after is None else min(max(after, 0), MAX_STORED_INT)
+    before = None if before is None else min(max(before, 0), MAX_STORED_INT)
+    rows = store.staged_writes(status, after_id=after, before_id=before, limit=limit, preview=preview_bytes)
+    return [StagedPreview.from_row(row) for row in rows]
 
 
 def staged_page(

@@ -131,6 +131,7 @@ class Panel:
             Route("/tools/{ref}/unequip", change(self.unequip), methods=["POST"]),
             Route("/tools/{ref}/rollback", change(self.rollback), methods=["POST"]),
             Route("/staged", page(self.staged_page)),
+            Route("/staged/{staged_id}", page(self.staged_write_page)),
             Route("/staged/{staged_id}/apply", change(self.apply), methods=["POST"]),
             Route("/staged/{staged_id}/discard", change(self.discard), methods=["POST"]),
             Route("/runs", page(self.runs_page)),
@@ -266,6 +267,10 @@ class Panel:
             shown_status=status,
             view="staged",
         )
+
+    async def staged_write_page(self, request: Request) -> Response:
+        found = await anyio.to_thread.run_sync(views.staged_view, self.workbench, _staged_id(request))
+        return self._render(request, "staged_write.html", w=found, view="staged")
 
     async def apply(self, request: Request) -> Response:
         store: Any = self.workbench.store

@@ -135,13 +135,15 @@ def _lines(text: str) -> list[str]:
     return lines if lines[-1] else lines[:-1]
 
 
-def highlighted_diff(before: str, after: str, before_name: str, after_name: str) -> CodeBlock | None:
+def highlighted_diff(
+    before: str, after: str, before_name: str, after_name: str, *, steps: int = bounded_diff.DIFF_STEPS
+) -> CodeBlock | None:
     """The changes from `before` to `after`, or None when there are none. When matching the two would
     cost the server too much (`bounded_diff.DIFF_STEPS`: both texts may be a tool author's), `after` is
     shown whole, as added lines, with a note that says so."""
     after_lines = _lines(after)
     note = ""
-    lines = bounded_diff.unified_diff(_lines(before), after_lines, before_name, after_name)
+    lines = bounded_diff.unified_diff(_lines(before), after_lines, before_name, after_name, steps=steps)
     if lines is None:
         note = f"Too costly to compare with {before_name}: the whole of {after_name} is shown, every line as added."
         lines = bounded_diff.unified_diff([], after_lines, before_name, after_name) or []

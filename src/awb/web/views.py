@@ -6,14 +6,16 @@ Everything here is synchronous and reads the inventory; the routes run it in a w
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
 from awb.inventory.models import MEMORY_LEVELS, CallRecord, Tool, ToolVersion
 from awb.safe_text import visible
 from awb.sandbox import staging
+from awb.web import bounded_diff
 from awb.web.code_view import CodeBlock, highlighted, highlighted_diff, highlighted_json
 from awb.workbench import Workbench
 
@@ -205,15 +207,26 @@ def inspection(workbench: Workbench, ref: str, version: int | None) -> Inspectio
 
 @dataclass
 class StagedView:
-    write: staging.StagedWrite
+    #: The write whole (its own page) or as the list previews it (`staging.StagedPreview`).
+    write: staging.StagedWrite | staging.StagedPreview
     tool_name: str
     exists: bool
     diff: CodeBlock | None
     note: str = ""
+    #: The content as staged, when no diff shows it (the file on disk could not be diffed, or in a preview).
+    content: CodeBlock | None = None
+    #: Set on the list's preview when it shows only the beginning of the write: how much of it.
+    cut: str = ""
 
 
-#: Staged writes one page of the panel shows (each is diffed against the file on disk).
+#: Staged writes one page of the panel shows.
 STAGED_PAGE = staging.PAGE
+#: Bytes of each write the list previews. A tool may stage writes of megabytes (one of 4 MB took ~0.7 s of
+#: CPU and 7.5 MB of markup to diff and highlight, a page of 25 of them ~13 s and 150 MB); each write has a
+#: page of its own that shows all of it.
+PREVIEW_BYTES = 16 * 1024
+#: Matching steps (`bounded_diff`) a preview's diff may take: a page's share of one diff's.
+PREVIEW_DIFF_STEPS = bounded_diff.DIFF_STEPS // STAGED_PAGE
 
 
 @dataclass
@@ -227,22 +240,20 @@ class StagedPage:
 def staged_views(
     workbench: Workbench, status: str | None, *, after: int | None = None, before: int | None = None
 ) -> StagedPage:
-    """One page of staged writes (`STAGED_PAGE`, oldest first, from `after` or up to `before`), each with
-    a diff against the file as it is now on disk."""
+    """One page of staged writes (`STAGED_PAGE`, oldest first, from `after` or up to `before`), each
+    previewed: at most its first `PREVIEW_BYTES` are read, diffed and shown (`_staged_preview`)."""
     store: Any = workbench.store
+    previews = partial(staging.list_previews, store, status, limit=STAGED_PAGE + 1, preview_bytes=PREVIEW_BYTES)
     # One more than a page says whether there is another page beyond it.
     if before is not None:
-        writes = staging.list_staged(store, status, before=before, limit=STAGED_PAGE + 1)
+        writes = previews(before=before)
         earlier, writes = len(writes) > STAGED_PAGE, writes[-STAGED_PAGE:]
         later = True
     else:
-        writes = staging.list_staged(store, status, after=after, limit=STAGED_PAGE + 1)
+        writes = previews(after=after)
         later, writes = len(writes) > STAGED_PAGE, writes[:STAGED_PAGE]
         earlier = after is not None
-    views = []
-    for write in writes:
-        tool = workbench.store.get(write.tool_id)
-        views.append(_staged_view(write, tool.name if tool else write.tool_id))
+    views = [_staged_preview(write, _tool_name(workbench, write.tool_id)) for write in writes]
     return StagedPage(
         views,
         after=writes[-1].id if later and writes else None,
@@ -250,25 +261,73 @@ def staged_views(
     )
 
 
-def _staged_diff(current: str, write: staging.StagedWrite, before_name: str, after_name: str) -> CodeBlock | None:
+def staged_view(workbench: Workbench, staged_id: int) -> StagedView:
+    """One staged write whole, as its own page shows it (and `awb staged show` prints it): its diff against
+    the file on disk, or its content when there is no diff to show it by."""
+    write = staging.get_staged(workbench.store, staged_id)  # type: ignore[arg-type]
+    view = _staged_view(write, _tool_name(workbench, write.tool_id), write.content)
+    if view.exists and view.diff is None and view.note != SAME_AS_CURRENT:
+        view = replace(view, content=highlighted(write.content, ""))
+    return view
+
+
+def _tool_name(workbench: Workbench, tool_id: str) -> str:
+    tool = workbench.store.get(tool_id)
+    return tool.name if tool else tool_id
+
+
+def _staged_diff(
+    current: str, after: str, before_name: str, after_name: str, steps: int = bounded_diff.DIFF_STEPS
+) -> CodeBlock | None:
     # A person applies what this shows: both sides as written, each hidden character (control, bidi
     # override, invisible space, ...) a mark counted in the diff's warning, as tool code is shown (and as
     # `awb staged show` prints it), so the diff cannot look like other text than the bytes it writes. The
     # names head the diff's own lines: escaped, so a newline in a path cannot forge a line of it.
-    return highlighted_diff(current, write.content, before_name, visible(after_name))
+    return highlighted_diff(current, after, before_name, visible(after_name), steps=steps)
 
 
-def _staged_view(write: staging.StagedWrite, tool_name: str) -> StagedView:
+SAME_AS_CURRENT = "same as the current file"
+
+
+def _staged_view(
+    write: staging.StagedWrite | staging.StagedPreview,
+    tool_name: str,
+    content: str,
+    steps: int = bounded_diff.DIFF_STEPS,
+) -> StagedView:
     path = Path(write.path)
     try:
         size = path.stat().st_size
     except OSError:
-        return StagedView(write, tool_name, False, _staged_diff("", write, "/dev/null", write.path))
+        return StagedView(write, tool_name, False, _staged_diff("", content, "/dev/null", write.path, steps))
     if size > MAX_DIFF_FILE_BYTES:
         return StagedView(write, tool_name, True, None, f"the current file is {size} bytes, too large to diff here")
     try:
         current = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         return StagedView(write, tool_name, True, None, f"the current file cannot be read as text ({exc})")
-    diff = _staged_diff(current, write, visible(write.path), f"{write.path} (staged)")
-    return StagedView(write, tool_name, True, diff, "" if diff is not None else "same as the current file")
+    diff = _staged_diff(current, content, visible(write.path), f"{write.path} (staged)", steps)
+    return StagedView(write, tool_name, True, diff, "" if diff is not None else SAME_AS_CURRENT)
+
+
+def _staged_preview(write: staging.StagedPreview, tool_name: str) -> StagedView:
+    """The list's view of a write: as its own page's when it and the file on disk are both short; else its
+    first `PREVIEW_BYTES` (cut at a line's end), as added lines for a new file, as staged for an existing
+    one (a diff of a beginning against the whole file would show lines the write keeps as removed)."""
+    try:
+        current: int | None = Path(write.path).stat().st_size
+    except OSError:
+        current = None
+    if write.whole and (current is None or current <= PREVIEW_BYTES):
+        return _staged_view(write, tool_name, write.head, PREVIEW_DIFF_STEPS)
+    head = write.head
+    if not write.whole and "\n" in head:
+        head = head[: head.rindex("\n") + 1]
+    shown = len(head.encode("utf-8"))
+    cut = "" if write.whole else f"showing the first {shown:,} of {write.size:,} bytes"
+    if current is None:
+        return StagedView(
+            write, tool_name, False, _staged_diff("", head, "/dev/null", write.path, PREVIEW_DIFF_STEPS), cut=cut
+        )
+    compared = f"not compared here with the current file ({current:,} bytes): the write's own page shows the diff"
+    return StagedView(write, tool_name, True, None, compared, content=highlighted(head, ""), cut=cut)
