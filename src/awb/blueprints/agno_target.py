@@ -26,6 +26,7 @@ from awb.blueprints.errors import GuardrailViolated
 from awb.blueprints.journal import RunJournal
 from awb.blueprints.schema import Blueprint, Head, TavilySearchArm
 from awb.errors import Unavailable
+from awb.install_hint import install_hint
 
 # Set before Agno is imported anywhere through this module, and again at every compile.
 os.environ["AGNO_TELEMETRY"] = "false"
@@ -51,9 +52,7 @@ def _require_agno() -> None:
     try:
         import agno.tools.mcp  # noqa: F401
     except ImportError as err:
-        raise Unavailable(
-            f"the agno target needs the agno extra: pip install 'agent-workbench[agno]' ({err})"
-        ) from None
+        raise Unavailable(f"the agno target needs the agno extra: {install_hint('agno')} ({err})") from None
 
 
 def _key(key: str | None, base_url: str | None, hosted: str, provider: str) -> str:
@@ -81,7 +80,7 @@ def _model(head: Head, environ: Mapping[str, str]) -> Any:
             head_class = claude_class()
         except ImportError:
             raise Unavailable(
-                "the agno target needs the anthropic SDK for anthropic heads: pip install 'agent-workbench[agno]'",
+                "the agno target needs the anthropic SDK for anthropic heads: " + install_hint("agno"),
                 provider=head.provider,
             ) from None
         client: dict[str, Any] = {"max_retries": 0}
@@ -121,7 +120,7 @@ def _db(db_file: Path | None) -> Any:
     try:
         from agno.db.sqlite import AsyncSqliteDb
     except ImportError:
-        raise Unavailable("agno memory in a file needs SQLAlchemy: pip install 'agent-workbench[agno]'") from None
+        raise Unavailable("agno memory in a file needs SQLAlchemy: " + install_hint("agno")) from None
     db_file.parent.mkdir(parents=True, exist_ok=True)
     return AsyncSqliteDb(db_file=str(db_file))
 

@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from awb.errors import ConfigError, InventoryUnavailable
+from awb.install_hint import install_hint
 from awb.inventory.postgres_migrations import migrate
 from awb.text import first_line
 
@@ -62,7 +63,7 @@ def psycopg_modules() -> Any:
         import psycopg_pool
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise ConfigError(
-            "inventory_url points at PostgreSQL, but psycopg is not installed: pip install 'agent-workbench[postgres]'",
+            "inventory_url points at PostgreSQL, but psycopg is not installed: " + install_hint("postgres"),
             missing=str(exc.name),
         ) from exc
     return psycopg, psycopg_pool

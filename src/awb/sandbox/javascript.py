@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from awb.errors import ExecutionError, OutputExceeded, ToolRuntimeError, ToolTimeout, Unavailable
+from awb.install_hint import install_hint
 from awb.sandbox.base import Execution, ExecutionSlots, HostFunctions, Limits
 from awb.sandbox.cpython import lockdown
 from awb.sandbox.host import CheckingHost, end_if_exhausted
@@ -57,7 +58,7 @@ REQUIRED_LAYERS = (
 def quickjs_missing() -> str | None:
     """Why the runtime cannot work here, or None."""
     if importlib.util.find_spec("quickjs") is None:
-        return "the javascript runtime needs the `quickjs` package: pip install 'agent-workbench[javascript]'"
+        return f"the javascript runtime needs the `quickjs` package: {install_hint('javascript')}"
     return None
 
 

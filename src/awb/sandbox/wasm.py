@@ -51,6 +51,7 @@ from awb.errors import (
     ToolTimeout,
     Unavailable,
 )
+from awb.install_hint import install_hint
 from awb.sandbox.base import Execution, ExecutionSlots, HostFunctions, Limits, encode_result
 from awb.sandbox.identity import WorkerIdentity
 from awb.sandbox.wasm_compile import Compilers
@@ -81,7 +82,7 @@ MAX_TABLE_ELEMENTS = 100_000
 
 def wasmtime_missing() -> str | None:
     if importlib.util.find_spec("wasmtime") is None:
-        return "the wasm runtime needs the `wasmtime` package: pip install 'agent-workbench[wasm]'"
+        return f"the wasm runtime needs the `wasmtime` package: {install_hint('wasm')}"
     return None
 
 

