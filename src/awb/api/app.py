@@ -30,7 +30,7 @@ from awb.blueprints.service import BlueprintService
 from awb.blueprints.session_tables import open_session_store
 from awb.config import Config
 from awb.sandbox.base import executing_for
-from awb.server.address import is_loopback
+from awb.server.address import MCP_PATH, is_loopback
 from awb.shares import client_address, share_key
 from awb.workbench import Workbench
 
@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from awb.agents.mcp_client import ServerTarget
 
 API_PREFIX = "/api"
-MCP_PREFIX = "/mcp"
 #: The API reference (Swagger UI), its assets under `/assets`.
 DOCS_URL = f"{API_PREFIX}/docs"
 
@@ -104,7 +103,7 @@ class HttpApp:
             await self.mcp(scope, receive, send)
             return
         path = str(scope.get("path", ""))
-        if _under(path, MCP_PREFIX):
+        if _under(path, MCP_PATH):
             await self.mcp(scope, receive, send)
         elif _under(path, API_PREFIX):
             # A run's `workbench` arm calls tools in process: they count against its caller's share of the

@@ -166,7 +166,8 @@ def _serve_stdio(config: Config) -> None:
     if stdout_held_closed():  # `awb start >&-`: said before a runtime or the inventory is touched
         raise OutputFailed("cannot serve MCP on stdio: standard output is closed")
     sdk_modules.serve_first()
-    from awb.server.transports import MCP_PATH, serve_stdio
+    from awb.server.address import MCP_PATH
+    from awb.server.transports import serve_stdio
     from awb.workbench import Workbench
 
     if sys.stdin.isatty():
@@ -190,9 +191,9 @@ def _serve_http(config: Config, started: float) -> None:
     # The SDK's client and the rest come when something asks for them; its server side and protocol
     # models once the server listens (awb.server.deferred_faces).
     sdk_modules.serve_first(wire_models=False)
-    from awb.server.address import http_url
+    from awb.server.address import MCP_PATH, http_url
     from awb.server.http_guard import check_exposure
-    from awb.server.transports import MCP_PATH, bind, serve_http
+    from awb.server.transports import bind, serve_http
     from awb.workbench import Workbench
 
     # The lock first: a second server on this workspace is refused before it touches the port.

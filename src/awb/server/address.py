@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from awb.shares import is_local
 
+#: Where the MCP face is served over HTTP (the SDK's app, the deferred faces' routing, REST's dispatch and
+#: every printed URL agree on it).
+MCP_PATH = "/mcp"
+
 
 def authority(host: str) -> str:
     """`host` as the host part of a URL or a Host header: `::1` is `[::1]`, a name or IPv4 as it is."""

@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from awb import validation
 from awb.errors import StartupFailed
 from awb.server import heap, sdk_modules
+from awb.server.address import MCP_PATH
 from awb.server.raw_reply import send_json
 
 if TYPE_CHECKING:
@@ -30,8 +31,6 @@ if TYPE_CHECKING:
     from awb.workbench import Workbench
 
 log = logging.getLogger("awb.server")
-
-MCP_PREFIX = "/mcp"
 
 
 def _import_mcp() -> None:
@@ -71,7 +70,7 @@ class DeferredFaces:
         app = self._app
         if app is None:
             path = str(scope.get("path", ""))
-            if path == MCP_PREFIX or path.startswith(MCP_PREFIX + "/"):
+            if path == MCP_PATH or path.startswith(MCP_PATH + "/"):
                 await self._mcp_built.wait()
                 if self.mcp is None:
                     await self._unavailable(scope, send, f"the MCP face did not start ({self._mcp_failure})")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from starlette.types import ASGIApp
 
 from awb.config import Config
-from awb.server.deferred_faces import MCP_PREFIX
+from awb.server.address import MCP_PATH
 from awb.server.hangup import HangUpCancels
 from awb.server.http_guard import guard_http, transport_security
 from awb.server.http_streams import StreamShare, stream_limit
@@ -31,7 +31,7 @@ def mcp_app(face: McpFace, config: Config) -> ASGIApp:
     `face.server.session_manager.run()` around it instead."""
     settings = transport_security(config)
     app = face.server.streamable_http_app(
-        streamable_http_path=MCP_PREFIX,
+        streamable_http_path=MCP_PATH,
         host=config.host,
         transport_security=settings,
         stateless_http=config.stateless_http,

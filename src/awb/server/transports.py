@@ -19,8 +19,8 @@ from awb import validation
 from awb.errors import AwbError, StartupFailed
 from awb.search.backfill import backfill_in_background
 from awb.server import heap
-from awb.server.address import http_url
-from awb.server.deferred_faces import MCP_PREFIX, DeferredFaces
+from awb.server.address import MCP_PATH, http_url
+from awb.server.deferred_faces import DeferredFaces
 from awb.server.http_guard import check_exposure, guard_http
 from awb.server.http_limits import uvicorn_config
 from awb.workbench import Workbench
@@ -29,8 +29,6 @@ if TYPE_CHECKING:
     from awb.config import Config
 
 log = logging.getLogger("awb.server")
-
-MCP_PATH = MCP_PREFIX
 
 
 async def serve_stdio(workbench: Workbench) -> None:
