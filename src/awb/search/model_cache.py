@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from awb.search.cache_home import cache_home
 from awb.search.numpy_once import ensure_numpy
-from awb.search.vector_cache import default_cache_path
 
 log = logging.getLogger("awb.search")
 
@@ -55,7 +55,7 @@ PROBE_TOLERANCE = 1e-4
 def models_dir() -> Path | None:
     """Where entries are kept: `models/` beside the tool vector cache; None without a home directory."""
     try:
-        return default_cache_path().parent / "models"
+        return cache_home() / "models"
     except RuntimeError:  # Path.home() without HOME or a passwd entry
         return None
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import sqlite3
 import threading
 import time
@@ -19,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from awb.search.cache_home import cache_home
 from awb.search.numpy_once import ensure_numpy
 
 if TYPE_CHECKING:
@@ -46,11 +46,7 @@ BUSY_CODES = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
 
 def default_cache_path(environ: Mapping[str, str] | None = None) -> Path:
     """`$XDG_CACHE_HOME/awb/tool-vectors.sqlite3`, else `~/.cache/awb/tool-vectors.sqlite3`."""
-    environ = os.environ if environ is None else environ
-    xdg = environ.get("XDG_CACHE_HOME", "")
-    # The XDG spec: a relative value is invalid and ignored.
-    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
-    return base / "awb" / FILENAME
+    return cache_home(environ) / FILENAME
 
 
 def vector_cache_at(path: Path | None, max_entries: int = DEFAULT_ENTRIES) -> VectorCache | None:
