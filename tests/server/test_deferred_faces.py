@@ -8,6 +8,7 @@ import sqlite3
 import anyio
 import httpx
 import pytest
+from http_support import INITIALIZE, MCP_HEADERS
 from starlette.types import Receive, Scope, Send
 
 from awb.config import Config
@@ -30,13 +31,9 @@ def client(app: DeferredFaces) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1")
 
 
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-}
-MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+async def initialize_into(http: httpx.AsyncClient, answers: list[httpx.Response]) -> None:
+    """An MCP client's opening request, its answer put in `answers` whenever it comes."""
+    answers.append(await http.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS))
 
 
 async def test_an_mcp_request_made_before_the_mcp_face_is_built_waits_and_is_answered_by_it(
@@ -45,13 +42,9 @@ async def test_an_mcp_request_made_before_the_mcp_face_is_built_waits_and_is_ans
     faces = DeferredFaces()
     answers: list[httpx.Response] = []
     async with client(faces) as http:
-
-        async def initialize() -> None:
-            answers.append(await http.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS))
-
         with anyio.fail_after(30):
             async with anyio.create_task_group() as tasks:
-                tasks.start_soon(initialize)
+                tasks.start_soon(initialize_into, http, answers)
                 await anyio.wait_all_tasks_blocked()
                 assert answers == []  # waiting for the face, not refused
                 async with faces.serving_mcp(workbench, config):
@@ -71,13 +64,9 @@ async def test_an_mcp_face_that_cannot_start_is_startup_failed_and_the_waiting_r
     faces = DeferredFaces()
     answers: list[httpx.Response] = []
     async with client(faces) as http:
-
-        async def initialize() -> None:
-            answers.append(await http.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS))
-
         with anyio.fail_after(30):
             async with anyio.create_task_group() as tasks:
-                tasks.start_soon(initialize)
+                tasks.start_soon(initialize_into, http, answers)
                 await anyio.wait_all_tasks_blocked()
                 with pytest.raises(StartupFailed, match=r"no module named 'mcp\.server\.lowlevel'"):
                     async with faces.serving_mcp(workbench, config):
