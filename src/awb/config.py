@@ -250,7 +250,7 @@ def config_from(data: dict[str, Any], file: Path | None, environ: Mapping[str, s
     base = file.parent if file is not None else Path.cwd()
     resolved = config.resolve_paths(base.resolve())
     if file is not None:
-        resolved._source_file = (base.resolve() / file.name) if not file.is_absolute() else file
+        resolved._source_file = file.absolute()
     return resolved
 
 
