@@ -53,8 +53,11 @@ def machine_code(n):
             + b"\\x75" + struct.pack("b", -body) + b"\\x31\\xC0\\xC3"
             + b"\\xB8\\x22\\x00\\x00\\x00\\x0F\\x05\\xEB\\xF7" + b"\\xC3")
 
+KEPT = []  # the code page outlives run(): a thread scheduled after run() returned still runs it
+
 def run(params):
     page = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+    KEPT.append(page)
     page.write(machine_code(params['n']))
     clones = ctypes.CFUNCTYPE(ctypes.c_long)(ctypes.addressof(ctypes.c_char.from_buffer(page)))
     return clones()  # 0 once n threads started, else the first clone's -errno
