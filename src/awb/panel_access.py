@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import secrets
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -40,36 +41,51 @@ def pass_cookie(scope: Mapping[str, Any]) -> str:
     return cookie_name(port if isinstance(port, int) else None)
 
 
-def _mac(token: str, expires: int) -> str:
-    return hmac.new(token.encode("utf-8"), f"awb panel pass|{expires}".encode(), hashlib.sha256).hexdigest()
+def _mac(token: str, expires: int, nonce: str) -> str:
+    # A pass without a nonce is one an older awb gave: it stays good until it expires.
+    message = f"awb panel pass|{expires}|{nonce}" if nonce else f"awb panel pass|{expires}"
+    return hmac.new(token.encode("utf-8"), message.encode(), hashlib.sha256).hexdigest()
 
 
 def issue_pass(token: str, now: float | None = None) -> str:
-    """The cookie's value for a person who signed in with `token`: `<expiry>.<HMAC of it under the token>`."""
+    """The cookie's value for a person who signed in with `token`: `<expiry>.<nonce>.<HMAC of both under the
+    token>`. The nonce gives each sign-in a pass of its own, so signing one browser out (`awb.sign_outs`)
+    leaves another that signed in within the same second signed in."""
     expires = int(time.time() if now is None else now) + PASS_SECONDS
-    return f"{expires}.{_mac(token, expires)}"
+    nonce = secrets.token_hex(8)
+    return f"{expires}.{nonce}.{_mac(token, expires, nonce)}"
+
+
+def pass_expiry(presented: str | None) -> int | None:
+    """When `presented` expires (Unix seconds), if it has the form of a pass; None otherwise."""
+    expiry, dot, _ = (presented or "").partition(".")
+    if not (dot and expiry.isascii() and expiry.isdigit() and len(expiry) <= 12):
+        return None
+    return int(expiry)
 
 
 def pass_ok(token: str, presented: str | None, now: float | None = None) -> bool:
     """Whether `presented` is a pass `issue_pass(token)` gave that has not expired."""
-    if not presented:
+    expires = pass_expiry(presented)
+    if presented is None or expires is None or expires <= (time.time() if now is None else now):
         return False
-    expiry, _, mac = presented.partition(".")
-    if not (expiry.isascii() and expiry.isdigit() and len(expiry) <= 12):
+    nonce, _, mac = presented.partition(".")[2].rpartition(".")
+    if len(nonce) > 32 or not all(c in "0123456789abcdef" for c in nonce):
         return False
-    expires = int(expiry)
-    if expires <= (time.time() if now is None else now):
-        return False
-    return hmac.compare_digest(mac.encode("utf-8", "replace"), _mac(token, expires).encode())
+    return hmac.compare_digest(mac.encode("utf-8", "replace"), _mac(token, expires, nonce).encode())
+
+
+def pass_id(presented: str) -> str:
+    """What names the sign-in of a pass `pass_ok` took: its HMAC, which one sign-in's pass alone has (two
+    spellings of one pass, an old one with an empty nonce `<expiry>..<HMAC>`, share it)."""
+    return presented.rpartition(".")[2]
 
 
 def pass_expired(presented: str | None, now: float | None = None) -> bool:
     """Whether `presented` has the form of a pass whose time is up: an old sign-in, not a guess (it
     could never sign in, so a guesser learns nothing from sending one)."""
-    expiry, dot, _ = (presented or "").partition(".")
-    if not (dot and expiry.isascii() and expiry.isdigit() and len(expiry) <= 12):
-        return False
-    return int(expiry) <= (time.time() if now is None else now)
+    expires = pass_expiry(presented)
+    return expires is not None and expires <= (time.time() if now is None else now)
 
 
 def takes_pass(path: str) -> bool:

@@ -14,6 +14,7 @@ from awb.config import Config
 from awb.feed import SQLiteEventFeed
 from awb.inventory.sqlite import SQLiteStore
 from awb.inventory.stored_int import MAX_STORED_INT
+from awb.sign_outs import StreamSignIn
 from awb.web import stream
 from awb.web.numbers import whole_number
 from awb.workbench import Workbench
@@ -89,7 +90,7 @@ async def test_an_unusable_last_event_id_starts_the_stream_at_the_newest_event(
     try:
         for raw in ["99999999999999999999999999", "²", str(MAX_STORED_INT)]:
             request = FakeRequest({"last-event-id": raw})
-            chunks = stream.event_stream(request, feed, stream.start_cursor(request, feed))  # type: ignore[arg-type]
+            chunks = stream.event_stream(request, feed, stream.start_cursor(request, feed), StreamSignIn(None, None))  # type: ignore[arg-type]
             try:
                 assert await anext(chunks) == "retry: 1000\n\n"
                 # Past the newest event (or no number at all): what comes next still arrives.

@@ -142,6 +142,7 @@ async def test_signing_out_drops_the_pass_and_only_the_panels_own_pages_can_sign
     foreign = await client.post("/logout", headers={"Origin": "http://evil.example"})
     assert foreign.status_code == 403
     assert (await client.get("/")).status_code == 200
+    kept = client.cookies.get(PANEL_COOKIE)
     out = await client.post("/logout", headers={"Origin": ORIGIN})
     assert out.status_code == 303 and out.headers["location"].startswith("/login")
     cleared = out.headers["set-cookie"].lower()
@@ -150,6 +151,11 @@ async def test_signing_out_drops_the_pass_and_only_the_panels_own_pages_can_sign
     assert not client.cookies.get(PANEL_COOKIE)
     after = await client.get("/")
     assert after.status_code == 303 and after.headers["location"] == "/login"
+    # A copy of the pass kept elsewhere is signed out too (the panel alone, without the server's guard).
+    assert kept
+    client.cookies.set(PANEL_COOKIE, kept)
+    assert (await client.get("/")).status_code == 303
+    client.cookies.delete(PANEL_COOKIE)
     assert "Signed out." in (await client.get(out.headers["location"])).text
     assert "/logout" not in (await client.get("/login")).text
 

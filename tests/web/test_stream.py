@@ -11,6 +11,7 @@ import pytest
 from awb.config import Config, SearchConfig
 from awb.feed import SQLiteEventFeed, open_feed
 from awb.inventory.sqlite import SQLiteStore
+from awb.sign_outs import StreamSignIn
 from awb.web import stream
 from awb.workbench import Workbench
 from support import add_tool
@@ -42,7 +43,7 @@ async def test_a_craft_in_another_workbench_reaches_an_open_stream_within_two_se
 ) -> None:
     feed = SQLiteEventFeed(config.inventory_path)
     request = FakeRequest()
-    chunks = stream.event_stream(request, feed, None)  # type: ignore[arg-type]
+    chunks = stream.event_stream(request, feed, None, StreamSignIn(None, None))  # type: ignore[arg-type]
     try:
         assert await anext(chunks) == "retry: 1000\n\n"
         async with Workbench(config) as other:  # a second workbench on the same file
@@ -64,7 +65,7 @@ async def test_a_craft_on_another_postgres_workbench_reaches_an_open_stream_at_o
     async with Workbench(shared) as watching, Workbench(shared) as other:
         feed = open_feed(watching.store, watching.events)
         request = FakeRequest()
-        chunks = stream.event_stream(request, feed, None)  # type: ignore[arg-type]
+        chunks = stream.event_stream(request, feed, None, StreamSignIn(None, None))  # type: ignore[arg-type]
         try:
             assert await anext(chunks) == "retry: 1000\n\n"
             await other.craft(add_tool("far_away"))
@@ -85,7 +86,7 @@ async def test_a_reconnecting_browser_resumes_after_its_last_event_id(config: Co
     first = store.append_event("deleted", None, {"name": "one"}, now)
     store.append_event("deleted", None, {"name": "two"}, now)
     request = FakeRequest({"last-event-id": str(first)})
-    chunks = stream.event_stream(request, feed, stream.start_cursor(request, feed))  # type: ignore[arg-type]
+    chunks = stream.event_stream(request, feed, stream.start_cursor(request, feed), StreamSignIn(None, None))  # type: ignore[arg-type]
     try:
         with anyio.fail_after(2):
             [frame] = await frames(chunks, 1)
@@ -99,7 +100,7 @@ async def test_a_reconnecting_browser_resumes_after_its_last_event_id(config: Co
 async def test_the_stream_ends_when_the_browser_goes(config: Config, workbench: Workbench) -> None:
     feed = SQLiteEventFeed(config.inventory_path)
     request = FakeRequest()
-    chunks = stream.event_stream(request, feed, None)  # type: ignore[arg-type]
+    chunks = stream.event_stream(request, feed, None, StreamSignIn(None, None))  # type: ignore[arg-type]
     try:
         await anext(chunks)
         request.gone = True

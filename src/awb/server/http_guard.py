@@ -37,6 +37,8 @@ from awb.server.raw_reply import send_json
 from awb.server.request_share import RequestShare
 from awb.shares import client_address
 from awb.sign_in_limit import SCOPE_KEY, SignInLimit, limit_for, too_many_failures_message
+from awb.sign_outs import SCOPE_KEY as SIGN_OUTS_KEY
+from awb.sign_outs import SignOuts
 
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 _WILDCARD_BINDS = ("0.0.0.0", "::", "")
@@ -131,11 +133,13 @@ class HttpGuard:
         settings: TransportSecuritySettings,
         token: str | None,
         limit: SignInLimit | None = None,
+        sign_outs: SignOuts | None = None,
     ) -> None:
         self.app = app
         self.settings = settings
         self._token = None if token is None else token.encode("utf-8")
         self.limit = limit if limit is not None else SignInLimit()
+        self.sign_outs = sign_outs if sign_outs is not None else SignOuts()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -148,6 +152,8 @@ class HttpGuard:
             # The panel's `/login` counts its wrong tokens in the same limiter (set on the scope, as
             # starlette sets its own keys, rather than a copy of every request's scope).
             scope[SCOPE_KEY] = self.limit
+            # The panel's Sign out records the pass here, where every later request's pass is checked.
+            scope[SIGN_OUTS_KEY] = self.sign_outs
             await self.app(scope, receive, send)
             return
         status, code, message, extra = refusal
@@ -190,7 +196,7 @@ class HttpGuard:
         """`ok`, `wrong`, `missing`, or `open` (the sign-in page and the panel's static files need none).
         The bearer header, or for the web panel's pages (a browser page cannot send headers) the pass its
         sign-in form sets in a cookie (`awb.panel_access`: never the token, and no key to /mcp or /api).
-        An expired pass is an old sign-in, not a guess: missing."""
+        An expired pass, or one signed out, is an old sign-in, not a guess: missing."""
         path = str(scope.get("path", ""))
         header = headers.get("authorization", "")
         if header.strip() and self._authorized(header):
@@ -207,7 +213,9 @@ class HttpGuard:
         if morsel is None or not morsel.value or pass_expired(morsel.value):
             return presented
         assert self._token is not None
-        return "ok" if pass_ok(self._token.decode("utf-8"), morsel.value) else "wrong"
+        if not pass_ok(self._token.decode("utf-8"), morsel.value):
+            return "wrong"
+        return presented if self.sign_outs.signed_out(morsel.value) else "ok"
 
     def _authorized(self, header: str) -> bool:
         scheme, _, credentials = header.partition(" ")

@@ -31,6 +31,8 @@ from awb.meta_tools import MetaVerb, meta_tool_name, worded_by
 from awb.safe_text import visible, visible_json
 from awb.sandbox import staging
 from awb.shares import Shares, client_address, share_key
+from awb.sign_outs import SCOPE_KEY as SIGN_OUTS_KEY
+from awb.sign_outs import SignOuts
 from awb.text import cap_text
 from awb.web import security, stream, views
 from awb.web.code_view import code_css
@@ -82,6 +84,8 @@ class Panel:
         self.streams = Shares(stream.MAX_STREAMS)
         # Used when the panel is served without the server's guard, which hands `/login` its own limiter.
         self.sign_in_limit = sign_in_limit.limit_for(self.config)
+        # Passes signed out, when served without the guard; behind it, the guard's (it refuses them first).
+        self.sign_outs = SignOuts()
         self.meta_names = worded_by(PANEL_CONTROLS, self.config.tool_names)
         env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True))
         env.globals.update(
@@ -147,7 +151,7 @@ class Panel:
     def _render(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         token = security.configured_token(self.config)
         context.update(
-            signed_in=security.signed_in(request, token),
+            signed_in=security.signed_in(request, token, self._sign_outs(request)),
             token_required=token is not None,
             notice=_notice(request),
         )
@@ -172,7 +176,7 @@ class Panel:
             if not security.host_allowed(request.headers.get("host", ""), self.config):
                 return PlainTextResponse("this Host is not served here", status_code=421)
             token = security.configured_token(self.config)
-            if not security.signed_in(request, token):
+            if not security.signed_in(request, token, self._sign_outs(request)):
                 return RedirectResponse(security.sign_in_location(request), status_code=303)
             try:
                 return await handler(request)
@@ -183,6 +187,10 @@ class Panel:
                 return self._render(request, "error.html", status, code=exc.code, message=exc.message)
 
         return guarded
+
+    def _sign_outs(self, request: Request) -> SignOuts:
+        sign_outs: SignOuts = request.scope.get(SIGN_OUTS_KEY, self.sign_outs)
+        return sign_outs
 
     def _page(self, handler: Handler) -> Handler:
         return self._guarded(handler)
@@ -312,9 +320,19 @@ class Panel:
                 stream.refusal(self.streams, refused), status_code=503, headers=stream.RETRY_HEADERS
             )
 
+        # The stream lasts no longer than the sign-in it was let in with: Sign out, or the pass's expiry,
+        # ends it (a bearer token is good for as long as the server runs).
+        token = security.configured_token(self.config)
+        sign_outs = self._sign_outs(request)
+        sign_in = sign_outs.watch(None if security.bearer(request) else security.good_pass(request, token))
+
+        def release() -> None:
+            sign_outs.forget(sign_in)
+            self.streams.give_back(client)
+
         return stream.HeldStream(
-            stream.event_stream(request, self.feed, cursor),
-            release=lambda: self.streams.give_back(client),
+            stream.event_stream(request, self.feed, cursor, sign_in),
+            release=release,
             media_type="text/event-stream",
             headers=stream.HEADERS,
         )
@@ -367,7 +385,11 @@ class Panel:
         return response
 
     async def sign_out(self, request: Request) -> Response:
-        """End this browser's sign-in: its pass is dropped (a change, so from the panel's own pages only)."""
+        """End this browser's sign-in (a change, so from the panel's own pages only): the server refuses its
+        pass from now on, ends the event streams it opened, and the browser is told to drop it."""
+        presented = security.good_pass(request, security.configured_token(self.config))
+        if presented is not None:
+            self._sign_outs(request).sign_out(presented)
         response = _back(panel_access.PANEL_LOGIN, "signed_out", "")
         response.delete_cookie(
             panel_access.pass_cookie(request.scope),

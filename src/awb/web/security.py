@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from starlette.requests import Request
 
 from awb import panel_access
+from awb.sign_outs import SignOuts
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
 
@@ -36,14 +37,26 @@ def configured_token(config: Any) -> str | None:
     return value or None
 
 
-def signed_in(request: Request, expected: str | None) -> bool:
-    """No token configured, the bearer header, or the sign-in pass `/login` set (`awb.panel_access`)."""
+def signed_in(request: Request, expected: str | None, sign_outs: SignOuts) -> bool:
+    """No token configured, the bearer header, or the sign-in pass `/login` set (`awb.panel_access`) when
+    it was not signed out since."""
     if expected is None:
         return True
+    if (presented_token := bearer(request)) is not None:
+        return token_ok(expected, presented_token)
+    presented = good_pass(request, expected)
+    return presented is not None and not sign_outs.signed_out(presented)
+
+
+def bearer(request: Request) -> str | None:
     header = request.headers.get("authorization", "")
-    if header.lower().startswith("bearer "):
-        return token_ok(expected, header[7:].strip())
-    return panel_access.pass_ok(expected, request.cookies.get(panel_access.pass_cookie(request.scope)))
+    return header[7:].strip() if header.lower().startswith("bearer ") else None
+
+
+def good_pass(request: Request, expected: str | None) -> str | None:
+    """The sign-in pass the request's cookie holds, when it is one (`panel_access.pass_ok`) for `expected`."""
+    presented = request.cookies.get(panel_access.pass_cookie(request.scope))
+    return presented if expected is not None and panel_access.pass_ok(expected, presented) else None
 
 
 def token_ok(expected: str | None, presented: str | None) -> bool:

@@ -15,6 +15,7 @@ from starlette.responses import StreamingResponse
 
 from awb.feed import EventFeed, FeedEvent
 from awb.shares import Shares
+from awb.sign_outs import StreamSignIn
 from awb.web.numbers import whole_number
 
 #: A comment line this often keeps proxies and the browser from timing the stream out.
@@ -27,6 +28,8 @@ STREAM_SECONDS = 300.0
 MAX_STREAMS = 32
 #: A stream's headers: never cached, never buffered by a proxy (nginx holds it back otherwise).
 HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+#: The last frame of a stream whose sign-in ended: the page goes to the sign-in page, and does not reconnect.
+SIGNED_OUT = 'event: signed_out\ndata: {"sign_in": "/login"}\n\n'
 #: How long a refused browser is asked to wait (EventSource itself retries after its `retry:` time).
 RETRY_HEADERS = {"Retry-After": "5"}
 
@@ -93,7 +96,11 @@ def start_cursor(request: Request, feed: EventFeed) -> int | None:
     return whole_number(request.headers.get("last-event-id"))
 
 
-async def event_stream(request: Request, feed: EventFeed, cursor: int | None) -> AsyncIterator[str]:
+async def event_stream(
+    request: Request, feed: EventFeed, cursor: int | None, sign_in: StreamSignIn
+) -> AsyncIterator[str]:
+    """The feed's events after `cursor` as Server-Sent Events, for as long as `sign_in` lasts (at most
+    STREAM_SECONDS): once it ends (Sign out, the pass expired) not one more event is sent."""
     head = await anyio.to_thread.run_sync(feed.head)
     # An id past the newest event (another inventory's, or a made-up one) would wait for ids that may
     # never come: the stream resumes at the newest event instead.
@@ -104,8 +111,14 @@ async def event_stream(request: Request, feed: EventFeed, cursor: int | None) ->
     while time.monotonic() - started < STREAM_SECONDS:
         if await request.is_disconnected():
             return
+        if sign_in.ended():
+            yield SIGNED_OUT
+            return
         events = await anyio.to_thread.run_sync(feed.after, cursor, 100)
         for event in events:
+            # Looked at before each event: a sign-out while a batch is sent stops it there.
+            if sign_in.ended():
+                break
             cursor = event.id
             yield _frame(event)
         now = time.monotonic()
@@ -115,5 +128,7 @@ async def event_stream(request: Request, feed: EventFeed, cursor: int | None) ->
             last_sent = now
             yield ": keepalive\n\n"
         if not events:
-            # Until the feed has news: a PostgreSQL feed is woken by NOTIFY, a SQLite one polls.
-            await feed.wait(cursor)
+            # Until the feed has news (a PostgreSQL feed is woken by NOTIFY, a SQLite one polls), or the
+            # sign-in ends: Sign out cuts the wait short.
+            with sign_in.bounded():
+                await feed.wait(cursor)

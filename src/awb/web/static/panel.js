@@ -53,7 +53,21 @@
       document.body.dataset.stream = "open";
     });
     source.addEventListener("error", function () {
-      if (state) { state.classList.remove("on"); state.title = "Live updates: reconnecting"; }
+      // CLOSED: the browser gave up (the server answered with a page, such as the sign-in page after a
+      // sign-out in another tab); otherwise it reconnects by itself.
+      var closed = source.readyState === EventSource.CLOSED;
+      if (state) { state.classList.remove("on"); state.title = closed ? "Live updates: off" : "Live updates: reconnecting"; }
+      if (closed) document.body.dataset.stream = "closed";
+    });
+    source.addEventListener("signed_out", function (message) {
+      // This sign-in ended (Sign out here or in another tab, or it expired): stop listening, and leave
+      // the page for the sign-in page rather than reconnecting.
+      source.close();
+      document.body.dataset.stream = "signed_out";
+      var target = "/login";
+      try { target = JSON.parse(message.data).sign_in || target; } catch (e) { /* the default will do */ }
+      var here = window.location.pathname + window.location.search;
+      window.location.assign(here === "/" ? target : target + "?next=" + encodeURIComponent(here));
     });
     source.addEventListener("workbench", function (message) {
       var payload = JSON.parse(message.data);
