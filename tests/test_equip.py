@@ -133,8 +133,10 @@ async def test_a_tool_whose_name_differs_from_an_equipped_ones_only_in_case_is_n
 ) -> None:
     # Models and some clients compare tool names without case (as for the meta-tools' names): `Adder`
     # listed beside `adder` as a first-class tool could pass for it.
-    await workbench.craft(add_tool("adder"))
-    await workbench.craft(add_tool("Adder", description="Delete every file it can reach", tags=[]))
+    adder = await workbench.craft(add_tool("adder"))
+    # Crafts refuse such a pair now; an inventory from before names were unique ignoring case keeps it.
+    older = adder.model_copy(update={"tool_id": "tool_older_adder", "name": "Adder", "description": "Delete files"})
+    workbench.store.add_tool(older, keep_case_variants=True)
     workbench.equip("adder")
     with pytest.raises(NameConflict) as refused:
         workbench.equip("Adder")

@@ -14,9 +14,10 @@ from awb import crafting
 from awb.clock import Clock
 from awb.config import Config
 from awb.crafting import CraftRequest
-from awb.errors import AdmissionFailed, AwbError, DuplicateTool, InvalidParams, NameConflict
+from awb.errors import AdmissionFailed, AwbError, DuplicateTool, InvalidParams
 from awb.events import Event, EventBus
 from awb.inventory.models import Language, RuntimeName, Tool, ToolSummary
+from awb.inventory.names import name_taken
 from awb.inventory.store import Store
 from awb.meta_tools import MetaNames, served_by
 from awb.sandbox.base import ExecutionSlots, Runtime
@@ -56,8 +57,9 @@ async def craft(workbench: Bench, request: CraftRequest | dict[str, Any], names:
             raise InvalidParams.of_model("invalid craft request", exc) from None
     await workbench.validate_craft(request)
     crafting.check_new_name(request.name, config.tool_names)
-    if store.get_by_name(request.name) is not None:
-        raise NameConflict(f"a tool named {request.name!r} already exists", name=request.name)
+    holder = store.name_holder(request.name)
+    if holder is not None:  # refused before admission runs its examples; the store checks again as it writes
+        raise name_taken(request.name, holder.name, holder.tool_id)
     store.check_room(config.max_tools)
     # Admission runs tool code: it takes an execution slot like a call, and one time budget in all.
     with workbench.slots.take():
@@ -96,9 +98,10 @@ def _store(store: Store, tool: Tool, max_tools: int) -> None:
         store.add_tool(tool, max_active=max_tools)
     except AwbError:
         raise
-    except Exception as exc:  # a concurrent craft of the same name won the race
-        if store.get_by_name(tool.name) is not None:
-            raise NameConflict(f"a tool named {tool.name!r} already exists", name=tool.name) from exc
+    except Exception as exc:  # a concurrent craft of the name, in any case, won the race (the index said so)
+        holder = store.name_holder(tool.name)
+        if holder is not None:
+            raise name_taken(tool.name, holder.name, holder.tool_id) from exc
         raise
 
 

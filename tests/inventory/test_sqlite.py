@@ -149,10 +149,11 @@ def test_a_tag_filter_reads_its_own_tools_and_older_inventories_gain_the_tag_row
     store.add_tool(make_tool("alpha", tags=["math", "demo"]))
     store.add_tool(make_tool("beta", tags=["math"]))
     store.close()
-    db = sqlite3.connect(path)  # as schema 7 left it: no tag rows, no triggers
+    db = sqlite3.connect(path)  # as schema 7 left it: no tag rows, no triggers, no case_variant
     db.executescript(
         "DROP TRIGGER tool_tags_insert; DROP TRIGGER tool_tags_update; DROP TRIGGER tool_tags_delete;"
-        "DROP TABLE tool_tags; PRAGMA user_version = 7;"
+        "DROP TABLE tool_tags; DROP INDEX tools_live_name_folded; ALTER TABLE tools DROP COLUMN case_variant;"
+        "PRAGMA user_version = 7;"
     )
     db.close()
     store = SQLiteStore(path)

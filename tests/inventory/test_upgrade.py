@@ -58,15 +58,15 @@ def rows(path: Path) -> dict[str, int]:
         db.close()
 
 
-def test_the_previous_awbs_inventory_opens_at_schema_9_with_its_data_intact(tmp_path: Path) -> None:
+def test_the_previous_awbs_inventory_opens_at_todays_schema_with_its_data_intact(tmp_path: Path) -> None:
     path = schema_8_inventory(tmp_path / "inventory.db")
     before = rows(path)
     config = Config(inventory_path=path)
-    assert (store_status(config)["schema"], store_status(config)["pending"]) == (8, [9])
+    assert (store_status(config)["schema"], store_status(config)["pending"]) == (8, [9, 10])
 
     store = SQLiteStore(path)
     try:
-        assert store.schema_version() == SCHEMA_VERSION == 9
+        assert store.schema_version() == SCHEMA_VERSION == 10
         assert rows(path) == before
         adder = store.get(ADDER)
         assert adder is not None
@@ -107,7 +107,7 @@ def test_the_previous_awbs_inventory_opens_at_schema_9_with_its_data_intact(tmp_
         assert [e.kind for e in sessions.logs("upgrade-s1")] == ["run_start", "run_end"] * 2
     finally:
         sessions.close()
-    assert (store_status(config)["schema"], store_status(config)["pending"]) == (9, [])
+    assert (store_status(config)["schema"], store_status(config)["pending"]) == (10, [])
 
 
 @pytest.mark.anyio
@@ -272,7 +272,13 @@ def test_todays_first_eight_migrations_build_the_schema_the_previous_awb_left(tm
 
 #: The SQL of every shipped PostgreSQL migration. A database migrated before an edit never runs the
 #: edited text; a change of schema is the next migration, never an edit of one of these.
-SHIPPED = {1: "a33ec9d32bf39d34", 2: "e3011e1664b682d1", 3: "e5e3d9e04a8b7f0a", 4: "0469d1805ac9cc3a"}
+SHIPPED = {
+    1: "a33ec9d32bf39d34",
+    2: "e3011e1664b682d1",
+    3: "e5e3d9e04a8b7f0a",
+    4: "0469d1805ac9cc3a",
+    5: "81f5128920651479",
+}
 
 
 @pytest.fixture
@@ -311,17 +317,17 @@ def ledger(url: str) -> list[int]:
         return [r[0] for r in conn.execute("SELECT version FROM awb_migrations ORDER BY version")]
 
 
-def test_a_database_at_migration_3_is_migrated_to_4_once_with_its_staged_writes_counted(
+def test_a_database_at_migration_3_is_migrated_to_today_once_with_its_staged_writes_counted(
     migration_3_url: str,
 ) -> None:
     config = Config(inventory_url=migration_3_url)
-    assert (store_status(config)["schema"], store_status(config)["pending"]) == (3, [4])
+    assert (store_status(config)["schema"], store_status(config)["pending"]) == (3, [4, 5])
     assert open_together(lambda: PostgresStore(migration_3_url).close(), 3, timeout=60) == []
-    assert ledger(migration_3_url) == [1, 2, 3, 4]
+    assert ledger(migration_3_url) == [1, 2, 3, 4, 5]
     with psycopg.connect(migration_3_url) as conn:
         index = conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'staged_pending'").fetchall()
     assert [row[0].split(" USING ")[1] for row in index] == ["btree (status, tool_id, octet_length(content))"]
-    assert (store_status(config)["schema"], store_status(config)["pending"]) == (4, [])
+    assert (store_status(config)["schema"], store_status(config)["pending"]) == (5, [])
 
     store = PostgresStore(migration_3_url)
     try:

@@ -246,3 +246,15 @@ def test_an_index_with_a_cache_does_not_load_the_model_beside_its_refresh(
     monkeypatch.setattr(discovery, "create_embedder", lambda provider: (Loading(), "fake"))
     ToolIndex(mode="hybrid", vector_cache=VectorCache(tmp_path / "v.sqlite3"))
     assert started == []
+
+
+def test_another_servers_tools_whose_names_differ_only_in_case_are_both_indexed() -> None:
+    """MCP tool names are case-sensitive: an index of a server's tools keeps `Fetch` beside `fetch`, where
+    the workbench's own inventory refuses such a pair."""
+    index = ToolIndex()
+    specs = [
+        ToolSpec("web.Fetch", "Fetch a page as HTML.", {"type": "object", "properties": {}}, "web"),
+        ToolSpec("web.fetch", "Fetch a page as text.", {"type": "object", "properties": {}}, "web"),
+    ]
+    assert index.refresh(specs) is True
+    assert sorted(r["tool"] for r in index.search("", limit=10)) == ["Fetch", "fetch"]

@@ -187,7 +187,8 @@ class KnowledgeBase:
             for index, passage in enumerate(passages_of(text, source, markdown=SUFFIXES[path.suffix.lower()])):
                 passage_id = f"{source}#{index}"
                 record = _record(passage, passage_id, now)
-                store.add_tool(record)
+                # Titles from files whose names differ only in case are two passages.
+                store.add_tool(record, keep_case_variants=True)
                 added.append(record)
                 ids.append(passage_id)
                 self._passages[passage_id] = passage

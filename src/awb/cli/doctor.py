@@ -119,6 +119,16 @@ def _listing_checks(store: Store, config: Config) -> list[dict[str, Any]]:
     return [{"warning": False, **check} for check in listing_checks(_Equipped(store, config), cli_names(config))]
 
 
+def _name_cases_check(store: Store) -> dict[str, Any]:
+    """A warning naming the live tools whose names differ only in case (kept from an older inventory)."""
+    from awb.inventory.names import RULE, variants_warning
+
+    groups = store.case_variants()
+    if not groups:
+        return _check("tool name cases", True, f"every live tool's name is its own ({RULE})")
+    return _check("tool name cases", True, variants_warning(groups), warn=True)
+
+
 def _inventory_check(config: Config) -> tuple[dict[str, Any], Any]:
     """The inventory row, and the store to probe with (in memory when there is no inventory yet)."""
     from awb.cli.common import open_store
@@ -228,7 +238,7 @@ def _store_checks(config: Config, probing: Config) -> _StoreChecks:
     from awb.search.hybrid import search_engine
 
     try:
-        after = _listing_checks(store, probing)
+        after = [*_listing_checks(store, probing), _name_cases_check(store)]
         status = search_engine(store, probing.search).status().to_dict()
     finally:
         store.close()

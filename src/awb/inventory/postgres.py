@@ -22,6 +22,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Literal, cast
 
 from awb.inventory.models import CallRecord, Tool, ToolVersion
+from awb.inventory.names import NEXT_VARIANT, VARIANT_NAMES, grouped, holder_query, name_taken
 from awb.inventory.postgres_forget import PostgresForgetting
 from awb.inventory.postgres_listing import PostgresListing
 from awb.inventory.postgres_migrations import SCHEMA_VERSION, applied_versions
@@ -177,7 +178,10 @@ class PostgresStore(PostgresListing, PostgresRecords, PostgresForgetting, Postgr
         if self.count_active() >= max_active:
             raise inventory_full(max_active)
 
-    def add_tool(self, tool: Tool, *, max_active: int | None = None) -> None:
+    def add_tool(self, tool: Tool, *, max_active: int | None = None, keep_case_variants: bool = False) -> None:
+        """Insert a tool (see `SQLiteStore.add_tool`). The name is checked ignoring case in the inserting
+        transaction, and the unique index on `(lower(name), case_variant)` refuses the second of two
+        servers' inserts that both passed their check."""
         limit = max_active if max_active is not None else self.max_tools
         first = first_version(tool)
         with self._pool.connection() as conn, conn.transaction():
@@ -187,7 +191,7 @@ class PostgresStore(PostgresListing, PostgresRecords, PostgresForgetting, Postgr
                 live = conn.execute("SELECT count FROM awb_live_tools").fetchone()[0]
                 if live >= limit:
                     raise inventory_full(limit)
-            self._insert_tool(conn, tool, [first])
+            self._insert_tool(conn, tool, [first], _case_variant(conn, tool, keep=keep_case_variants))
             send(conn, self.origin, "crafted", [tool.tool_id], equipped=tool.equipped)
         generation = self._cache.generation()
         self._written([tool.tool_id])
@@ -197,9 +201,9 @@ class PostgresStore(PostgresListing, PostgresRecords, PostgresForgetting, Postgr
         self._cache.put(generation + 1, self._cache.calls, tool.tool_id, (CALLS_CACHED, []))
 
     @staticmethod
-    def _insert_tool(conn: Any, tool: Tool, versions: list[ToolVersion]) -> None:
+    def _insert_tool(conn: Any, tool: Tool, versions: list[ToolVersion], case_variant: int = 0) -> None:
         """The tool's row and its versions, in the caller's transaction."""
-        values = tool_values(tool, sqlite=False)
+        values = {**tool_values(tool, sqlite=False), "case_variant": case_variant}
         marks = ", ".join("%s" for _ in values)
         conn.execute(f"INSERT INTO tools ({', '.join(values)}) VALUES ({marks})", list(values.values()))
         with conn.cursor() as cursor:
@@ -214,9 +218,10 @@ class PostgresStore(PostgresListing, PostgresRecords, PostgresForgetting, Postgr
         staged: Iterable[dict[str, Any]] = (),
     ) -> None:
         """Insert a tool, its versions, its call history and its staged writes exactly as exported
-        (`awb inventory import`), in one transaction."""
+        (`awb inventory import`), in one transaction. Case-variants the export holds (an older
+        inventory's) are all kept, as the migration kept them."""
         with self._pool.connection() as conn, conn.transaction():
-            self._insert_tool(conn, tool, versions)
+            self._insert_tool(conn, tool, versions, _case_variant(conn, tool, keep=True))
             for batch in chunks(calls, IMPORT_BATCH):
                 self._insert_calls(conn, batch)
             for writes in chunks(staged, IMPORT_BATCH):
@@ -271,6 +276,21 @@ class PostgresStore(PostgresListing, PostgresRecords, PostgresForgetting, Postgr
             self._cache.put_tool(generation, tool.tool_id, tool)
         return tool
 
+    def name_holder(self, name: str) -> Tool | None:
+        """The live tool named `name` ignoring case (that very name first): who holds it for a new tool."""
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                holder_query(SELECT_TOOLS, "%s"),
+                (name, name),
+            ).fetchone()
+        return None if row is None else row_to_tool(row)
+
+    def case_variants(self) -> list[list[str]]:
+        """Names of live tools that equal one another ignoring case (kept from before the rule)."""
+        with self._pool.connection() as conn:
+            rows = conn.execute(VARIANT_NAMES.format(order="seq")).fetchall()
+        return grouped(rows)
+
     def update(self, tool_id: str, **fields: Any) -> None:
         self.update_if(tool_id, {}, **fields)
 
@@ -304,6 +324,22 @@ class PostgresStore(PostgresListing, PostgresRecords, PostgresForgetting, Postgr
         with self._pool.connection() as conn:
             rows = conn.execute(f"{SELECT_TOOLS} WHERE {where}", values).fetchall()
         return iter([row_to_tool(r) for r in rows])
+
+
+def _case_variant(conn: Any, tool: Tool, *, keep: bool) -> int:
+    """The `case_variant` a new row takes, read in the inserting transaction; `name_conflict` naming the
+    holder of the name when it is taken ignoring case and not `keep`."""
+    if tool.status == "deleted":
+        return 0
+    if keep:
+        return int(conn.execute(NEXT_VARIANT.format(mark="%s"), (tool.name,)).fetchone()[0])
+    holder = conn.execute(
+        holder_query("SELECT t.name, t.tool_id FROM tools t", "%s"),
+        (tool.name, tool.name),
+    ).fetchone()
+    if holder is not None:
+        raise name_taken(tool.name, holder[0], holder[1])
+    return 0
 
 
 __all__ = ["PostgresStore"]

@@ -184,6 +184,16 @@ END $$;
 """.replace("EVENT_LOCK", str(EVENT_LOCK)).replace("EVENTS_CHANNEL", EVENTS_CHANNEL)
 
 
+_V5 = """
+ALTER TABLE tools ADD COLUMN IF NOT EXISTS case_variant INTEGER NOT NULL DEFAULT 0;
+UPDATE tools SET case_variant = v.n FROM (
+    SELECT seq, row_number() OVER (PARTITION BY lower(name) ORDER BY seq) - 1 AS n
+    FROM tools WHERE status <> 'deleted'
+) v WHERE tools.seq = v.seq AND v.n > 0;
+CREATE UNIQUE INDEX IF NOT EXISTS tools_live_name_folded ON tools(lower(name), case_variant) WHERE status <> 'deleted';
+"""
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -209,6 +219,9 @@ MIGRATIONS: tuple[Migration, ...] = (
         "staged writes indexed by status, tool and size",
         "CREATE INDEX IF NOT EXISTS staged_pending ON staged_writes(status, tool_id, octet_length(content))",
     ),
+    # Tool names are unique ignoring case (awb.inventory.names); the case-variants an older inventory
+    # holds are all kept, numbered in the order crafted, so the index builds on any database.
+    Migration(5, "tool names unique ignoring case", _V5),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from awb.errors import ConfigError
 from awb.inventory.models import CallRecord, Tool, ToolVersion
+from awb.inventory.names import NEXT_VARIANT, VARIANT_NAMES, grouped, holder_query, name_taken
 from awb.inventory.read_cache import MISSING
 from awb.inventory.rows import (
     SELECT_TOOLS,
@@ -132,19 +133,37 @@ class SQLiteStore(SQLiteListing, SQLiteRecords):
         if self.count_active() >= max_active:
             raise inventory_full(max_active)
 
-    def add_tool(self, tool: Tool, *, max_active: int | None = None) -> None:
+    def add_tool(self, tool: Tool, *, max_active: int | None = None, keep_case_variants: bool = False) -> None:
         """Insert a tool; with `max_active`, only while fewer live tools are stored (checked inside the
-        write transaction, so concurrent crafts, from any process, cannot pass the cap together)."""
+        write transaction, so concurrent crafts, from any process, cannot pass the cap together). A live
+        tool's name must be free ignoring case (`name_conflict` names its holder) unless
+        `keep_case_variants` (a search index of other servers' tools, whose names are case-sensitive)."""
         with self._writing() as db:
             if max_active is not None:
                 live = db.execute("SELECT count(*) FROM tools WHERE status != 'deleted'").fetchone()[0]
                 if live >= max_active:
                     raise inventory_full(max_active)
-            self._insert_tool(tool, [first_version(tool)])
+            variant = self._case_variant(tool, keep=keep_case_variants)
+            self._insert_tool(tool, [first_version(tool)], variant)
 
-    def _insert_tool(self, tool: Tool, versions: list[ToolVersion]) -> None:
+    def _case_variant(self, tool: Tool, *, keep: bool) -> int:
+        """The `case_variant` a new row takes, read in the caller's write transaction (the file's write
+        lock: no other process writes between this read and the insert)."""
+        if tool.status == "deleted":
+            return 0
+        if keep:
+            return int(self._db.execute(NEXT_VARIANT.format(mark="?"), (tool.name,)).fetchone()[0])
+        holder = self._db.execute(
+            holder_query("SELECT t.name, t.tool_id FROM tools t", "?"),
+            (tool.name, tool.name),
+        ).fetchone()
+        if holder is not None:
+            raise name_taken(tool.name, holder[0], holder[1])
+        return 0
+
+    def _insert_tool(self, tool: Tool, versions: list[ToolVersion], case_variant: int = 0) -> None:
         """The tool's row and its versions (in the caller's transaction)."""
-        values = tool_values(tool, sqlite=True)
+        values = {**tool_values(tool, sqlite=True), "case_variant": case_variant}
         marks = ", ".join("?" for _ in values)
         cursor = self._db.execute(f"INSERT INTO tools ({', '.join(values)}) VALUES ({marks})", list(values.values()))
         self._text.mark([int(cursor.lastrowid or 0)])
@@ -159,9 +178,10 @@ class SQLiteStore(SQLiteListing, SQLiteRecords):
         staged: Iterable[dict[str, Any]] = (),
     ) -> None:
         """Insert a tool, its versions, its call history and its staged writes exactly as exported
-        (`awb inventory import`), in one transaction."""
+        (`awb inventory import`), in one transaction. Case-variants the export holds (an older
+        inventory's) are all kept, as the migration kept them."""
         with self._writing():
-            self._insert_tool(tool, versions)
+            self._insert_tool(tool, versions, self._case_variant(tool, keep=True))
             for batch in chunks(calls, IMPORT_BATCH):
                 self._insert_calls(batch)
             for writes in chunks(staged, IMPORT_BATCH):
@@ -200,6 +220,21 @@ class SQLiteStore(SQLiteListing, SQLiteRecords):
             if tool is not None:
                 self._tools.put_tool(self._tools.generation(), tool.tool_id, tool)
         return tool
+
+    def name_holder(self, name: str) -> Tool | None:
+        """The live tool named `name` ignoring case (that very name first): who holds it for a new tool."""
+        with self._lock:
+            row = self._db.execute(
+                holder_query(SELECT_TOOLS, "?"),
+                (name, name),
+            ).fetchone()
+        return None if row is None else row_to_tool(row)
+
+    def case_variants(self) -> list[list[str]]:
+        """Names of live tools that equal one another ignoring case (kept from before the rule)."""
+        with self._lock:
+            rows = self._db.execute(VARIANT_NAMES.format(order="rowid")).fetchall()
+        return grouped(rows)
 
     def update(self, tool_id: str, **fields: Any) -> None:
         self.update_if(tool_id, {}, **fields)

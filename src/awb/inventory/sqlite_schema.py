@@ -153,10 +153,27 @@ _V9 = f"""
 CREATE INDEX IF NOT EXISTS staged_pending ON staged_writes(status, tool_id, {STAGED_SIZE});
 """
 
+# Tool names are unique ignoring case (awb.inventory.names): tools crafted from now on carry case_variant 0
+# and the index lets one live tool per lower-cased name hold it. Case-variants an older inventory holds are
+# all kept: the first crafted keeps 0, each later one the next number, so the index builds on any file.
+_V10 = """
+ALTER TABLE tools ADD COLUMN case_variant INTEGER NOT NULL DEFAULT 0;
+UPDATE tools SET case_variant = (
+    SELECT count(*) FROM tools older
+    WHERE older.status != 'deleted' AND lower(older.name) = lower(tools.name) AND older.rowid < tools.rowid
+) WHERE rowid IN (
+    SELECT id FROM (
+        SELECT rowid AS id, row_number() OVER (PARTITION BY lower(name) ORDER BY rowid) AS n
+        FROM tools WHERE status != 'deleted'
+    ) WHERE n > 1
+);
+CREATE UNIQUE INDEX IF NOT EXISTS tools_live_name_folded ON tools(lower(name), case_variant) WHERE status != 'deleted';
+"""
+
 #: Forward migrations: MIGRATIONS[n] is the SQL that takes a database from schema n to n + 1. Never edit
 #: one that has shipped (tests/inventory/test_upgrade.py holds them), add the next; and only add to the
 #: schema: an older awb still serving goes on using the file the next one migrated.
-MIGRATIONS: list[str] = [_V1, _V2, VECTORS_SQL, _V4, SESSIONS_SQL, FEED_SQL, _V7, _V8, _V9]
+MIGRATIONS: list[str] = [_V1, _V2, VECTORS_SQL, _V4, SESSIONS_SQL, FEED_SQL, _V7, _V8, _V9, _V10]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # BM25 column weights (name, description, problem, tags): a word in the name says more than one

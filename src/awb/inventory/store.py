@@ -13,9 +13,11 @@ from awb.inventory.versioning import NewVersion
 class Store(Protocol):
     def close(self) -> None: ...
 
-    def add_tool(self, tool: Tool, *, max_active: int | None = None) -> None:
+    def add_tool(self, tool: Tool, *, max_active: int | None = None, keep_case_variants: bool = False) -> None:
         """Insert a tool; with `max_active`, raise `limit_exceeded` unless fewer live tools are stored,
-        checked atomically with the insert."""
+        checked atomically with the insert. Raise `name_conflict` naming the live tool that holds its name
+        ignoring case (the database refuses it too), unless `keep_case_variants` (an index of other
+        servers' tools, whose names are case-sensitive)."""
         ...
 
     def check_room(self, max_active: int) -> None:
@@ -30,6 +32,16 @@ class Store(Protocol):
 
     def get_by_name(self, name: str, *, include_deleted: bool = False) -> Tool | None:
         """The live tool with this name (or, if asked, the latest deleted one)."""
+        ...
+
+    def name_holder(self, name: str) -> Tool | None:
+        """The live tool whose name equals `name` ignoring case (that very name first): the one a new tool
+        of that name would clash with. Lookup by name (`get_by_name`) stays exact."""
+        ...
+
+    def case_variants(self) -> list[list[str]]:
+        """Names of live tools that equal one another ignoring case, kept from before names were unique
+        ignoring case, one list per name in the order crafted (`awb doctor` warns of them)."""
         ...
 
     def update(self, tool_id: str, **fields: Any) -> None: ...

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ValidationError
 
 from awb.errors import InvalidParams, NameConflict
 from awb.inventory.models import CallRecord, Tool, ToolVersion, check_tags, normal_tags
+from awb.inventory.names import RULE
 from awb.inventory.store import Store
 from awb.safe_text import visible
 from awb.text import NOT_A_JSON_NUMBER, NOT_UNICODE, unencodable_path
@@ -341,23 +342,29 @@ def import_lines(
 
 
 def _check(store: Store, records: Iterator[_Record], sessions: Sessions | None) -> None:
-    """Refuse, before any write, a live tool whose name another live tool holds, and sessions with no
-    session store to take them."""
+    """Refuse, before any write, a live tool whose name another live tool holds ignoring case, and sessions
+    with no session store to take them. A holder the export itself holds is no clash: an import run again,
+    or case-variants an older inventory kept (imported beside each other, as its migration kept them)."""
+    exported: set[str] = set()
+    clashes: list[tuple[int, Tool, Tool]] = []
     for record in records:
         if record.kind == "session" and sessions is None:
             raise InvalidParams(f"line {record.line}: the export holds blueprint sessions; give a session store")
         if record.kind != "tool":
             continue
         tool: Tool = record.value[0]
+        exported.add(tool.tool_id)
         if tool.status == "deleted" or store.get(tool.tool_id) is not None:
             continue
-        holder = store.get_by_name(tool.name)
+        holder = store.name_holder(tool.name)
         if holder is not None:
-            raise NameConflict(
-                f"line {record.line}: a live tool named {tool.name!r} already exists ({holder.tool_id})",
-                name=tool.name,
-                line=record.line,
-            )
+            clashes.append((record.line, tool, holder))
+    for line, tool, holder in clashes:
+        if holder.tool_id not in exported:
+            message = f"line {line}: a live tool named {holder.name!r} already exists ({holder.tool_id})"
+            if holder.name != tool.name:
+                message += f"; {RULE}, so {tool.name!r} is taken"
+            raise NameConflict(message, name=tool.name, existing=holder.name, tool_id=holder.tool_id, line=line)
 
 
 def _import_tool(store: Store, value: Any, records: _Lookahead, report: ImportReport) -> None:

@@ -96,7 +96,8 @@ class ToolIndex:
             now = datetime.now(UTC)
             fresh = [_record(spec, now) for spec in tools if self._prints.get(spec.name) != prints[spec.name]]
             for record in fresh:
-                self._store.add_tool(record)
+                # Other servers' names are case-sensitive: `Fetch` and `fetch` are two tools.
+                self._store.add_tool(record, keep_case_variants=True)
             for start in range(0, len(fresh), INDEX_CHUNK):
                 self._search.index_tools(fresh[start : start + INDEX_CHUNK])
             self._specs = {spec.name: spec for spec in tools}
