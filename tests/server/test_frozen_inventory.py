@@ -1,6 +1,7 @@
 """A PostgreSQL inventory that stops answering (hung, not down: the TCP peer goes silent) while the HTTP
 server runs: requests that need no database go on being answered at once, every request that needs it
 fails with `unavailable` within the documented bound, and once the database answers again so do requests.
+A pool whose every connection is in use (the database answering) is said to be `busy`, not down.
 
 The database is hung by a loopback proxy the test freezes (awb's connections to it stay open and their
 bytes wait, as with a host that answers nothing)."""
@@ -20,6 +21,8 @@ from mcp import Client, MCPError
 
 from awb.config import Config
 from awb.inventory import postgres_pool
+from awb.inventory.postgres import PostgresStore
+from awb.server.mcp import McpFace
 from awb.workbench import Workbench
 from frozen_proxy import frozen_proxy
 from journey import call
@@ -114,3 +117,21 @@ async def test_a_hung_inventory_holds_up_no_other_request_and_its_own_fail_unava
                         await anyio.sleep(0.1)
                         again = await call(caller, "awb_call", {"name": "adder", "params": {"a": 3, "b": 4}})
                 assert again.get("result") == 7, again
+
+
+async def test_a_request_finding_every_pooled_connection_in_use_fails_busy_within_the_pool_wait(
+    tmp_path: Path, clean_pg_url: str
+) -> None:
+    store = PostgresStore(clean_pg_url, pool_size=1, pool_wait=POOL_WAIT)
+    workbench = Workbench(Config(inventory_path=tmp_path / "unused.db"), store=store)
+    async with workbench, Client(McpFace(workbench).server) as client:
+        with store.connection():  # the only connection, lent to a slow request; the database answers
+            started = time.monotonic()
+            with anyio.fail_after(POOL_WAIT + 3):
+                listed = await call(client, "awb_list", {})
+            waited = time.monotonic() - started
+        assert listed["error"]["code"] == "busy"
+        assert "pool is exhausted" in listed["error"]["message"]
+        assert waited < POOL_WAIT + 1
+        with anyio.fail_after(5):  # given back: served at once, the database never taken for down
+            assert (await call(client, "awb_list", {}))["tools"] == []
