@@ -12,6 +12,7 @@ import os
 import time
 from typing import Any, Literal
 
+import anyio
 from pydantic import BaseModel, Field, PrivateAttr
 
 from awb import crafting
@@ -28,6 +29,7 @@ from awb.errors import (
     Unavailable,
 )
 from awb.events import Event, EventBus
+from awb.inventory.lane import StoreLane
 from awb.inventory.memory import MemoryPolicy
 from awb.inventory.models import CallRecord, MemoryLevel, Tool, ToolCounters
 from awb.inventory.store import Store
@@ -88,13 +90,27 @@ class CallRecorder:
     ran (`record_abandoned`): it joins the next group without waiting for it.
     """
 
-    def __init__(self, store: Store, policy: MemoryPolicy) -> None:
+    def __init__(self, store: Store, policy: MemoryPolicy, lane: StoreLane | None = None) -> None:
         self._store, self._policy = store, policy
+        #: A remote store's group is written on the lane's threads, within its deadline (awb.inventory.lane).
+        self._lane = lane if lane is not None and lane.remote else None
         #: Per event loop (a workbench may serve more than one, each on its own thread).
         self._due: dict[asyncio.AbstractEventLoop, list[tuple[CallRecord, asyncio.Future[ToolCounters]]]] = {}
+        #: Group writes under way on a lane (kept here: the loop holds its tasks only weakly), and the loops
+        #: with one under way: there the next group gathers until it ends, so calls that end meanwhile share
+        #: one transaction, as they do while a local store's write holds the loop.
+        self._writing: set[asyncio.Task[None]] = set()
+        self._writing_on: set[asyncio.AbstractEventLoop] = set()
 
     async def record(self, call: CallRecord) -> ToolCounters:
-        return await self._join(call)
+        recorded = self._join(call)
+        if self._lane is None or self._lane.answer_within is None:
+            return await recorded
+        # Its group may wait for the write before it: each call's wait is bounded on its own. Its record is
+        # written all the same (with its group), counted by no one.
+        with anyio.move_on_after(self._lane.answer_within):
+            return await recorded
+        raise self._lane.unanswered_error(self._lane.answer_within)
 
     def record_abandoned(self, call: CallRecord) -> None:
         """Record the call of a task being cancelled, which must not wait (under a cancelled anyio scope
@@ -108,16 +124,47 @@ class CallRecorder:
         due = self._due.get(loop)
         if due is None:
             due = self._due[loop] = []
-            loop.call_soon(self._write, loop)
+            if loop not in self._writing_on:  # else the write under way starts this group's when it ends
+                loop.call_soon(self._write, loop)
         due.append((call, recorded))
         return recorded
 
     def _write(self, loop: asyncio.AbstractEventLoop) -> None:
         due = self._due.pop(loop)
+        if self._lane is not None:
+            self._writing_on.add(loop)
+            task = loop.create_task(self._write_off_loop(self._lane, loop, due))
+            self._writing.add(task)
+            task.add_done_callback(self._writing.discard)
+            return
         try:
             results = self._store.record_calls([call for call, _ in due], level_after=self._policy.level_after_success)
         except Exception as exc:  # a store that broke its contract: every waiting call hears why
             results = [exc] * len(due)
+        self._settle(due, results)
+
+    async def _write_off_loop(
+        self,
+        lane: StoreLane,
+        loop: asyncio.AbstractEventLoop,
+        due: list[tuple[CallRecord, asyncio.Future[ToolCounters]]],
+    ) -> None:
+        try:
+            results = await lane.call(
+                self._store.record_calls, [call for call, _ in due], level_after=self._policy.level_after_success
+            )
+        except Exception as exc:  # the database did not answer in time, or the store broke its contract
+            results = [exc] * len(due)
+        finally:
+            self._writing_on.discard(loop)
+            if loop in self._due:  # the calls that ended meanwhile: their group now
+                self._write(loop)
+        self._settle(due, results)
+
+    @staticmethod
+    def _settle(
+        due: list[tuple[CallRecord, asyncio.Future[ToolCounters]]], results: list[ToolCounters | Exception]
+    ) -> None:
         for (_, recorded), result in zip(due, results, strict=True):
             if recorded.done():  # its call was cancelled: the record stands, nobody waits for it
                 continue
@@ -142,12 +189,14 @@ class Caller:
         events: EventBus,
         armory: Armory,
         upkeep: Upkeep,
+        lane: StoreLane | None = None,
     ) -> None:
         self._config, self._store, self._clock, self._runtimes = config, store, clock, runtimes
         self._slots, self._policy, self._events, self._armory, self._upkeep = slots, policy, events, armory, upkeep
         self._compiled: dict[tuple[str, int, str], ToolSchema] = {}
         self._protected = protected_paths(config)
-        self._recorder = CallRecorder(store, policy)
+        self._lane = lane or StoreLane(store)
+        self._recorder = CallRecorder(store, policy, self._lane)
 
     def schema(self, tool: Tool, which: Literal["input", "output"] = "input") -> ToolSchema:
         """The compiled schema of a tool version; versions are immutable, so compile once per version
@@ -299,7 +348,7 @@ class Caller:
                 Event("tier_changed", tool.tool_id, {"before": counters.previous_level, "after": counters.memory_level})
             )
             if counters.memory_level == "long_term":
-                updated = self._armory.auto_equip(updated, now)
+                updated = await self._lane.call(self._armory.auto_equip, updated, now)
         self._upkeep.counted(tool.tool_id)
         return updated
 

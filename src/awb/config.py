@@ -57,8 +57,9 @@ class Config(BaseModel):
     #: `postgresql://user@host/db` puts the inventory in PostgreSQL (extra `postgres`), shared by every
     #: server given the same URL; unset, the inventory is the SQLite file at `inventory_path`.
     inventory_url: str | None = Field(None, pattern=r"^postgres(ql)?://")
-    #: PostgreSQL inventory: how long a request waits for one of the server's pooled connections (all
-    #: busy, or the database down) before it fails with `unavailable`. Bounded: a request never hangs.
+    #: PostgreSQL inventory: how long a request waits for one of the server's pooled connections before it
+    #: fails with `busy` (all in use) or `unavailable` (the database down). Bounded: a request never hangs;
+    #: with the statement timeout it bounds a request's wait for the database.
     inventory_pool_wait_seconds: float = Field(10.0, gt=0, le=300)
     tools_dir: Path = Path("tools")
     log_file: Path | None = None

@@ -16,6 +16,7 @@ from awb.config import Config
 from awb.crafting import CraftRequest
 from awb.errors import AdmissionFailed, AwbError, DuplicateTool, InvalidParams
 from awb.events import Event, EventBus
+from awb.inventory.lane import StoreLane
 from awb.inventory.models import Language, RuntimeName, Tool, ToolSummary
 from awb.inventory.names import name_taken
 from awb.inventory.store import Store
@@ -35,6 +36,7 @@ class Bench(Protocol):
     config: Config
     runtimes: dict[str, Runtime]
     slots: ExecutionSlots
+    lane: StoreLane
 
     async def validate_craft(self, request: CraftRequest) -> None: ...
 
@@ -57,10 +59,8 @@ async def craft(workbench: Bench, request: CraftRequest | dict[str, Any], names:
             raise InvalidParams.of_model("invalid craft request", exc) from None
     await workbench.validate_craft(request)
     crafting.check_new_name(request.name, config.tool_names)
-    holder = store.name_holder(request.name)
-    if holder is not None:  # refused before admission runs its examples; the store checks again as it writes
-        raise name_taken(request.name, holder.name, holder.tool_id)
-    store.check_room(config.max_tools)
+    lane = workbench.lane  # every store step (events too: the journal is in the store) on the store's lane
+    await lane.call(_check_new, store, request.name, config.max_tools)
     # Admission runs tool code: it takes an execution slot like a call, and one time budget in all.
     with workbench.slots.take():
         budget = workbench.admission_budget()
@@ -69,27 +69,45 @@ async def craft(workbench: Bench, request: CraftRequest | dict[str, Any], names:
             share = budget.limits(share=len(request.examples) + 1)
             requested = await choose_python_runtime(workbench.runtimes, request.code, request.examples, share)  # type: ignore[assignment]
         runtime = workbench.runtime_for(request.language, requested)
-        _refuse_duplicate(workbench, request, names)
+        await lane.call(_refuse_duplicate, workbench, request, names)
         # The creation moment, for every face and process that watches (the web panel's toasts).
-        workbench.events.publish(Event("craft_started", None, {"name": request.name, "runtime": runtime.name}))
+        await lane.call(
+            workbench.events.publish, Event("craft_started", None, {"name": request.name, "runtime": runtime.name})
+        )
         try:
             await crafting.admit(runtime, request.code, request.examples, request.output_schema, budget)
         except AdmissionFailed as exc:
             reason = exc.message.split(";")[0]
-            workbench.events.publish(Event("craft_rejected", None, {"name": request.name, "reason": reason}))
+            await _announce(workbench, Event("craft_rejected", None, {"name": request.name, "reason": reason}))
             raise
     grants = config.sandbox.grants.get(request.name, [])
     tool = crafting.new_tool(request, runtime.name, read_dirs=grants, now=workbench.clock.now())
     try:
-        _store(store, tool, config.max_tools)
+        await lane.call(_store, store, tool, config.max_tools)
     except AwbError as exc:
         # `craft_started` went out to every panel: its outcome goes too (a name taken meanwhile by another
         # server's craft, the cap reached meanwhile, the inventory gone), as an admission failure's does.
-        workbench.events.publish(Event("craft_rejected", None, {"name": request.name, "reason": exc.message}))
+        await _announce(workbench, Event("craft_rejected", None, {"name": request.name, "reason": exc.message}))
         raise
     log.info("crafted %s (%s) on %s", tool.name, tool.tool_id, tool.runtime)
-    workbench.events.publish(Event("crafted", tool.tool_id))
+    await _announce(workbench, Event("crafted", tool.tool_id))
     return tool
+
+
+async def _announce(workbench: Bench, event: Event) -> None:
+    """Publish `event` on the store's lane (its journal is in the store). The database not answering in
+    time does not undo what happened (a tool stored, an admission failed): the request says that."""
+    try:
+        await workbench.lane.call(workbench.events.publish, event)
+    except AwbError as exc:
+        log.warning("could not announce %s: %s", event.kind, exc.message)
+
+
+def _check_new(store: Store, name: str, max_tools: int) -> None:
+    holder = store.name_holder(name)
+    if holder is not None:  # refused before admission runs its examples; the store checks again as it writes
+        raise name_taken(name, holder.name, holder.tool_id)
+    store.check_room(max_tools)
 
 
 def _store(store: Store, tool: Tool, max_tools: int) -> None:

@@ -131,6 +131,11 @@ class InventoryUnavailable(Unavailable):
     http_status = 503
 
 
+class InventoryBusy(Busy):
+    """Every pooled connection to the shared inventory is lent to other requests and none came free in
+    time: the database answers, this server has more requests for it than connections."""
+
+
 # --- what a tool's execution can end in -------------------------------------------------------
 
 

@@ -13,6 +13,7 @@ Usage counters stay on the tool across versions; per-version usage and failures 
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Protocol
 
 from pydantic import ValidationError
@@ -20,13 +21,16 @@ from pydantic import ValidationError
 from awb.clock import Clock
 from awb.config import Config
 from awb.crafting import CraftRequest
-from awb.errors import InvalidParams, NotEquippable, ToolDeleted, VersionConflict
+from awb.errors import AwbError, InvalidParams, NotEquippable, ToolDeleted, VersionConflict
 from awb.events import Event, EventBus
+from awb.inventory.lane import StoreLane
 from awb.inventory.models import Example, Language, RuntimeName, Tool, ToolVersion
 from awb.inventory.store import Store
 from awb.meta_tools import MetaNames, served_by
 from awb.sandbox.base import Runtime
 from awb.schema_rules import equip_problems
+
+log = logging.getLogger("awb.workbench")
 
 
 class Bench(Protocol):
@@ -37,6 +41,7 @@ class Bench(Protocol):
     clock: Clock
     events: EventBus
     config: Config
+    lane: StoreLane
 
     def resolve(self, ref: str, *, allow_deleted: bool = False) -> Tool: ...
 
@@ -126,7 +131,8 @@ async def update(
 ) -> Tool:
     """Admit a new version of `ref` (fields left out are kept) and make it current; a refusal words a
     meta-tool's action in `names` (the asking face's words; as MCP serves them by default)."""
-    tool = workbench.resolve(ref)
+    lane = workbench.lane
+    tool = await lane.call(workbench.resolve, ref)
     if all(v is None for v in (code, description, input_schema, output_schema, examples)):
         raise InvalidParams(
             "nothing to update: give code, description, input_schema, output_schema or examples", tool_id=tool.tool_id
@@ -157,7 +163,8 @@ async def update(
     # The store numbers the version and makes it current in one step, only while the version this update
     # was built on and tested with is still current (fields left out are kept from it: two updates at
     # once each kept the other's fields out) and the tool is not deleted meanwhile.
-    added = workbench.store.add_current_version(
+    added = await lane.call(
+        workbench.store.add_current_version,
         tool.tool_id,
         tool.version,
         ToolVersion(
@@ -194,9 +201,15 @@ async def update(
         "runtime": runtime.name,
         "updated_at": now,
     }
-    workbench.events.publish(
-        Event("updated", tool.tool_id, {"version": number, "previous": tool.version, "equipped": tool.equipped})
-    )
+    # The journal and the search index follow on the lane (a remote store's journal is written there); the
+    # version is stored whether or not the database answers that in time.
+    try:
+        await lane.call(
+            workbench.events.publish,
+            Event("updated", tool.tool_id, {"version": number, "previous": tool.version, "equipped": tool.equipped}),
+        )
+    except AwbError as exc:
+        log.warning("could not announce the update of %s: %s", tool.name, exc.message)
     return tool.model_copy(update=fields)
 
 

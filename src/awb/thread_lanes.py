@@ -25,10 +25,14 @@ class ThreadLane:
             weakref.WeakKeyDictionary()
         )
 
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """`fn(*args)` in one of this lane's threads; past `threads` at once, a call waits its turn."""
+    def limiter(self) -> anyio.CapacityLimiter:
+        """This lane's limiter on the running event loop."""
         loop = asyncio.get_running_loop()
         limiter = self._limiters.get(loop)
         if limiter is None:
             limiter = self._limiters[loop] = anyio.CapacityLimiter(self.threads)
-        return await anyio.to_thread.run_sync(fn, *args, limiter=limiter)
+        return limiter
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)` in one of this lane's threads; past `threads` at once, a call waits its turn."""
+        return await anyio.to_thread.run_sync(fn, *args, limiter=self.limiter())

@@ -25,6 +25,7 @@ from awb.errors import (
 )
 from awb.events import Event, EventBus
 from awb.followers import journal_writer, search_follower
+from awb.inventory.lane import StoreLane
 from awb.inventory.memory import MemoryPolicy, TierChange
 from awb.inventory.models import (
     CallRecord,
@@ -68,6 +69,9 @@ class Workbench:
     ) -> None:
         self.config = config or Config()
         self.store: Store = store or open_store(self.config)
+        #: Where requests run store work: inline on SQLite, off the event loop within a deadline on
+        #: PostgreSQL (awb.inventory.lane). Faces ask it for every store-bound step on the loop.
+        self.lane = StoreLane(self.store)
         self.clock = clock or SystemClock()
         self.policy = MemoryPolicy(self.config.memory)
         self.events = EventBus()
@@ -93,6 +97,7 @@ class Workbench:
             events=self.events,
             armory=self.armory,
             upkeep=self.upkeep,
+            lane=self.lane,
         )
 
     # --- life cycle ---------------------------------------------------------------------------
@@ -199,7 +204,19 @@ class Workbench:
 
     async def call(self, ref: str, params: dict[str, Any] | None = None) -> CallResult:
         """Run a tool in its sandbox. Failures are recorded and raised as `ExecutionError`s."""
-        return await self.caller.call(self.resolve(ref), params)
+        # A local store resolves here, on the loop: its call path takes no extra step.
+        tool = await self.resolve_for_request(ref) if self.lane.remote else self.resolve(ref)
+        return await self.caller.call(tool, params)
+
+    async def resolve_for_request(self, ref: str) -> Tool:
+        """`resolve` on the store's lane; on a shared store, a live record its cache holds (kept in step
+        with the other servers) answers at once, without a thread hop."""
+        if self.lane.remote:
+            cached = getattr(self.store, "cached", None)
+            tool = cached(ref) if callable(cached) and isinstance(ref, str) else None
+            if tool is not None:
+                return tool  # type: ignore[no-any-return]
+        return await self.lane.call(self.resolve, ref)
 
     # --- list, search, inspect, delete ----------------------------------------------------------
 

@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 import pytest
 from test_store_contract import NOW, make_tool
 
 from awb.calling import CallRecorder
 from awb.config import Config
+from awb.inventory.lane import StoreLane
 from awb.inventory.memory import MemoryPolicy
 from awb.inventory.models import CallRecord, MemoryLevel, ToolCounters
 from awb.inventory.sqlite import SQLiteStore
@@ -190,3 +193,42 @@ def test_a_group_counts_each_tool_once_and_each_call_reads_what_it_would_alone(t
     finally:
         together.close()
         alone.close()
+
+
+class _RemoteStore(_Store):
+    """A store across a network whose first write waits until the test lets it through."""
+
+    answer_within = 5.0
+    where = "postgresql://awb@db.internal/awb"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writing = threading.Event()
+        self.let_through = threading.Event()
+
+    def record_calls(
+        self, calls: Sequence[CallRecord], *, level_after: Callable[[MemoryLevel, int], MemoryLevel] | None = None
+    ) -> list[ToolCounters | Exception]:
+        if not self.groups:
+            self.writing.set()
+            self.let_through.wait(10)
+        return super().record_calls(calls, level_after=level_after)
+
+
+async def test_on_a_remote_store_the_calls_ending_during_a_write_share_the_next_one_off_the_loop() -> None:
+    store = _RemoteStore()
+    recorder = CallRecorder(store, MemoryPolicy(Config().memory), StoreLane(store))  # type: ignore[arg-type]
+    try:
+        with anyio.fail_after(10):
+            first = asyncio.ensure_future(recorder.record(call(0, call_id="call_first")))
+            await anyio.to_thread.run_sync(store.writing.wait, 10)  # written on a thread: the loop runs on
+            later = []
+            for n in range(3):  # each ending in a turn of its own, as the first write goes on
+                later.append(asyncio.ensure_future(recorder.record(call(0, call_id=f"call_{n}"))))
+                for _ in range(3):
+                    await asyncio.sleep(0)
+            store.let_through.set()
+            await asyncio.gather(first, *later)
+    finally:
+        store.let_through.set()
+    assert store.groups == [["call_first"], ["call_0", "call_1", "call_2"]]

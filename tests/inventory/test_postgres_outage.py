@@ -248,7 +248,7 @@ def test_inventory_pool_wait_seconds_bounds_a_requests_wait_for_a_pooled_connect
     from contextlib import ExitStack
 
     from awb.config import Config
-    from awb.errors import Unavailable
+    from awb.errors import InventoryBusy
     from awb.inventory.open import open_store
     from awb.inventory.postgres_pool import POOL_MAX
 
@@ -259,7 +259,7 @@ def test_inventory_pool_wait_seconds_bounds_a_requests_wait_for_a_pooled_connect
         with ExitStack() as held:
             for _ in range(POOL_MAX):  # every pooled connection busy
                 held.enter_context(store.connection())
-            with pytest.raises(Unavailable, match=r"no connection within 0\.3 s"):
+            with pytest.raises(InventoryBusy, match=r"none came free within 0\.3 s"):
                 store.count_active()
     finally:
         store.close()

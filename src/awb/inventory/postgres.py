@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Literal, cast
 
+from awb.inventory import postgres_pool
 from awb.inventory.models import CallRecord, Tool, ToolVersion
 from awb.inventory.names import NEXT_VARIANT, VARIANT_NAMES, grouped, holder_query, name_taken
 from awb.inventory.postgres_forget import PostgresForgetting
@@ -95,6 +96,12 @@ class PostgresStore(PostgresListing, PostgresRecords, PostgresForgetting, Postgr
     def where(self) -> str:
         """The URL without its password, for messages."""
         return redacted(self.url)
+
+    @property
+    def answer_within(self) -> float:
+        """How long a request waits for this store's work at most (awb.inventory.lane): the wait for a
+        pooled connection, then a statement's `statement_timeout`; past it, `unavailable`."""
+        return float(self._pool.wait) + postgres_pool.STATEMENT_SECONDS
 
     def connection(self) -> AbstractContextManager[Any]:
         """One of the store's pooled connections (autocommit), for the blueprint runtime's sessions."""
@@ -230,6 +237,16 @@ class PostgresStore(PostgresListing, PostgresRecords, PostgresForgetting, Postgr
 
     def get(self, tool_id: str) -> Tool | None:
         return self.get_many([tool_id]).get(tool_id)
+
+    def cached(self, ref: str) -> Tool | None:
+        """The live record `ref` (a tool_id, else a name) names, as this server's cache holds it (kept in
+        step by the change feed), without asking the database; None when the cache cannot say."""
+        if not self._following:
+            return None
+        found = self._cache.tools.get(ref) if ref.startswith("tool_") else self._cache.tool_named(ref)
+        if found is None or found is MISSING or found.status == "deleted":
+            return None
+        return found  # type: ignore[no-any-return]
 
     def get_many(self, tool_ids: Sequence[str]) -> dict[str, Tool]:
         """Cached records as they are; the others in one round trip (a search's window of results)."""

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from awb.errors import ConfigError, InventoryUnavailable
+from awb.errors import ConfigError, InventoryBusy, InventoryUnavailable
 from awb.install_hint import install_hint
 from awb.inventory.postgres_migrations import migrate
 from awb.text import first_line
@@ -37,6 +37,12 @@ CONNECT_SECONDS = 10.0
 #: How long a request waits for a pooled connection before it fails with `unavailable` (the default of
 #: the `inventory_pool_wait_seconds` setting).
 POOL_WAIT_SECONDS = 10.0
+#: How long one statement may run on a pooled connection (PostgreSQL's `statement_timeout`), unless the
+#: URL sets one: a statement blocked behind another's lock, or one the database is too slow for, ends
+#: then and gives its connection back, where it would hold it (and the request) for as long as it waits.
+STATEMENT_SECONDS = 10.0
+#: The SQLSTATE of a statement cancelled, by `statement_timeout` among others.
+QUERY_CANCELED = "57014"
 #: While the database is taken for down, it is asked whether it is back at most this often.
 PROBE_EVERY = 0.5
 #: While a request waits for a connection, it looks this often whether the pool's attempts to open one
@@ -156,10 +162,17 @@ class InventoryPool:
                 self._down = (time.monotonic(), f"no connection within {self.wait:g} s")
             raise InventoryUnavailable(
                 f"the inventory at {self.where} gave no connection within {self.wait:g} s "
-                "(the database is down or unreachable, or every connection is busy); try again",
+                "(the database is down or unreachable); try again",
                 inventory=self.where,
             ) from exc
         except psycopg.OperationalError as exc:
+            if getattr(exc, "sqlstate", None) == QUERY_CANCELED:
+                # `statement_timeout` ended it (blocked behind a lock, or a database too slow): the request
+                # hears that the database did not answer in time, as when it says nothing at all.
+                raise InventoryUnavailable(
+                    f"the inventory at {self.where} did not finish a statement in time: {first_line(exc)}; try again",
+                    inventory=self.where,
+                ) from exc
             if not connection_lost(exc):
                 raise  # a statement's own failure (a deadlock it lost, say): the caller's to handle
             # The others idle in the pool likely went the same way: replace them now, not one failed
@@ -186,10 +199,21 @@ class InventoryPool:
                 return pool, pool.getconn(timeout=max(min(left, REFUSAL_CHECK_EVERY), 0.001))
             except psycopg_pool.PoolTimeout:
                 if left <= REFUSAL_CHECK_EVERY:
+                    if exhausted(pool, failed):
+                        raise self._busy(pool) from None
                     raise
                 if pool.get_stats().get("connections_errors", 0) > failed:
                     self._refused()
                     failed = pool.get_stats().get("connections_errors", 0)
+
+    def _busy(self, pool: Any) -> InventoryBusy:
+        size = pool.get_stats().get("pool_size", 0)
+        return InventoryBusy(
+            f"the inventory pool is exhausted: all {size} connections to {self.where} are in use by other "
+            f"requests and none came free within {self.wait:g} s (the database answers); try again",
+            inventory=self.where,
+            connections=size,
+        )
 
     def _refused(self) -> None:
         """The pool failed to open a connection: ask the database once ourselves (a refusal is answered
@@ -246,6 +270,15 @@ class InventoryPool:
         self._pool.close()
 
 
+def exhausted(pool: Any, failed: int) -> bool:
+    """Whether a wait for a connection went unserved because every connection the pool may hold is lent
+    (the pool is full and opened none in vain meanwhile: `failed` is its count of failed attempts when
+    the wait began), not because it could not open one. A request then waits its turn: the database is
+    not taken for down."""
+    stats = pool.get_stats()
+    return bool(stats.get("pool_size", 0) >= pool.max_size and stats.get("connections_errors", 0) <= failed)
+
+
 def connection_lost(exc: BaseException) -> bool:
     """Whether `exc` says the connection itself failed or was closed by the server (SQLSTATE class 08,
     a shutdown or terminated backend, or no SQLSTATE at all: the client found the socket dead)."""
@@ -266,6 +299,8 @@ def open_pool(
     psycopg, psycopg_pool = psycopg_modules()
 
     def configure(conn: Any) -> None:
+        if "statement_timeout" not in url:
+            conn.execute(f"SET statement_timeout = {round(STATEMENT_SECONDS * 1000)}")
         if not durable:
             # Like SQLite's WAL with synchronous=NORMAL: a commit returns before its WAL record is on
             # disk. A crash of the database host can lose the last moments of commits, never corrupt

@@ -103,6 +103,13 @@ class EquippedListing:
         self.left_out = {k: v for k, v in self.left_out.items() if k in current}
         return [entry for entry in served.values() if entry is not None]
 
+    def listed_schema(self, name: str) -> dict[str, Any] | None:
+        """The input schema the last listing served for the tool named `name`, or None; reads no store."""
+        for entry in list(self._served.values()):
+            if entry is not None and entry.name == name:
+                return entry.input_schema
+        return None
+
     def _check(self, tool: Tool) -> types.Tool | None:
         try:
             entry = served_tool(tool, self.workbench.config.tool_names, self.names)

@@ -14,7 +14,6 @@ from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any
 
-import anyio.to_thread
 import mcp_types as types
 import pydantic_core
 from mcp import MCPError
@@ -201,6 +200,11 @@ class McpFace:
         verb = verb_of(name, self.tool_names)
         if verb is not None:
             return INPUT[verb]
+        if self.workbench.lane.remote:
+            # The SDK asks on the event loop, before it dispatches the call (to check Mcp-Param headers): a
+            # shared inventory that may not answer is not read here. The schema this server last listed
+            # for the name stands in; None skips that check, and the call checks its params as ever.
+            return self.equipped_listing.listed_schema(name)
         tool = self._equipped(name)
         return None if tool is None else tool.input_schema
 
@@ -231,7 +235,7 @@ class McpFace:
         # that read wait (up to `inventory_pool_wait_seconds` for a connection while its database is
         # down), which on the loop would hold up every other client's request for as long.
         try:
-            tools = await anyio.to_thread.run_sync(self.list_tools)
+            tools = await self.workbench.lane.work(self.list_tools)
         except AwbError as error:
             # A protocol request has no isError result: the JSON-RPC error says why, with the same
             # structured error a tool call would carry (not the SDK's bare "Internal server error").
@@ -296,7 +300,7 @@ class McpFace:
 
         structuredContent is the result (wrapped as {"result": ...} unless the tool's output schema
         describes an object, matching the listed outputSchema); the call's record is in `_meta`."""
-        tool = self._equipped(name)
+        tool = await self.workbench.lane.call(self._equipped, name)
         if tool is None:
             raise self._not_served(name)
         result = await self.workbench.call(tool.tool_id, arguments)
@@ -330,9 +334,9 @@ class McpFace:
 
     async def _craft(self, arguments: dict[str, Any]) -> dict[str, Any]:
         tool = await self.workbench.craft(arguments)
-        similar = await anyio.to_thread.run_sync(
-            partial(self.workbench.similar, tool.name, tool.description, exclude=tool.tool_id)
-        )
+        lane = self.workbench.lane
+        similar = await lane.work(self.workbench.similar, tool.name, tool.description, exclude=tool.tool_id)
+        equipped = await lane.call(self.workbench.equipped_tools)
         return {
             "tool_id": tool.tool_id,
             "status": "created",
@@ -343,7 +347,7 @@ class McpFace:
             "runtime": tool.runtime,
             "similar": [s.model_dump(mode="json") for s in similar],
             "warnings": craft_warnings(tool.input_schema, self.tool_names),
-            "equipped_tools": [t.name for t in self.workbench.equipped_tools()],
+            "equipped_tools": [t.name for t in equipped],
         }
 
     def _ref(self, arguments: dict[str, Any]) -> str:
@@ -361,8 +365,15 @@ class McpFace:
                 )
         return str(tool_id if tool_id is not None else name)
 
+    async def _ref_checked(self, arguments: dict[str, Any]) -> str:
+        """`_ref`, whose check of an id and a name given together reads the store: on the store's lane."""
+        if arguments.get("tool_id") is not None and arguments.get("name") is not None:
+            return await self.workbench.lane.call(self._ref, arguments)
+        return self._ref(arguments)
+
     async def _call(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        result = await self.workbench.call(self._ref(arguments), arguments.get("params") or {})
+        ref = await self._ref_checked(arguments) if self.workbench.lane.remote else self._ref(arguments)
+        result = await self.workbench.call(ref, arguments.get("params") or {})
         # The tool's result goes out as it came: its runtime's output is JSON already (encode_output), and
         # a mode="json" dump walked every value again on the event loop (170 ms for 99,000 empty lists,
         # more than the encoders after it together).
@@ -382,7 +393,7 @@ class McpFace:
         )
         # Off the event loop: a query ranks with search (which may embed it or build an index), and a
         # listing counts every match (milliseconds at 100,000 tools, more for a tag most tools carry).
-        page = await anyio.to_thread.run_sync(listing)
+        page = await self.workbench.lane.work(listing)
         return {**page.model_dump(mode="json"), "count": len(page.tools)}
 
     async def _search(self, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -390,21 +401,19 @@ class McpFace:
         limit, top_k = (None if arguments.get(k) is None else int(arguments[k]) for k in ("limit", "top_k"))
         # Off the event loop: embedding the query, or a first search building its indexes (seconds at
         # 100k tools), must not hold up every other request.
-        found = await anyio.to_thread.run_sync(
-            partial(self.workbench.search, arguments["query"], limit=limit, top_k=top_k)
-        )
+        found = await self.workbench.lane.work(self.workbench.search, arguments["query"], limit=limit, top_k=top_k)
         return found.model_dump(mode="json")
 
     async def _delete(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        tool = self.workbench.delete(self._ref(arguments))
+        tool = await self.workbench.lane.call(self.workbench.delete, await self._ref_checked(arguments))
         return {"tool_id": tool.tool_id, "name": tool.name, "status": "deleted"}
 
     async def _inspect(self, arguments: dict[str, Any]) -> dict[str, Any]:
         # Off the event loop, and the history without each version's code, schemas and examples: whole, the
         # reply was every kept version's (100 of up to ~450 KB: 44 MB, 0.3 s of the loop per call in memory),
         # a size a tool's author chooses and any client may ask for again and again.
-        ref, number = self._ref(arguments), arguments.get("version")
-        return await anyio.to_thread.run_sync(partial(inspection_reply, self.workbench, ref, number))
+        ref, number = await self._ref_checked(arguments), arguments.get("version")
+        return await self.workbench.lane.work(inspection_reply, self.workbench, ref, number)
 
     async def _update(self, arguments: dict[str, Any]) -> dict[str, Any]:
         names = ("code", "description", "input_schema", "output_schema", "examples")
@@ -413,18 +422,19 @@ class McpFace:
             if fields:
                 raise InvalidParams("give either to_version (a rollback) or new fields, not both", fields=list(fields))
             return await self._rollback(arguments)
-        return _version_result(await self.workbench.update(self._ref(arguments), **fields), "updated")
+        return _version_result(await self.workbench.update(await self._ref_checked(arguments), **fields), "updated")
 
     async def _rollback(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        return _version_result(
-            self.workbench.rollback(self._ref(arguments), int(arguments["to_version"])), "rolled_back"
-        )
+        ref, to_version = await self._ref_checked(arguments), int(arguments["to_version"])
+        return _version_result(await self.workbench.lane.call(self.workbench.rollback, ref, to_version), "rolled_back")
 
     async def _equip(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        return self._equip_result(self.workbench.equip(self._ref(arguments)))
+        ref = await self._ref_checked(arguments)
+        return await self.workbench.lane.call(lambda: self._equip_result(self.workbench.equip(ref)))
 
     async def _unequip(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        return self._equip_result(self.workbench.unequip(self._ref(arguments)))
+        ref = await self._ref_checked(arguments)
+        return await self.workbench.lane.call(lambda: self._equip_result(self.workbench.unequip(ref)))
 
     def _equip_result(self, tool: Tool) -> dict[str, Any]:
         return {

@@ -154,7 +154,8 @@ class ListChangedNotifier:
     async def notify_all(self) -> None:
         """Send one tools/list_changed to every known legacy session and every listen stream."""
         try:
-            self._signature = self._equipped_signature()
+            # On the store's lane: a shared inventory's read must not hold up the loop.
+            self._signature = await self.workbench.lane.call(self._equipped_signature)
         except Exception:
             log.warning("could not read the equipped set", exc_info=True)
         # All at once: a session that takes nothing (a client that stopped reading its stream) costs

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote
 
-import anyio
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -209,7 +208,7 @@ class Panel:
 
     async def tools_page(self, request: Request) -> Response:
         query = views.ListQuery.parse(request.query_params)
-        listing = await anyio.to_thread.run_sync(views.tool_list, self.workbench, query)
+        listing = await self.workbench.lane.work(views.tool_list, self.workbench, query)
         return self._render(
             request, "tools.html", listing=listing, sorts=views.SORTS, levels=MEMORY_LEVELS, view="tools"
         )
@@ -222,7 +221,7 @@ class Panel:
                 f"there is no version {_quoted(raw)}: versions are numbered 1, 2, 3, …", field="version"
             )
         try:
-            found = await anyio.to_thread.run_sync(
+            found = await self.workbench.lane.work(
                 views.inspection, self.workbench, request.path_params["ref"], version
             )
         except views.NoSuchVersion as missing:
@@ -230,19 +229,19 @@ class Panel:
         return self._render(request, "tool.html", t=found, view="tools")
 
     async def confirm_delete(self, request: Request) -> Response:
-        tool = self.workbench.resolve(request.path_params["ref"])
+        tool = await self.workbench.lane.call(self.workbench.resolve, request.path_params["ref"])
         return self._render(request, "confirm_delete.html", tool=tool, view="tools")
 
     async def delete(self, request: Request) -> Response:
-        tool = self.workbench.delete(request.path_params["ref"])
+        tool = await self.workbench.lane.call(self.workbench.delete, request.path_params["ref"])
         return _back("/", "deleted", tool.name)
 
     async def equip(self, request: Request) -> Response:
-        tool = self.workbench.equip(request.path_params["ref"], names=self.meta_names)
+        tool = await self.workbench.lane.call(self.workbench.equip, request.path_params["ref"], names=self.meta_names)
         return _back(await _return_to(request), "equipped", tool.name)
 
     async def unequip(self, request: Request) -> Response:
-        tool = self.workbench.unequip(request.path_params["ref"])
+        tool = await self.workbench.lane.call(self.workbench.unequip, request.path_params["ref"])
         return _back(await _return_to(request), "unequipped", tool.name)
 
     async def rollback(self, request: Request) -> Response:
@@ -250,7 +249,7 @@ class Panel:
         version = whole_number(form.get("version"))
         if version is None:
             raise InvalidParams("choose a version to roll back to", field="version")
-        tool = self.workbench.rollback(request.path_params["ref"], version)
+        tool = await self.workbench.lane.call(self.workbench.rollback, request.path_params["ref"], version)
         return _back(f"/tools/{quote(tool.tool_id)}", "rolled_back", f"{tool.name} v{tool.version}")
 
     # --- staged writes --------------------------------------------------------------------------------
@@ -261,10 +260,8 @@ class Panel:
             status = staging.PENDING
         after = whole_number(request.query_params.get("after"))
         before = None if after is not None else whole_number(request.query_params.get("before"))
-        found = await anyio.to_thread.run_sync(
-            partial(views.staged_views, after=after, before=before),
-            self.workbench,
-            None if status == "all" else status,
+        found = await self.workbench.lane.work(
+            views.staged_views, self.workbench, None if status == "all" else status, after=after, before=before
         )
         return self._render(
             request,
@@ -277,7 +274,7 @@ class Panel:
         )
 
     async def staged_write_page(self, request: Request) -> Response:
-        found = await anyio.to_thread.run_sync(views.staged_view, self.workbench, _staged_id(request))
+        found = await self.workbench.lane.work(views.staged_view, self.workbench, _staged_id(request))
         return self._render(request, "staged_write.html", w=found, view="staged")
 
     async def apply(self, request: Request) -> Response:
@@ -286,23 +283,23 @@ class Panel:
         # The same checks as `awb staged apply`: the configuration's grants as they are now, and every
         # file the configuration says is awb's (without the list, only .awb/ and awb.config.json were).
         apply = partial(staging.apply_staged, grants=config.sandbox.grants, protected=staging.protected_paths(config))
-        write = await anyio.to_thread.run_sync(apply, store, _staged_id(request))
+        write = await self.workbench.lane.work(apply, store, _staged_id(request))
         return _back("/staged", "applied", write.path)
 
     async def discard(self, request: Request) -> Response:
         store: Any = self.workbench.store
-        write = await anyio.to_thread.run_sync(staging.discard_staged, store, _staged_id(request))
+        write = await self.workbench.lane.work(staging.discard_staged, store, _staged_id(request))
         return _back("/staged", "discarded", write.path)
 
     # --- agent runs -----------------------------------------------------------------------------------
 
     async def runs_page(self, request: Request) -> Response:
-        sessions = await anyio.to_thread.run_sync(self.runs.sessions) if self.runs else []
+        sessions = await self.workbench.lane.work(self.runs.sessions) if self.runs else []
         return self._render(request, "runs.html", sessions=sessions, available=self.runs is not None, view="runs")
 
     async def run_page(self, request: Request) -> Response:
         session_id = request.path_params["session_id"]
-        entries = await anyio.to_thread.run_sync(self.runs.logs, session_id) if self.runs else []
+        entries = await self.workbench.lane.work(self.runs.logs, session_id) if self.runs else []
         return self._render(request, "run.html", session_id=session_id, entries=entries, view="runs")
 
     # --- the creation moment --------------------------------------------------------------------------

@@ -19,12 +19,14 @@ def _workbench(request: Request) -> Workbench:
 
 
 @router.get("/tools/search", responses=ERRORS)
-def search_tools(
+async def search_tools(
     workbench: Annotated[Workbench, Depends(_workbench)],
     q: Annotated[str, Query(description="Words describing the tool.", max_length=MAX_QUERY_CHARS)],
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 10,
 ) -> dict[str, Any]:
     """The best `limit` tools for `q`: what the MCP `search` meta-tool returns (`query`, `mode`, `results`).
 
-    A plain function: FastAPI runs it in a worker thread, so embedding the query never holds up the loop."""
-    return workbench.search(q, limit=limit).model_dump(mode="json")
+    On a worker thread, so embedding the query never holds up the loop; on a shared inventory within its
+    deadline (`unavailable` past it)."""
+    found = await workbench.lane.work(workbench.search, q, limit=limit)
+    return found.model_dump(mode="json")
