@@ -68,6 +68,8 @@ class _ClosingAfterTheReport:
     def __init__(self, written: threading.Event) -> None:
         self._written = written
         self.closed_after_the_report: bool | None = None
+        #: The JavaScript worker doctor started ahead for a probe this runtime stands in for.
+        self.launched: Any = None
 
     def protections(self) -> dict[str, bool]:
         return {"worker_process": True}
@@ -77,6 +79,9 @@ class _ClosingAfterTheReport:
 
     async def close(self) -> None:
         self.closed_after_the_report = await asyncio.to_thread(self._written.wait, 10)
+        if self.launched is not None:
+            self.launched.kill()
+            await self.launched.wait()
 
 
 def test_doctor_writes_its_report_while_the_runtimes_close(
@@ -86,9 +91,10 @@ def test_doctor_writes_its_report_while_the_runtimes_close(
     written = threading.Event()
     runtime = _ClosingAfterTheReport(written)
 
-    def build_runtimes(config: Any, *, preload: bool = True, launched_zygote: Any = None) -> dict[str, Any]:
-        if launched_zygote is not None:
-            launched_zygote.discard()
+    def build_runtimes(config: Any, *, preload: bool = True, **launched: Any) -> dict[str, Any]:
+        if launched.get("launched_zygote") is not None:
+            launched["launched_zygote"].discard()
+        runtime.launched = launched.get("launched_javascript")
         return {"monty": runtime}
 
     def print_json(value: Any) -> None:

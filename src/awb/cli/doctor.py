@@ -20,6 +20,7 @@ from awb.cli.output import print_json, table
 from awb.errors import AwbError, ConfigError
 
 if TYPE_CHECKING:
+    import asyncio
     from collections.abc import Callable
 
     from awb.config import Config
@@ -168,9 +169,10 @@ async def _doctor_checks(
     quick: bool,
     report: Callable[[list[dict[str, Any]]], bool],
     zygote: LaunchedZygote | None = None,
+    javascript: asyncio.subprocess.Process | None = None,
 ) -> bool:
-    """The checks, `report`ed (what it returns: whether all passed) while the runtimes close. `zygote`:
-    the cpython probe's, launched ahead."""
+    """The checks, `report`ed (what it returns: whether all passed) while the runtimes close. `zygote`,
+    `javascript`: the cpython and JavaScript probes' processes, started ahead."""
     import asyncio
 
     from awb.config import find_config_file, unknown_env_names
@@ -181,7 +183,7 @@ async def _doctor_checks(
     # probe's was spent). A probe imports nothing: the cpython zygote skips importing the modules tools
     # commonly need. No embedding model either (no check needs it).
     probing = config.model_copy(update={"sandbox": config.sandbox.model_copy(update={"pool_size": 0})})
-    runtimes = build_runtimes(probing, preload=False, launched_zygote=zygote)
+    runtimes = build_runtimes(probing, preload=False, launched_zygote=zygote, launched_javascript=javascript)
     # A probe mostly waits for its worker processes to start, and closing its runtime for them to end:
     # the store's checks run meanwhile, in a thread (the store's connection lives there), rather than
     # before or after them, and the report is written while the runtimes close.
@@ -310,8 +312,6 @@ def doctor(
     when all pass."""
     import asyncio
 
-    from awb.config import load_config
-
     def report(checks: list[dict[str, Any]]) -> bool:
         ok = all(check["ok"] for check in checks)
         if as_json:
@@ -327,19 +327,45 @@ def doctor(
             table("awb doctor", ["check", "result", "detail"], [(c["check"], result(c), c["detail"]) for c in checks])
         return ok
 
-    # The cpython probe's zygote starts first: its interpreter starts and imports (the longest part of the
-    # slowest probe) while this process imports and loads its config and builds the runtimes.
+    # asyncio's own loop: the runtimes are asyncio code, and anyio's import costs ~0.03 s.
+    ok = asyncio.run(_doctor(config_path, quick, report))
+    raise typer.Exit(0 if ok else 1)
+
+
+async def _doctor(config_path: Path | None, quick: bool, report: Callable[[list[dict[str, Any]]], bool]) -> bool:
+    from awb.config import load_config
+
+    # The cpython zygote and a JavaScript worker start first: their interpreters start and import (the
+    # longest part of the slowest probes) while this process imports and loads its config and builds
+    # the runtimes, which then configure them.
     zygote = None if quick else _launched_zygote()
+    javascript = None if quick else await _launched_javascript()
     try:
         config = load_config(config_path)
-    except ConfigError as error:
+    except BaseException as error:
         if zygote is not None:
             zygote.discard()
-        ok = report([_check("config", False, error.message)])
-    else:
-        # asyncio's own loop: the runtimes are asyncio code, and anyio's import costs ~0.03 s.
-        ok = asyncio.run(_doctor_checks(config, config_path, quick, report, zygote))
-    raise typer.Exit(0 if ok else 1)
+        if javascript is not None:
+            javascript.kill()
+            await javascript.wait()
+        if not isinstance(error, ConfigError):
+            raise
+        return report([_check("config", False, error.message)])
+    return await _doctor_checks(config, config_path, quick, report, zygote, javascript)
+
+
+async def _launched_javascript() -> asyncio.subprocess.Process | None:
+    """A JavaScript worker for the probe, started ahead of its ids; None without the runtime's package."""
+    import sys
+
+    from awb.sandbox.javascript import launch_worker, quickjs_missing
+
+    if quickjs_missing() is not None:
+        return None
+    try:
+        return await launch_worker(sys.executable)
+    except OSError:  # the probe starts one itself, and says why it cannot
+        return None
 
 
 def _launched_zygote() -> LaunchedZygote | None:

@@ -15,6 +15,8 @@ from awb.sandbox.identity import WorkerIdentity
 from awb.sandbox.monty import MontyRuntime
 
 if TYPE_CHECKING:
+    import asyncio
+
     from awb.sandbox.cpython.handles import LaunchedZygote
 
 log = logging.getLogger("awb.sandbox")
@@ -31,11 +33,16 @@ def limits_for(config: Config) -> Limits:
 
 
 def build_runtimes(
-    config: Config, *, preload: bool = True, launched_zygote: LaunchedZygote | None = None
+    config: Config,
+    *,
+    preload: bool = True,
+    launched_zygote: LaunchedZygote | None = None,
+    launched_javascript: asyncio.subprocess.Process | None = None,
 ) -> dict[str, Runtime]:
     """Monty always; cpython on Linux; javascript and wasm when their packages are installed.
     `preload`: the cpython zygote imports the modules tools commonly need (False for one probe).
-    `launched_zygote`: a zygote process started ahead, which the cpython runtime configures (or ends).
+    `launched_zygote`, `launched_javascript`: processes started ahead (`launch_zygote`,
+    `javascript.launch_worker` without ids), which the runtimes configure and end.
 
     A runtime whose machine lacks protections is still listed: it raises `Unavailable` with the
     reason when used (and `describe_protections` says why)."""
@@ -66,8 +73,13 @@ def build_runtimes(
 
     if quickjs_missing() is None:
         runtimes["javascript"] = JavaScriptRuntime(
-            pool_size=sandbox.pool_size, max_concurrent=sandbox.max_concurrent, identity=identity
+            pool_size=sandbox.pool_size,
+            max_concurrent=sandbox.max_concurrent,
+            identity=identity,
+            launched=launched_javascript,
         )
+    elif launched_javascript is not None:
+        launched_javascript.kill()
     from awb.sandbox.wasm import WasmRuntime, wasmtime_missing
 
     if wasmtime_missing() is None:
