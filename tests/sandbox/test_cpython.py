@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 
 from awb.errors import Busy, Unavailable
 from awb.sandbox.base import Limits
-from awb.sandbox.cpython import CPythonRuntime
+from awb.sandbox.cpython import CPythonRuntime, handles
 from sandbox_support import LIMITS, SECRET, SHORT, Staged, failure
 
 pytestmark = pytest.mark.anyio
@@ -315,3 +316,30 @@ async def test_the_zygote_imports_common_modules_for_its_workers_unless_started_
             assert (await probing.execute(PRELOADED, {}, LIMITS, host_factory())).value == []
         finally:
             await probing.close()
+
+
+async def test_a_zygote_launched_ahead_runs_the_first_call_and_ends_when_its_runtime_closes(
+    host_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`awb doctor` starts the zygote's interpreter before it has loaded its config: the runtime configures
+    that process rather than starting another."""
+    launched = handles.launch_zygote(sys.executable)
+
+    def no_second_zygote(python: str) -> handles.LaunchedZygote:
+        raise AssertionError("the runtime started a zygote of its own")
+
+    monkeypatch.setattr(handles, "launch_zygote", no_second_zygote)
+    runtime = CPythonRuntime(pool_size=0, preload=False, launched=launched)
+    try:
+        with anyio.fail_after(30):
+            assert (await runtime.execute(ADD, {"a": 2, "b": 3}, LIMITS, host_factory())).value == 5
+            assert launched.process.poll() is None
+    finally:
+        await runtime.close()
+    assert launched.process.returncode is not None
+
+
+async def test_a_runtime_closed_before_it_started_ends_the_zygote_launched_for_it() -> None:
+    launched = handles.launch_zygote(sys.executable)
+    await CPythonRuntime(launched=launched).close()
+    assert launched.process.returncode is not None

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from awb.sandbox import javascript_worker
+from awb.sandbox import javascript, javascript_worker
 from awb.sandbox.host import HostBridge
 from awb.sandbox.javascript import JavaScriptRuntime
 from awb.text import MAX_RESULT_DEPTH, nesting_depth
@@ -284,3 +285,32 @@ def test_a_worker_loads_the_engine_without_the_packages_thread_pool() -> None:
     done = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "[]"]
+
+
+async def test_a_worker_launched_ahead_is_sent_its_ids_and_runs_the_first_call(
+    host_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`awb doctor` starts a worker's interpreter before it has loaded its config (and so before the worker
+    ids are claimed): the runtime sends that worker its ids rather than starting another."""
+    launched = await javascript.launch_worker(sys.executable)
+
+    async def no_second_worker(python: str, worker_ids: tuple[int, int] | None = None) -> Any:
+        raise AssertionError("the runtime started a worker of its own")
+
+    monkeypatch.setattr(javascript, "launch_worker", no_second_worker)
+    runtime = JavaScriptRuntime(pool_size=0, launched=launched)
+    try:
+        with anyio.fail_after(30):
+            assert (await runtime.execute(ADD, {"a": 2, "b": 3}, LIMITS, host_factory())).value == 5
+        if os.geteuid() == 0:  # the worker left root for the ids it was sent
+            assert runtime.protections()["unprivileged_uid"]
+    finally:
+        await runtime.close()
+    assert launched.returncode is not None
+
+
+async def test_a_runtime_closed_before_it_started_ends_the_worker_launched_for_it() -> None:
+    launched = await javascript.launch_worker(sys.executable)
+    with anyio.fail_after(10):
+        await JavaScriptRuntime(launched=launched).close()
+    assert launched.returncode is not None

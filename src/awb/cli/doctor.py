@@ -20,10 +20,14 @@ from awb.cli.output import print_json, table
 from awb.errors import AwbError, ConfigError
 
 if TYPE_CHECKING:
+    import asyncio
+    from collections.abc import Callable
+
     from awb.config import Config
     from awb.inventory.models import Tool
     from awb.inventory.store import Store
     from awb.sandbox.base import Limits, Runtime
+    from awb.sandbox.cpython.handles import LaunchedZygote
 
 PROBES = {
     "python": "def run(params):\n    return params['x'] + 1\n",
@@ -66,12 +70,11 @@ async def _sandbox_checks(runtimes: dict[str, Runtime], limits: Limits, quick: b
     return list(rows) + [{"warning": False, **check} for check in protection_checks(runtimes)]
 
 
-async def _probed_and_closed(runtimes: dict[str, Runtime], limits: Limits, quick: bool) -> list[dict[str, Any]]:
-    try:
-        return await _sandbox_checks(runtimes, limits, quick)
-    finally:
-        for runtime in runtimes.values():
-            await runtime.close()
+async def _closed(runtimes: dict[str, Runtime]) -> None:
+    """Every runtime closed at once: each mostly waits for its processes to end."""
+    import asyncio
+
+    await asyncio.gather(*(runtime.close() for runtime in runtimes.values()))
 
 
 async def _probe(
@@ -170,43 +173,58 @@ def _inventory_check(config: Config) -> tuple[dict[str, Any], Any]:
     return _check("inventory", version == SCHEMA_VERSION, detail), store
 
 
-async def _doctor_checks(config: Config, config_path: Path | None, quick: bool = False) -> list[dict[str, Any]]:
+async def _doctor_checks(
+    config: Config,
+    config_path: Path | None,
+    quick: bool,
+    report: Callable[[list[dict[str, Any]]], bool],
+    zygote: LaunchedZygote | None = None,
+    javascript: asyncio.subprocess.Process | None = None,
+) -> bool:
+    """The checks, `report`ed (what it returns: whether all passed) while the runtimes close. `zygote`,
+    `javascript`: the cpython and JavaScript probes' processes, started ahead."""
     import asyncio
 
     from awb.config import find_config_file, unknown_env_names
-
-    file = find_config_file(config_path)
-    # The built-in defaults are the product as `make run` serves it, not a fault: the row passes and says so.
-    source = (
-        f"{file}: valid"
-        if file is not None
-        else f"no {CONFIG_FILENAME} here: the built-in defaults (`awb init` writes a file to change them)"
-    )
-    checks = [_check("config", True, source)]
-    unknown = unknown_env_names()
-    if unknown:
-        detail = f"ignored, not configuration: {', '.join(unknown)}"
-        checks.append(_check("environment", True, detail, warn=True))
-    # The runtimes and the search engine a workbench would have, not started: no embedding model (no
-    # check needs it) and no warm pools; a probe starts its runtime, with one worker each.
-    probing = config.model_copy(update={"sandbox": config.sandbox.model_copy(update={"pool_size": 1})})
     from awb.sandbox.registry import build_runtimes, limits_for
 
+    # The runtimes a workbench would have, not started, and no warm pools: a probe starts the one worker
+    # it runs in (a pool of one forked a worker of its own beside the probe's, and another when the
+    # probe's was spent). A probe imports nothing: the cpython zygote skips importing the modules tools
+    # commonly need. No embedding model either (no check needs it).
+    probing = config.model_copy(update={"sandbox": config.sandbox.model_copy(update={"pool_size": 0})})
+    runtimes = build_runtimes(probing, preload=False, launched_zygote=zygote, launched_javascript=javascript)
     # A probe mostly waits for its worker processes to start, and closing its runtime for them to end:
     # the store's checks run meanwhile, in a thread (the store's connection lives there), rather than
-    # before or after them.
-    # A probe imports nothing: the cpython zygote skips importing the modules tools commonly need.
-    runtimes = build_runtimes(probing, preload=False)
-    sandbox = asyncio.ensure_future(_probed_and_closed(runtimes, limits_for(probing), quick))
+    # before or after them, and the report is written while the runtimes close.
+    closing: asyncio.Future[None] | None = None
     try:
-        store = await asyncio.to_thread(_store_checks, config, probing)
+        file = find_config_file(config_path)
+        # The built-in defaults are the product as `make run` serves it, not a fault: the row passes and says so.
+        source = (
+            f"{file}: valid"
+            if file is not None
+            else f"no {CONFIG_FILENAME} here: the built-in defaults (`awb init` writes a file to change them)"
+        )
+        checks = [_check("config", True, source)]
+        unknown = unknown_env_names()
+        if unknown:
+            detail = f"ignored, not configuration: {', '.join(unknown)}"
+            checks.append(_check("environment", True, detail, warn=True))
+        sandbox = asyncio.ensure_future(_sandbox_checks(runtimes, limits_for(probing), quick))
+        try:
+            store = await asyncio.to_thread(_store_checks, config, probing)
+        finally:
+            sandbox_rows = await sandbox
+        closing = asyncio.ensure_future(_closed(runtimes))
+        checks.extend(store.before)
+        if store.opened:  # without a store to check, neither are the sandboxes reported nor what follows
+            checks.extend(sandbox_rows)
+            checks.extend(store.after)
+        # Written in a thread: the event loop meanwhile ends the runtimes' processes and reaps them.
+        return await asyncio.to_thread(report, checks)
     finally:
-        sandbox_rows = await sandbox
-    checks.extend(store.before)
-    if store.opened:  # without a store to check, neither are the sandboxes reported nor what follows
-        checks.extend(sandbox_rows)
-        checks.extend(store.after)
-    return checks
+        await (closing if closing is not None else _closed(runtimes))
 
 
 @dataclass
@@ -304,25 +322,71 @@ def doctor(
     when all pass."""
     import asyncio
 
+    def report(checks: list[dict[str, Any]]) -> bool:
+        ok = all(check["ok"] for check in checks)
+        if as_json:
+            print_json({"ok": ok, "checks": checks})
+        else:
+            from awb.cli.safe_text import plain
+
+            def result(check: dict[str, Any]) -> Any:
+                if not check["ok"]:
+                    return plain("FAIL", style="red")
+                return plain("warn", style="yellow") if check["warning"] else plain("pass", style="green")
+
+            table("awb doctor", ["check", "result", "detail"], [(c["check"], result(c), c["detail"]) for c in checks])
+        return ok
+
+    # asyncio's own loop: the runtimes are asyncio code, and anyio's import costs ~0.03 s.
+    ok = asyncio.run(_doctor(config_path, quick, report))
+    raise typer.Exit(0 if ok else 1)
+
+
+async def _doctor(config_path: Path | None, quick: bool, report: Callable[[list[dict[str, Any]]], bool]) -> bool:
     from awb.config import load_config
 
+    # The cpython zygote and a JavaScript worker start first: their interpreters start and import (the
+    # longest part of the slowest probes) while this process imports and loads its config and builds
+    # the runtimes, which then configure them.
+    zygote = None if quick else _launched_zygote()
+    javascript = None if quick else await _launched_javascript()
     try:
         config = load_config(config_path)
-    except ConfigError as error:
-        checks = [_check("config", False, error.message)]
-    else:
-        # asyncio's own loop: the runtimes are asyncio code, and anyio's import costs ~0.03 s.
-        checks = asyncio.run(_doctor_checks(config, config_path, quick))
-    ok = all(check["ok"] for check in checks)
-    if as_json:
-        print_json({"ok": ok, "checks": checks})
-    else:
-        from awb.cli.safe_text import plain
+    except BaseException as error:
+        if zygote is not None:
+            zygote.discard()
+        if javascript is not None:
+            javascript.kill()
+            await javascript.wait()
+        if not isinstance(error, ConfigError):
+            raise
+        return report([_check("config", False, error.message)])
+    return await _doctor_checks(config, config_path, quick, report, zygote, javascript)
 
-        def result(check: dict[str, Any]) -> Any:
-            if not check["ok"]:
-                return plain("FAIL", style="red")
-            return plain("warn", style="yellow") if check["warning"] else plain("pass", style="green")
 
-        table("awb doctor", ["check", "result", "detail"], [(c["check"], result(c), c["detail"]) for c in checks])
-    raise typer.Exit(0 if ok else 1)
+async def _launched_javascript() -> asyncio.subprocess.Process | None:
+    """A JavaScript worker for the probe, started ahead of its ids; None without the runtime's package."""
+    import sys
+
+    from awb.sandbox.javascript import launch_worker, quickjs_missing
+
+    if quickjs_missing() is not None:
+        return None
+    try:
+        return await launch_worker(sys.executable)
+    except OSError:  # the probe starts one itself, and says why it cannot
+        return None
+
+
+def _launched_zygote() -> LaunchedZygote | None:
+    """A cpython zygote for the probe, started ahead; None where there is no cpython runtime to probe."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return None
+    from awb.sandbox.cpython.handles import launch_zygote
+
+    try:
+        return launch_zygote(sys.executable)
+    except AwbError:  # the probe starts one itself, and says why it cannot
+        return None

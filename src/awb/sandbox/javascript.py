@@ -62,6 +62,25 @@ def quickjs_missing() -> str | None:
     return None
 
 
+async def launch_worker(python: str, worker_ids: tuple[int, int] | None = None) -> asyncio.subprocess.Process:
+    """A worker process that leaves root for `worker_ids`; without them (a worker started ahead, while the
+    server still loads its config) it waits for them as its first frame, its interpreter started meanwhile."""
+    ids = [str(worker_ids[0]), str(worker_ids[1])] if worker_ids is not None else []
+    return await asyncio.create_subprocess_exec(
+        python,
+        "-I",
+        "-B",
+        str(WORKER_PATH),
+        *ids,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={},
+        cwd="/",
+        start_new_session=True,
+    )
+
+
 @dataclass
 class _JsWorker:
     process: asyncio.subprocess.Process
@@ -107,8 +126,11 @@ class JavaScriptRuntime:
         max_concurrent: int = 8,
         python: str | None = None,
         identity: WorkerIdentity | None = None,
+        launched: asyncio.subprocess.Process | None = None,
     ) -> None:
         self._pool_size = pool_size
+        #: A worker process started ahead, without its ids (`launch_worker`): the first worker; ours to end.
+        self._launched = launched
         #: Shared with the server's other runtimes; held from `start` to `close`.
         self.identity = identity or WorkerIdentity()
         self._worker_ids: tuple[int, int] | None = None
@@ -141,6 +163,9 @@ class JavaScriptRuntime:
                 self._idle.append(worker)
 
     async def close(self) -> None:
+        if self._launched is not None:  # never given its ids
+            launched, self._launched = self._launched, None
+            await _JsWorker(launched).kill()
         idle, self._idle = self._idle, []
         for worker in idle:
             await worker.kill()
@@ -161,24 +186,13 @@ class JavaScriptRuntime:
         if self._worker_ids is None:
             raise Unavailable("the javascript runtime is closed", runtime=self.name)
         uid, gid = self._worker_ids
-        process = await asyncio.create_subprocess_exec(
-            self._python,
-            "-I",
-            "-B",
-            str(WORKER_PATH),
-            str(uid),
-            str(gid),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env={},
-            cwd="/",
-            start_new_session=True,
-        )
-        worker = _JsWorker(process)
+        launched, self._launched = self._launched, None
+        worker = _JsWorker(launched or await launch_worker(self._python, (uid, gid)))
         try:
+            if launched is not None:  # started before the ids were claimed: they are its first frame
+                await worker.send({"uid": uid, "gid": gid})
             ready = await asyncio.wait_for(read_frame(worker.reader, 1 << 16), START_TIMEOUT_S)
-        except (TimeoutError, asyncio.IncompleteReadError, FrameTooLarge, BadFrame):
+        except (TimeoutError, asyncio.IncompleteReadError, FrameTooLarge, BadFrame, ConnectionError):
             await worker.kill()
             raise Unavailable("a javascript worker did not start (is quickjs importable?)") from None
         except BaseException:  # cancelled (the server stopped while it warmed up): the worker goes too

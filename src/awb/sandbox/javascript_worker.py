@@ -1,6 +1,6 @@
 """A JavaScript worker process: QuickJS behind the same lockdown as CPython workers, one fresh
 context per call. Run by path (`python -I javascript_worker.py <uid> <gid>`, the identity it leaves
-root for); standard library plus `quickjs`.
+root for, or without them to be sent `{"uid", "gid"}` as the first frame); standard library plus `quickjs`.
 
 Frames (4-byte big-endian length + JSON) on stdin/stdout, as in `awb.sandbox.cpython.worker`:
 server -> worker {"op": "job", "mode": "run"|"check", "code", "params", "limits"}; the worker may ask
@@ -255,8 +255,13 @@ def main() -> None:
     with open("/proc/self/statm", encoding="ascii") as handle:
         base_vsz = int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
     run_job(inp, out, {"mode": "check", "code": "function run(p) { return p; }", "params": {}})  # warm-up
-    # The uid and gid to leave root for (argv[1:3]): the server's workers' own, never host root.
-    worker_ids = (int(sys.argv[1]), int(sys.argv[2]))
+    # The uid and gid to leave root for: the server's workers' own, never host root. On the command line
+    # (argv[1:3]), or, for a worker started before the server had claimed them, the first frame it sends.
+    if len(sys.argv) > 2:
+        worker_ids = (int(sys.argv[1]), int(sys.argv[2]))
+    else:
+        ids = recv(inp, 1 << 10)
+        worker_ids = (int(ids["uid"]), int(ids["gid"]))
     if os.geteuid() == 0 and min(worker_ids) <= 0:  # (a non-root server's own ids are kept, gid 0 or not)
         raise SystemExit("refusing to leave root for root")
     layers = lockdown.lock_down(available=available, read_paths=[], write_paths=[], worker_ids=worker_ids)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from awb.config import Config
 from awb.errors import ExecutionError, ToolRuntimeError, ToolTimeout, Unavailable
@@ -13,6 +13,11 @@ from awb.sandbox.base import Limits, Runtime
 from awb.sandbox.host import HostBridge
 from awb.sandbox.identity import WorkerIdentity
 from awb.sandbox.monty import MontyRuntime
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from awb.sandbox.cpython.handles import LaunchedZygote
 
 log = logging.getLogger("awb.sandbox")
 
@@ -27,9 +32,17 @@ def limits_for(config: Config) -> Limits:
     )
 
 
-def build_runtimes(config: Config, *, preload: bool = True) -> dict[str, Runtime]:
+def build_runtimes(
+    config: Config,
+    *,
+    preload: bool = True,
+    launched_zygote: LaunchedZygote | None = None,
+    launched_javascript: asyncio.subprocess.Process | None = None,
+) -> dict[str, Runtime]:
     """Monty always; cpython on Linux; javascript and wasm when their packages are installed.
     `preload`: the cpython zygote imports the modules tools commonly need (False for one probe).
+    `launched_zygote`, `launched_javascript`: processes started ahead (`launch_zygote`,
+    `javascript.launch_worker` without ids), which the runtimes configure and end.
 
     A runtime whose machine lacks protections is still listed: it raises `Unavailable` with the
     reason when used (and `describe_protections` says why)."""
@@ -50,15 +63,23 @@ def build_runtimes(config: Config, *, preload: bool = True) -> dict[str, Runtime
             allow_degraded=sandbox.allow_degraded_cpython,
             identity=identity,
             preload=preload,
+            launched=launched_zygote,
         )
     except (ImportError, OSError) as exc:  # not Linux, or no ctypes/libc
         log.info("cpython runtime unavailable: %s", exc)
+        if launched_zygote is not None:
+            launched_zygote.discard()
     from awb.sandbox.javascript import JavaScriptRuntime, quickjs_missing
 
     if quickjs_missing() is None:
         runtimes["javascript"] = JavaScriptRuntime(
-            pool_size=sandbox.pool_size, max_concurrent=sandbox.max_concurrent, identity=identity
+            pool_size=sandbox.pool_size,
+            max_concurrent=sandbox.max_concurrent,
+            identity=identity,
+            launched=launched_javascript,
         )
+    elif launched_javascript is not None:
+        launched_javascript.kill()
     from awb.sandbox.wasm import WasmRuntime, wasmtime_missing
 
     if wasmtime_missing() is None:

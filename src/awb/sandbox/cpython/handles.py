@@ -179,13 +179,26 @@ class Zygote:
         self.process.wait(timeout=2)
 
 
-async def start_zygote(
-    python: str, grants: list[str], network_namespace: bool, worker_ids: tuple[int, int], *, preload: bool = True
-) -> Zygote:
-    """Start the zygote process and wait for its "ready" message (the protections it found);
-    `worker_ids` are the uid and gid its workers leave root for; `preload`: it imports the modules tools
-    commonly need, once for all its workers."""
-    loop = asyncio.get_running_loop()
+@dataclass
+class LaunchedZygote:
+    """A zygote process started ahead of its configuration: its interpreter starts and imports (most of
+    a zygote's start) while the server is still loading its own config; `start_zygote` configures it."""
+
+    process: subprocess.Popen[bytes]
+    control: socket.socket
+
+    def discard(self) -> None:
+        """End it unconfigured (it has forked nothing yet)."""
+        self.control.close()
+        with contextlib.suppress(ProcessLookupError):
+            self.process.kill()
+        self.process.wait(timeout=2)
+        if self.process.stderr is not None:
+            self.process.stderr.close()
+
+
+def launch_zygote(python: str) -> LaunchedZygote:
+    """Start a zygote process, to be configured by `start_zygote`; it waits for its config message."""
     server_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         process = subprocess.Popen(
@@ -203,6 +216,24 @@ async def start_zygote(
         raise Unavailable(f"cannot start the cpython zygote: {exc}") from None
     finally:
         zygote_end.close()
+    return LaunchedZygote(process, server_end)
+
+
+async def start_zygote(
+    python: str,
+    grants: list[str],
+    network_namespace: bool,
+    worker_ids: tuple[int, int],
+    *,
+    preload: bool = True,
+    launched: LaunchedZygote | None = None,
+) -> Zygote:
+    """Start the zygote process (or configure `launched`, one started ahead) and wait for its "ready"
+    message (the protections it found); `worker_ids` are the uid and gid its workers leave root for;
+    `preload`: it imports the modules tools commonly need, once for all its workers."""
+    loop = asyncio.get_running_loop()
+    launched = launched or launch_zygote(python)
+    process, server_end = launched.process, launched.control
     server_end.setblocking(False)
     zygote = Zygote(process=process, control=server_end, loop=loop, ready=loop.create_future())
     loop.add_reader(server_end.fileno(), zygote.on_readable)
@@ -213,11 +244,11 @@ async def start_zygote(
         "worker_ids": list(worker_ids),
         "preload": preload,
     }
-    server_end.send(json.dumps(config).encode())
     try:
+        server_end.send(json.dumps(config).encode())  # a zygote launched ahead may have died meanwhile
         assert zygote.ready is not None
         ready = await asyncio.wait_for(zygote.ready, START_TIMEOUT_S)
-    except (Unavailable, TimeoutError):
+    except (Unavailable, TimeoutError, OSError):
         zygote.close()
         detail = _drain(process)
         raise Unavailable(f"the cpython zygote did not start: {detail or 'no output'}") from None

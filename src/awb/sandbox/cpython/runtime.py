@@ -31,7 +31,14 @@ from awb.sandbox.base import Execution, ExecutionSlots, HostFunctions, Limits
 from awb.sandbox.cpython import lockdown
 from awb.sandbox.cpython.cgroups import oom_killed_at
 from awb.sandbox.cpython.endings import error_for_status, own_claims_only
-from awb.sandbox.cpython.handles import SPAWN_TIMEOUT_S, ZYGOTE_GONE, Worker, Zygote, start_zygote
+from awb.sandbox.cpython.handles import (
+    SPAWN_TIMEOUT_S,
+    ZYGOTE_GONE,
+    LaunchedZygote,
+    Worker,
+    Zygote,
+    start_zygote,
+)
 from awb.sandbox.cpython.watch import (
     MAX_TOOL_THREADS,
     Watch,
@@ -80,8 +87,11 @@ class CPythonRuntime:
         network_namespace: bool = True,
         identity: WorkerIdentity | None = None,
         preload: bool = True,
+        launched: LaunchedZygote | None = None,
     ) -> None:
         self._pool_size = pool_size
+        #: A zygote process started ahead (`launch_zygote`), configured by the first start; ours to end.
+        self._launched = launched
         #: Whether the zygote imports the modules tools commonly need (not worth it for one probe).
         self._preload = preload
         #: Shared with the server's other runtimes; held from the first start to `close`.
@@ -124,8 +134,14 @@ class CPythonRuntime:
                 self._worker_ids, self._refusal = await self.identity.claim_for("cpython")
                 if self._worker_ids is None:
                     return
+            launched, self._launched = self._launched, None
             self._zygote = await start_zygote(
-                self._python, self._grants, self._network_namespace, self._worker_ids, preload=self._preload
+                self._python,
+                self._grants,
+                self._network_namespace,
+                self._worker_ids,
+                preload=self._preload,
+                launched=launched,
             )
             missing = [layer for layer in REQUIRED_LAYERS if not self._zygote.available.get(layer)]
             self._refusal = None
@@ -146,6 +162,9 @@ class CPythonRuntime:
                 await task
         while self._ready:
             self._ready.popleft().close()
+        if self._launched is not None:  # never started
+            launched, self._launched = self._launched, None
+            launched.discard()
         if self._zygote is not None:
             zygote, self._zygote = self._zygote, None
             zygote.close()

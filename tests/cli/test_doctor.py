@@ -1,0 +1,109 @@
+"""`awb doctor` run in this process: what its probes start, and when its report is written."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+import awb.cli.doctor
+from awb.cli.main import main
+from awb.sandbox import registry
+from awb.sandbox.cpython import handles
+from clitools import reserved_port, run_awb
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A workspace `awb init` made, as this process's working directory, its port one this test holds."""
+    assert run_awb(tmp_path, "init").returncode == 0
+    for name in [name for name in os.environ if name.startswith("AWB_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    with reserved_port() as port:
+        monkeypatch.setenv("AWB_PORT", str(port))
+        yield tmp_path
+
+
+def doctor_report(capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    with pytest.raises(SystemExit) as end:
+        main(["doctor", "--json"])
+    report: dict[str, Any] = json.loads(capsys.readouterr().out)
+    assert end.value.code == (0 if report["ok"] else 1)
+    return report
+
+
+def test_doctor_forks_one_cpython_worker_for_its_probe(
+    workspace: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A warm pool of one forked a worker beside the probe's, and another once the probe's was spent.
+    spawned: list[int] = []
+    spawn = handles.Zygote.spawn
+
+    async def counted(zygote: handles.Zygote) -> handles.Worker:
+        spawned.append(1)
+        return await spawn(zygote)
+
+    monkeypatch.setattr(handles.Zygote, "spawn", counted)
+    checks = {check["check"]: check for check in doctor_report(capsys)["checks"]}
+    if not checks["sandbox:cpython"]["detail"].startswith("probe ran"):
+        pytest.skip(f"no cpython runtime here: {checks['sandbox:cpython']['detail']}")
+    assert checks["sandbox:cpython"]["ok"]
+    assert len(spawned) == 1
+
+
+class _ClosingAfterTheReport:
+    """A runtime whose close waits (a bounded wait) for the report to be written."""
+
+    name = "monty"
+    language = "python"
+
+    def __init__(self, written: threading.Event) -> None:
+        self._written = written
+        self.closed_after_the_report: bool | None = None
+        #: The JavaScript worker doctor started ahead for a probe this runtime stands in for.
+        self.launched: Any = None
+
+    def protections(self) -> dict[str, bool]:
+        return {"worker_process": True}
+
+    async def execute(self, code: str, params: dict[str, Any], limits: Any, host: Any) -> Any:
+        return SimpleNamespace(value=params["x"] + 1)
+
+    async def close(self) -> None:
+        self.closed_after_the_report = await asyncio.to_thread(self._written.wait, 10)
+        if self.launched is not None:
+            self.launched.kill()
+            await self.launched.wait()
+
+
+def test_doctor_writes_its_report_while_the_runtimes_close(
+    workspace: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Closing a runtime mostly waits for its processes to end: the report need not wait with it.
+    written = threading.Event()
+    runtime = _ClosingAfterTheReport(written)
+
+    def build_runtimes(config: Any, *, preload: bool = True, **launched: Any) -> dict[str, Any]:
+        if launched.get("launched_zygote") is not None:
+            launched["launched_zygote"].discard()
+        runtime.launched = launched.get("launched_javascript")
+        return {"monty": runtime}
+
+    def print_json(value: Any) -> None:
+        print(json.dumps(value))
+        written.set()
+
+    monkeypatch.setattr(registry, "build_runtimes", build_runtimes)
+    monkeypatch.setattr(registry, "_optional_missing", lambda runtimes: {})
+    monkeypatch.setattr(awb.cli.doctor, "print_json", print_json)
+    checks = {check["check"]: check for check in doctor_report(capsys)["checks"]}
+    assert checks["sandbox:monty"]["ok"] and checks["sandbox:monty"]["detail"].startswith("probe ran")
+    assert runtime.closed_after_the_report is True
