@@ -12,6 +12,7 @@ from mcp import Client
 
 from awb.calling import CANCELLED
 from awb.errors import ToolRuntimeError
+from awb.inventory.models import Tool
 from awb.server.mcp import McpFace
 from awb.workbench import Workbench
 from journey import abandoned_call, call
@@ -82,3 +83,36 @@ async def test_a_runtime_failing_unexpectedly_is_a_recorded_failed_call(workbenc
     [record] = workbench.inspect("adder").recent_calls
     assert record.ok is False and record.error_code == "runtime_error"
     assert workbench.resolve("adder").failure_count == 1
+
+
+async def test_a_call_that_moves_no_tier_copies_its_tool_record_only_for_the_store_cache(
+    workbench: Workbench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The call's result reads the counters the record returned: a copy of the whole tool record for it
+    # cost ~6 us of the event loop on every call.
+    await workbench.craft({"name": "double", "description": "Double x.", "code": "def run(params):\n    return 2\n"})
+    with anyio.fail_after(30):
+        await workbench.call("double")  # warm: the tool is read into the store's cache
+        copied: list[str] = []
+        original = Tool.model_copy
+
+        def counted_copy(self: Tool, *args: Any, **kwargs: Any) -> Tool:
+            copied.append(self.tool_id)
+            return original(self, *args, **kwargs)
+
+        monkeypatch.setattr(Tool, "model_copy", counted_copy)
+        result = await workbench.call("double")
+    assert (result.result, result.usage_count, result.memory_level) == (2, 2, "short_term")
+    assert len(copied) == 1  # the store's cached record taking the new counters
+
+
+async def test_a_call_that_reaches_long_term_still_auto_equips_its_tool(workbench: Workbench) -> None:
+    workbench.config.auto_equip_long_term = True
+    await workbench.craft({"name": "hot", "description": "Often used.", "code": "def run(params):\n    return 1\n"})
+    with anyio.fail_after(60):
+        for _ in range(200):
+            result = await workbench.call("hot")
+            if result.memory_level == "long_term":
+                break
+    assert result.memory_level == "long_term"
+    assert workbench.resolve("hot").equipped

@@ -279,7 +279,7 @@ class Caller:
             peak = execution.peak_memory_bytes
         else:  # a failed run may still have been measured (a tool that hit its memory limit, say)
             peak = error.peak_memory_bytes if isinstance(error, ExecutionError) else None
-        tool = await self._record(tool, call_id, duration_ms, error, peak)
+        counters = await self._record(tool, call_id, duration_ms, error, peak)
         if error is not None:
             log.info("call %s failed: %s", tool.name, error.code)
             raise error
@@ -292,8 +292,8 @@ class Caller:
             result=execution.value,
             logs=_capped_logs(host.logs + execution.logs, limits.max_log_bytes),
             duration_ms=round(duration_ms, 3),
-            memory_level=tool.memory_level,
-            usage_count=tool.usage_count,
+            memory_level=counters.memory_level,
+            usage_count=counters.usage_count,
         )
         if execution.value_json is not None and len(execution.value_json) >= KEPT_JSON_FROM:
             called._encoded = (execution.value, execution.value_json)
@@ -318,7 +318,8 @@ class Caller:
         duration_ms: float,
         error: AwbError | None,
         peak_memory_bytes: int | None = None,
-    ) -> Tool:
+    ) -> ToolCounters:
+        """Record the call; its tool's counters and tier right after it."""
         now = self._clock.now()
         call = CallRecord(
             call_id=call_id,
@@ -333,24 +334,26 @@ class Caller:
         # Counters move in SQL inside one write transaction, so concurrent calls (from any process)
         # never lose an update; the tier is recomputed there from the counted usage.
         counters = await self._recorder.record(call)
-        updated = tool.model_copy(
-            update={
-                "usage_count": counters.usage_count,
-                "success_count": counters.success_count,
-                "failure_count": counters.failure_count,
-                "memory_level": counters.memory_level,
-                "status": counters.status,
-                "last_used_at": now if error is None else tool.last_used_at,
-            }
-        )
         if counters.memory_level != counters.previous_level:
             self._events.publish(
                 Event("tier_changed", tool.tool_id, {"before": counters.previous_level, "after": counters.memory_level})
             )
             if counters.memory_level == "long_term":
-                updated = await self._lane.call(self._armory.auto_equip, updated, now)
+                # The record as this call left it, for the equip to judge (only here: a copy of a tool
+                # record costs ~6 us, on every call when it was made for all of them).
+                updated = tool.model_copy(
+                    update={
+                        "usage_count": counters.usage_count,
+                        "success_count": counters.success_count,
+                        "failure_count": counters.failure_count,
+                        "memory_level": counters.memory_level,
+                        "status": counters.status,
+                        "last_used_at": now if error is None else tool.last_used_at,
+                    }
+                )
+                await self._lane.call(self._armory.auto_equip, updated, now)
         self._upkeep.counted(tool.tool_id)
-        return updated
+        return counters
 
     def _record_cancelled(self, tool: Tool, call_id: str, duration_ms: float) -> None:
         """A cancelled call's record: failed, `cancelled`. Only a success moves the tier, so there is no

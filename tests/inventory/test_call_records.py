@@ -232,3 +232,29 @@ async def test_on_a_remote_store_the_calls_ending_during_a_write_share_the_next_
     finally:
         store.let_through.set()
     assert store.groups == [["call_first"], ["call_0", "call_1", "call_2"]]
+
+
+def test_a_group_keeps_the_cached_tool_warm_without_dumping_its_counters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The fields a group moved are read off its last call's counters as they are: no dump per record.
+    store = SQLiteStore(tmp_path / "inventory.db")
+    try:
+        store.add_tool(make_tool("rec", usage_count=3, success_count=3))
+        assert store.get("tool_rec") is not None  # cached from here on
+        monkeypatch.setattr(ToolCounters, "model_dump", _no_dump)
+        recorded = store.record_calls([call(1), call(2)])
+        assert [c.usage_count for c in recorded] == [4, 5]  # type: ignore[union-attr]
+        executed: list[str] = []
+        store._db.set_trace_callback(executed.append)
+        cached = store.get("tool_rec")
+        store._db.set_trace_callback(None)
+        assert cached is not None and (cached.usage_count, cached.success_count, cached.failure_count) == (5, 5, 0)
+        assert cached.last_used_at == call(2).at
+        assert not [sql for sql in executed if sql.startswith("SELECT")]  # the cache's copy, not read again
+    finally:
+        store.close()
+
+
+def _no_dump(self: ToolCounters, **kwargs: object) -> dict[str, object]:
+    raise AssertionError("a group's counters were dumped")

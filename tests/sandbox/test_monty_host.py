@@ -4,6 +4,7 @@ thread, sleeps and host waits within the call's deadline, and refusals reported 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -11,9 +12,10 @@ from typing import Any
 import anyio
 import pytest
 
-from awb.errors import ExecutionError
+from awb.errors import ExecutionError, ToolTimeout
 from awb.sandbox.host import HostBridge
 from awb.sandbox.monty import MontyRuntime
+from awb.sandbox.monty_host import MontyRun
 from sandbox_support import LIMITS, SHORT, Staged, failure
 
 pytestmark = pytest.mark.anyio
@@ -216,3 +218,50 @@ async def test_a_tool_may_log_in_a_loop_well_past_a_thousand_host_calls(monty: M
     logger = "def run(params):\n    for i in range(3000):\n        log('i')\n    return 'done'\n"
     result = await monty.execute(logger, {}, LIMITS, host_factory())
     assert result.value == "done"
+
+
+# --- the run's stop signal, made only for a run that sleeps -----------------------------------------
+
+
+def test_a_run_that_never_sleeps_makes_no_stop_event() -> None:
+    # An Event (a Condition and its lock) costs more to make than the rest of a trivial call's run object.
+    run = MontyRun(None, timeout_ms=1000)
+    assert run.begin(None, 1.0)
+    run.finish()
+    run.abandon()
+    assert run._stop is None
+
+
+def test_a_run_abandoned_before_it_sleeps_times_out_at_once() -> None:
+    run = MontyRun(None, timeout_ms=30_000)
+    assert run.begin(None, 30.0)
+    run.abandon()
+    started = time.monotonic()
+    with pytest.raises(ToolTimeout):
+        run._sleep((20,))
+    assert time.monotonic() - started < 5
+
+
+def test_abandoning_a_run_while_it_goes_to_sleep_wakes_it_with_a_timeout() -> None:
+    run = MontyRun(None, timeout_ms=30_000)
+    assert run.begin(None, 30.0)
+    outcome: list[BaseException] = []
+    asleep = threading.Thread(target=lambda: _slept(run, outcome), daemon=True)
+    asleep.start()
+    run.abandon()  # before or after the sleep made its event: either way it wakes
+    asleep.join(timeout=5)
+    assert not asleep.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], ToolTimeout)
+
+
+def test_a_run_abandoned_before_it_began_does_not_begin() -> None:
+    run = MontyRun(None, timeout_ms=1000)
+    run.abandon()
+    assert not run.begin(None, 1.0)
+
+
+def _slept(run: MontyRun, outcome: list[BaseException]) -> None:
+    try:
+        run._sleep((20,))
+    except BaseException as exc:  # the test reads what the sleep raised
+        outcome.append(exc)

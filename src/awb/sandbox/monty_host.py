@@ -64,7 +64,11 @@ class MontyRun:
         self._lock = threading.Lock()
         self._pid: int | None = None
         self._running = False
-        self._stop = threading.Event()
+        #: Set (under `_lock`) once the server has given up on the run.
+        self._abandoned = False
+        #: What a sleep waits on, made by the first sleep: an Event costs more to make (a Condition and
+        #: its lock) than the rest of a trivial call's run object, and few runs sleep.
+        self._stop: threading.Event | None = None
         #: (the exception type the sandbox saw, its message, the host's error), in order.
         self.refusals: list[tuple[str, str, ExecutionError]] = []
         #: Names of the OS calls the run made that Monty answers (and may refuse), in order.
@@ -82,7 +86,7 @@ class MontyRun:
     def begin(self, pid: int | None, timeout_s: float) -> bool:
         """The run starts on the worker `pid` now; False if the server has already given up on it."""
         with self._lock:
-            if self._stop.is_set():
+            if self._abandoned:
                 return False
             self._pid, self._running = pid, True
             self.deadline = time.monotonic() + timeout_s
@@ -98,7 +102,9 @@ class MontyRun:
         """The server stopped waiting (deadline, cancellation): end the run's worker if it still runs
         this call (the pool replaces it), and wake a sleep."""
         with self._lock:
-            self._stop.set()
+            self._abandoned = True
+            if self._stop is not None:
+                self._stop.set()
             if self._running and self._pid is not None:
                 log.debug("ending monty worker %s: its call was abandoned", self._pid)
                 try:
@@ -172,9 +178,18 @@ class MontyRun:
             raise ToolTimeout(
                 f"the tool ran past {self._timeout_ms} ms (it slept past its time limit)", limit_ms=self._timeout_ms
             )
-        if self._stop.wait(seconds):
+        if self._stop_event().wait(seconds):
             raise ToolTimeout.past(self._timeout_ms)
         return {"return_value": None}
+
+    def _stop_event(self) -> threading.Event:
+        """The event a sleep waits on, set already if the run was abandoned before the sleep."""
+        with self._lock:
+            if self._stop is None:
+                self._stop = threading.Event()
+                if self._abandoned:
+                    self._stop.set()
+            return self._stop
 
     def refusal(self, kind: str, message: str) -> ExecutionError | None:
         """The host's error when the run ended with an exception the host raised into it (the tool
