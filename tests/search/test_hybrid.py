@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -342,64 +341,3 @@ def test_prepare_builds_the_vector_matrix_before_any_search(store: SQLiteStore) 
     assert engine._index is None
     engine.prepare()
     assert engine._index is not None and sorted(engine._index.ids) == sorted(t.tool_id for t in tools)
-
-
-class GatedEmbedder(ConceptEmbedder):
-    """Embeds only once `release` is set, so a test sees what a search does while an embedding runs."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.started = threading.Event()
-        self.release = threading.Event()
-
-    def embed(self, texts: Sequence[str]) -> Any:
-        self.started.set()
-        assert self.release.wait(5), "the test never released the embedding"
-        return super().embed(texts)
-
-
-def test_a_query_embedded_ahead_is_embedded_once_and_ranks_as_one_embedded_by_its_search(store: SQLiteStore) -> None:
-    indexed = engine_with(store, ConceptEmbedder(), [make_tool(n, d) for n, d in TOOLS])
-    expected = {query: indexed.search(query, 3) for query, _ in QUERIES}
-    for query, _ in QUERIES:
-        embedder = GatedEmbedder()
-        engine = HybridSearch(store, embedder, SearchConfig(mode="hybrid"))  # a CLI process: nothing loaded
-        assert engine.embed_ahead(query) is True
-        assert embedder.started.wait(5)  # embedding on its own thread while this one goes on
-        embedder.release.set()
-        assert engine.search(query, 3) == expected[query]
-        assert embedder.calls == 1
-
-
-def test_a_search_waits_for_its_query_being_embedded_ahead_rather_than_embedding_it_again(
-    store: SQLiteStore,
-) -> None:
-    engine_with(store, ConceptEmbedder(), [make_tool(n, d) for n, d in TOOLS])
-    embedder = GatedEmbedder()
-    engine = HybridSearch(store, embedder, SearchConfig(mode="hybrid"))
-    assert engine.embed_ahead("count words")
-    assert embedder.started.wait(5)
-    found: list[Any] = []
-    searching = threading.Thread(target=lambda: found.append(engine.search("count words", 3)))
-    searching.start()
-    embedder.release.set()
-    searching.join(5)
-    assert found and found[0][1][0][0].name == "word_counter"
-    assert embedder.calls == 1
-
-
-def test_nothing_is_embedded_ahead_without_vectors_or_an_embedder(store: SQLiteStore) -> None:
-    embedder = ConceptEmbedder()
-    store.add_tool(make_tool("word_counter", "Count the words of a text."))  # no vector
-    assert HybridSearch(store, embedder, SearchConfig(mode="hybrid")).embed_ahead("count words") is False
-    assert HybridSearch(store, embedder, SearchConfig(mode="text")).embed_ahead("count words") is False
-    assert embedder.calls == 0
-
-
-def test_a_query_that_fails_to_embed_ahead_is_searched_as_text_and_says_why(store: SQLiteStore) -> None:
-    engine_with(store, ConceptEmbedder(), [make_tool(n, d) for n, d in TOOLS])
-    engine = HybridSearch(store, BrokenEmbedder(), SearchConfig(mode="hybrid"))
-    assert engine.embed_ahead("count words")
-    mode, hits = engine.search("count words", 5)
-    assert (mode, hits[0][0].name) == ("text", "word_counter")
-    assert "simulated" in engine.status().reason

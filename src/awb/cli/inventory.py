@@ -158,9 +158,7 @@ def inventory_search(
     # A running server of this workspace has its model loaded: ask it, rather than load the model here
     # (~0.5 s); a text search, or no reachable server, searches the store from this process.
     served = None if text else _served_search(config, query, limit)
-    result = served or with_store(
-        config, as_json, lambda store: _search(store, config, query, limit, as_table=not as_json)
-    )
+    result = served or with_store(config, as_json, lambda store: _search(store, config, query, limit))
     if as_json:
         print_json(result.model_dump(mode="json"))
     else:
@@ -202,25 +200,16 @@ def _served_search(config: Config, query: str, limit: int) -> SearchResult | Non
         return None
 
 
-def _search(
-    store: Store, config: Config, query: str, limit: int, *, matches_only: bool = False, as_table: bool = False
-) -> SearchResult:
-    """The workbench's search on the store alone; hybrid loads the model only for an inventory with vectors.
-    `as_table`: the results will be shown as a table."""
+def _search(store: Store, config: Config, query: str, limit: int, *, matches_only: bool = False) -> SearchResult:
+    """The workbench's search on the store alone; hybrid loads the model only for an inventory with vectors."""
     from awb import browse
     from awb.cli import output
     from awb.search.hybrid import search_engine
 
     engine = search_engine(store, config.search, few_queries=True)
-    if engine.embed_ahead(query):
-        # The model loads here: nothing else of this process needs taking apart at its end (awb.cli.main),
-        # however the search ends.
-        output.NOTHING_TO_TEAR_DOWN = True
-        if as_table:
-            output.prepare_table()  # while the model loads
     found = browse.search(store, engine, query, limit=limit, matches_only=matches_only)
-    if getattr(engine.embedder, "ready", False):
-        output.NOTHING_TO_TEAR_DOWN = True
+    # The model loaded here: nothing else of this process needs taking apart at its end (awb.cli.main).
+    output.NOTHING_TO_TEAR_DOWN = bool(getattr(engine.embedder, "ready", False))
     return found
 
 

@@ -200,16 +200,6 @@ def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], *, 
     _console(stderr).print(view)
 
 
-def prepare_table() -> None:
-    """Load what `table` needs before it is called: a command that waits for something else (the CLI's
-    search, for its model) loads it meanwhile."""
-    import rich.table  # noqa: F401
-
-    import awb.cli.safe_text  # noqa: F401
-
-    _console(stderr=False)
-
-
 def print_text(text: Any) -> None:
     """A rich renderable (e.g. `safe_text.plain(...)`) on stdout, with no markup or highlighting applied."""
     _console(False).print(text, highlight=False)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
@@ -21,7 +22,6 @@ from awb.inventory.store import Store
 from awb.search.embeddings import Embedder, EmbedderUnavailable, create_embedder
 from awb.search.fts import search_words, split_identifier
 from awb.search.numpy_once import ensure_numpy
-from awb.search.query_vectors import QueryVectors
 from awb.search.relevance import FLOOR_RELEVANCE, RELEVANCE_FLOOR, fuse, score
 from awb.search.vector_cache import VectorCache, text_key
 from awb.search.vector_index import SEARCH_PATH, NearestIndex, VectorIndex
@@ -45,6 +45,7 @@ TIER_BONUS: dict[MemoryLevel, float] = {"long_term": 0.01, "medium_term": 0.005,
 TIER_WINDOW = 10
 #: Candidates taken from each signal before fusion, at least.
 MIN_CANDIDATES = 50
+QUERY_CACHE_SIZE = 256
 #: Tools embedded per batch by reindex (three texts each).
 REINDEX_BATCH = 16
 
@@ -131,7 +132,9 @@ class HybridSearch:
         self._lock = threading.RLock()
         self._index: NearestIndex | None = None
         self._data_version: int | None = None
-        self.queries = QueryVectors()
+        self._queries: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
+        #: Agents repeat queries; the benchmark sets 0 so every query pays for its embedding.
+        self.query_cache_size = QUERY_CACHE_SIZE
         self.embedder: Embedder | None = None
         #: Where tool vectors computed before are found again (the planner's index sets it).
         self.vector_cache: VectorCache | None = None
@@ -295,31 +298,19 @@ class HybridSearch:
                 self._data_version = version
             return self._index
 
-    def embed_ahead(self, query: str) -> bool:
-        """Embed `query` on a thread of its own, the model loaded first, so that its search finds the
-        vector ready: a process that searches once and exits (the CLI) reads the store, ranks the text
-        and loads what shows the results meanwhile, where it would otherwise start loading the model
-        only once all that was done. Nothing is started (False) without an embedder or when no tool
-        has a vector of its model (the search then never embeds)."""
-        if self.embedder is None or not isinstance(self.store, VectorStore):
-            return False
-        if self.store.vector_model_ids().get(self.embedder.model_id, 0) == 0:
-            return False
-        self.queries.embed_ahead(self.embedder, query)
-        return True
-
-    @property
-    def query_cache_size(self) -> int:
-        """Query vectors kept (`QueryVectors.size`)."""
-        return self.queries.size
-
-    @query_cache_size.setter
-    def query_cache_size(self, size: int) -> None:
-        self.queries.size = size
-
     def _embed_query(self, query: str) -> npt.NDArray[np.float32]:
         assert self.embedder is not None
-        return self.queries.vector(self.embedder, query)
+        with self._lock:
+            cached = self._queries.get(query)
+            if cached is not None:
+                self._queries.move_to_end(query)
+                return cached
+        vector: npt.NDArray[np.float32] = self.embedder.embed([query])[0]
+        with self._lock:
+            self._queries[query] = vector
+            while len(self._queries) > self.query_cache_size:
+                self._queries.popitem(last=False)
+        return vector
 
     def _text(self, query: str, k: int) -> list[tuple[Tool, float]]:
         words = search_words(query)
