@@ -379,6 +379,37 @@ async def test_search_ranks_as_the_server_does_and_text_never_loads_the_model(tm
     assert text["results"][0]["score"] == 1.0
 
 
+#: Runs `awb` as its console script does (arguments from sys.argv), then says whether the cyclic garbage
+#: collector is on.
+GC_PROBE = (
+    "import gc, sys\n"
+    "from awb.cli.main import main\n"
+    "sys.argv = ['awb', *sys.argv[1:]]\n"
+    "try:\n"
+    "    main()\n"
+    "except SystemExit as end:\n"
+    "    assert end.code == 0, end.code\n"
+    "print(gc.isenabled(), file=sys.stderr)\n"
+)
+
+
+@pytest.mark.parametrize(("args", "collecting"), [(("search", "add", "--text"), False), (("list",), True)])
+def test_the_awb_process_of_a_search_runs_without_the_cyclic_garbage_collector(
+    tmp_path: Path, args: tuple[str, ...], collecting: bool
+) -> None:
+    assert run_awb(tmp_path, "init").returncode == 0
+    done = subprocess.run(
+        [sys.executable, "-c", GC_PROBE, "inventory", *args],
+        cwd=tmp_path,
+        env=env_for(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == str(collecting)
+
+
 async def test_a_hybrid_search_by_the_awb_executable_ends_with_its_output_whole(tmp_path: Path) -> None:
     """The `awb` process skips the interpreter's teardown after a search that loaded the model: what it
     printed still arrives whole, to a pipe, and a reader that leaves early gets no traceback."""

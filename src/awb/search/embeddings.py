@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from awb.search.query_tokenizer import QueryTokenizers
+
     Matrix = npt.NDArray[np.float32]
 
 LOCAL_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
@@ -117,6 +119,8 @@ class LocalEmbedder:
         self._thread: threading.Thread | None = None
         self._session: Any = None
         self._tokenizer: Any = None
+        self._tokenizer_file: Path | None = None
+        self._query_tokenizers: QueryTokenizers | None = None
         self._needs_token_types = False
         #: Which of `BUILDS` the loaded session is (None until loaded).
         self._build: str | None = None
@@ -172,14 +176,19 @@ class LocalEmbedder:
             import onnxruntime as ort
             from tokenizers import Tokenizer
 
-            tokenizer = Tokenizer.from_file(str(tokenizer_file))
-            tokenizer.enable_truncation(max_length=MAX_TOKENS)
-            # The shipped tokenizer pads every text to 128 pieces; pad a batch to its longest text only.
-            tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+            from awb.search.query_tokenizer import cached_query_tokenizers, save_query_tokenizers
+
+            self._tokenizer_file = tokenizer_file
+            # A process embedding a query or two cuts the tokenizer to them (`awb.search.query_tokenizer`)
+            # rather than load its 30,522 word pieces (~20 ms).
+            self._query_tokenizers = cached_query_tokenizers(tokenizer_file) if self._few_queries else None
+            if self._query_tokenizers is None:
+                self._tokenizer = _for_batches(Tokenizer.from_file(str(tokenizer_file)))
+                save_query_tokenizers(tokenizer_file)
             _single_threaded_blas()
             session, self._build = self._session_for(ort, model)
             self._needs_token_types = any(i.name == "token_type_ids" for i in session.get_inputs())
-            self._tokenizer, self._session = tokenizer, session
+            self._session = session
             self.load_seconds = time.perf_counter() - started
         except BaseException as exc:  # reported by wait_loaded, never lost in the thread
             self._error = exc
@@ -247,7 +256,7 @@ class LocalEmbedder:
         ensure_numpy()
         import numpy as np
 
-        encodings = self._tokenizer.encode_batch(list(texts))
+        encodings = self._tokenizer_for(texts).encode_batch(list(texts))
         ids = np.array([e.ids for e in encodings], dtype=np.int64).reshape(len(texts), -1)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64).reshape(len(texts), -1)
         lengths = mask.sum(axis=1)
@@ -268,6 +277,27 @@ class LocalEmbedder:
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         result: Matrix = (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
         return result
+
+    def _tokenizer_for(self, texts: Sequence[str]) -> Any:
+        """The tokenizer cut to `texts` (a few-queries process), else the whole one (loaded here when a
+        few-queries process meets texts too long to cut it to)."""
+        if self._query_tokenizers is not None:
+            cut = self._query_tokenizers.for_texts(texts)
+            if cut is not None:
+                return _for_batches(cut)
+        if self._tokenizer is None:
+            from tokenizers import Tokenizer
+
+            self._tokenizer = _for_batches(Tokenizer.from_file(str(self._tokenizer_file)))
+        return self._tokenizer
+
+
+def _for_batches(tokenizer: Any) -> Any:
+    """`tokenizer` set as the model wants its batches."""
+    tokenizer.enable_truncation(max_length=MAX_TOKENS)
+    # The shipped tokenizer pads every text to 128 pieces; pad a batch to its longest text only.
+    tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+    return tokenizer
 
 
 @functools.cache
