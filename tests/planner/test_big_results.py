@@ -19,9 +19,8 @@ pytestmark = pytest.mark.anyio
 SECRET = "sk-proj-" + "S" * 40
 #: About 20 MB of text with a secret in its middle and one at its end.
 BIG = "lorem ipsum basic bearer text " * 350_000 + SECRET + " " + "dolor sit amet " * 650_000 + f"Bearer {SECRET}"
-#: The longest the loop may go unscheduled. Redacting BIG on the loop held it 1.5-3.5 s; in a thread, the
-#: loop waits at most for one of the scan's passes or for the SDK's own handling of the result (~0.1 s
-#: each), so this leaves a loaded 2-core machine room.
+#: The most CPU time the loop's thread may spend between two ticks (support.longest_gap). Redacting BIG on
+#: the loop held it 1.5-3.5 s; in a thread, the loop does at most the SDK's own handling of the result.
 MAX_GAP_SECONDS = 0.75
 
 
@@ -48,7 +47,7 @@ async def test_a_direct_call_returning_20_mb_leaves_the_loop_free_and_masks_its_
         lambda: execute_mcp_task("dump it", servers={"big": big_server()}, model=model, workspace=tmp_path)
     )
     assert result.success, result.error
-    assert gap < MAX_GAP_SECONDS, f"the event loop went {gap:.2f} s without running"
+    assert gap < MAX_GAP_SECONDS, f"the event loop was held {gap:.2f} s of CPU"
     [ref] = result.raw_outputs["storage_refs"]
     stored = Path(ref).read_text()
     assert SECRET not in stored and SECRET[:12] not in stored
