@@ -12,7 +12,7 @@ from mcp.server.mcpserver import MCPServer
 from awb.agents.models import ScriptedModel
 from awb.planner.task import execute_mcp_task
 from awb.redaction import MASK
-from support import run_while_ticking
+from support import MAX_MASKED_ON_LOOP, run_while_ticking
 
 pytestmark = pytest.mark.anyio
 
@@ -43,11 +43,12 @@ async def test_a_direct_call_returning_20_mb_leaves_the_loop_free_and_masks_its_
         "arguments": {"server": "big", "tool": "dump", "arguments": {"kind": "all"}},
     }
     model = ScriptedModel([call, {"action": "done", "output": {"summary": "dumped"}}])
-    result, gap = await run_while_ticking(
+    result, loop = await run_while_ticking(
         lambda: execute_mcp_task("dump it", servers={"big": big_server()}, model=model, workspace=tmp_path)
     )
     assert result.success, result.error
-    assert gap < MAX_GAP_SECONDS, f"the event loop was held {gap:.2f} s of CPU"
+    assert loop.held < MAX_GAP_SECONDS, f"the event loop was held {loop.held:.2f} s of CPU"
+    assert loop.masked_on_loop < MAX_MASKED_ON_LOOP, f"the event loop masked {loop.masked_on_loop} characters itself"
     [ref] = result.raw_outputs["storage_refs"]
     stored = Path(ref).read_text()
     assert SECRET not in stored and SECRET[:12] not in stored
