@@ -66,6 +66,8 @@ def test_an_older_inventory_gains_the_column_and_keeps_its_calls(tmp_path: Path)
     db = sqlite3.connect(path)
     db.execute("ALTER TABLE calls DROP COLUMN peak_memory_bytes")
     db.execute("DROP TABLE workbench_events")
+    db.execute("DROP INDEX tools_live_name_folded")  # what later migrations add, taken back as well
+    db.execute("ALTER TABLE tools DROP COLUMN case_variant")
     db.execute(
         "INSERT INTO calls (tool_id, version, at, duration_ms, ok) VALUES ('tool_a', 1, '2026-01-01T00:00:00', 1.0, 1)"
     )

@@ -90,4 +90,6 @@ async def test_a_staged_write_that_diffs_quadratically_is_shown_whole(
     assert listed.status_code == 200 and "open the write to see all of it" in listed.text
     assert page.status_code == 200
     assert "Too costly to compare with" in page.text
-    assert page.text.count('<span class="gi">+#') == LINES  # every staged line, as added
+    # Every staged line, as added: highlighted, or plain past the highlighter's CPU budget (which a loaded
+    # machine can reach: 7,466 lines were highlighted in one CI run).
+    assert page.text.count("+#") == LINES
