@@ -61,6 +61,9 @@ class Config(BaseModel):
     #: fails with `busy` (all in use) or `unavailable` (the database down). Bounded: a request never hangs;
     #: with the statement timeout it bounds a request's wait for the database.
     inventory_pool_wait_seconds: float = Field(10.0, gt=0, le=300)
+    #: PostgreSQL inventory: how long one statement may run (PostgreSQL's `statement_timeout`) unless the
+    #: URL sets its own; a statement blocked behind a lock, or too slow, ends then and frees its connection.
+    inventory_statement_timeout_seconds: float = Field(10.0, gt=0, le=300)
     tools_dir: Path = Path("tools")
     log_file: Path | None = None
     pid_file: Path = Path(".awb/awb.pid")

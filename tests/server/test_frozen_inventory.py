@@ -65,6 +65,7 @@ async def test_a_hung_inventory_holds_up_no_other_request_and_its_own_fail_unava
             inventory_path=tmp_path / "unused.db",
             inventory_url=proxied,
             inventory_pool_wait_seconds=POOL_WAIT,
+            inventory_statement_timeout_seconds=STATEMENT,
             host="127.0.0.1",
         )
         async with Workbench(config) as workbench, serving(workbench, config) as running:

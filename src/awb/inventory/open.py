@@ -22,6 +22,7 @@ def open_store(config: Config) -> Store:
             max_tools=config.max_tools,
             pgvector=config.search.pgvector,
             pool_wait=config.inventory_pool_wait_seconds,
+            statement_timeout=config.inventory_statement_timeout_seconds,
         )
     from awb.inventory.sqlite import SQLiteStore
 

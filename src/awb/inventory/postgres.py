@@ -70,6 +70,7 @@ class PostgresStore(PostgresListing, PostgresRecords, PostgresForgetting, Postgr
         durable: bool = False,
         pgvector: PgVectorSetting = "auto",
         pool_wait: float = POOL_WAIT_SECONDS,
+        statement_timeout: float | None = None,
     ) -> None:
         psycopg_modules()
         self.url = url
@@ -78,7 +79,16 @@ class PostgresStore(PostgresListing, PostgresRecords, PostgresForgetting, Postgr
         #: Tags this process's change messages, so its own listener ignores them.
         self.origin = uuid.uuid4().hex
         self._connect: Callable[[str], Any] = connect
-        self._pool = open_pool(url, max_size=pool_size, migrate_schema=migrate_schema, durable=durable, wait=pool_wait)
+        #: Seconds a statement may run (None: `postgres_pool.STATEMENT_SECONDS`, read when needed).
+        self._statement_timeout = statement_timeout
+        self._pool = open_pool(
+            url,
+            max_size=pool_size,
+            migrate_schema=migrate_schema,
+            durable=durable,
+            wait=pool_wait,
+            statement=statement_timeout,
+        )
         self._feed = ChangeListenerThread(url, self.origin, self._connect)
         #: Bumped when another process made a change too broad to follow tool by tool (see `data_version`).
         self._resyncs = 0
@@ -101,7 +111,8 @@ class PostgresStore(PostgresListing, PostgresRecords, PostgresForgetting, Postgr
     def answer_within(self) -> float:
         """How long a request waits for this store's work at most (awb.inventory.lane): the wait for a
         pooled connection, then a statement's `statement_timeout`; past it, `unavailable`."""
-        return float(self._pool.wait) + postgres_pool.STATEMENT_SECONDS
+        statement = self._statement_timeout
+        return float(self._pool.wait) + (postgres_pool.STATEMENT_SECONDS if statement is None else statement)
 
     def connection(self) -> AbstractContextManager[Any]:
         """One of the store's pooled connections (autocommit), for the blueprint runtime's sessions."""

@@ -37,8 +37,8 @@ CONNECT_SECONDS = 10.0
 #: How long a request waits for a pooled connection before it fails with `unavailable` (the default of
 #: the `inventory_pool_wait_seconds` setting).
 POOL_WAIT_SECONDS = 10.0
-#: How long one statement may run on a pooled connection (PostgreSQL's `statement_timeout`), unless the
-#: URL sets one: a statement blocked behind another's lock, or one the database is too slow for, ends
+#: How long one statement may run on a pooled connection (PostgreSQL's `statement_timeout`; the default of
+#: the `inventory_statement_timeout_seconds` setting), unless the URL sets one: a statement blocked behind another's lock, or one the database is too slow for, ends
 #: then and gives its connection back, where it would hold it (and the request) for as long as it waits.
 STATEMENT_SECONDS = 10.0
 #: The SQLSTATE of a statement cancelled, by `statement_timeout` among others.
@@ -293,14 +293,18 @@ def open_pool(
     migrate_schema: bool = True,
     durable: bool = False,
     wait: float = POOL_WAIT_SECONDS,
+    statement: float | None = None,
 ) -> InventoryPool:
     """A connection pool on the inventory at `url` (autocommit: reads are one round trip, writes open
-    their own transaction), after migrating its schema; `ConfigError` when it cannot be reached."""
+    their own transaction), after migrating its schema; `ConfigError` when it cannot be reached. Each
+    statement on it runs under `statement_timeout` `statement` seconds (`STATEMENT_SECONDS` if None)
+    unless the URL sets its own."""
     psycopg, psycopg_pool = psycopg_modules()
+    timeout_ms = max(1, round((STATEMENT_SECONDS if statement is None else statement) * 1000))
 
     def configure(conn: Any) -> None:
         if "statement_timeout" not in url:
-            conn.execute(f"SET statement_timeout = {round(STATEMENT_SECONDS * 1000)}")
+            conn.execute(f"SET statement_timeout = {timeout_ms}")
         if not durable:
             # Like SQLite's WAL with synchronous=NORMAL: a commit returns before its WAL record is on
             # disk. A crash of the database host can lose the last moments of commits, never corrupt
