@@ -146,3 +146,26 @@ async def test_a_sign_out_the_inventory_could_not_take_is_written_by_the_next_re
         assert [key for key, _ in store.sign_outs_after(0)[1]] == [sign_out_key(presented)]
     finally:
         store.close()
+
+
+async def test_checks_ask_the_store_nothing_and_a_store_that_stops_answering_leaves_the_known_in_force(
+    tmp_path: Path,
+) -> None:
+    presented = issue_pass(TOKEN)
+    store = SQLiteStore(tmp_path / "inventory.db")
+    try:
+        sign_outs = SignOuts.kept_in(store)
+        await sign_outs.sign_out(presented)
+        asked: list[int] = []
+
+        def down(seq: int) -> tuple[int, list[tuple[str, int]]]:
+            asked.append(seq)
+            raise InventoryUnavailable("the inventory did not answer")
+
+        store.sign_outs_after = down  # type: ignore[method-assign]
+        assert all(sign_outs.signed_out(presented) for _ in range(100))
+        assert asked == []  # a request's check is this server's copy alone
+        await sign_outs.refresh()
+        assert len(asked) == 1 and sign_outs.signed_out(presented)
+    finally:
+        store.close()
