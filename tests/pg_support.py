@@ -26,6 +26,7 @@ TABLES = (
     "workbench_events",
     "blueprint_messages",
     "blueprint_run_logs",
+    "panel_sign_outs",
 )
 
 

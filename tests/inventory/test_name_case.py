@@ -221,7 +221,7 @@ def test_an_older_sqlite_inventory_holding_case_variants_opens_with_both_kept(tm
     path = schema_9_inventory_with_case_variants(tmp_path / "inventory.db")
     store = SQLiteStore(path)
     try:
-        assert store.schema_version() == sqlite_store.SCHEMA_VERSION == 10
+        assert store.schema_version() == sqlite_store.SCHEMA_VERSION == 11
         keeps_both_and_refuses_a_third(store)
     finally:
         store.close()
@@ -246,7 +246,7 @@ def migration_4_url(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 def test_an_older_postgresql_inventory_holding_case_variants_opens_with_both_kept(migration_4_url: str) -> None:
     store = PostgresStore(migration_4_url)
     try:
-        assert store.schema_version() == postgres_migrations.SCHEMA_VERSION == 5
+        assert store.schema_version() == postgres_migrations.SCHEMA_VERSION == 6
         keeps_both_and_refuses_a_third(store)
     finally:
         store.close()

@@ -62,11 +62,11 @@ def test_the_previous_awbs_inventory_opens_at_todays_schema_with_its_data_intact
     path = schema_8_inventory(tmp_path / "inventory.db")
     before = rows(path)
     config = Config(inventory_path=path)
-    assert (store_status(config)["schema"], store_status(config)["pending"]) == (8, [9, 10])
+    assert (store_status(config)["schema"], store_status(config)["pending"]) == (8, [9, 10, 11])
 
     store = SQLiteStore(path)
     try:
-        assert store.schema_version() == SCHEMA_VERSION == 10
+        assert store.schema_version() == SCHEMA_VERSION == 11
         assert rows(path) == before
         adder = store.get(ADDER)
         assert adder is not None
@@ -107,7 +107,7 @@ def test_the_previous_awbs_inventory_opens_at_todays_schema_with_its_data_intact
         assert [e.kind for e in sessions.logs("upgrade-s1")] == ["run_start", "run_end"] * 2
     finally:
         sessions.close()
-    assert (store_status(config)["schema"], store_status(config)["pending"]) == (10, [])
+    assert (store_status(config)["schema"], store_status(config)["pending"]) == (11, [])
 
 
 @pytest.mark.anyio
@@ -278,6 +278,7 @@ SHIPPED = {
     3: "e5e3d9e04a8b7f0a",
     4: "0469d1805ac9cc3a",
     5: "81f5128920651479",
+    6: "ef3364ecb5277366",
 }
 
 
@@ -321,13 +322,13 @@ def test_a_database_at_migration_3_is_migrated_to_today_once_with_its_staged_wri
     migration_3_url: str,
 ) -> None:
     config = Config(inventory_url=migration_3_url)
-    assert (store_status(config)["schema"], store_status(config)["pending"]) == (3, [4, 5])
+    assert (store_status(config)["schema"], store_status(config)["pending"]) == (3, [4, 5, 6])
     assert open_together(lambda: PostgresStore(migration_3_url).close(), 3, timeout=60) == []
-    assert ledger(migration_3_url) == [1, 2, 3, 4, 5]
+    assert ledger(migration_3_url) == [1, 2, 3, 4, 5, 6]
     with psycopg.connect(migration_3_url) as conn:
         index = conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'staged_pending'").fetchall()
     assert [row[0].split(" USING ")[1] for row in index] == ["btree (status, tool_id, octet_length(content))"]
-    assert (store_status(config)["schema"], store_status(config)["pending"]) == (5, [])
+    assert (store_status(config)["schema"], store_status(config)["pending"]) == (6, [])
 
     store = PostgresStore(migration_3_url)
     try:

@@ -9,8 +9,9 @@ own in-memory copy, kept in step by the change feed (awb.inventory.postgres_noti
 has pgvector: then they are mirrored into HNSW indexes that search asks (awb.inventory.postgres_vectors).
 
 Listing, search and vectors (awb.inventory.postgres_listing), calls, staged writes and the event
-journal (awb.inventory.postgres_records), purges (awb.inventory.postgres_forget) and versions
-(awb.inventory.postgres_versions) are mixed into the store; rows map to records as in SQLite (awb.inventory.rows). The connection pool is set up in awb.inventory.postgres_pool.
+journal (awb.inventory.postgres_records), purges (awb.inventory.postgres_forget), versions
+(awb.inventory.postgres_versions) and the panel's sign-outs (awb.inventory.panel_sign_outs) are mixed
+into the store; rows map to records as in SQLite (awb.inventory.rows). The connection pool is set up in awb.inventory.postgres_pool.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any, Literal, cast
 from awb.inventory import postgres_pool
 from awb.inventory.models import CallRecord, Tool, ToolVersion
 from awb.inventory.names import NEXT_VARIANT, VARIANT_NAMES, grouped, holder_query, name_taken
+from awb.inventory.panel_sign_outs import PostgresSignOuts
 from awb.inventory.postgres_forget import PostgresForgetting
 from awb.inventory.postgres_listing import PostgresListing
 from awb.inventory.postgres_migrations import SCHEMA_VERSION, applied_versions
@@ -56,7 +58,7 @@ _RECORD_FIELDS = frozenset({"status", "equipped", "updated_at", "memory_level", 
 IMPORT_BATCH = 1000
 
 
-class PostgresStore(PostgresListing, PostgresRecords, PostgresForgetting, PostgresVersions):
+class PostgresStore(PostgresListing, PostgresRecords, PostgresForgetting, PostgresVersions, PostgresSignOuts):
     """The `Store` protocol (and the vector, staging and journal methods) on a PostgreSQL database."""
 
     def __init__(

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from awb.errors import ConfigError
+from awb.inventory.panel_sign_outs import POSTGRES_SQL as SIGN_OUTS_SQL
 from awb.inventory.postgres_notify import EVENTS_CHANNEL
 
 #: Key of the advisory lock that serialises migrations (any constant 64-bit number; "awb_mig" in ASCII).
@@ -222,6 +223,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     # Tool names are unique ignoring case (awb.inventory.names); the case-variants an older inventory
     # holds are all kept, numbered in the order crafted, so the index builds on any database.
     Migration(5, "tool names unique ignoring case", _V5),
+    # The web panel's sign-outs, so a pass signed out on one server is refused by all of them, and after a
+    # restart (awb.inventory.panel_sign_outs).
+    Migration(6, "web panel sign-outs", SIGN_OUTS_SQL),
 )
 SCHEMA_VERSION = MIGRATIONS[-1].version
 

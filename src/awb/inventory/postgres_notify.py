@@ -7,7 +7,8 @@ another process to the subscribers. A lost connection is re-opened; whatever hap
 announced as a `resync` so subscribers reload instead of trusting a stale cache.
 
 The same connection listens for the event journal's appends (`EVENTS_CHANNEL`, awb.feed): those wake
-every reader of the journal, this process's own appends included.
+every reader of the journal, this process's own appends included; and for the web panel's sign-outs
+(`SIGN_OUTS_CHANNEL`, awb.sign_outs), which wake every server's copy of them.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from awb.inventory.panel_sign_outs import SIGN_OUTS_CHANNEL
 from awb.text import first_line
 
 log = logging.getLogger("awb.inventory.postgres")
@@ -26,6 +28,8 @@ log = logging.getLogger("awb.inventory.postgres")
 CHANNEL = "awb_inventory"
 #: Each append to `workbench_events` notifies this channel with the new event's id.
 EVENTS_CHANNEL = "awb_events"
+#: Channels whose every message (and every reconnect, which may have missed some) wakes their listeners.
+WAKE_CHANNELS = (EVENTS_CHANNEL, SIGN_OUTS_CHANNEL)
 #: How long the listener blocks before it looks at its stop flag (it wakes at once on a message).
 WAIT_SECONDS = 0.5
 #: NOTIFY payloads must stay under 8000 bytes; bulk changes are sent as `resync` instead.
@@ -46,6 +50,8 @@ class Change:
 ChangeListener = Callable[[Change], None]
 #: Called when the event journal may have grown (an append anywhere, or a reconnect that may have missed some).
 JournalListener = Callable[[], None]
+#: Called when a wake channel had news (a message, or a reconnect that may have missed some).
+WakeListener = Callable[[], None]
 
 
 def payload(origin: str, kind: str, tool_ids: list[str], *, equipped: bool = False) -> str:
@@ -67,7 +73,7 @@ class ChangeListenerThread:
         self._origin = origin
         self._connect = connect
         self._listeners: list[ChangeListener] = []
-        self._journal_listeners: list[JournalListener] = []
+        self._wake_listeners: dict[str, list[WakeListener]] = {channel: [] for channel in WAKE_CHANNELS}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._ready = threading.Event()
@@ -83,11 +89,17 @@ class ChangeListenerThread:
 
     def subscribe_journal(self, listener: JournalListener) -> Callable[[], None]:
         """Call `listener` (on the feed's thread) whenever the event journal may have grown."""
+        return self.subscribe_wake(EVENTS_CHANNEL, listener)
+
+    def subscribe_wake(self, channel: str, listener: WakeListener) -> Callable[[], None]:
+        """Call `listener` (on the feed's thread) on every message of `channel` (one of `WAKE_CHANNELS`),
+        and after a reconnect."""
+        listeners = self._wake_listeners[channel]
         with self._lock:
-            self._journal_listeners.append(listener)
+            listeners.append(listener)
             self._start()
         self._ready.wait(timeout=10)
-        return lambda: self._unsubscribe(self._journal_listeners, listener)
+        return lambda: self._unsubscribe(listeners, listener)
 
     @property
     def running(self) -> bool:
@@ -118,18 +130,20 @@ class ChangeListenerThread:
             try:
                 with self._connect(self._conninfo) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
-                    conn.execute(f"LISTEN {EVENTS_CHANNEL}")
+                    for channel in WAKE_CHANNELS:
+                        conn.execute(f"LISTEN {channel}")
                     self._ready.set()
                     if reconnecting:
                         log.warning("the inventory change feed is back; caches reload")
                         reconnecting = False
                         self._dispatch(Change("resync", equipped=True))
-                        self._journal_grew()
+                        for channel in WAKE_CHANNELS:
+                            self._wake(channel)
                     while not self._stop.is_set():
                         # One message at a time, so `close` (which sends one) is seen at once.
                         for message in conn.notifies(timeout=WAIT_SECONDS, stop_after=1):
-                            if message.channel == EVENTS_CHANNEL:
-                                self._journal_grew()
+                            if message.channel in self._wake_listeners:
+                                self._wake(message.channel)
                             else:
                                 self._handle(message.payload)
             except Exception as exc:
@@ -156,14 +170,14 @@ class ChangeListenerThread:
         self.received += 1
         self._dispatch(change)
 
-    def _journal_grew(self) -> None:
+    def _wake(self, channel: str) -> None:
         with self._lock:
-            listeners = list(self._journal_listeners)
+            listeners = list(self._wake_listeners[channel])
         for listener in listeners:
             try:
                 listener()
             except Exception:
-                log.exception("an event journal listener failed")
+                log.exception("a listener of %s failed", channel)
 
     def _dispatch(self, change: Change) -> None:
         with self._lock:
@@ -178,10 +192,13 @@ class ChangeListenerThread:
 __all__ = [
     "CHANNEL",
     "EVENTS_CHANNEL",
+    "SIGN_OUTS_CHANNEL",
+    "WAKE_CHANNELS",
     "Change",
     "ChangeListener",
     "ChangeListenerThread",
     "JournalListener",
+    "WakeListener",
     "payload",
     "send",
 ]

@@ -2,9 +2,9 @@
 
 WAL plus a busy timeout lets `awb start` and the CLI use the same file at once. The schema carries a
 version and only moves forward, one migration at a time (awb.inventory.sqlite_schema). Listing and
-search (awb.inventory.sqlite_listing) and calls, staged writes and the event journal
-(awb.inventory.sqlite_records) are mixed into the store; rows map to records as in PostgreSQL
-(awb.inventory.rows).
+search (awb.inventory.sqlite_listing), calls, staged writes and the event journal
+(awb.inventory.sqlite_records) and the panel's sign-outs (awb.inventory.panel_sign_outs) are mixed into
+the store; rows map to records as in PostgreSQL (awb.inventory.rows).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 from awb.errors import ConfigError
 from awb.inventory.models import CallRecord, Tool, ToolVersion
 from awb.inventory.names import NEXT_VARIANT, VARIANT_NAMES, grouped, holder_query, name_taken
+from awb.inventory.panel_sign_outs import SQLiteSignOuts
 from awb.inventory.read_cache import MISSING
 from awb.inventory.rows import (
     SELECT_TOOLS,
@@ -56,7 +57,7 @@ _SEARCHED_COLUMNS = frozenset({"search_name", "description", "problem", "tags_te
 _INSERT_VERSION = f"INSERT INTO tool_versions (tool_id, {VERSION_COLUMNS}) VALUES ({', '.join('?' * 11)})"
 
 
-class SQLiteStore(SQLiteListing, SQLiteRecords):
+class SQLiteStore(SQLiteListing, SQLiteRecords, SQLiteSignOuts):
     """The `Store` protocol on one SQLite file. Safe to share between threads (one lock)."""
 
     def __init__(self, path: Path | str) -> None:

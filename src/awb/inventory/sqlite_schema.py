@@ -6,6 +6,7 @@ import sqlite3
 from collections.abc import Iterator
 
 from awb.inventory.feed_sql import FEED_SQL
+from awb.inventory.panel_sign_outs import SQLITE_SQL as SIGN_OUTS_SQL
 from awb.inventory.sessions_sql import SESSIONS_SQL
 from awb.inventory.vectors import VECTORS_SQL
 
@@ -170,10 +171,12 @@ UPDATE tools SET case_variant = (
 CREATE UNIQUE INDEX IF NOT EXISTS tools_live_name_folded ON tools(lower(name), case_variant) WHERE status != 'deleted';
 """
 
+# Migration 11: the web panel's sign-outs, so they hold across restarts and servers (awb.inventory.panel_sign_outs).
+
 #: Forward migrations: MIGRATIONS[n] is the SQL that takes a database from schema n to n + 1. Never edit
 #: one that has shipped (tests/inventory/test_upgrade.py holds them), add the next; and only add to the
 #: schema: an older awb still serving goes on using the file the next one migrated.
-MIGRATIONS: list[str] = [_V1, _V2, VECTORS_SQL, _V4, SESSIONS_SQL, FEED_SQL, _V7, _V8, _V9, _V10]
+MIGRATIONS: list[str] = [_V1, _V2, VECTORS_SQL, _V4, SESSIONS_SQL, FEED_SQL, _V7, _V8, _V9, _V10, SIGN_OUTS_SQL]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # BM25 column weights (name, description, problem, tags): a word in the name says more than one

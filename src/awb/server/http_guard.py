@@ -237,12 +237,13 @@ def _sign_in(scope: Scope) -> str:
     return sign_in_location(str(scope.get("method", "")), str(scope.get("path", "")), query)
 
 
-def guard_http(app: ASGIApp, config: Config) -> HttpGuard:
+def guard_http(app: ASGIApp, config: Config, sign_outs: SignOuts | None = None) -> HttpGuard:
     """`app` behind the gate configured by `config` (wrap the outermost app: every path is covered). Past
-    the gate, one remote client has at most its share of the requests in flight (`RequestShare`)."""
+    the gate, one remote client has at most its share of the requests in flight (`RequestShare`). The
+    panel's passes signed out are `sign_outs` (the server's, kept in its inventory), or this gate's own."""
     token = None if config.auth_token is None else config.auth_token.get_secret_value()
     shared = RequestShare(app, config.http.max_connections)
-    return HttpGuard(shared, transport_security(config), token, limit_for(config))
+    return HttpGuard(shared, transport_security(config), token, limit_for(config), sign_outs)
 
 
 __all__ = [

@@ -23,6 +23,7 @@ from awb.server.address import MCP_PATH, http_url
 from awb.server.deferred_faces import DeferredFaces
 from awb.server.http_guard import check_exposure, guard_http
 from awb.server.http_limits import uvicorn_config
+from awb.sign_outs import SignOuts
 from awb.workbench import Workbench
 
 if TYPE_CHECKING:
@@ -108,7 +109,10 @@ async def serve_http(workbench: Workbench, sock: socket.socket, started: float |
     # No access log: a line per request costs the request path more than the tool call it logs. No
     # log_config: uvicorn's dictConfig would close every handler already installed, ours included,
     # and every later line of the workbench's log would be lost.
-    server = uvicorn.Server(uvicorn_config(guard_http(faces, config), config, log_config=None, access_log=False))
+    # The panel's sign-outs are kept in the inventory, so they hold after a restart and on every server of it.
+    sign_outs = SignOuts.kept_in(workbench.store, workbench.lane)
+    guard = guard_http(faces, config, sign_outs)
+    server = uvicorn.Server(uvicorn_config(guard, config, log_config=None, access_log=False))
     # The default runtime (Monty) is warm before the server says it is ready; the REST API and panel,
     # the embedding model and the other runtimes (a CPython zygote, JavaScript workers, the wasm engine)
     # come once it serves, so they do not compete with start-up for the cores: a request that needs
@@ -116,7 +120,8 @@ async def serve_http(workbench: Workbench, sock: socket.socket, started: float |
     await workbench.start(warm_search=False)
     _say_search_mode(workbench)
     url = http_url(host, port, MCP_PATH)
-    async with workbench, anyio.create_task_group() as tasks:
+    # Those other servers signed out are read before this one serves a request, and followed while it does.
+    async with workbench, sign_outs.following(), anyio.create_task_group() as tasks:
         tasks.start_soon(_when_ready, server, url, started, workbench, config, faces)
         try:
             await server.serve(sockets=[sock])

@@ -386,7 +386,7 @@ class Panel:
         pass from now on, ends the event streams it opened, and the browser is told to drop it."""
         presented = security.good_pass(request, security.configured_token(self.config))
         if presented is not None:
-            self._sign_outs(request).sign_out(presented)
+            await self._sign_outs(request).sign_out(presented)
         response = _back(panel_access.PANEL_LOGIN, "signed_out", "")
         response.delete_cookie(
             panel_access.pass_cookie(request.scope),
