@@ -68,8 +68,8 @@ class _ClosingAfterTheReport:
     def __init__(self, written: threading.Event) -> None:
         self._written = written
         self.closed_after_the_report: bool | None = None
-        #: The JavaScript worker doctor started ahead for a probe this runtime stands in for.
-        self.launched: Any = None
+        #: The JavaScript worker and wasm compile process doctor started ahead for probes this runtime stands in for.
+        self.launched: list[Any] = []
 
     def protections(self) -> dict[str, bool]:
         return {"worker_process": True}
@@ -79,9 +79,9 @@ class _ClosingAfterTheReport:
 
     async def close(self) -> None:
         self.closed_after_the_report = await asyncio.to_thread(self._written.wait, 10)
-        if self.launched is not None:
-            self.launched.kill()
-            await self.launched.wait()
+        for process in self.launched:
+            process.kill()
+            await process.wait()
 
 
 def test_doctor_writes_its_report_while_the_runtimes_close(
@@ -94,7 +94,7 @@ def test_doctor_writes_its_report_while_the_runtimes_close(
     def build_runtimes(config: Any, *, preload: bool = True, **launched: Any) -> dict[str, Any]:
         if launched.get("launched_zygote") is not None:
             launched["launched_zygote"].discard()
-        runtime.launched = launched.get("launched_javascript")
+        runtime.launched = [launched[key] for key in ("launched_javascript", "launched_wasm") if launched.get(key)]
         return {"monty": runtime}
 
     def print_json(value: Any) -> None:
@@ -107,3 +107,59 @@ def test_doctor_writes_its_report_while_the_runtimes_close(
     checks = {check["check"]: check for check in doctor_report(capsys)["checks"]}
     assert checks["sandbox:monty"]["ok"] and checks["sandbox:monty"]["detail"].startswith("probe ran")
     assert runtime.closed_after_the_report is True
+
+
+#: A compile process that starts and answers every module with the failure wasmtime would give.
+_REFUSING_COMPILER = """
+import json, struct, sys
+inp, out = sys.stdin.buffer, sys.stdout.buffer
+def read():
+    (size,) = struct.unpack(">I", inp.read(4))
+    return inp.read(size)
+def write(body):
+    out.write(struct.pack(">I", len(body)) + body)
+    out.flush()
+if len(sys.argv) < 3:
+    read()  # the ids, sent to a process started ahead of them
+write(json.dumps({"op": "ready", "layers": {}}).encode())
+read()
+write(b"\\x01the module does not compile: this compiler is broken")
+"""
+
+
+def test_doctor_runs_a_wasm_module_through_the_compile_process(
+    workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The row said "available" without running anything, so a broken compiler passed.
+    pytest.importorskip("wasmtime")
+    row = {check["check"]: check for check in doctor_report(capsys)["checks"]}["sandbox:wasm"]
+    assert row["ok"] and not row["warning"]
+    assert row["detail"].startswith("probe ran; ")
+
+
+@pytest.mark.parametrize(
+    ("compiler", "said"),
+    [
+        (None, "a wasm compile process did not start (is wasmtime importable?)"),
+        (_REFUSING_COMPILER, "the module does not compile: this compiler is broken"),
+    ],
+    ids=["missing", "refusing"],
+)
+def test_doctor_says_why_the_wasm_probe_failed_when_the_compiler_is_broken(
+    workspace: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    compiler: str | None,
+    said: str,
+) -> None:
+    pytest.importorskip("wasmtime")
+    from awb.sandbox import wasm_compile
+
+    path = workspace / "broken_compiler.py"
+    if compiler is not None:
+        path.write_text(compiler, encoding="utf-8")
+    monkeypatch.setattr(wasm_compile, "COMPILER_PATH", path)
+    row = {check["check"]: check for check in doctor_report(capsys)["checks"]}["sandbox:wasm"]
+    # Only Monty is required: another runtime's failed probe is a warning that says why.
+    assert row["warning"]
+    assert row["detail"] == f"probe failed: {said}"

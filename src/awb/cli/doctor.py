@@ -17,6 +17,7 @@ import typer
 
 from awb.cli.common import CONFIG_FILENAME, ConfigOption, JsonOption
 from awb.cli.output import print_json, table
+from awb.cli.probe_processes import ProbeProcesses, launch_probe_processes
 from awb.errors import AwbError, ConfigError
 
 if TYPE_CHECKING:
@@ -27,11 +28,17 @@ if TYPE_CHECKING:
     from awb.inventory.models import Tool
     from awb.inventory.store import Store
     from awb.sandbox.base import Limits, Runtime
-    from awb.sandbox.cpython.handles import LaunchedZygote
 
 PROBES = {
     "python": "def run(params):\n    return params['x'] + 1\n",
     "javascript": "function run(params) { return params.x + 1; }",
+    # The ABI of `awb.sandbox.wasm`, compiled in a compile process, loaded and run as a tool's module is. Its
+    # answer is 42 whatever the params: reading the JSON in WAT would be most of the probe.
+    "wasm": (
+        '(module (memory (export "memory") 1) (data (i32.const 0) "42")'
+        ' (func (export "alloc") (param i32) (result i32) (i32.const 1024))'
+        ' (func (export "run") (param i32 i32) (result i64) (i64.const 2)))'
+    ),
 }
 
 
@@ -178,11 +185,10 @@ async def _doctor_checks(
     config_path: Path | None,
     quick: bool,
     report: Callable[[list[dict[str, Any]]], bool],
-    zygote: LaunchedZygote | None = None,
-    javascript: asyncio.subprocess.Process | None = None,
+    processes: ProbeProcesses | None = None,
 ) -> bool:
-    """The checks, `report`ed (what it returns: whether all passed) while the runtimes close. `zygote`,
-    `javascript`: the cpython and JavaScript probes' processes, started ahead."""
+    """The checks, `report`ed (what it returns: whether all passed) while the runtimes close. `processes`: the
+    probes' processes, started ahead."""
     import asyncio
 
     from awb.config import find_config_file, unknown_env_names
@@ -193,7 +199,14 @@ async def _doctor_checks(
     # probe's was spent). A probe imports nothing: the cpython zygote skips importing the modules tools
     # commonly need. No embedding model either (no check needs it).
     probing = config.model_copy(update={"sandbox": config.sandbox.model_copy(update={"pool_size": 0})})
-    runtimes = build_runtimes(probing, preload=False, launched_zygote=zygote, launched_javascript=javascript)
+    started = processes or ProbeProcesses()
+    runtimes = build_runtimes(
+        probing,
+        preload=False,
+        launched_zygote=started.zygote,
+        launched_javascript=started.javascript,
+        launched_wasm=started.wasm,
+    )
     # A probe mostly waits for its worker processes to start, and closing its runtime for them to end:
     # the store's checks run meanwhile, in a thread (the store's connection lives there), rather than
     # before or after them, and the report is written while the runtimes close.
@@ -345,48 +358,13 @@ def doctor(
 async def _doctor(config_path: Path | None, quick: bool, report: Callable[[list[dict[str, Any]]], bool]) -> bool:
     from awb.config import load_config
 
-    # The cpython zygote and a JavaScript worker start first: their interpreters start and import (the
-    # longest part of the slowest probes) while this process imports and loads its config and builds
-    # the runtimes, which then configure them.
-    zygote = None if quick else _launched_zygote()
-    javascript = None if quick else await _launched_javascript()
+    # The probes' processes start first, to import while this process loads its config (`probe_processes`).
+    processes = ProbeProcesses() if quick else await launch_probe_processes()
     try:
         config = load_config(config_path)
     except BaseException as error:
-        if zygote is not None:
-            zygote.discard()
-        if javascript is not None:
-            javascript.kill()
-            await javascript.wait()
+        await processes.discard()
         if not isinstance(error, ConfigError):
             raise
         return report([_check("config", False, error.message)])
-    return await _doctor_checks(config, config_path, quick, report, zygote, javascript)
-
-
-async def _launched_javascript() -> asyncio.subprocess.Process | None:
-    """A JavaScript worker for the probe, started ahead of its ids; None without the runtime's package."""
-    import sys
-
-    from awb.sandbox.javascript import launch_worker, quickjs_missing
-
-    if quickjs_missing() is not None:
-        return None
-    try:
-        return await launch_worker(sys.executable)
-    except OSError:  # the probe starts one itself, and says why it cannot
-        return None
-
-
-def _launched_zygote() -> LaunchedZygote | None:
-    """A cpython zygote for the probe, started ahead; None where there is no cpython runtime to probe."""
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return None
-    from awb.sandbox.cpython.handles import launch_zygote
-
-    try:
-        return launch_zygote(sys.executable)
-    except AwbError:  # the probe starts one itself, and says why it cannot
-        return None
+    return await _doctor_checks(config, config_path, quick, report, processes)

@@ -38,11 +38,12 @@ def build_runtimes(
     preload: bool = True,
     launched_zygote: LaunchedZygote | None = None,
     launched_javascript: asyncio.subprocess.Process | None = None,
+    launched_wasm: asyncio.subprocess.Process | None = None,
 ) -> dict[str, Runtime]:
     """Monty always; cpython on Linux; javascript and wasm when their packages are installed.
     `preload`: the cpython zygote imports the modules tools commonly need (False for one probe).
-    `launched_zygote`, `launched_javascript`: processes started ahead (`launch_zygote`,
-    `javascript.launch_worker` without ids), which the runtimes configure and end.
+    `launched_zygote`, `launched_javascript`, `launched_wasm`: processes started ahead (`launch_zygote`,
+    `javascript.launch_worker`, `wasm_compile.launch_compiler` without ids), which the runtimes configure and end.
 
     A runtime whose machine lacks protections is still listed: it raises `Unavailable` with the
     reason when used (and `describe_protections` says why)."""
@@ -83,7 +84,15 @@ def build_runtimes(
     from awb.sandbox.wasm import WasmRuntime, wasmtime_missing
 
     if wasmtime_missing() is None:
-        runtimes["wasm"] = WasmRuntime(max_concurrent=sandbox.max_concurrent, identity=identity)
+        # No spare compile process without a warm pool (`awb doctor`'s one probe: pool_size 0).
+        runtimes["wasm"] = WasmRuntime(
+            max_concurrent=sandbox.max_concurrent,
+            identity=identity,
+            launched=launched_wasm,
+            spare=sandbox.pool_size > 0,
+        )
+    elif launched_wasm is not None:
+        launched_wasm.kill()
     return runtimes
 
 

@@ -95,7 +95,16 @@ class WasmRuntime:
     name = "wasm"
     language = "wasm"
 
-    def __init__(self, *, max_concurrent: int = 8, identity: WorkerIdentity | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        max_concurrent: int = 8,
+        identity: WorkerIdentity | None = None,
+        launched: asyncio.subprocess.Process | None = None,
+        spare: bool = True,
+    ) -> None:
+        """`launched`: a compile process started ahead (`wasm_compile.launch_compiler` without ids), the first
+        used; `spare`: whether a compile process is kept started ahead of each compile (`Compilers`)."""
         #: Shared with the server's other runtimes: its compile processes' uid, held from `start` to `close`.
         self.identity = identity or WorkerIdentity()
         self._worker_ids: tuple[int, int] | None = None
@@ -109,7 +118,7 @@ class WasmRuntime:
         self._ticker: threading.Thread | None = None
         self._clock = threading.Condition()
         self._active = 0
-        self._compilers = Compilers()
+        self._compilers = Compilers(launched=launched, spare=spare)
         self._too_slow: OrderedDict[str, None] = OrderedDict()
         self._max_concurrent = max_concurrent
         self._threads: ThreadPoolExecutor | None = None
@@ -126,6 +135,8 @@ class WasmRuntime:
             if self._worker_ids is None:
                 return
         self._refusal = None
+        # First: a compile process started ahead (`awb doctor`'s) gets ready while wasmtime is imported here.
+        self._compilers.start(self._worker_ids)
         import wasmtime
 
         self._engine = wasmtime.Engine(engine_config())
@@ -136,7 +147,6 @@ class WasmRuntime:
         self._threads = ThreadPoolExecutor(max_workers=2 * self._max_concurrent, thread_name_prefix="awb-wasm")
         self._linker = make_linker(self._engine)
         self._stop.clear()
-        self._compilers.start(self._worker_ids)
         self._ticker = threading.Thread(target=self._tick, name="awb-wasm-epoch", daemon=True)
         self._ticker.start()
 

@@ -36,11 +36,37 @@ _BUDGET_BYTES = 4
 _OK, _FAILED = 0, 1
 
 
-class Compilers:
-    """Starts compile processes, one ahead, and drives each through its one compile."""
+async def launch_compiler(python: str, worker_ids: tuple[int, int] | None = None) -> asyncio.subprocess.Process:
+    """A compile process that leaves root for `worker_ids`; without them (one started ahead, while `awb doctor`
+    still loads its config) it waits for them as its first frame, its interpreter and wasmtime loaded meanwhile."""
+    ids = [str(worker_ids[0]), str(worker_ids[1])] if worker_ids is not None else []
+    return await asyncio.create_subprocess_exec(
+        python,
+        "-I",
+        "-B",
+        str(COMPILER_PATH),
+        *ids,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={},
+        cwd="/",
+        start_new_session=True,
+    )
 
-    def __init__(self, python: str | None = None) -> None:
+
+class Compilers:
+    """Starts compile processes, one ahead, and drives each through its one compile.
+
+    `launched`: a process `launch_compiler` started without ids, the first one used. `spare`: False starts
+    none ahead after it (one probe: a spare would only be started to be ended)."""
+
+    def __init__(
+        self, python: str | None = None, *, launched: asyncio.subprocess.Process | None = None, spare: bool = True
+    ) -> None:
         self._python = python or sys.executable
+        self._launched = launched
+        self._keep_spare = spare
         self._spare: asyncio.Task[asyncio.subprocess.Process] | None = None
         self._running: set[asyncio.subprocess.Process] = set()
         self._ending: set[asyncio.Future[None]] = set()
@@ -53,7 +79,14 @@ class Compilers:
         self._closed = False
         self._worker_ids = worker_ids
         if self._spare is None:
-            self._spare = asyncio.get_running_loop().create_task(self._spawn())
+            launched, self._launched = self._launched, None
+            if launched is not None:
+                # Sent at once, not when the task first runs: the process leaves root and gets ready while
+                # the runtime goes on starting (importing wasmtime holds the event loop for ~40 ms).
+                assert launched.stdin is not None
+                ids = json.dumps({"uid": worker_ids[0], "gid": worker_ids[1]}).encode()
+                launched.stdin.write(len(ids).to_bytes(_HEADER_BYTES, "big") + ids)
+            self._spare = asyncio.get_running_loop().create_task(self._spawn(launched))
 
     async def close(self) -> None:
         self._closed = True
@@ -67,6 +100,9 @@ class Compilers:
         for ending in list(self._ending):
             with contextlib.suppress(Exception):
                 await ending
+        launched, self._launched = self._launched, None
+        if launched is not None:  # never given its ids (the runtime never started)
+            await _end(launched)
 
     async def compile(self, code: str, limits: Limits) -> bytes:
         """The compiled artifact of `code` (WAT or base64): `timeout` past the call's time limit, counted
@@ -86,7 +122,7 @@ class Compilers:
 
     async def _take(self) -> asyncio.subprocess.Process:
         spare, self._spare = self._spare, None
-        if not self._closed:
+        if not self._closed and self._keep_spare:
             self._spare = asyncio.get_running_loop().create_task(self._spawn())
         if spare is None:
             return await self._spawn()
@@ -104,27 +140,17 @@ class Compilers:
             self._ending.add(ending)
             ending.add_done_callback(self._ending.discard)
 
-    async def _spawn(self) -> asyncio.subprocess.Process:
+    async def _spawn(self, launched: asyncio.subprocess.Process | None = None) -> asyncio.subprocess.Process:
+        """A compile process, ready: a new one, or `launched`, which `start` has sent its ids."""
         if self._worker_ids is None:
             raise Unavailable("the wasm runtime is not started")
-        uid, gid = self._worker_ids
-        process = await asyncio.create_subprocess_exec(
-            self._python,
-            "-I",
-            "-B",
-            str(COMPILER_PATH),
-            str(uid),
-            str(gid),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env={},
-            cwd="/",
-            start_new_session=True,
-        )
+        process = launched or await launch_compiler(self._python, self._worker_ids)
         try:
+            if launched is not None:
+                assert process.stdin is not None
+                await process.stdin.drain()
             ready = json.loads(await asyncio.wait_for(_read(process, 1 << 16), START_TIMEOUT_S))
-        except (TimeoutError, asyncio.IncompleteReadError, ValueError):
+        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError, ValueError):
             await _end(process)
             raise Unavailable("a wasm compile process did not start (is wasmtime importable?)") from None
         except BaseException:  # cancelled (a call abandoned while its process starts): the process goes too

@@ -7,10 +7,11 @@ call had given up on it. Here it runs in a process the server ends at the
 call's deadline, on one core, within an address-space limit, locked down as a JavaScript worker is (no
 files, no network, a seccomp allowlist) before it reads the module.
 
-Run by path (`python -I -B wasm_compiler.py <uid> <gid>`, the identity it leaves root for); standard
-library plus `wasmtime`. Frames (4-byte
-big-endian length + body) on stdin/stdout:
+Run by path (`python -I -B wasm_compiler.py <uid> <gid>`, the identity it leaves root for, or without
+them, then sent as its first frame); standard library plus `wasmtime`. Frames (4-byte big-endian length
++ body) on stdin/stdout:
 
+server -> worker  {"uid": ..., "gid": ...}                                  (JSON; only without the ids in argv)
 worker -> server  {"op": "ready", "layers": {...}}                          (JSON)
 server -> worker  memory budget in MB (4-byte big-endian) + the module's source in UTF-8
 worker -> server  b"\\x00" + compiled artifact | b"\\x01" + UTF-8 error message
@@ -69,7 +70,16 @@ def main() -> None:
     base = _address_space()
     available = lockdown.probe()
     available.update(namespaces.unshare(network=True, ipc=True, mounts=False))
-    worker_ids = (int(sys.argv[1]), int(sys.argv[2]))  # the server's workers' own, never host root
+    # The server's workers' own ids, never host root: on the command line, or, for a process started before
+    # they were claimed (`awb doctor` starts one ahead), the first frame it is sent.
+    if len(sys.argv) > 2:
+        worker_ids = (int(sys.argv[1]), int(sys.argv[2]))
+    else:
+        try:
+            ids = frames.read_frame(inp, 1 << 10)
+        except (EOFError, frames.FrameTooLarge, frames.BadFrame):
+            return
+        worker_ids = (int(ids["uid"]), int(ids["gid"]))
     if os.geteuid() == 0 and min(worker_ids) <= 0:  # (a non-root server's own ids are kept, gid 0 or not)
         raise SystemExit("refusing to leave root for root")
     layers = lockdown.lock_down(available=available, read_paths=[], write_paths=[], worker_ids=worker_ids)

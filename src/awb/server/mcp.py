@@ -9,9 +9,8 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from functools import partial
 from typing import Any
 
 import mcp_types as types
@@ -29,21 +28,19 @@ from awb.meta_tools import META_VERBS, MetaVerb, meta_tool_name, reserved_name, 
 from awb.safe_text import Verbatim, visible
 from awb.sandbox.base import executing_for
 from awb.schema_bounds import SchemaTooExpensive
-from awb.schema_rules import MCP_INPUT_RULE, craft_warnings, structured_result
+from awb.schema_rules import MCP_INPUT_RULE, structured_result
 from awb.server import guidance
 from awb.server.clients import client_of
 from awb.server.heap import WarmUp
-from awb.server.inspection import inspection_reply
 from awb.server.listing import EquippedListing, tool_names_warning
 from awb.server.notify import ListChangedNotifier
 from awb.server.schemas import INPUT, OUTPUT
+from awb.server.verbs import Handler, MetaVerbs
 from awb.text import NOT_A_JSON_NUMBER, NOT_UNICODE, cap_text, unencodable_path
 from awb.validation import ToolSchema
 from awb.workbench import Workbench
 
 log = logging.getLogger("awb.mcp")
-
-Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 #: awb_call's reply: a call's record and its result, in the order CallResult declares them.
 _CALL_FIELDS = tuple(CallResult.model_fields)
@@ -151,18 +148,10 @@ class McpFace:
         self._descriptions = guidance.descriptions(self.tool_names)
         # Compiled on first use: jsonschema is not imported before the server serves (see `_validator`).
         self._validators: dict[str, ToolSchema] = {}
-        self._handlers: dict[MetaVerb, Handler] = {
-            "craft": self._craft,
-            "call": self._call,
-            "list": self._list,
-            "search": self._search,
-            "delete": self._delete,
-            "inspect": self._inspect,
-            "update": self._update,
-            "rollback": self._rollback,
-            "equip": self._equip,
-            "unequip": self._unequip,
-        }
+        # awb_call's answer is the face's own (the hot path, beside the validation); the other verbs' are
+        # `awb.server.verbs`.
+        verbs = MetaVerbs(workbench, self.tool_names, self._ref_checked)
+        self._handlers: dict[MetaVerb, Handler] = {"call": self._call, **verbs.handlers()}
         self.notifier = ListChangedNotifier(workbench)
         self.equipped_listing = EquippedListing(workbench)
         warning = tool_names_warning(workbench.config)
@@ -332,25 +321,7 @@ class McpFace:
             name=name,
         )
 
-    # --- meta-tools ---------------------------------------------------------------------------
-
-    async def _craft(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        tool = await self.workbench.craft(arguments)
-        lane = self.workbench.lane
-        similar = await lane.work(self.workbench.similar, tool.name, tool.description, exclude=tool.tool_id)
-        equipped = await lane.call(self.workbench.equipped_tools)
-        return {
-            "tool_id": tool.tool_id,
-            "status": "created",
-            "memory_level": tool.memory_level,
-            "name": tool.name,
-            "description": tool.description,
-            "version": tool.version,
-            "runtime": tool.runtime,
-            "similar": [s.model_dump(mode="json") for s in similar],
-            "warnings": craft_warnings(tool.input_schema, self.tool_names),
-            "equipped_tools": [t.name for t in equipped],
-        }
+    # --- naming a tool, and awb_call ----------------------------------------------------------
 
     def _ref(self, arguments: dict[str, Any]) -> str:
         """The one rule behind "tool_id or name": at least one; when both, the same tool."""
@@ -386,80 +357,6 @@ class McpFace:
         fields["logs"] = list(fields["logs"])
         encoded = result.result_json
         return fields if encoded is None else EncodedResult(fields, encoded)
-
-    async def _list(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        listing = partial(
-            self.workbench.list_page,
-            memory_level=arguments.get("memory_level"),
-            tag=arguments.get("tag"),
-            query=arguments.get("query"),
-            limit=int(arguments.get("limit", 20)),
-            offset=int(arguments.get("offset", 0)),
-        )
-        # Off the event loop: a query ranks with search (which may embed it or build an index), and a
-        # listing counts every match (milliseconds at 100,000 tools, more for a tag most tools carry).
-        page = await self.workbench.lane.work(listing)
-        return {**page.model_dump(mode="json"), "count": len(page.tools)}
-
-    async def _search(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        # The spec types limit and top_k as `number`: 5.0 is accepted (the schema's integer) and used as 5.
-        limit, top_k = (None if arguments.get(k) is None else int(arguments[k]) for k in ("limit", "top_k"))
-        # Off the event loop: embedding the query, or a first search building its indexes (seconds at
-        # 100k tools), must not hold up every other request.
-        found = await self.workbench.lane.work(self.workbench.search, arguments["query"], limit=limit, top_k=top_k)
-        return found.model_dump(mode="json")
-
-    async def _delete(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        tool = await self.workbench.lane.call(self.workbench.delete, await self._ref_checked(arguments))
-        return {"tool_id": tool.tool_id, "name": tool.name, "status": "deleted"}
-
-    async def _inspect(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        # Off the event loop, and the history without each version's code, schemas and examples: whole, the
-        # reply was every kept version's (100 of up to ~450 KB: 44 MB, 0.3 s of the loop per call in memory),
-        # a size a tool's author chooses and any client may ask for again and again.
-        ref, number = await self._ref_checked(arguments), arguments.get("version")
-        return await self.workbench.lane.work(inspection_reply, self.workbench, ref, number)
-
-    async def _update(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        names = ("code", "description", "input_schema", "output_schema", "examples")
-        fields = {k: arguments[k] for k in names if k in arguments}
-        if "to_version" in arguments:
-            if fields:
-                raise InvalidParams("give either to_version (a rollback) or new fields, not both", fields=list(fields))
-            return await self._rollback(arguments)
-        return _version_result(await self.workbench.update(await self._ref_checked(arguments), **fields), "updated")
-
-    async def _rollback(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        ref, to_version = await self._ref_checked(arguments), int(arguments["to_version"])
-        return _version_result(await self.workbench.lane.call(self.workbench.rollback, ref, to_version), "rolled_back")
-
-    async def _equip(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        ref = await self._ref_checked(arguments)
-        return await self.workbench.lane.call(lambda: self._equip_result(self.workbench.equip(ref)))
-
-    async def _unequip(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        ref = await self._ref_checked(arguments)
-        return await self.workbench.lane.call(lambda: self._equip_result(self.workbench.unequip(ref)))
-
-    def _equip_result(self, tool: Tool) -> dict[str, Any]:
-        return {
-            "tool_id": tool.tool_id,
-            "name": tool.name,
-            "equipped": tool.equipped,
-            "equipped_tools": [t.name for t in self.workbench.equipped_tools()],
-        }
-
-
-def _version_result(tool: Tool, moved: str) -> dict[str, Any]:
-    """`moved` names the change; a version that was already current (a rollback to it) is `unchanged`."""
-    return {
-        "tool_id": tool.tool_id,
-        "name": tool.name,
-        "status": "unchanged" if tool.parent_version == tool.version else moved,
-        "version": tool.version,
-        "parent_version": tool.parent_version,
-        "equipped": tool.equipped,
-    }
 
 
 def build_server(workbench: Workbench) -> McpFace:

@@ -7,11 +7,9 @@ rollback, apply) run on the event loop like the MCP face's, since the workbench'
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from functools import partial
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote
+from urllib.parse import quote
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
@@ -22,28 +20,25 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from awb import __version__, panel_access, sign_in_limit
+from awb import __version__
 from awb.errors import AwbError, InvalidParams
 from awb.feed import EventFeed, open_feed
 from awb.inventory.models import MEMORY_LEVELS
 from awb.meta_tools import MetaVerb, meta_tool_name, worded_by
 from awb.safe_text import visible, visible_json
-from awb.sandbox import staging
 from awb.shares import Shares, client_address, share_key
 from awb.sign_outs import SCOPE_KEY as SIGN_OUTS_KEY
 from awb.sign_outs import SignOuts
-from awb.text import cap_text
-from awb.web import security, stream, views
+from awb.web import forms, security, stream, views
 from awb.web.code_view import code_css
+from awb.web.forms import Handler
 from awb.web.numbers import whole_number
 from awb.web.runs import run_logs
+from awb.web.sign_in import SignIn
+from awb.web.staged import StagedWrites
 from awb.workbench import Workbench
 
 HERE = Path(__file__).parent
-#: Largest form body the panel reads; its forms carry a version number or a token.
-MAX_FORM_BYTES = 16 * 1024
-
-Handler = Callable[[Request], Awaitable[Response]]
 #: The panel's own control for each meta-tool's action it has: what its error pages tell a person to use.
 #: The others (craft, call, update) are named as an MCP client reaches them (`meta_tools.worded_by`).
 PANEL_CONTROLS: dict[MetaVerb, str] = {
@@ -81,8 +76,6 @@ class Panel:
         # One remote client (an address: `awb.shares`) holds at most three quarters of the event streams,
         # or an agent that has the token could take them all and lock the operator's panel out.
         self.streams = Shares(stream.MAX_STREAMS)
-        # Used when the panel is served without the server's guard, which hands `/login` its own limiter.
-        self.sign_in_limit = sign_in_limit.limit_for(self.config)
         # Passes signed out, when served without the guard; behind it, the guard's (it refuses them first).
         self.sign_outs = SignOuts()
         self.meta_names = worded_by(PANEL_CONTROLS, self.config.tool_names)
@@ -97,6 +90,8 @@ class Panel:
         env.filters["visible"] = visible
         env.filters["visible_json"] = visible_json
         self.templates = Jinja2Templates(env=env)
+        self.staged = StagedWrites(workbench, self._render)
+        self.sign_in = SignIn(self.config, self._render, self._sign_outs)
         # Routing's own refusals are pages like every other refusal, not a bare "Not Found" in plain text.
         self.app = Starlette(routes=self._routes(), exception_handlers=dict.fromkeys((404, 405), self._routing_error))
 
@@ -133,16 +128,11 @@ class Panel:
             Route("/tools/{ref}/equip", change(self.equip), methods=["POST"]),
             Route("/tools/{ref}/unequip", change(self.unequip), methods=["POST"]),
             Route("/tools/{ref}/rollback", change(self.rollback), methods=["POST"]),
-            Route("/staged", page(self.staged_page)),
-            Route("/staged/{staged_id}", page(self.staged_write_page)),
-            Route("/staged/{staged_id}/apply", change(self.apply), methods=["POST"]),
-            Route("/staged/{staged_id}/discard", change(self.discard), methods=["POST"]),
+            *self.staged.routes(page, change),
             Route("/runs", page(self.runs_page)),
             Route("/runs/{session_id}", page(self.run_page)),
             Route("/events", self._guarded(self.events), methods=["GET"]),
-            Route("/login", self._login_page, methods=["GET"]),
-            Route("/login", self._login, methods=["POST"]),
-            Route("/logout", change(self.sign_out), methods=["POST"]),
+            *self.sign_in.routes(change),
             Route("/static/code.css", self._code_css, methods=["GET"]),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ]
@@ -152,7 +142,7 @@ class Panel:
         context.update(
             signed_in=security.signed_in(request, token, self._sign_outs(request)),
             token_required=token is not None,
-            notice=_notice(request),
+            notice=forms.notice(request),
         )
         return self.templates.TemplateResponse(request, template, context, status_code=status)
 
@@ -218,7 +208,7 @@ class Panel:
         version = whole_number(raw)
         if raw and version is None:
             raise InvalidParams(
-                f"there is no version {_quoted(raw)}: versions are numbered 1, 2, 3, …", field="version"
+                f"there is no version {forms.quoted(raw)}: versions are numbered 1, 2, 3, …", field="version"
             )
         try:
             found = await self.workbench.lane.work(
@@ -234,62 +224,23 @@ class Panel:
 
     async def delete(self, request: Request) -> Response:
         tool = await self.workbench.lane.call(self.workbench.delete, request.path_params["ref"])
-        return _back("/", "deleted", tool.name)
+        return forms.back("/", "deleted", tool.name)
 
     async def equip(self, request: Request) -> Response:
         tool = await self.workbench.lane.call(self.workbench.equip, request.path_params["ref"], names=self.meta_names)
-        return _back(await _return_to(request), "equipped", tool.name)
+        return forms.back(await forms.return_to(request), "equipped", tool.name)
 
     async def unequip(self, request: Request) -> Response:
         tool = await self.workbench.lane.call(self.workbench.unequip, request.path_params["ref"])
-        return _back(await _return_to(request), "unequipped", tool.name)
+        return forms.back(await forms.return_to(request), "unequipped", tool.name)
 
     async def rollback(self, request: Request) -> Response:
-        form = await _form(request)
+        form = await forms.read_form(request)
         version = whole_number(form.get("version"))
         if version is None:
             raise InvalidParams("choose a version to roll back to", field="version")
         tool = await self.workbench.lane.call(self.workbench.rollback, request.path_params["ref"], version)
-        return _back(f"/tools/{quote(tool.tool_id)}", "rolled_back", f"{tool.name} v{tool.version}")
-
-    # --- staged writes --------------------------------------------------------------------------------
-
-    async def staged_page(self, request: Request) -> Response:
-        status = request.query_params.get("status", staging.PENDING)
-        if status not in (staging.PENDING, staging.APPLIED, staging.DISCARDED, "all"):
-            status = staging.PENDING
-        after = whole_number(request.query_params.get("after"))
-        before = None if after is not None else whole_number(request.query_params.get("before"))
-        found = await self.workbench.lane.work(
-            views.staged_views, self.workbench, None if status == "all" else status, after=after, before=before
-        )
-        return self._render(
-            request,
-            "staged.html",
-            writes=found.views,
-            page=found,
-            paged=after is not None or before is not None,
-            shown_status=status,
-            view="staged",
-        )
-
-    async def staged_write_page(self, request: Request) -> Response:
-        found = await self.workbench.lane.work(views.staged_view, self.workbench, _staged_id(request))
-        return self._render(request, "staged_write.html", w=found, view="staged")
-
-    async def apply(self, request: Request) -> Response:
-        store: Any = self.workbench.store
-        config = self.workbench.config
-        # The same checks as `awb staged apply`: the configuration's grants as they are now, and every
-        # file the configuration says is awb's (without the list, only .awb/ and awb.config.json were).
-        apply = partial(staging.apply_staged, grants=config.sandbox.grants, protected=staging.protected_paths(config))
-        write = await self.workbench.lane.work(apply, store, _staged_id(request))
-        return _back("/staged", "applied", write.path)
-
-    async def discard(self, request: Request) -> Response:
-        store: Any = self.workbench.store
-        write = await self.workbench.lane.work(staging.discard_staged, store, _staged_id(request))
-        return _back("/staged", "discarded", write.path)
+        return forms.back(f"/tools/{quote(tool.tool_id)}", "rolled_back", f"{tool.name} v{tool.version}")
 
     # --- agent runs -----------------------------------------------------------------------------------
 
@@ -333,126 +284,6 @@ class Panel:
             media_type="text/event-stream",
             headers=stream.HEADERS,
         )
-
-    # --- signing in (only when an API token is configured) ----------------------------------------------
-
-    async def _login_page(self, request: Request) -> Response:
-        return self._render(request, "login.html", next=_safe_next(request.query_params.get("next", "/")))
-
-    async def _login(self, request: Request) -> Response:
-        # Open to anyone (no `_guarded` around it): every refusal is answered here, never raised as a 500.
-        try:
-            security.check_same_origin(request)
-            form = await _form(request)
-        except security.Refused as refused:
-            return self._refusal(request, refused)
-        expected = security.configured_token(self.config)
-        target = _safe_next(form.get("next", "/"))
-        if expected is None:
-            return RedirectResponse(target, status_code=303)
-        presented = form.get("token", "")
-        if not presented:
-            return self._render(request, "login.html", 401, next=target, failed=True)
-        # The guard's limiter when behind it, so a guess here and a guess at /api count alike.
-        limit: sign_in_limit.SignInLimit = request.scope.get(sign_in_limit.SCOPE_KEY, self.sign_in_limit)
-        address = client_address(request.scope)
-        wait = limit.retry_after(address)
-        if wait:
-            message = sign_in_limit.too_many_failures_message(wait)
-            page = self._render(request, "login.html", 429, next=target, locked=message)
-            page.headers["Retry-After"] = str(wait)
-            return page
-        if not security.token_ok(expected, presented):
-            limit.failed(address)
-            return self._render(request, "login.html", 401, next=target, failed=True)
-        response = RedirectResponse(target, status_code=303)
-        # A pass, not the token: every server on this host name, whatever its port, is sent the cookie.
-        # Its name is this server's own, so it leaves other servers' passes alone.
-        response.set_cookie(
-            panel_access.pass_cookie(request.scope),
-            panel_access.issue_pass(expected),
-            max_age=panel_access.PASS_SECONDS,
-            httponly=True,
-            samesite="strict",
-            path="/",
-            # Signed in over https (through a TLS proxy in `http.trusted_proxies`, the only way this
-            # server hears of https): the browser must never send the pass over plain http.
-            secure=request.url.scheme == "https",
-        )
-        return response
-
-    async def sign_out(self, request: Request) -> Response:
-        """End this browser's sign-in (a change, so from the panel's own pages only): the server refuses its
-        pass from now on, ends the event streams it opened, and the browser is told to drop it."""
-        presented = security.good_pass(request, security.configured_token(self.config))
-        if presented is not None:
-            await self._sign_outs(request).sign_out(presented)
-        response = _back(panel_access.PANEL_LOGIN, "signed_out", "")
-        response.delete_cookie(
-            panel_access.pass_cookie(request.scope),
-            path="/",
-            httponly=True,
-            samesite="strict",
-            secure=request.url.scheme == "https",
-        )
-        return response
-
-
-#: Notices a change leaves for the page it returns to: `?done=<key>&what=<name>`.
-NOTICES = {
-    "signed_out": "Signed out.",
-    "deleted": "Deleted {}.",
-    "equipped": "Equipped {}.",
-    "unequipped": "Unequipped {}.",
-    "rolled_back": "Rolled back: {} is current.",
-    "applied": "Applied: wrote {}.",
-    "discarded": "Discarded the staged write to {}.",
-}
-
-
-def _notice(request: Request) -> str | None:
-    template = NOTICES.get(request.query_params.get("done", ""))
-    # `what` is a path or a name a tool chose, and anyone can link here with one: shown escaped.
-    return template.format(visible(request.query_params.get("what", "")[:300])) if template else None
-
-
-def _back(path: str, done: str, what: str) -> RedirectResponse:
-    separator = "&" if "?" in path else "?"
-    return RedirectResponse(f"{path}{separator}done={done}&what={quote(what)}", status_code=303)
-
-
-def _safe_next(target: str) -> str:
-    """Only a path on this server: never `//host` or a full URL (no open redirect)."""
-    return target if target.startswith("/") and not target.startswith("//") and "\\" not in target else "/"
-
-
-def _quoted(raw: str) -> str:
-    # What a person typed, short enough for an error page (it may be thousands of digits).
-    return repr(cap_text(raw, 40))
-
-
-def _staged_id(request: Request) -> int:
-    raw = request.path_params["staged_id"]
-    staged_id = whole_number(raw)
-    if staged_id is None:
-        # The same answer as for a number that names no write: there is no staged write by that id.
-        raise InvalidParams(f"no staged write with id {_quoted(raw)}", field="id")
-    return staged_id
-
-
-async def _form(request: Request) -> dict[str, str]:
-    body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_FORM_BYTES:
-            raise security.Refused(413, "limit_exceeded", f"the form is over {MAX_FORM_BYTES} bytes")
-    fields = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
-    return {key: values[0] for key, values in fields.items()}
-
-
-async def _return_to(request: Request) -> str:
-    form = await _form(request)
-    return _safe_next(form.get("return_to", "/"))
 
 
 def create_panel(workbench: Workbench, *, feed: EventFeed | None = None) -> Panel:

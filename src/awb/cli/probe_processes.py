@@ -1,0 +1,83 @@
+"""The processes `awb doctor`'s sandbox probes run in, started before it loads its config: their
+interpreters start and import (the longest part of the slowest probes) while doctor imports pydantic,
+loads the config and builds the runtimes, which then configure them (the zygote's config message; the
+JavaScript worker's and the wasm compile process's ids, claimed meanwhile, as their first frame).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from awb.errors import AwbError
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from awb.sandbox.cpython.handles import LaunchedZygote
+
+
+@dataclass
+class ProbeProcesses:
+    """A cpython zygote, a JavaScript worker and a wasm compile process; None where that runtime is missing
+    (its probe says why) or nothing was started (`--quick`)."""
+
+    zygote: LaunchedZygote | None = None
+    javascript: asyncio.subprocess.Process | None = None
+    wasm: asyncio.subprocess.Process | None = None
+
+    async def discard(self) -> None:
+        """End them all, when doctor stops before building the runtimes that would."""
+        if self.zygote is not None:
+            self.zygote.discard()
+        for process in (self.javascript, self.wasm):
+            if process is not None:
+                process.kill()
+                await process.wait()
+
+
+async def launch_probe_processes() -> ProbeProcesses:
+    return ProbeProcesses(_launched_zygote(), await _launched_javascript(), await _launched_wasm())
+
+
+async def _launched_javascript() -> asyncio.subprocess.Process | None:
+    """A JavaScript worker for the probe, started ahead of its ids; None without the runtime's package."""
+    import sys
+
+    from awb.sandbox.javascript import launch_worker, quickjs_missing
+
+    if quickjs_missing() is not None:
+        return None
+    try:
+        return await launch_worker(sys.executable)
+    except OSError:  # the probe starts one itself, and says why it cannot
+        return None
+
+
+async def _launched_wasm() -> asyncio.subprocess.Process | None:
+    """A wasm compile process for the probe, started ahead of its ids; None without wasmtime."""
+    import sys
+
+    from awb.sandbox.wasm import wasmtime_missing
+    from awb.sandbox.wasm_compile import launch_compiler
+
+    if wasmtime_missing() is not None:
+        return None
+    try:
+        return await launch_compiler(sys.executable)
+    except OSError:  # the probe starts one itself, and says why it cannot
+        return None
+
+
+def _launched_zygote() -> LaunchedZygote | None:
+    """A cpython zygote for the probe, started ahead; None where there is no cpython runtime to probe."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return None
+    from awb.sandbox.cpython.handles import launch_zygote
+
+    try:
+        return launch_zygote(sys.executable)
+    except AwbError:  # the probe starts one itself, and says why it cannot
+        return None
