@@ -49,8 +49,11 @@ async def test_read_file_import_reads_a_granted_file(wasm: WasmRuntime, host_fac
 
 
 async def test_check_refuses_a_module_without_the_abi_exports(wasm: WasmRuntime) -> None:
-    with pytest.raises(ToolRuntimeError, match="must export"):
+    with pytest.raises(ToolRuntimeError, match="must export") as refused:
         await wasm.check("(module)", LIMITS)
+    # The message is the ABI itself: an agent cannot open a document it is pointed to.
+    assert "run(ptr: i32, len: i32) -> i64" in str(refused.value)
+    assert ".md" not in str(refused.value)
     with pytest.raises(ToolRuntimeError, match="WAT text or base64"):
         await wasm.check("not a module", LIMITS)
 

@@ -353,7 +353,8 @@ class WasmRuntime:
                 or not isinstance(run, wasmtime.Func)
             ):
                 raise ToolRuntimeError(
-                    "the module must export memory, alloc(len) and run(ptr, len) (see docs/sandbox.md)"
+                    "the module must export `memory`, `alloc(len: i32) -> i32` and `run(ptr: i32, len: i32) -> i64`"
+                    " (params: UTF-8 JSON at [ptr, ptr+len); returns (result_ptr << 32) | result_len of UTF-8 JSON)"
                 )
             if check:
                 return None, []
