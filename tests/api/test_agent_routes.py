@@ -165,6 +165,11 @@ def test_team_members_share_one_tool_call_budget(api: Api, fake_model: FakeServe
     assert response.status_code == 422
     assert response.json()["error"]["details"]["guardrail"] == "max_tool_calls"
     assert len(fake_tavily.requests) == 3
+    # The run ends as a whole at the member's refused call: the coordinator asks its model nothing more
+    # (it went on spawning members that could call nothing, 24 more requests, until its turns ran out).
+    assert len(fake_model.requests) == 5  # the coordinator's spawn, the member's three searches and its fourth
+    entries = api.get("/api/agents/logs", session_id="team").json()["entries"]
+    assert [e["kind"] for e in entries][-2:] == ["guardrail_violation", "run_end"]
 
 
 def test_timeout_ends_the_run_with_422_naming_the_guardrail(api: Api, fake_model: FakeServer) -> None:
