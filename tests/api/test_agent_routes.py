@@ -8,6 +8,7 @@ import json
 import logging
 import sys
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -395,8 +396,13 @@ async def test_a_run_cancelled_by_its_caller_still_logs_how_it_ended(
     fake_model.hang_paths.add("/chat/completions")
     try:
         with anyio.fail_after(20):
-            with anyio.move_on_after(0.5):
-                await service.run(message="hi", blueprint=blueprint(), blueprint_id=None, session_id="gone")
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(
+                    partial(service.run, message="hi", blueprint=blueprint(), blueprint_id=None, session_id="gone")
+                )
+                # Cancelled while it waits on its model, not (on a loaded machine) before it has begun.
+                assert await anyio.to_thread.run_sync(fake_model.hanging.wait, 15)
+                tasks.cancel_scope.cancel()
             entries = await service.logs("gone")
     finally:
         service.close()
