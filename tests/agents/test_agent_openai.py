@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import ssl
 from typing import Any
 
 import anyio
@@ -144,3 +145,23 @@ async def test_a_thinking_block_before_prose_is_still_prose_to_a_model_offered_f
         result = await run_agent(Reader, "q", model=model(fake_provider), servers={"files": files_server()})
     assert (result.termination_reason, result.output) == ("done", {"answer": "42"})
     assert result.steps[0].rejected[0].message == PROSE_REPLY
+
+
+async def test_a_models_requests_share_one_tls_context(fake_provider: FakeProvider, monkeypatch: Any) -> None:
+    """httpx loads the CA bundle into a new TLS context for every client (20-25 ms of CPU), and the model
+    makes a client for each request: a run's every model request paid for it."""
+    made: list[int] = []
+    real = ssl.create_default_context
+
+    def counted(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+        made.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ssl, "create_default_context", counted)
+    chat = model(fake_provider)
+    with anyio.fail_after(10):
+        for _ in range(3):
+            fake_provider.reply(text_reply("hi"))
+            await chat.http.post("/chat/completions", {"model": "fake-model", "messages": []})
+    assert len(fake_provider.requests) == 3
+    assert len(made) <= 1  # none when an earlier test of the process made it

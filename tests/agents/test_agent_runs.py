@@ -175,6 +175,27 @@ async def test_subagent_tool_calls_count_toward_the_parents_limit() -> None:
     assert result.tool_calls == []
 
 
+async def test_a_subagent_stopped_by_the_runs_spent_tool_calls_ends_the_run_as_a_whole() -> None:
+    class Delegating(Lead):
+        budget = Budget(max_tool_calls=2, max_iterations=10)
+
+    def script(prompt: Prompt, tools: Sequence[ToolSpec]) -> dict[str, Any]:
+        if prompt.system == "Do sums.":
+            return {"action": "call_tool", "tool": "math.add", "arguments": {"a": 1, "b": 1}}
+        return {"action": "spawn_subagent", "agent": "arithmetic", "input": "sum"}
+
+    model = ScriptedModel(script)
+    with anyio.fail_after(10):
+        result = await run_agent(Delegating, "sum", model=model, servers=servers())
+    # Not a lead spawning members that can call nothing, one model request after another, until its
+    # iterations run out: the budget is the run's.
+    [call] = result.subagent_calls
+    assert call.termination_reason == "max_tool_calls" and len(call.tool_calls) == 2
+    assert result.termination_reason == "max_tool_calls"
+    assert result.iterations == 1
+    assert len(model.seen) == 4  # the lead's spawn, the member's two calls and the one refused
+
+
 async def test_a_token_budget_ends_the_run_with_the_best_partial_output() -> None:
     class Thrifty(Lead):
         budget = Budget(max_total_tokens=150_000)

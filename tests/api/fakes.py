@@ -45,6 +45,8 @@ class FakeServer:
     #: Requests whose path is listed here wait until the test ends: a provider that never answers.
     hang_paths: set[str] = field(default_factory=set)
     release: threading.Event = field(default_factory=threading.Event)
+    #: Set once a request waits on `hang_paths`: its caller is now waiting on the provider.
+    hanging: threading.Event = field(default_factory=threading.Event)
 
     def queue(self, *replies: Reply) -> None:
         self.replies.extend(replies)
@@ -54,6 +56,7 @@ class FakeServer:
 
     def answer(self, path: str, body: dict[str, Any]) -> Reply:
         if path in self.hang_paths:
+            self.hanging.set()
             self.release.wait(timeout=60)
             return 500, {"error": {"message": "released"}}
         if self.replies:

@@ -8,6 +8,7 @@ import json
 import logging
 import sys
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +166,11 @@ def test_team_members_share_one_tool_call_budget(api: Api, fake_model: FakeServe
     assert response.status_code == 422
     assert response.json()["error"]["details"]["guardrail"] == "max_tool_calls"
     assert len(fake_tavily.requests) == 3
+    # The run ends as a whole at the member's refused call: the coordinator asks its model nothing more
+    # (it went on spawning members that could call nothing, 24 more requests, until its turns ran out).
+    assert len(fake_model.requests) == 5  # the coordinator's spawn, the member's three searches and its fourth
+    entries = api.get("/api/agents/logs", session_id="team").json()["entries"]
+    assert [e["kind"] for e in entries][-2:] == ["guardrail_violation", "run_end"]
 
 
 def test_timeout_ends_the_run_with_422_naming_the_guardrail(api: Api, fake_model: FakeServer) -> None:
@@ -390,8 +396,13 @@ async def test_a_run_cancelled_by_its_caller_still_logs_how_it_ended(
     fake_model.hang_paths.add("/chat/completions")
     try:
         with anyio.fail_after(20):
-            with anyio.move_on_after(0.5):
-                await service.run(message="hi", blueprint=blueprint(), blueprint_id=None, session_id="gone")
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(
+                    partial(service.run, message="hi", blueprint=blueprint(), blueprint_id=None, session_id="gone")
+                )
+                # Cancelled while it waits on its model, not (on a loaded machine) before it has begun.
+                assert await anyio.to_thread.run_sync(fake_model.hanging.wait, 15)
+                tasks.cancel_scope.cancel()
             entries = await service.logs("gone")
     finally:
         service.close()

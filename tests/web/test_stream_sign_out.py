@@ -81,7 +81,7 @@ async def test_signing_out_ends_the_stream_opened_with_that_sign_in_and_sends_it
                 out = await http.post("/logout", headers={"Origin": running.url})
                 assert out.status_code == 303
                 await guarded_workbench.craft(add_tool("secret_plans", description="What nobody should see"))
-                with anyio.fail_after(3):
+                with anyio.fail_after(15):
                     rest = "".join([chunk async for chunk in chunks])
             finally:
                 await events.aclose()

@@ -17,7 +17,15 @@ from awb.agents.actions import Action, CallTool, RunCode, SpawnSubagent
 from awb.agents.agent import Agent
 from awb.agents.context import Context, to_text
 from awb.agents.events import EventType
-from awb.agents.result import Ending, RejectedAction, StepRecord, ToolCallRecord, ToolError, stopped
+from awb.agents.result import (
+    Ending,
+    RejectedAction,
+    StepRecord,
+    SubagentCallRecord,
+    ToolCallRecord,
+    ToolError,
+    stopped,
+)
 from awb.agents.scope import RunScope, StopRun
 from awb.agents.telemetry import span
 from awb.agents.toolbox import Toolbox, ToolOutcome, ToolSpec
@@ -90,9 +98,21 @@ class ActionExecutor:
                 return stopped("tool_error", f"tool {action.tool!r} failed", result=to_text(outcome.payload))
         elif isinstance(action, SpawnSubagent):
             await self._spawn(step, action)
+            return self._stopped_with(step.subagent)
         elif isinstance(action, RunCode):
             return await self._run_code(step, action)
         return None
+
+    def _stopped_with(self, member: SubagentCallRecord | None) -> Ending | None:
+        """The run's ending when `member` was stopped by the run's own tool-call budget, which it shares:
+        the run ends as a whole, as it would had this agent tried the call, rather than spawn members that
+        can call nothing, a model request each, until its iterations run out. A member that spent only a
+        smaller budget of its own leaves the run going."""
+        if member is None or member.termination_reason != "max_tool_calls":
+            return None
+        if self.scope.tool_calls < self.scope.budget.max_tool_calls:
+            return None
+        return stopped("max_tool_calls", "the tool-call budget is spent", limit=self.scope.budget.max_tool_calls)
 
     async def tell_rejected(self, step: StepRecord) -> None:
         rejected = step.rejected[-1]

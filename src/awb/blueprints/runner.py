@@ -64,8 +64,8 @@ def _refusal(result: RunResult) -> str | None:
 def _failure(result: RunResult, compiled: CompiledBlueprint) -> AwbError:
     error = result.error or {}
     reason = result.termination_reason
-    # A team's members share the spine's budgets: a member stopped by one is why the coordinator,
-    # left without tools, ran out of turns.
+    # A team's members share the spine's budgets: a member stopped by the tool-call budget ends the
+    # coordinator's run with it (awb.agents); one stopped by its turns may be why the coordinator ran out.
     stopped = [c.termination_reason for c in result.subagent_calls if c.termination_reason in _GUARDRAILS]
     if reason == "max_iterations" and stopped:
         reason = stopped[-1]

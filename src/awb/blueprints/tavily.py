@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import anyio
 import httpx
 
+from awb.agents.models.http import tls_context
 from awb.agents.reply_body import ACCEPTED_ENCODINGS, BodyRefused, read_capped
 from awb.agents.toolbox import Handler, ToolOutcome, ToolSpec
 from awb.blueprints.journal import RunJournal
@@ -59,7 +60,7 @@ async def _post(url: str, body: dict[str, Any], headers: dict[str, str], timeout
     passes."""
     with anyio.fail_after(timeout):
         async with (
-            httpx.AsyncClient(timeout=timeout) as client,
+            httpx.AsyncClient(timeout=timeout, verify=tls_context()) as client,
             client.stream(
                 "POST", url, json=body, headers={"Accept-Encoding": ACCEPTED_ENCODINGS, **headers}
             ) as response,

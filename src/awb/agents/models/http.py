@@ -13,10 +13,11 @@ provider's own message and HTTP status, never the key.
 from __future__ import annotations
 
 import email.utils
+import functools
 import math
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx
@@ -28,6 +29,9 @@ from awb.agents.result import Usage
 from awb.credentials import MASK
 from awb.text import surrogates_replaced
 
+if TYPE_CHECKING:
+    import ssl  # httpx imports it only when it makes a context: start-up need not
+
 _RETRY_STATUSES = frozenset({408, 409, 429})
 DEFAULT_TIMEOUT_SECONDS = 120.0
 DEFAULT_MAX_RETRIES = 2
@@ -38,6 +42,15 @@ DEFAULT_MAX_RETRY_WAIT_SECONDS = 30.0
 DEFAULT_MAX_REPLY_BYTES = 32 * 1024 * 1024
 #: Headers that describe the body as it came over the wire, not the decoded bytes a reply is rebuilt from.
 _WIRE_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The TLS context of every provider request in the process. httpx makes one per client, loading the
+    CA bundle each time (20-25 ms of CPU), and a request gets a client of its own: a run paid that for each
+    of its model requests and searches. Made once, as httpx would (SSL_CERT_FILE or SSL_CERT_DIR, else
+    certifi's bundle)."""
+    return httpx.create_ssl_context()
 
 
 def needs_key(api_key: str | None, base_url: str, hosted: str, provider: str) -> str | None:
@@ -169,7 +182,7 @@ class ProviderClient:
         url = f"{self.base_url}{path}"
         failure, status, asked = "", None, None
         attempt = 0
-        async with httpx.AsyncClient(timeout=httpx.Timeout(timeout)) as client:
+        async with httpx.AsyncClient(timeout=httpx.Timeout(timeout), verify=tls_context()) as client:
             for attempt in range(retries + 1):
                 if attempt:
                     wait = self._wait(attempt, asked, cap)
