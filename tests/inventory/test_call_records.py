@@ -1,5 +1,5 @@
-"""Calls are recorded in groups: the runs that end in one turn of the event loop share one write
-transaction, each call still gets its own counters, and one bad record costs only itself."""
+"""Calls are recorded in groups: the runs that end in the same few turns of the event loop share one
+write transaction, each call still gets its own counters, and one bad record costs only itself."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import anyio.to_thread
 import pytest
 from test_store_contract import NOW, make_tool
 
-from awb.calling import CallRecorder
+from awb.calling import GATHER_TURNS, CallRecorder
 from awb.config import Config
 from awb.inventory.lane import StoreLane
 from awb.inventory.memory import MemoryPolicy
@@ -122,6 +122,31 @@ async def test_the_recorder_groups_a_turn_and_reports_each_calls_own_outcome() -
     # A later call alone is written in its own group, at the end of its own turn.
     alone = await recorder.record(call(0, call_id="call_d"))
     assert store.groups[-1] == ["call_d"] and alone.usage_count == 1
+
+
+async def test_a_group_stays_open_while_each_turn_brings_it_more_calls() -> None:
+    store = _Store()
+    recorder = CallRecorder(store, MemoryPolicy(Config().memory))  # type: ignore[arg-type]
+    tasks = [asyncio.ensure_future(recorder.record(call(0, call_id=i))) for i in ("call_a", "call_b")]
+    for n in range(2):  # two more calls, each ending a turn after the one before
+        await asyncio.sleep(0)
+        tasks.append(asyncio.ensure_future(recorder.record(call(0, call_id=f"call_{n}"))))
+    results = await asyncio.gather(*tasks)
+    assert store.groups == [["call_a", "call_b", "call_0", "call_1"]]
+    assert [r.usage_count for r in results] == [1, 2, 3, 4]
+
+
+async def test_a_group_fed_every_turn_is_written_within_gather_turns() -> None:
+    store = _Store()
+    recorder = CallRecorder(store, MemoryPolicy(Config().memory))  # type: ignore[arg-type]
+    tasks = []
+    for n in range(4 * GATHER_TURNS):  # a call ending in every turn: the first group must not wait for them all
+        tasks.append(asyncio.ensure_future(recorder.record(call(0, call_id=f"call_{n}"))))
+        await asyncio.sleep(0)
+    with anyio.fail_after(5):
+        await asyncio.gather(*tasks)
+    assert [c for group in store.groups for c in group] == [f"call_{n}" for n in range(4 * GATHER_TURNS)]
+    assert len(store.groups) >= 3 and all(len(group) <= GATHER_TURNS + 1 for group in store.groups)
 
 
 async def test_a_call_cancelled_while_its_record_waits_is_still_recorded() -> None:
