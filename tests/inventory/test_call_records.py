@@ -84,6 +84,52 @@ def test_a_bad_record_in_a_group_costs_only_itself(tmp_path: Path) -> None:
         store.close()
 
 
+def _pages_written(store: SQLiteStore, write: Callable[[], object]) -> list[str]:
+    """The b-trees (tables and indexes) whose pages `write` put in the WAL, from its frames' page numbers."""
+    db = store._db
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    write()
+    frames = Path(f"{store.path}-wal").read_bytes()
+    page_size = int(db.execute("PRAGMA page_size").fetchone()[0])
+    numbers = {
+        int.from_bytes(frames[at : at + 4], "big") for at in range(32, len(frames), page_size + 24)
+    }  # each frame: a 24-byte header (its page number first), then the page
+    owners = dict(db.execute("SELECT pageno, name FROM dbstat"))
+    return sorted({owners.get(n, "?") for n in numbers})
+
+
+def test_a_calls_record_rewrites_no_index_of_the_tools_name_or_status(tmp_path: Path) -> None:
+    # Setting a column (even to its own value) rewrites every index on it or partial on it: the tool's name
+    # and tier indexes are partial on status, and the record that counted a call set status on every call.
+    store = SQLiteStore(tmp_path / "inv.db")
+    try:
+        if not store._db.execute("SELECT count(*) FROM pragma_module_list WHERE name = 'dbstat'").fetchone()[0]:
+            pytest.skip("this SQLite has no dbstat table")
+        store.add_tool(make_tool("rec"))
+        written = _pages_written(store, lambda: store.record_calls([call(1)]))
+        assert not {"tools_level", "tools_live_name", "tools_live_name_folded"} & set(written), written
+        assert {"calls", "tools"} <= set(written)
+    finally:
+        store.close()
+
+
+def test_a_success_brings_an_archived_tool_back_and_a_failure_does_not(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "inv.db")
+    try:
+        store.add_tool(make_tool("rec", memory_level="archived", status="archived"))
+        failed = call(1, call_id="call_failed").model_copy(update={"ok": False, "error_code": "runtime_error"})
+        [counted] = store.record_calls([failed])
+        assert isinstance(counted, ToolCounters) and counted.status == "archived"
+        tool = store.get("tool_rec")
+        assert tool is not None and (tool.status, tool.failure_count) == ("archived", 1)
+        results = store.record_calls([call(2), call(3)])
+        assert [r.status for r in results if isinstance(r, ToolCounters)] == ["active", "active"]
+        tool = store.get("tool_rec")
+        assert tool is not None and (tool.status, tool.usage_count, tool.success_count) == ("active", 2, 2)
+    finally:
+        store.close()
+
+
 class _Store:
     """Only what the recorder uses of a store: what it was asked to record, in which groups."""
 
