@@ -1,5 +1,5 @@
-"""Calls are recorded in groups: the runs that end in one turn of the event loop share one write
-transaction, each call still gets its own counters, and one bad record costs only itself."""
+"""Calls are recorded in groups: the runs that end in the same few turns of the event loop share one
+write transaction, each call still gets its own counters, and one bad record costs only itself."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import anyio.to_thread
 import pytest
 from test_store_contract import NOW, make_tool
 
-from awb.calling import CallRecorder
+from awb.calling import GATHER_TURNS, CallRecorder
 from awb.config import Config
 from awb.inventory.lane import StoreLane
 from awb.inventory.memory import MemoryPolicy
@@ -84,6 +84,52 @@ def test_a_bad_record_in_a_group_costs_only_itself(tmp_path: Path) -> None:
         store.close()
 
 
+def _pages_written(store: SQLiteStore, write: Callable[[], object]) -> list[str]:
+    """The b-trees (tables and indexes) whose pages `write` put in the WAL, from its frames' page numbers."""
+    db = store._db
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    write()
+    frames = Path(f"{store.path}-wal").read_bytes()
+    page_size = int(db.execute("PRAGMA page_size").fetchone()[0])
+    numbers = {
+        int.from_bytes(frames[at : at + 4], "big") for at in range(32, len(frames), page_size + 24)
+    }  # each frame: a 24-byte header (its page number first), then the page
+    owners = dict(db.execute("SELECT pageno, name FROM dbstat"))
+    return sorted({owners.get(n, "?") for n in numbers})
+
+
+def test_a_calls_record_rewrites_no_index_of_the_tools_name_or_status(tmp_path: Path) -> None:
+    # Setting a column (even to its own value) rewrites every index on it or partial on it: the tool's name
+    # and tier indexes are partial on status, and the record that counted a call set status on every call.
+    store = SQLiteStore(tmp_path / "inv.db")
+    try:
+        if not store._db.execute("SELECT count(*) FROM pragma_module_list WHERE name = 'dbstat'").fetchone()[0]:
+            pytest.skip("this SQLite has no dbstat table")
+        store.add_tool(make_tool("rec"))
+        written = _pages_written(store, lambda: store.record_calls([call(1)]))
+        assert not {"tools_level", "tools_live_name", "tools_live_name_folded"} & set(written), written
+        assert {"calls", "tools"} <= set(written)
+    finally:
+        store.close()
+
+
+def test_a_success_brings_an_archived_tool_back_and_a_failure_does_not(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "inv.db")
+    try:
+        store.add_tool(make_tool("rec", memory_level="archived", status="archived"))
+        failed = call(1, call_id="call_failed").model_copy(update={"ok": False, "error_code": "runtime_error"})
+        [counted] = store.record_calls([failed])
+        assert isinstance(counted, ToolCounters) and counted.status == "archived"
+        tool = store.get("tool_rec")
+        assert tool is not None and (tool.status, tool.failure_count) == ("archived", 1)
+        results = store.record_calls([call(2), call(3)])
+        assert [r.status for r in results if isinstance(r, ToolCounters)] == ["active", "active"]
+        tool = store.get("tool_rec")
+        assert tool is not None and (tool.status, tool.usage_count, tool.success_count) == ("active", 2, 2)
+    finally:
+        store.close()
+
+
 class _Store:
     """Only what the recorder uses of a store: what it was asked to record, in which groups."""
 
@@ -122,6 +168,31 @@ async def test_the_recorder_groups_a_turn_and_reports_each_calls_own_outcome() -
     # A later call alone is written in its own group, at the end of its own turn.
     alone = await recorder.record(call(0, call_id="call_d"))
     assert store.groups[-1] == ["call_d"] and alone.usage_count == 1
+
+
+async def test_a_group_stays_open_while_each_turn_brings_it_more_calls() -> None:
+    store = _Store()
+    recorder = CallRecorder(store, MemoryPolicy(Config().memory))  # type: ignore[arg-type]
+    tasks = [asyncio.ensure_future(recorder.record(call(0, call_id=i))) for i in ("call_a", "call_b")]
+    for n in range(2):  # two more calls, each ending a turn after the one before
+        await asyncio.sleep(0)
+        tasks.append(asyncio.ensure_future(recorder.record(call(0, call_id=f"call_{n}"))))
+    results = await asyncio.gather(*tasks)
+    assert store.groups == [["call_a", "call_b", "call_0", "call_1"]]
+    assert [r.usage_count for r in results] == [1, 2, 3, 4]
+
+
+async def test_a_group_fed_every_turn_is_written_within_gather_turns() -> None:
+    store = _Store()
+    recorder = CallRecorder(store, MemoryPolicy(Config().memory))  # type: ignore[arg-type]
+    tasks = []
+    for n in range(4 * GATHER_TURNS):  # a call ending in every turn: the first group must not wait for them all
+        tasks.append(asyncio.ensure_future(recorder.record(call(0, call_id=f"call_{n}"))))
+        await asyncio.sleep(0)
+    with anyio.fail_after(5):
+        await asyncio.gather(*tasks)
+    assert [c for group in store.groups for c in group] == [f"call_{n}" for n in range(4 * GATHER_TURNS)]
+    assert len(store.groups) >= 3 and all(len(group) <= GATHER_TURNS + 1 for group in store.groups)
 
 
 async def test_a_call_cancelled_while_its_record_waits_is_still_recorded() -> None:
