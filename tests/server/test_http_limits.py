@@ -3,19 +3,13 @@ a normal client is served while a slowloris client holds many half-sent requests
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
-
 import anyio
 import httpx
 import pytest
-import uvicorn
 from anyio.abc import SocketStream
 from http_support import INITIALIZE, MCP_HEADERS, Running, serving
-from uvicorn.server import ServerState
 
 from awb.config import Config
-from awb.server.http_limits import guarded_h11
 from awb.workbench import Workbench
 
 pytestmark = pytest.mark.anyio
@@ -184,63 +178,3 @@ async def test_a_session_left_idle_expires(workbench: Workbench, config: Config)
             while (await client.post(url, json=PING, headers=headers)).status_code == 200:
                 await anyio.sleep(0.5)
             assert (await client.post(url, json=PING, headers=headers)).status_code == 404
-
-
-class RecordingTransport(asyncio.Transport):
-    """What a protocol writes, one entry a write (a socket's send)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.writes: list[bytes] = []
-        self.closed = False
-
-    def get_extra_info(self, name: str, default: object = None) -> object:
-        return {"sockname": ("127.0.0.1", 8000), "peername": ("127.0.0.1", 50000)}.get(name, default)
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        self.writes.append(bytes(data))
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def close(self) -> None:
-        self.closed = True
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-
-async def test_a_response_goes_out_in_one_write_head_and_body_and_a_stream_head_at_once() -> None:
-    streaming = anyio.Event()
-
-    async def app(
-        scope: dict[str, object], receive: object, send: Callable[[dict[str, object]], Awaitable[None]]
-    ) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
-        if scope["path"] == "/stream":  # a stream's head goes out before its first event
-            await streaming.wait()
-        await send({"type": "http.response.body", "body": b"{}"})
-
-    config = uvicorn.Config(app, http=guarded_h11(10, 10, 10), log_level="warning", lifespan="off")
-    config.load()
-    protocol = config.http_protocol_class(config=config, server_state=ServerState(), app_state={})  # type: ignore[call-arg]
-    transport = RecordingTransport()
-    with anyio.fail_after(5):
-        protocol.connection_made(transport)
-        protocol.data_received(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-        while not transport.writes:
-            await anyio.sleep(0)
-        assert len(transport.writes) == 1
-        assert transport.writes[0].startswith(b"HTTP/1.1 200 OK\r\n") and transport.writes[0].endswith(b"\r\n\r\n{}")
-        protocol.data_received(b"GET /stream HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-        while len(transport.writes) < 2:
-            await anyio.sleep(0)
-        assert transport.writes[1].endswith(b"\r\n\r\n")  # the head alone, the body not yet sent
-        streaming.set()
-        while len(transport.writes) < 3:
-            await anyio.sleep(0)
-        assert transport.writes[2] == b"{}"
-    protocol.connection_lost(None)

@@ -5,8 +5,7 @@ uvicorn bounds idle keep-alive time but not the time a client takes to send its 
 `guarded_h11` is uvicorn's h11 protocol with three additions: a deadline for the headers of each
 request (from the connection, or from the previous response), a deadline for its body (from the end of
 the headers), and a cap on open connections that, when reached, closes the oldest connection still
-waiting for its headers (or else its body) rather than turning new clients away. It also writes a
-response's head with the start of its body (`_HeadWithBody`).
+waiting for its headers (or else its body) rather than turning new clients away.
 `uvicorn_config` also decides whose `X-Forwarded-For` / `X-Forwarded-Proto` the server believes: only
 `http.trusted_proxies`' (none by default), never uvicorn's default of any process on this machine.
 """
@@ -76,12 +75,6 @@ def guarded_h11(max_connections: int, header_timeout: float, body_timeout: float
             elif state is not h11.IDLE:
                 self._awaiting = None
 
-        def handle_events(self) -> None:
-            cycle = self.cycle
-            super().handle_events()
-            if self.cycle is not cycle and self.cycle is not None:  # a request came: its cycle is new
-                self.cycle.transport = _HeadWithBody(self.transport, self.loop)  # type: ignore[assignment]
-
         def on_response_complete(self) -> None:
             super().on_response_complete()
             if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
@@ -122,52 +115,6 @@ def guarded_h11(max_connections: int, header_timeout: float, body_timeout: float
                 self.transport.close()
 
     return GuardedH11Protocol
-
-
-#: A body up to this size goes out in one write with the head (the copy that joins them costs nothing).
-_JOINED_BODY = 64 * 1024
-
-
-class _HeadWithBody:
-    """The transport one response is written through (uvicorn's request cycle writes and closes it, no
-    more): the head (status line and headers) waits for the first write of the body, and both go out in
-    one send. uvicorn writes them apart, so every response cost a second send and reached the client as
-    two segments, each a read (and an event-loop wake-up) for it. A head whose body does not follow at
-    once (a stream that waits for its first event) goes out on the loop's next turn."""
-
-    __slots__ = ("_head", "_loop", "_started", "_transport")
-
-    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
-        self._transport, self._loop = transport, loop
-        self._head: bytes | None = None
-        self._started = False
-
-    def write(self, data: bytes) -> None:
-        if not self._started:  # the head (or a 100 Continue, sent on at the loop's next turn all the same)
-            self._started = True
-            self._head = data
-            self._loop.call_soon(self._flush)
-            return
-        head, self._head = self._head, None
-        if head is not None:
-            if len(data) <= _JOINED_BODY:
-                data = head + data
-            else:
-                self._transport.write(head)
-        if data:
-            self._transport.write(data)
-
-    def _flush(self) -> None:
-        head, self._head = self._head, None
-        if head is not None and not self._transport.is_closing():
-            self._transport.write(head)
-
-    def is_closing(self) -> bool:
-        return self._transport.is_closing()
-
-    def close(self) -> None:
-        self._flush()
-        self._transport.close()
 
 
 def forwarded_allow_ips(trusted_proxies: list[str]) -> list[str]:
