@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
 
 from awb.calling import CallResult
@@ -50,3 +51,20 @@ async def test_the_reply_is_built_without_dumping_the_call_result(
         reply = await face.call("awb_call", {"name": "echo", "params": {"x": 7}})
     assert not reply.is_error, reply
     assert reply.structured_content is not None and reply.structured_content["result"]["x"] == 7
+
+
+async def test_the_handler_hands_the_sdk_the_wire_form_the_result_model_would_dump(workbench: Workbench) -> None:
+    # The face gives the SDK its tools/call results as dicts: each must be what the model dumps to.
+    await workbench.craft({"name": "echo", "description": "Echo x.", "code": LOGGING_CODE})
+    await workbench.lane.call(workbench.equip, "echo")
+    face = McpFace(workbench)
+    with anyio.fail_after(30):
+        replies = [
+            await face._reply("awb_call", {"name": "echo", "params": {"x": 7}}, None),
+            await face._reply("awb_call", {"name": "missing"}, None),
+            await face._reply("echo", {"x": 7}, None),
+        ]
+    for reply in replies:
+        dumped = types.CallToolResult.model_validate(reply).model_dump(by_alias=True, mode="json", exclude_none=True)
+        assert reply == dumped
+    assert [reply["isError"] for reply in replies] == [False, True, False]

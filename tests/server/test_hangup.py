@@ -181,3 +181,32 @@ async def test_a_request_answered_before_listening_is_due_never_listens() -> Non
     with anyio.fail_after(5):
         await HangUpCancels(app, listen=True)(SCOPE, client.receive, send)
     assert len(sent) == 2 and client.reads == 1
+
+
+async def test_a_request_begun_while_another_waited_to_be_listened_on_is_listened_on_in_its_turn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # One timer serves every request in flight: set for the first, which is answered before it is due, it
+    # must still start listening on the second when that one is due.
+    monkeypatch.setattr(hangup, "LISTEN_AFTER", 0.1)
+    first, second = FakeClient(b"{}"), FakeClient(b"{}")
+    answer, slow = anyio.Event(), SlowApp()
+
+    async def app(scope: dict[str, object], receive: Receive, send: Send) -> None:
+        if scope["path"] == "/slow":
+            await slow(scope, receive, send)
+            return
+        await receive()
+        await answer.wait()
+
+    layer = HangUpCancels(app, listen=True)
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(layer, {**SCOPE, "path": "/fast"}, first.receive, _nothing_sent)
+            # Half its wait later: the timer set for the first finds the second not yet due.
+            await anyio.sleep(0.05)
+            tasks.start_soon(layer, {**SCOPE, "path": "/slow"}, second.receive, _nothing_sent)
+            await slow.running.wait()
+            answer.set()  # the first is done before its listening is due
+            second.hang_up()
+    assert slow.cancelled and first.reads == 1 and second.most_readers == 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 from mcp import Client
 
@@ -35,3 +37,16 @@ async def test_a_library_users_face_never_touches_the_collector(
     async with Client(McpFace(workbench).server) as client:
         for _ in range(heap.WARM_UP_CALLS + 1):
             await client.call_tool("awb_list", {})
+
+
+def test_settling_freezes_the_heap_and_spaces_young_collections_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    done: list[str] = []
+    thresholds = [(700, 10, 10)]
+    monkeypatch.setattr(gc, "collect", lambda *generation: done.append("collect") or 0)
+    monkeypatch.setattr(gc, "freeze", lambda: done.append("freeze"))
+    monkeypatch.setattr(gc, "get_threshold", lambda: thresholds[-1])
+    monkeypatch.setattr(gc, "set_threshold", lambda *threshold: thresholds.append(threshold))
+    heap.settle()
+    heap.settle()  # again after the first calls: the same
+    assert done == ["collect", "freeze"] * 2
+    assert thresholds[-1] == (heap.YOUNG_COLLECTION_EVERY, 10, 10)

@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
+from mcp.shared.inbound import x_mcp_header_map
 
 from awb.schema_rules import PORTABLE_TOOL_NAME, ROOT_COMBINATORS
 from awb.server.mcp import McpFace
@@ -156,3 +157,21 @@ async def test_an_equipped_tool_cannot_be_updated_to_a_root_combinator(workbench
             assert "adder" in {tool.name for tool in (await client.list_tools()).tools}
             await call(client, "awb_unequip", {"name": "adder"})
             assert (await call(client, "awb_update", {"name": "adder", "input_schema": either}))["version"] == 2
+
+
+async def test_the_sdk_checks_mcp_param_headers_against_a_schema_only_where_one_declares_them(
+    workbench: Workbench,
+) -> None:
+    face = McpFace(workbench)
+    # No meta-tool's schema declares a header a client mirrors: lent none, the SDK skips a check that finds
+    # nothing to check (two walks of the schema on every call).
+    for verb, schema in INPUT.items():
+        assert x_mcp_header_map(schema) == {}, verb
+        assert face._tool_input_schema(face.meta_name(verb)) is None, verb
+    # An equipped tool's schema is its author's, declared headers and all: the SDK is lent it.
+    region = {**ADD_SCHEMA, "properties": {**ADD_SCHEMA["properties"], "region": {"type": "string"}}}
+    region["properties"]["region"]["x-mcp-header"] = "Region"
+    tool = await workbench.craft(add_tool("regional", input_schema=region))
+    await workbench.lane.call(workbench.equip, tool.tool_id)
+    lent = face._tool_input_schema("regional")
+    assert lent is not None and x_mcp_header_map(lent) == {("region",): "Region"}

@@ -14,6 +14,7 @@ It also gives every response the headers that keep a browser from misusing what 
 from __future__ import annotations
 
 import hmac
+from collections.abc import Iterable
 from contextlib import suppress
 from http.cookies import CookieError, SimpleCookie
 
@@ -55,11 +56,18 @@ SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
 _FRAME_POLICY = (b"content-security-policy", b"frame-ancestors 'none'")
 
 
-def security_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+_ADDED = (*SECURITY_HEADERS, _FRAME_POLICY)
+_ADDED_NAMES = frozenset(name for name, _ in _ADDED)
+
+
+def security_headers(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
     """`headers` (ASGI, lower-case names) with `SECURITY_HEADERS`, and a CSP when the response set none."""
-    names = {name.lower() for name, _ in headers}
-    added = [header for header in (*SECURITY_HEADERS, _FRAME_POLICY) if header[0] not in names]
-    return [*headers, *added]
+    headers = list(headers)
+    for name, _ in headers:
+        if name.lower() in _ADDED_NAMES:  # rare (the panel's CSP): keep the response's own
+            names = {name.lower() for name, _ in headers}
+            return headers + [header for header in _ADDED if header[0] not in names]
+    return headers + list(_ADDED)
 
 
 def transport_security(config: Config) -> TransportSecuritySettings:
@@ -120,6 +128,28 @@ def _allowed(value: str, allowlist: list[str]) -> bool:
     return False
 
 
+#: Host and Origin values remembered per allowlist: a server sees the same few on every request.
+_VERDICTS_KEPT = 256
+
+
+class _Allowlist:
+    """`_allowed` against one allowlist, its verdicts on the values last seen kept (a value is raw header
+    bytes: decoded, lower-cased and matched against every entry only the first time)."""
+
+    def __init__(self, entries: list[str]) -> None:
+        self.entries = entries
+        self._verdicts: dict[bytes, bool] = {}
+
+    def allows(self, value: bytes) -> bool:
+        verdict = self._verdicts.get(value)
+        if verdict is None:
+            verdict = _allowed(value.decode("latin-1"), self.entries)
+            if len(self._verdicts) >= _VERDICTS_KEPT:  # a client sending ever new values: start again
+                self._verdicts.clear()
+            self._verdicts[value] = verdict
+        return verdict
+
+
 Refusal = tuple[int, str, str, list[tuple[bytes, bytes]]]
 
 
@@ -137,17 +167,20 @@ class HttpGuard:
     ) -> None:
         self.app = app
         self.settings = settings
+        self._hosts = _Allowlist(settings.allowed_hosts)
+        self._origins = _Allowlist(settings.allowed_origins)
         self._token = None if token is None else token.encode("utf-8")
         self.limit = limit if limit is not None else SignInLimit()
         self.sign_outs = sign_outs if sign_outs is not None else SignOuts()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket"):
+        kind = scope["type"]
+        if kind != "http" and kind != "websocket":
             await self.app(scope, receive, send)
             return
-        if scope["type"] == "http":
+        if kind == "http":
             send = _with_security_headers(send)
-        refusal = self._refusal(Headers(scope=scope), scope)
+        refusal = self._refusal(scope)
         if refusal is None:
             # The panel's `/login` counts its wrong tokens in the same limiter (set on the scope, as
             # starlette sets its own keys, rather than a copy of every request's scope).
@@ -162,16 +195,24 @@ class HttpGuard:
             return
         await send_json(send, status, {"error": {"code": code, "message": message, "details": {}}}, extra)
 
-    def _refusal(self, headers: Headers, scope: Scope) -> Refusal | None:
-        path = str(scope.get("path", ""))
-        host = headers.get("host", "")
-        if not _allowed(host, self.settings.allowed_hosts):
+    def _refusal(self, scope: Scope) -> Refusal | None:
+        # One pass over the raw headers for the two every request needs (the first of each, as starlette's
+        # `Headers.get` reads them; ASGI names are lower-case).
+        host = origin = None
+        for name, value in scope["headers"]:
+            if name == b"host":
+                if host is None:
+                    host = value
+            elif name == b"origin" and origin is None:
+                origin = value
+        if not self._hosts.allows(host or b""):
             return 421, "invalid_host", "this Host is not allowed (see allowed_hosts)", []
-        origin = headers.get("origin")
-        if origin is not None and not _allowed(origin, self.settings.allowed_origins):
+        if origin is not None and not self._origins.allows(origin):
             return 403, "invalid_origin", "this Origin is not allowed (see allowed_origins)", []
         if self._token is None:
             return None
+        path = str(scope.get("path", ""))
+        headers = Headers(scope=scope)
         credential = self._credential(headers, scope)
         if credential == "open":
             return None
@@ -226,7 +267,7 @@ class HttpGuard:
 def _with_security_headers(send: Send) -> Send:
     async def sending(message: Message) -> None:
         if message["type"] == "http.response.start":
-            message = {**message, "headers": security_headers(list(message.get("headers", [])))}
+            message = {**message, "headers": security_headers(message.get("headers", ()))}
         await send(message)
 
     return sending

@@ -22,35 +22,58 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from awb.config import Config
 
+#: How often each server looks for requests past their deadline, as a share of the shorter deadline (at
+#: most `_SWEEP_SECONDS`): a slow client is closed at most that much past its deadline.
+_SWEEP_SHARE = 0.1
+_SWEEP_SECONDS = 1.0
+
 
 def guarded_h11(max_connections: int, header_timeout: float, body_timeout: float) -> type[H11Protocol]:
     """An h11 protocol class with header and body deadlines and a connection cap (uvicorn's `http=`)."""
+    sweep_every = min(_SWEEP_SECONDS, _SWEEP_SHARE * min(header_timeout, body_timeout))
+    #: The loop whose timer sweeps the connections next (None: no timer set, no connection open).
+    sweeping: list[asyncio.AbstractEventLoop | None] = [None]
+
+    def sweep(connections: set[Any], loop: asyncio.AbstractEventLoop) -> None:
+        now = loop.time()
+        for connection in list(connections):
+            if isinstance(connection, GuardedH11Protocol):
+                connection.check_deadline(now)
+        if connections:
+            loop.call_later(sweep_every, sweep, connections, loop)
+        else:
+            sweeping[0] = None
 
     class GuardedH11Protocol(H11Protocol):
-        _header_timer: asyncio.TimerHandle | None = None
-        _body_timer: asyncio.TimerHandle | None = None
+        # What the client owes (its headers: IDLE, its body: SEND_BODY; None: nothing) and since when. The
+        # deadlines are checked by one sweep of every connection a server has, not a timer each: set and
+        # cancelled on every request, the timer cost more than the rest of these checks together.
+        _awaiting: type[h11.IDLE] | type[h11.SEND_BODY] | None = None
         _waiting_since: float = 0.0
+        _body_since: float = 0.0
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             self._await_headers()
+            if sweeping[0] is not self.loop:
+                sweeping[0] = self.loop
+                self.loop.call_later(sweep_every, sweep, self.connections, self.loop)
             if len(self.connections) > max_connections:
                 self._make_room()
 
         def connection_lost(self, exc: Exception | None) -> None:
-            self._headers_arrived()
-            self._body_arrived()
+            self._awaiting = None
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
             state = self.conn.their_state
-            if state is not h11.IDLE:
-                self._headers_arrived()
-            if state is h11.SEND_BODY and self._body_timer is None:
-                self._body_timer = self.loop.call_later(body_timeout, self._too_slow, h11.SEND_BODY)
-            elif state is not h11.SEND_BODY:
-                self._body_arrived()
+            if state is h11.SEND_BODY:
+                if self._awaiting is not h11.SEND_BODY:  # the headers are in: the body's deadline starts
+                    self._awaiting = h11.SEND_BODY
+                    self._body_since = self.loop.time()
+            elif state is not h11.IDLE:
+                self._awaiting = None
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
@@ -58,32 +81,25 @@ def guarded_h11(max_connections: int, header_timeout: float, body_timeout: float
                 self._await_headers()
 
         def _await_headers(self) -> None:
-            self._headers_arrived()
+            self._awaiting = h11.IDLE
             self._waiting_since = self.loop.time()
-            self._header_timer = self.loop.call_later(header_timeout, self._too_slow, h11.IDLE)
 
-        def _headers_arrived(self) -> None:
-            if self._header_timer is not None:
-                self._header_timer.cancel()
-                self._header_timer = None
-
-        def _body_arrived(self) -> None:
-            if self._body_timer is not None:
-                self._body_timer.cancel()
-                self._body_timer = None
-
-        def _too_slow(self, state: type[h11.IDLE] | type[h11.SEND_BODY]) -> None:
+        def check_deadline(self, now: float) -> None:
+            """Close the connection if its client owes headers or a body past their deadline."""
+            state = self._awaiting
+            if state is None:
+                return
             if state is h11.IDLE:
-                self._header_timer = None
+                late = now - self._waiting_since >= header_timeout
             else:
-                self._body_timer = None
-            if self.conn.their_state is state and not self.transport.is_closing():
+                late = now - self._body_since >= body_timeout
+            if late and self.conn.their_state is state and not self.transport.is_closing():
+                self._awaiting = None
                 self.transport.close()
 
         def waiting_for_request(self) -> bool:
             """Whether the client is still sending its request (headers or body): nothing is served yet."""
-            waiting = self._header_timer is not None or self._body_timer is not None
-            return waiting and not self.transport.is_closing()
+            return self._awaiting is not None and not self.transport.is_closing()
 
         def _make_room(self) -> None:
             # Connections whose request has not all arrived go first, those still without headers before
@@ -92,7 +108,7 @@ def guarded_h11(max_connections: int, header_timeout: float, body_timeout: float
             waiting = [c for c in self.connections if c is not self and isinstance(c, GuardedH11Protocol)]
             waiting = [c for c in waiting if c.waiting_for_request()]
             if waiting:
-                oldest = min(waiting, key=lambda c: (c._header_timer is None, c._waiting_since))
+                oldest = min(waiting, key=lambda c: (c._awaiting is not h11.IDLE, c._waiting_since))
                 oldest.transport.close()
             else:
                 # Every other connection is serving a request: this one waits for nothing.

@@ -6,6 +6,7 @@ schemas). Every `AwbError` becomes an `isError` result carrying `{code, message,
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import traceback
@@ -46,6 +47,11 @@ log = logging.getLogger("awb.mcp")
 _CALL_FIELDS = tuple(CallResult.model_fields)
 #: Verbs whose result tells the caller the tool list changed.
 _LIST_CHANGING = frozenset({"equip", "unequip"})
+#: The meta-tools whose input schema declares a header a 2026-07-28 client mirrors (`x-mcp-header`): none
+#: today. The SDK checks a call's `Mcp-Param-*` headers against the schema it is lent, walking it twice
+#: on every call (~25 us for awb_call's, as much as every awb ASGI layer together); a schema that declares
+#: none has nothing to check, so the others are not lent.
+_HEADER_SCHEMAS = {verb: schema for verb, schema in INPUT.items() if "x-mcp-header" in json.dumps(schema)}
 
 
 def json_text(value: Any) -> str:
@@ -78,12 +84,24 @@ def reply_text(structured: dict[str, Any]) -> str:
 
 def to_mcp_error(error: AwbError) -> types.CallToolResult:
     """The one mapping from workbench errors to MCP tool results."""
+    return types.CallToolResult.model_validate(_error_reply(error))
+
+
+def _error_reply(error: AwbError) -> dict[str, Any]:
     payload = {"error": error.to_dict()}
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=json_text(payload))],
-        structured_content=payload,
-        is_error=True,
-    )
+    return _tool_reply(json_text(payload), payload, is_error=True)
+
+
+def _tool_reply(text: str, structured: Any, *, is_error: bool = False, meta: Any = None) -> dict[str, Any]:
+    """A tools/call result as the wire has it (what `CallToolResult.model_dump(by_alias=True, mode="json",
+    exclude_none=True)` gives). The SDK validates a handler's result against the protocol's schema and
+    dumps it either way: a model built, validated and dumped first cost ~6 us more on every call."""
+    reply: dict[str, Any] = {"content": [{"type": "text", "text": text}], "structuredContent": structured}
+    if meta is not None:
+        reply["_meta"] = meta
+    reply["isError"] = is_error
+    reply["resultType"] = "complete"
+    return reply
 
 
 def _not_json(name: str, arguments: dict[str, Any]) -> InvalidParams | None:
@@ -190,7 +208,7 @@ class McpFace:
     def _tool_input_schema(self, name: str) -> Mapping[str, Any] | None:
         verb = verb_of(name, self.tool_names)
         if verb is not None:
-            return INPUT[verb]
+            return _HEADER_SCHEMAS.get(verb)
         if self.workbench.lane.remote:
             # The SDK asks on the event loop, before it dispatches the call (to check Mcp-Param headers): a
             # shared inventory that may not answer is not read here. The schema this server last listed
@@ -239,9 +257,11 @@ class McpFace:
         caller = client_of(ctx)
         client = executing_for.set(caller if caller is not None else executing_for.get())
         try:
-            return await self.call(params.name, params.arguments, notified=lambda: self.notifier.can_notify(ctx))
+            reply = await self._reply(params.name, params.arguments, lambda: self.notifier.can_notify(ctx))
         finally:
             executing_for.reset(client)
+        # The SDK takes a result as a model or as its wire form (a dict), which it validates all the same.
+        return reply  # type: ignore[return-value]
 
     async def call(
         self, name: str, arguments: dict[str, Any] | None, *, notified: Callable[[], bool] | None = None
@@ -250,6 +270,12 @@ class McpFace:
 
         `notified` says whether the caller hears about tool-list changes; when it does not, results of
         equip and unequip carry a `hint` to list tools again."""
+        return types.CallToolResult.model_validate(await self._reply(name, arguments, notified))
+
+    async def _reply(
+        self, name: str, arguments: dict[str, Any] | None, notified: Callable[[], bool] | None
+    ) -> dict[str, Any]:
+        """`call`'s result in its wire form (`_tool_reply`)."""
         started = time.perf_counter()
         if self._warm_up is not None:
             self._warm_up.counted()
@@ -274,19 +300,16 @@ class McpFace:
             text = reply_text(structured)  # in the try: whatever cannot be encoded is an error, not a crash
         except AwbError as error:
             log.info("mcp %s -> %s (%.1f ms)", name, error.code, (time.perf_counter() - started) * 1000)
-            return to_mcp_error(error)
+            return _error_reply(error)
         except Exception as error:  # the server must survive anything a tool or agent does
             # The frames, and the message capped: an exception can carry megabytes of tool output.
             frames = "".join(traceback.format_tb(error.__traceback__))
             log.error("mcp %s failed unexpectedly: %s\n%s", name, cap_text(repr(error), 2000), Verbatim(frames))
-            return to_mcp_error(AwbError(f"internal error: {type(error).__name__}: {error}"))
+            return _error_reply(AwbError(f"internal error: {type(error).__name__}: {error}"))
         log.debug("mcp %s ok (%.1f ms)", name, (time.perf_counter() - started) * 1000)
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=text)],
-            structured_content=structured,
-        )
+        return _tool_reply(text, structured)
 
-    async def _call_equipped(self, name: str, arguments: dict[str, Any], started: float) -> types.CallToolResult:
+    async def _call_equipped(self, name: str, arguments: dict[str, Any], started: float) -> dict[str, Any]:
         """An equipped tool called by its own name: the same path as the `call` meta-tool, as informative.
 
         structuredContent is the result (wrapped as {"result": ...} unless the tool's output schema
@@ -297,11 +320,8 @@ class McpFace:
         result = await self.workbench.call(tool.tool_id, arguments)
         log.debug("mcp %s ok (%.1f ms)", name, (time.perf_counter() - started) * 1000)
         record = result.model_dump(mode="json", exclude={"result"})
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=result.result_json or json_text(result.result))],
-            structured_content=structured_result(tool.output_schema, result.result),
-            _meta=record,
-        )
+        text = result.result_json or json_text(result.result)
+        return _tool_reply(text, structured_result(tool.output_schema, result.result), meta=record)
 
     def _not_served(self, name: str) -> ToolNotFound:
         """The error for a name this server does not serve, pointing at the name it serves instead."""
