@@ -40,6 +40,8 @@ class KeepAliveProvider:
     #: Requests the server reads, then closes the connection on without an answer (its idle limit, hit at the
     #: very moment the client reused the connection).
     unanswered: set[int] = field(default_factory=set)
+    #: Requests answered with a 500 (retried by the adapter).
+    failing: set[int] = field(default_factory=set)
     requests: int = 0
     #: Scripted replies, in order; once they run out, `done` with the request's number as the answer.
     replies: list[dict[str, Any]] = field(default_factory=list)
@@ -84,7 +86,7 @@ def keepalive_provider() -> Iterator[KeepAliveProvider]:
                 return
             reply = scripted or openai_calls(("done", json.dumps({"answer": str(number)})))
             data = json.dumps(reply).encode()
-            self.send_response(200)
+            self.send_response(500 if number in provider.failing else 200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
@@ -213,3 +215,35 @@ async def test_a_kept_connection_closed_as_it_is_reused_is_sent_again_at_once(
         # Not for a connection of the request's own: a server that closes it unanswered has failed.
         with pytest.raises(ModelError, match="cannot reach the provider"):
             await chosen.call(PROMPT, [])
+
+
+async def test_a_request_in_flight_keeps_the_pool_open_when_its_holder_leaves(
+    keepalive_provider: KeepAliveProvider,
+) -> None:
+    """A call made outside the run that holds the pool (the same model object, on the same loop) borrows the
+    pool for as long as it lasts: the run's end does not close the client under it."""
+    keepalive_provider.failing = {0}
+    chosen = model(keepalive_provider)
+    waiting, go_on = anyio.Event(), anyio.Event()
+
+    async def retry_wait(seconds: float) -> None:
+        waiting.set()
+        await go_on.wait()
+
+    chosen.http.sleep = retry_wait
+    answers: list[object] = []
+
+    async def call() -> None:
+        answers.append(await chosen.call(PROMPT, []))
+
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as group:
+            async with chosen.connections():
+                group.start_soon(call)
+                await waiting.wait()  # the first attempt failed; the call waits to retry on the pooled client
+            go_on.set()  # its holder has left; the retry still has a client
+        assert len(answers) == 1
+        assert (chosen.usage.requests, chosen.usage.failed_requests) == (2, 1)
+        assert keepalive_provider.accepted == 1
+        await all_ended(keepalive_provider)
+    assert chosen.http.connections.pools == 0

@@ -34,6 +34,8 @@ MAX_IDLE_CONNECTIONS = 8
 #: more); httpx's default of 5 s would lose the connection to a slow tool. Longer is not worth it: a
 #: provider's own idle limit is 60 s or more, and a local server's (uvicorn's 5 s) is seen before reuse.
 KEEPALIVE_SECONDS = 30.0
+#: The longest the last holder waits for its pool to close.
+CLOSE_SECONDS = 5.0
 
 
 def _loop() -> object:
@@ -88,8 +90,9 @@ class Connections:
             pool.holders -= 1
             if pool.holders == 0:
                 del self._pools[key]
-                # Closed even when the holder was cancelled: a pool left open would leak its sockets.
-                with anyio.CancelScope(shield=True):
+                # Closed even when the holder was cancelled: a pool left open would leak its sockets. Closing
+                # sends nothing (httpcore does not wait for TLS close_notify); bounded all the same.
+                with anyio.CancelScope(shield=True, deadline=anyio.current_time() + CLOSE_SECONDS):
                     await pool.client.aclose()
 
     @asynccontextmanager
@@ -97,7 +100,10 @@ class Connections:
         """The held client of this loop, or, when none is held, one for this request alone."""
         pool = self._pools.get(_loop())
         if pool is not None:
-            yield pool.client
+            # Held for the request too: a call from outside the holder's block (the same model, used elsewhere
+            # on the loop) is not left with a closed client when the holder leaves before it is answered.
+            async with self.held():
+                yield pool.client
             return
         async with self._client() as client:
             yield client
