@@ -12,14 +12,16 @@ from starlette.types import Receive, Scope, Send
 
 from api.fakes import uvicorn_serving
 from awb.blueprints import tavily
+from awb.blueprints.compile import RuntimeOptions, compile_blueprint
 from awb.blueprints.journal import RunJournal
-from awb.blueprints.schema import TavilySearchArm
+from awb.blueprints.schema import TavilySearchArm, validate_blueprint
 from awb.blueprints.tavily import tavily_handler
 
 pytestmark = pytest.mark.anyio
 
 LIMIT = 256 * 1024
 CHUNK = 64 * 1024
+HEAD = {"provider": "openai", "model": "gpt-4o", "system_prompt": "Be helpful."}
 
 
 @pytest.fixture(autouse=True)
@@ -96,3 +98,26 @@ async def test_a_reply_trickled_past_the_timeout_fails_the_search_in_time() -> N
         waited = anyio.current_time() - started
     assert (outcome.ok, outcome.payload) == (False, "Tavily did not answer within 0.5 s")
     assert waited < 5  # not the 10 s the trickle takes, however loaded the machine
+
+
+async def test_a_runs_searches_share_one_kept_connection_closed_with_its_toolbox() -> None:
+    """The toolbox of a blueprint run holds its searches' connections: each search used to connect anew."""
+    clients: list[tuple[str, int]] = []
+    inner = Hostile(1024)
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        clients.append(scope["client"])  # the client's (host, port): one port per connection
+        await inner(scope, receive, send)
+
+    data = {"head": HEAD, "arms": [{"type": "tavily_search"}], "legs": {"mode": "single_agent"}}
+    with uvicorn_serving(app) as url:
+        options = RuntimeOptions(environ={"TAVILY_API_KEY": "tvly-test"}, tavily_base_url=url)
+        compiled = compile_blueprint(validate_blueprint(data), options)
+        with anyio.fail_after(30):
+            async with compiled.open_toolbox(RunJournal("r", 10)) as box:
+                (spec,) = box.specs("tool")
+                for _ in range(3):
+                    outcome = await box.call(spec, {"query": "q"})
+                    assert outcome.ok, outcome.payload
+    assert len(clients) == 3
+    assert len(set(clients)) == 1

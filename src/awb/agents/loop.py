@@ -23,6 +23,7 @@ from awb.agents.errors import MalformedAction, ModelError, ModelRefused, validat
 from awb.agents.events import EventType, RunEvent
 from awb.agents.executor import ActionExecutor
 from awb.agents.models.base import Model, Prompt
+from awb.agents.models.connections import connections_kept
 from awb.agents.models.functions import function_overflow
 from awb.agents.models.settings import ModelSettings
 from awb.agents.repeats import written_elsewhere
@@ -318,7 +319,9 @@ async def run_loop(
     with span(f"invoke_agent {agent.mode}", attributes) as current:
         with anyio.CancelScope(deadline=deadline):
             try:
-                ending = await run.drive()
+                # The run's model steps share kept-alive connections to the provider, closed when it ends.
+                async with connections_kept([model]):
+                    ending = await run.drive()
             except AwbError as err:  # a model or toolbox that raises instead of replying is a model error
                 ending = "model_error", None, err.to_dict()
         reason, output, error = ending

@@ -18,6 +18,8 @@ from awb.agents.addresses import plainly_private
 from awb.agents.agent import Agent
 from awb.agents.budget import Budget
 from awb.agents.models.base import Model
+from awb.agents.models.connections import Connections
+from awb.agents.models.http import tls_context
 from awb.agents.models.settings import ModelSettings
 from awb.agents.models.spec import resolve_model
 from awb.agents.toolbox import Toolbox
@@ -106,7 +108,9 @@ class CompiledBlueprint:
                 targets[WORKBENCH_NAMESPACE] = self.options.workbench_target
                 allow[WORKBENCH_NAMESPACE] = {n for t in arm.tools for n in served_names(t)} if arm.tools else None
         box = Toolbox()
-        async with connect_servers(targets) as connected:
+        # The run's searches share kept-alive connections to Tavily, closed with the toolbox.
+        searches = Connections(tls_context)
+        async with connect_servers(targets) as connected, searches.held():
             for spec in connected.specs("tool"):
                 wanted = allow.get(spec.namespace)
                 if wanted is None or spec.name.partition(".")[2] in wanted:
@@ -120,6 +124,7 @@ class CompiledBlueprint:
                         base_url=self.options.tavily_base_url,
                         allowed_domains=self.blueprint.spine.allowed_domains,
                         journal=journal,
+                        connections=searches,
                     )
                     box.add(spec, journal.guard(spec, handler))
             knowledge = self.blueprint.heart.knowledge

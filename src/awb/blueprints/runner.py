@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from awb.agents.errors import ModelError, TooManyFunctions
 from awb.agents.loop import run_loop
+from awb.agents.models.connections import connections_kept
 from awb.agents.result import RunResult, Usage
 from awb.agents.toolbox import Toolbox
 from awb.blueprints.compile import CompiledBlueprint, Turn, TurnInput
@@ -45,12 +46,14 @@ async def _drive(compiled: CompiledBlueprint, message: str, history: list[Turn],
     model = compiled.make_model()
     results: list[RunResult] = []
     task: BaseModel = TurnInput(message=message, history=history)
-    for agent in compiled.agents:
-        result = await run_loop(agent, task, model, box)
-        results.append(result)
-        if not result.ok or result.output is None:
-            break
-        task = TurnInput(message=str(result.output.get("response", "")))
+    # A workflow's steps share the run's connections to the provider, not only each step's own turns.
+    async with connections_kept([model]):
+        for agent in compiled.agents:
+            result = await run_loop(agent, task, model, box)
+            results.append(result)
+            if not result.ok or result.output is None:
+                break
+            task = TurnInput(message=str(result.output.get("response", "")))
     return results
 
 

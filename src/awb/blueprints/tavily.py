@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import anyio
 import httpx
 
+from awb.agents.models.connections import Connections
 from awb.agents.models.http import tls_context
 from awb.agents.reply_body import ACCEPTED_ENCODINGS, BodyRefused, read_capped
 from awb.agents.toolbox import Handler, ToolOutcome, ToolSpec
@@ -54,15 +55,21 @@ def tavily_spec(arm: TavilySearchArm) -> ToolSpec:
     return ToolSpec(TOOL_NAME, _DESCRIPTION, schema, "tavily")
 
 
-async def _post(url: str, body: dict[str, Any], headers: dict[str, str], timeout: float) -> tuple[int, bytes]:
+async def _post(
+    connections: Connections, url: str, body: dict[str, Any], headers: dict[str, str], timeout: float
+) -> tuple[int, bytes]:
     """POST `body`; the status and the reply, read (decoded) up to `MAX_REPLY_BYTES` (`BodyRefused`), all within
     `timeout` seconds (`TimeoutError`): httpx's timeout is per read, which a server that trickles its reply never
     passes."""
     with anyio.fail_after(timeout):
         async with (
-            httpx.AsyncClient(timeout=timeout, verify=tls_context()) as client,
+            connections.client() as client,
             client.stream(
-                "POST", url, json=body, headers={"Accept-Encoding": ACCEPTED_ENCODINGS, **headers}
+                "POST",
+                url,
+                json=body,
+                headers={"Accept-Encoding": ACCEPTED_ENCODINGS, **headers},
+                timeout=httpx.Timeout(timeout),
             ) as response,
         ):
             return response.status_code, await read_capped(response, MAX_REPLY_BYTES)
@@ -76,7 +83,12 @@ def tavily_handler(
     allowed_domains: list[str],
     journal: RunJournal,
     timeout_seconds: float = 30.0,
+    connections: Connections | None = None,
 ) -> Handler:
+    """The search tool. Searches share `connections` while their owner holds them (a blueprint run's toolbox);
+    without, each search connects anew."""
+    connections = connections or Connections(tls_context)
+
     async def search(arguments: dict[str, Any]) -> ToolOutcome:
         query = arguments.get("query")
         if not isinstance(query, str) or not query.strip():
@@ -90,7 +102,7 @@ def tavily_handler(
             body["include_domains"] = allowed_domains
         url = f"{base_url.rstrip('/')}/search"
         try:
-            status, reply = await _post(url, body, {"Authorization": f"Bearer {api_key}"}, timeout_seconds)
+            status, reply = await _post(connections, url, body, {"Authorization": f"Bearer {api_key}"}, timeout_seconds)
         except TimeoutError:
             return ToolOutcome(ok=False, payload=f"Tavily did not answer within {timeout_seconds:g} s")
         except BodyRefused as err:

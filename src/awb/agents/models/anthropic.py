@@ -6,6 +6,7 @@ Further `tool_use` blocks in the same reply are reported to the model as not run
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from awb.agents.actions import Action
@@ -56,6 +57,11 @@ class AnthropicModel:
             timeout_seconds=timeout_seconds,
             needs_key=needs_key(api_key, base_url, DEFAULT_BASE_URL, "Anthropic"),
         )
+
+    def connections(self) -> AbstractAsyncContextManager[None]:
+        """Keep connections to the provider open until the block ends (runs hold them for their length;
+        `awb.agents.models.connections`)."""
+        return self.http.connections.held()
 
     def __repr__(self) -> str:
         return f"AnthropicModel(model={self.model!r})"

@@ -7,7 +7,8 @@ once with the provider's message. Each attempt is bounded by the timeout as a wh
 trickles its body cannot hold a run, and the body is read up to `max_reply_bytes` (decoded, inflated no
 further: `awb.agents.reply_body`), so one that sends without end, or a compressed body that inflates
 without end, cannot fill memory. Provider failures surface as `ModelError` carrying the
-provider's own message and HTTP status, never the key.
+provider's own message and HTTP status, never the key. Connections are kept alive while a run holds them
+(`awb.agents.models.connections`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import anyio
 import httpx
 
 from awb.agents.errors import ModelError
+from awb.agents.models.connections import Connections
 from awb.agents.models.settings import ModelSettings
 from awb.agents.reply_body import ACCEPTED_ENCODINGS, BodyRefused, read_capped
 from awb.agents.result import Usage
@@ -47,8 +49,8 @@ _WIRE_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encod
 @functools.cache
 def tls_context() -> ssl.SSLContext:
     """The TLS context of every provider request in the process. httpx makes one per client, loading the
-    CA bundle each time (20-25 ms of CPU), and a request gets a client of its own: a run paid that for each
-    of its model requests and searches. Made once, as httpx would (SSL_CERT_FILE or SSL_CERT_DIR, else
+    CA bundle each time (20-25 ms of CPU), and a request outside a held pool gets a client of its own: a run
+    paid that for each of its model requests and searches. Made once, as httpx would (SSL_CERT_FILE or SSL_CERT_DIR, else
     certifi's bundle)."""
     return httpx.create_ssl_context()
 
@@ -156,17 +158,36 @@ class ProviderClient:
         self.max_reply_bytes = max_reply_bytes
         #: How the client waits between attempts; tests swap it to see the waits without taking them.
         self.sleep: Callable[[float], Awaitable[None]] = anyio.sleep
+        #: Kept-alive connections while a run (or the caller) holds them open; else one client per call.
+        self.connections = Connections(tls_context)
 
     def _wait(self, attempt: int, asked: float | None, cap: float) -> float:
         if asked is not None:
             return min(asked, cap)
         return min(self._backoff_seconds * 2.0 ** (attempt - 1), cap)
 
-    async def _send(self, client: httpx.AsyncClient, url: str, payload: dict[str, Any]) -> httpx.Response:
+    async def _send(
+        self, client: httpx.AsyncClient, url: str, payload: dict[str, Any], timeout: float
+    ) -> httpx.Response:
         """POST and read the reply, decoded, up to `max_reply_bytes` (`BodyRefused` past them)."""
         headers = {"Accept-Encoding": ACCEPTED_ENCODINGS, **self._headers}
-        async with client.stream("POST", url, json=payload, headers=headers) as response:
+        # The timeout goes with the request: the client may be a pooled one, shared by calls whose settings differ.
+        request = client.build_request("POST", url, json=payload, headers=headers, timeout=httpx.Timeout(timeout))
+        try:
+            response = await client.send(request, stream=True)
+        except (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError):
+            if not self.connections.holding():
+                raise
+            # No answer came on a kept connection: the server closed it, idle, just as it was taken (httpcore
+            # drops one it sees closed before; this is the moment between). httpx does not send again; sent
+            # at once on another connection, not after a retry's wait. Counted as the failed attempt it was.
+            self.usage.requests += 1
+            self.usage.failed_requests += 1
+            response = await client.send(request, stream=True)
+        try:
             body = await read_capped(response, self.max_reply_bytes)
+        finally:
+            await response.aclose()
         kept = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _WIRE_HEADERS]
         return httpx.Response(response.status_code, headers=kept, content=body, request=response.request)
 
@@ -182,7 +203,7 @@ class ProviderClient:
         url = f"{self.base_url}{path}"
         failure, status, asked = "", None, None
         attempt = 0
-        async with httpx.AsyncClient(timeout=httpx.Timeout(timeout), verify=tls_context()) as client:
+        async with self.connections.client() as client:
             for attempt in range(retries + 1):
                 if attempt:
                     wait = self._wait(attempt, asked, cap)
@@ -196,7 +217,7 @@ class ProviderClient:
                 asked, status = None, None
                 try:
                     with anyio.fail_after(timeout):
-                        response = await self._send(client, url, payload)
+                        response = await self._send(client, url, payload, timeout)
                 except BodyRefused as err:
                     # Not retried: the same request would likely be answered the same way.
                     failure = f"provider reply is {err}"

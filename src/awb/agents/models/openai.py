@@ -14,6 +14,7 @@ later turns do not ask again.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any, ClassVar
 
 from awb.agents.actions import Action
@@ -90,6 +91,11 @@ class OpenAIModel:
             timeout_seconds=timeout_seconds,
             needs_key=needs_key(api_key, base_url, DEFAULT_BASE_URL, "OpenAI"),
         )
+
+    def connections(self) -> AbstractAsyncContextManager[None]:
+        """Keep connections to the provider open until the block ends (runs hold them for their length;
+        `awb.agents.models.connections`)."""
+        return self.http.connections.held()
 
     @property
     def max_functions(self) -> int | None:
