@@ -122,10 +122,20 @@ class WasmRuntime:
         self._too_slow: OrderedDict[str, None] = OrderedDict()
         self._max_concurrent = max_concurrent
         self._threads: ThreadPoolExecutor | None = None
+        #: Held while the runtime starts: two first calls together each claimed the worker identity (one
+        #: claim never given back) and made an engine, a ticker and a thread pool, the first ones leaked.
+        self._starting = asyncio.Lock()
 
     async def start(self) -> None:
+        """Started once however many calls arrive together; a start refused (no worker identity) or
+        failed leaves the runtime unstarted, and the next call tries again."""
         if self._engine is not None:
             return
+        async with self._starting:
+            if self._engine is None:
+                await self._start()
+
+    async def _start(self) -> None:
         missing = wasmtime_missing()
         if missing is not None:
             raise Unavailable(missing, runtime=self.name)
