@@ -147,7 +147,12 @@ class WasmRuntime:
         self._refusal = None
         # First: a compile process started ahead (`awb doctor`'s) gets ready while wasmtime is imported here.
         self._compilers.start(self._worker_ids)
-        import wasmtime
+        try:
+            import wasmtime
+        except (ImportError, OSError) as exc:
+            # Installed but broken (its library missing or built for another machine): a refused call that
+            # says so, as a missing wasmtime is, not an internal error (it ended `awb doctor` without a report).
+            raise Unavailable(f"wasmtime does not import: {first_line(exc)}", runtime=self.name) from None
 
         self._engine = wasmtime.Engine(engine_config())
         # A module's run holds its thread until its time limit: on the event loop's default executor
