@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.abc
+import importlib.machinery
 import json
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -163,3 +166,24 @@ def test_doctor_says_why_the_wasm_probe_failed_when_the_compiler_is_broken(
     # Only Monty is required: another runtime's failed probe is a warning that says why.
     assert row["warning"]
     assert row["detail"] == f"probe failed: {said}"
+
+
+class _BrokenWasmtime(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """A wasmtime that is installed (found) but fails to import, as with a library built for another machine."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        return importlib.machinery.ModuleSpec(name, self) if name == "wasmtime" else None
+
+    def exec_module(self, module: Any) -> None:
+        raise OSError("libwasmtime.so: cannot open shared object file")
+
+
+def test_doctor_says_why_the_wasm_probe_failed_when_wasmtime_does_not_import(
+    workspace: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The import's error went out of the probe, and doctor ended in an internal error, with no report.
+    monkeypatch.delitem(sys.modules, "wasmtime", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [_BrokenWasmtime(), *sys.meta_path])
+    row = {check["check"]: check for check in doctor_report(capsys)["checks"]}["sandbox:wasm"]
+    assert row["warning"]
+    assert row["detail"] == "probe failed: wasmtime does not import: libwasmtime.so: cannot open shared object file"

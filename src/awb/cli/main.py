@@ -152,11 +152,11 @@ def main(
         args = ["--debug", *[a for a in args if a != "--debug"]]
     as_json = "--json" in args
     named = [a for a in args if a != "--debug"]
-    if argv is None and named[:2] == ["inventory", "search"]:
-        # A search reads and ends within a second. The cyclic garbage collector would walk, again and
-        # again, the objects that typer's, pydantic's, numpy's and ONNX Runtime's imports make (~12% of
-        # importing numpy and ONNX Runtime, 2-5% of the whole command's CPU in A/B runs here), to free
-        # memory the system takes back when the process ends anyway.
+    if argv is None and (named[:2] == ["inventory", "search"] or named[:1] == ["doctor"]):
+        # A search reads and ends within a second, and so does `awb doctor`. The cyclic garbage collector
+        # would walk, again and again, the objects that typer's, pydantic's, numpy's and ONNX Runtime's
+        # (doctor: wasmtime's) imports make (~12% of importing numpy and ONNX Runtime, 2-5% of the whole
+        # command's CPU in A/B runs here), to free memory the system takes back when the process ends anyway.
         gc.disable()
     command = typer.main.get_command(build(named))
     try:

@@ -37,7 +37,9 @@ class ProbeProcesses:
 
 
 async def launch_probe_processes() -> ProbeProcesses:
-    return ProbeProcesses(_launched_zygote(), await _launched_javascript(), await _launched_wasm())
+    # The wasm compile process first: its interpreter and wasmtime take the longest to get ready.
+    wasm = await _launched_wasm()
+    return ProbeProcesses(_launched_zygote(), await _launched_javascript(), wasm)
 
 
 async def _launched_javascript() -> asyncio.subprocess.Process | None:

@@ -56,7 +56,9 @@ class Runtime(Protocol):
     language: str
 
     async def start(self) -> None:
-        """Warm the engine (worker pools, zygotes); idempotent."""
+        """Warm the engine (worker pools, zygotes); idempotent. Calls that arrive together start it once
+        (the first starts it under a lock, the others wait for it); a start refused or failed leaves it
+        unstarted, and the next call tries again."""
 
     async def close(self) -> None: ...
 

@@ -141,10 +141,20 @@ class JavaScriptRuntime:
         self._started = False
         self._layers: dict[str, bool] = {}
         self._floors = WorkerFloors()
+        #: Held while the runtime starts: two first calls together each claimed the worker identity (one
+        #: claim never given back) and each started a pool of workers.
+        self._starting = asyncio.Lock()
 
     async def start(self) -> None:
+        """Started once however many calls arrive together; a start refused (no worker identity) leaves
+        the runtime unstarted, and the next call tries again."""
         if self._started:
             return
+        async with self._starting:
+            if not self._started:
+                await self._start()
+
+    async def _start(self) -> None:
         missing = quickjs_missing()
         if missing is not None:
             raise Unavailable(missing, runtime=self.name)

@@ -122,10 +122,20 @@ class WasmRuntime:
         self._too_slow: OrderedDict[str, None] = OrderedDict()
         self._max_concurrent = max_concurrent
         self._threads: ThreadPoolExecutor | None = None
+        #: Held while the runtime starts: two first calls together each claimed the worker identity (one
+        #: claim never given back) and made an engine, a ticker and a thread pool, the first ones leaked.
+        self._starting = asyncio.Lock()
 
     async def start(self) -> None:
+        """Started once however many calls arrive together; a start refused (no worker identity) or
+        failed leaves the runtime unstarted, and the next call tries again."""
         if self._engine is not None:
             return
+        async with self._starting:
+            if self._engine is None:
+                await self._start()
+
+    async def _start(self) -> None:
         missing = wasmtime_missing()
         if missing is not None:
             raise Unavailable(missing, runtime=self.name)
@@ -137,7 +147,12 @@ class WasmRuntime:
         self._refusal = None
         # First: a compile process started ahead (`awb doctor`'s) gets ready while wasmtime is imported here.
         self._compilers.start(self._worker_ids)
-        import wasmtime
+        try:
+            import wasmtime
+        except (ImportError, OSError) as exc:
+            # Installed but broken (its library missing or built for another machine): a refused call that
+            # says so, as a missing wasmtime is, not an internal error (it ended `awb doctor` without a report).
+            raise Unavailable(f"wasmtime does not import: {first_line(exc)}", runtime=self.name) from None
 
         self._engine = wasmtime.Engine(engine_config())
         # A module's run holds its thread until its time limit: on the event loop's default executor

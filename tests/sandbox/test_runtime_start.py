@@ -1,0 +1,84 @@
+"""Starting a runtime: calls that arrive together on a runtime never started start it once."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import wat
+
+from awb.sandbox import javascript, wasm_compile
+from awb.sandbox.base import Limits
+from awb.sandbox.cpython import CPythonRuntime
+from awb.sandbox.identity import WorkerIdentity
+from awb.sandbox.javascript import JavaScriptRuntime
+from awb.sandbox.wasm import WasmRuntime
+from sandbox_support import LIMITS
+
+pytestmark = pytest.mark.anyio
+
+#: Each runtime with a tool that returns {"ok": 1} from its params.
+RUNTIMES: dict[str, tuple[Callable[[WorkerIdentity, Path], Any], str]] = {
+    "wasm": (lambda identity, _: WasmRuntime(identity=identity), wat.ECHO),
+    "javascript": (
+        lambda identity, _: JavaScriptRuntime(pool_size=1, identity=identity),
+        "function run(params) { return params; }",
+    ),
+    "cpython": (
+        lambda identity, granted: CPythonRuntime(pool_size=1, identity=identity, grants=[str(granted)]),
+        "def run(params):\n    return params\n",
+    ),
+}
+
+
+class CountingIdentity(WorkerIdentity):
+    """Counts claims: each `acquire` is a hold that one `release` gives back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.acquired = 0
+
+    def acquire(self) -> tuple[int, int]:
+        self.acquired += 1
+        return super().acquire()
+
+
+@pytest.mark.parametrize("name", list(RUNTIMES))
+async def test_two_first_calls_together_start_the_runtime_once(
+    name: str, dirs: dict[str, Path], host_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    launched = 0
+    launchers: list[tuple[Any, str]] = [(wasm_compile, "launch_compiler"), (javascript, "launch_worker")]
+    for module, attribute in launchers:
+        real = getattr(module, attribute)
+
+        async def counting(*args: Any, _real: Any = real, **kwargs: Any) -> Any:
+            nonlocal launched
+            launched += 1
+            return await _real(*args, **kwargs)
+
+        monkeypatch.setattr(module, attribute, counting)
+    make, code = RUNTIMES[name]
+    identity = CountingIdentity()
+    runtime = make(identity, dirs["granted"])
+    limits = Limits(timeout_ms=10_000, memory_mb=LIMITS.memory_mb)
+    try:
+        with anyio.fail_after(30):
+            results = await asyncio.gather(
+                runtime.execute(code, {"ok": 1}, limits, host_factory()),
+                runtime.execute(code, {"ok": 1}, limits, host_factory()),
+            )
+        assert [result.value for result in results] == [{"ok": 1}, {"ok": 1}]
+        # One claim of the worker identity, given back once at close; a second would keep its lock for ever.
+        assert identity.acquired == 1
+        if name == "wasm":  # the one started with the runtime, and one ahead of each call's compile
+            assert launched <= 3
+        elif name == "javascript":  # the pool's one worker, and one for the call that found none idle
+            assert launched <= 2
+    finally:
+        await runtime.close()
+    assert identity.ids is None
