@@ -155,6 +155,14 @@ class CPythonRuntime:
             self._fill()
 
     async def close(self) -> None:
+        """Under the start's lock: a close that arrived while the runtime started, claiming its identity,
+        returned before that start launched its zygote, which nothing then ended."""
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        async with self._start_lock:
+            await self._close()
+
+    async def _close(self) -> None:
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):
