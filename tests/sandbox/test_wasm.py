@@ -17,6 +17,7 @@ import pytest
 import wat
 
 from awb.errors import ExecutionError, MemoryExceeded, ToolRuntimeError, Unavailable
+from awb.sandbox import wasm_compile
 from awb.sandbox.base import Limits
 from awb.sandbox.wasm import WasmRuntime
 from sandbox_support import LIMITS, SHORT, failure
@@ -296,6 +297,44 @@ async def test_a_run_that_reaches_its_thread_after_the_runtime_closed_is_refused
             gate.set()
             with pytest.raises(Unavailable, match="closed"):
                 await call
+    finally:
+        gate.set()
+        await runtime.close()
+
+
+async def test_a_compile_that_begins_after_the_runtime_closed_starts_no_process_and_is_refused(
+    host_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The compile processes leave root for the worker identity's ids: after the close gave them back, a
+    # call still under way launched one with ids another server may have claimed since.
+    runtime = WasmRuntime()
+    await runtime.start()
+    compilers = runtime._compilers
+    compile_, reached, gate = compilers.compile, asyncio.Event(), asyncio.Event()
+    launched = 0
+
+    async def late(*args: Any) -> Any:
+        reached.set()
+        await gate.wait()
+        return await compile_(*args)
+
+    async def counting(*args: Any, **kwargs: Any) -> Any:
+        nonlocal launched
+        launched += 1
+        return await real_launch(*args, **kwargs)
+
+    real_launch = wasm_compile.launch_compiler
+    monkeypatch.setattr(compilers, "compile", late)
+    try:
+        with anyio.fail_after(10):
+            call = asyncio.ensure_future(runtime.execute(wat.ECHO, {"ok": 1}, LIMITS, host_factory()))
+            await reached.wait()
+            await runtime.close()
+            monkeypatch.setattr(wasm_compile, "launch_compiler", counting)
+            gate.set()
+            with pytest.raises(Unavailable, match="closed"):
+                await call
+        assert launched == 0
     finally:
         gate.set()
         await runtime.close()

@@ -45,6 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from awb.errors import (
+    AwbError,
     ExecutionError,
     OutputExceeded,
     ToolRuntimeError,
@@ -273,8 +274,8 @@ class WasmRuntime:
             engine = self._engine
             try:
                 module = await self._module(code, limits, engine)
-            except ExecutionError:
-                if self._engine is not engine:  # its compile process was ended by the close
+            except AwbError:
+                if self._engine is not engine:  # its compile process was ended by the close, or not started
                     raise self._closed() from None
                 raise
             threads, linker = self._threads, self._linker
