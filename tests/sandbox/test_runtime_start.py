@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,8 +14,9 @@ import anyio
 import pytest
 import wat
 
+from awb.errors import Unavailable
 from awb.sandbox import javascript, wasm_compile
-from awb.sandbox.base import Limits
+from awb.sandbox.base import Execution, Limits
 from awb.sandbox.cpython import CPythonRuntime
 from awb.sandbox.identity import WorkerIdentity
 from awb.sandbox.javascript import JavaScriptRuntime
@@ -82,3 +86,72 @@ async def test_two_first_calls_together_start_the_runtime_once(
     finally:
         await runtime.close()
     assert identity.ids is None
+
+
+class GatedIdentity(CountingIdentity):
+    """Holds each claim at `gate` until the test opens it: the runtime's start waits there."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.claiming = threading.Event()
+        self.gate = threading.Event()
+
+    def acquire(self) -> tuple[int, int]:
+        self.claiming.set()
+        self.gate.wait(20)
+        return super().acquire()
+
+
+def _children() -> set[int]:
+    """The processes this one started and has not reaped."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                stat = (entry / "stat").read_text()
+                if int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid():
+                    found.add(int(entry.name))
+    return found
+
+
+def _runtime_threads() -> list[str]:
+    return [thread.name for thread in threading.enumerate() if thread.name.startswith("awb-wasm-epoch")]
+
+
+@pytest.mark.parametrize("name", list(RUNTIMES))
+async def test_a_close_that_arrives_while_the_runtime_starts_leaves_nothing_running(
+    name: str, dirs: dict[str, Path], host_factory: Any
+) -> None:
+    make, code = RUNTIMES[name]
+    identity = GatedIdentity()
+    runtime = make(identity, dirs["granted"])
+    limits = Limits(timeout_ms=10_000, memory_mb=LIMITS.memory_mb)
+    children = _children()
+    try:
+        with anyio.fail_after(30):
+            call = asyncio.ensure_future(runtime.execute(code, {"ok": 1}, limits, host_factory()))
+            await asyncio.to_thread(identity.claiming.wait, 20)  # the start waits on the identity's claim
+            closing = asyncio.ensure_future(runtime.close())
+            for _ in range(20):  # the close goes as far as it can while the start waits
+                await asyncio.sleep(0)
+            identity.gate.set()
+            # The call accepted before the close ends as any call under way at a close does: it finishes,
+            # or it is refused as closed, not failed with an internal error or a dead zygote's.
+            outcome = (await asyncio.gather(call, return_exceptions=True))[0]
+            await closing
+        assert isinstance(outcome, Execution) or (isinstance(outcome, Unavailable) and "closed" in outcome.message), (
+            repr(outcome)
+        )
+        # Whatever the start went on to launch after the close arrived, the close ended.
+        assert identity.ids is None
+        assert _children() <= children
+        assert _runtime_threads() == []
+        # A closed runtime is an unstarted one: the next call starts it again, and its close ends it all.
+        with anyio.fail_after(30):
+            assert (await runtime.execute(code, {"ok": 1}, limits, host_factory())).value == {"ok": 1}
+    finally:
+        identity.gate.set()
+        await runtime.close()
+    assert identity.ids is None
+    assert _children() <= children
+    assert _runtime_threads() == []

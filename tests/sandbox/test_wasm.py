@@ -16,7 +16,8 @@ import anyio
 import pytest
 import wat
 
-from awb.errors import ExecutionError, MemoryExceeded, ToolRuntimeError
+from awb.errors import ExecutionError, MemoryExceeded, ToolRuntimeError, Unavailable
+from awb.sandbox import wasm_compile
 from awb.sandbox.base import Limits
 from awb.sandbox.wasm import WasmRuntime
 from sandbox_support import LIMITS, SHORT, failure
@@ -269,6 +270,74 @@ async def test_a_module_still_running_when_the_runtime_closes_is_stopped_at_its_
         assert info.value.code == "timeout"
         while runtime._active:  # the module's thread ends: the epoch clock kept ticking for it
             await asyncio.sleep(0.01)
+
+
+async def test_a_run_that_reaches_its_thread_after_the_runtime_closed_is_refused(
+    host_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Between a call handing its run to a thread and the run counting itself, a close could end the epoch
+    # ticker (no module running): the run then went on with no clock to stop it, a looping one for ever.
+    runtime = WasmRuntime()
+    await runtime.start()
+    await runtime.check(wat.ECHO, LIMITS)
+    counting, reached = runtime._ticking, threading.Event()
+    gate = threading.Event()
+
+    def late(*args: Any) -> Any:
+        reached.set()
+        gate.wait(10)
+        return counting(*args)
+
+    monkeypatch.setattr(runtime, "_ticking", late)
+    try:
+        with anyio.fail_after(10):
+            call = asyncio.ensure_future(runtime.execute(wat.ECHO, {"ok": 1}, LIMITS, host_factory()))
+            await asyncio.to_thread(reached.wait, 10)
+            await runtime.close()
+            gate.set()
+            with pytest.raises(Unavailable, match="closed"):
+                await call
+    finally:
+        gate.set()
+        await runtime.close()
+
+
+async def test_a_compile_that_begins_after_the_runtime_closed_starts_no_process_and_is_refused(
+    host_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The compile processes leave root for the worker identity's ids: after the close gave them back, a
+    # call still under way launched one with ids another server may have claimed since.
+    runtime = WasmRuntime()
+    await runtime.start()
+    compilers = runtime._compilers
+    compile_, reached, gate = compilers.compile, asyncio.Event(), asyncio.Event()
+    launched = 0
+
+    async def late(*args: Any) -> Any:
+        reached.set()
+        await gate.wait()
+        return await compile_(*args)
+
+    async def counting(*args: Any, **kwargs: Any) -> Any:
+        nonlocal launched
+        launched += 1
+        return await real_launch(*args, **kwargs)
+
+    real_launch = wasm_compile.launch_compiler
+    monkeypatch.setattr(compilers, "compile", late)
+    try:
+        with anyio.fail_after(10):
+            call = asyncio.ensure_future(runtime.execute(wat.ECHO, {"ok": 1}, LIMITS, host_factory()))
+            await reached.wait()
+            await runtime.close()
+            monkeypatch.setattr(wasm_compile, "launch_compiler", counting)
+            gate.set()
+            with pytest.raises(Unavailable, match="closed"):
+                await call
+        assert launched == 0
+    finally:
+        gate.set()
+        await runtime.close()
 
 
 async def test_a_module_is_stopped_at_its_time_limit_however_busy_the_server_is(host_factory: Any) -> None:

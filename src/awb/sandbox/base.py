@@ -60,7 +60,12 @@ class Runtime(Protocol):
         (the first starts it under a lock, the others wait for it); a start refused or failed leaves it
         unstarted, and the next call tries again."""
 
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """End what the runtime started: its processes and threads, and its hold on the worker identity.
+        It takes the start's lock, so a close that arrives while a start is under way waits for that start
+        and then ends what it made: nothing a start launches outlives a close. A call under way at the close
+        finishes or fails with a structured error (`Unavailable`: closed). A closed runtime is an unstarted
+        one: a later call starts it again, and it is closed again by the next close."""
 
     async def execute(self, code: str, params: dict[str, Any], limits: Limits, host: HostFunctions) -> Execution:
         """Run the tool's entry point with `params` and return its JSON-serialisable value."""

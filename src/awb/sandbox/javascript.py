@@ -173,6 +173,12 @@ class JavaScriptRuntime:
                 self._idle.append(worker)
 
     async def close(self) -> None:
+        """Under the start's lock: a close that arrived while the runtime started, claiming its identity,
+        returned before that start launched its workers, which nothing then ended."""
+        async with self._starting:
+            await self._close()
+
+    async def _close(self) -> None:
         if self._launched is not None:  # never given its ids
             launched, self._launched = self._launched, None
             await _JsWorker(launched).kill()

@@ -45,6 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from awb.errors import (
+    AwbError,
     ExecutionError,
     OutputExceeded,
     ToolRuntimeError,
@@ -190,8 +191,13 @@ class WasmRuntime:
                 ticked += 1
 
     @contextlib.contextmanager
-    def _ticking(self) -> Iterator[None]:
+    def _ticking(self, engine: Any) -> Iterator[None]:
         with self._clock:
+            # Checked under the clock, which the ticker holds to decide whether to stop: a run that got its
+            # thread after a close stopped the ticker (or after a start made another engine, which the
+            # ticker ticks instead) would have no clock to end it at its deadline.
+            if self._stop.is_set() or self._engine is not engine:
+                raise self._closed()
             self._active += 1
             self._clock.notify_all()
         try:
@@ -201,6 +207,12 @@ class WasmRuntime:
                 self._active -= 1
 
     async def close(self) -> None:
+        """Under the start's lock: a close that arrived while the runtime started, claiming its identity,
+        returned before that start made its engine, ticker and compile process, which nothing then ended."""
+        async with self._starting:
+            await self._close()
+
+    async def _close(self) -> None:
         self._stop.set()
         with self._clock:
             self._clock.notify_all()
@@ -259,16 +271,24 @@ class WasmRuntime:
             await self.start()
             if self._refusal is not None:
                 raise Unavailable(self._refusal, runtime=self.name)
-            module = await self._module(code, limits)
+            engine = self._engine
+            try:
+                module = await self._module(code, limits, engine)
+            except AwbError:
+                if self._engine is not engine:  # its compile process was ended by the close, or not started
+                    raise self._closed() from None
+                raise
+            threads, linker = self._threads, self._linker
+            if self._engine is not engine or threads is None:
+                raise self._closed()
             call = WasmCall(host)
             token = current_call.set(call)
             try:
                 # The epoch deadline stops the module; the extra second only bounds a stuck host call.
-                assert self._threads is not None
                 running = asyncio.get_running_loop().run_in_executor(
-                    self._threads,
+                    threads,
                     contextvars.copy_context().run,  # the call and its peak memory travel with the run
-                    functools.partial(self._run_ticking, module, params, limits, call, check),
+                    functools.partial(self._run_ticking, engine, linker, module, params, limits, call, check),
                 )
                 return await asyncio.wait_for(running, limits.timeout_ms / 1000 + 1)
             except TimeoutError:
@@ -276,7 +296,11 @@ class WasmRuntime:
             finally:
                 current_call.reset(token)
 
-    async def _module(self, code: str, limits: Limits) -> Any:
+    def _closed(self) -> Unavailable:
+        # A call the runtime took before a close (which waited for its start) finds it closed on its way.
+        return Unavailable("the wasm runtime was closed during the call", runtime=self.name)
+
+    async def _module(self, code: str, limits: Limits, engine: Any) -> Any:
         """The compiled module, from the cache or compiled off the loop within the call's time limit."""
         if len(code) > MAX_MODULE_CHARS:
             raise ToolRuntimeError(
@@ -302,34 +326,40 @@ class WasmRuntime:
                 while len(self._too_slow) > SLOW_MODULES_REMEMBERED:
                     self._too_slow.popitem(last=False)
             raise
-        module = await asyncio.to_thread(self._load, artifact)
+        module = await asyncio.to_thread(_load, engine, artifact)
+        if self._engine is not engine:  # closed meanwhile: a module of that engine runs in no other
+            return module
         with self._lock:
             self._modules[key] = module
             while len(self._modules) > MODULE_CACHE_SIZE:
                 self._modules.popitem(last=False)
         return module
 
-    def _load(self, artifact: bytes) -> Any:
-        """The module a compile process compiled. Loading trusts the artifact as native code: it comes
-        from our own compile process, which runs the same wasmtime on the same module (a compiler bug
-        that took it over would have taken the server over when it compiled in the server)."""
-        import wasmtime
-
-        try:
-            return wasmtime.Module.deserialize(self._engine, artifact)
-        except wasmtime.WasmtimeError as exc:
-            raise ToolRuntimeError(f"the compiled module does not load: {first_line(exc)}") from None
-
     def _run_ticking(
-        self, module: Any, params: dict[str, Any], limits: Limits, call: WasmCall, check: bool
+        self,
+        engine: Any,
+        linker: Any,
+        module: Any,
+        params: dict[str, Any],
+        limits: Limits,
+        call: WasmCall,
+        check: bool,
     ) -> tuple[Any, list[str]]:
         # Counted in the thread that runs the module, so the clock keeps ticking for as long as it
-        # runs, even past an abandoned wait_for.
-        with self._ticking():
-            return self._instantiate_and_run(module, params, limits, call, check)
+        # runs, even past an abandoned wait_for. The engine and linker are the call's own: a close
+        # while the run waited for its thread leaves the runtime none.
+        with self._ticking(engine):
+            return self._instantiate_and_run(engine, linker, module, params, limits, call, check)
 
     def _instantiate_and_run(
-        self, module: Any, params: dict[str, Any], limits: Limits, call: WasmCall, check: bool
+        self,
+        engine: Any,
+        linker: Any,
+        module: Any,
+        params: dict[str, Any],
+        limits: Limits,
+        call: WasmCall,
+        check: bool,
     ) -> tuple[Any, list[str]]:
         import wasmtime
 
@@ -337,7 +367,7 @@ class WasmRuntime:
         # when the call ends, whatever the ending: a failed call's exception refers to the frame that
         # ran it and the frame to the store, so leaving it to reference counting kept it until the
         # cycle collector ran (a client repeating a failing call held gigabytes).
-        store = wasmtime.Store(self._engine)
+        store = wasmtime.Store(engine)
         try:
             store.set_limits(
                 memory_size=limits.memory_mb * 1024 * 1024,
@@ -347,19 +377,26 @@ class WasmRuntime:
                 memories=1,
             )
             store.set_epoch_deadline(max(1, int(limits.timeout_ms / 1000 / TICK_S)))
-            return self._run_in(store, module, params, limits, call, check)
+            return self._run_in(store, linker, module, params, limits, call, check)
         finally:
             store.close()
 
     def _run_in(
-        self, store: Any, module: Any, params: dict[str, Any], limits: Limits, call: WasmCall, check: bool
+        self,
+        store: Any,
+        linker: Any,
+        module: Any,
+        params: dict[str, Any],
+        limits: Limits,
+        call: WasmCall,
+        check: bool,
     ) -> tuple[Any, list[str]]:
         import wasmtime
 
         memory: Any = None
         error: ExecutionError
         try:
-            instance = self._linker.instantiate(store, module)
+            instance = linker.instantiate(store, module)
             exports = instance.exports(store)
             memory, alloc, run = exports.get("memory"), exports.get("alloc"), exports.get("run")
             if (
@@ -401,3 +438,16 @@ class WasmRuntime:
             error = call.error or ToolRuntimeError(f"the module failed: {first_line(exc)}")
         memory = memory if isinstance(memory, wasmtime.Memory) else None
         raise out_of_memory(error, memory, store, limits) from None
+
+
+def _load(engine: Any, artifact: bytes) -> Any:
+    """The module a compile process compiled, in `engine` (the one the call started with: a close on the
+    way leaves the runtime none). Loading trusts the artifact as native code: it comes from our own
+    compile process, which runs the same wasmtime on the same module (a compiler bug that took it over
+    would have taken the server over when it compiled in the server)."""
+    import wasmtime
+
+    try:
+        return wasmtime.Module.deserialize(engine, artifact)
+    except wasmtime.WasmtimeError as exc:
+        raise ToolRuntimeError(f"the compiled module does not load: {first_line(exc)}") from None

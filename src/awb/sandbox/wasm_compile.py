@@ -90,6 +90,8 @@ class Compilers:
 
     async def close(self) -> None:
         self._closed = True
+        # A call still under way takes no new compile process with ids the runtime gives back now.
+        self._worker_ids = None
         spare, self._spare = self._spare, None
         if spare is not None:
             # Waited for, not cancelled: a process cancelled while it starts would be left to asyncio.

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from awb.errors import (
+    AwbError,
     ExecutionError,
     MemoryExceeded,
     OutputExceeded,
@@ -108,6 +109,8 @@ class CPythonRuntime:
         self._slots = ExecutionSlots(max_concurrent, "cpython")
         self._start_lock: asyncio.Lock | None = None
         self._refusal: str | None = None
+        #: How many times the runtime was closed: a call under way at a close fails because of it.
+        self._closes = 0
         #: The layers the last worker reported applying to itself (authoritative over the probe).
         self._worker_layers: dict[str, bool] = {}
 
@@ -155,6 +158,15 @@ class CPythonRuntime:
             self._fill()
 
     async def close(self) -> None:
+        """Under the start's lock: a close that arrived while the runtime started, claiming its identity,
+        returned before that start launched its zygote, which nothing then ended."""
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        async with self._start_lock:
+            await self._close()
+
+    async def _close(self) -> None:
+        self._closes += 1
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):
@@ -264,6 +276,7 @@ class CPythonRuntime:
     async def _run(
         self, mode: str, code: str, params: dict[str, Any], limits: Limits, host: HostFunctions | None
     ) -> tuple[Execution, int | None]:
+        closes = self._closes
         try:
             with self._slots.take():
                 worker = await self._checkout()
@@ -271,6 +284,10 @@ class CPythonRuntime:
                     return await self._drive(worker, mode, code, params, limits, host)
                 finally:
                     worker.close()
+        except AwbError:
+            if self._closes != closes:  # its worker, or the zygote forking it, was ended by the close
+                raise Unavailable("the cpython runtime was closed during the call", runtime=self.name) from None
+            raise
         finally:
             if self._zygote is not None and not self._zygote.dead and self._refusal is None:
                 self._fill()
