@@ -315,6 +315,35 @@ def test_awb_runs_numpy_with_one_blas_thread_unless_told_otherwise(given: str | 
     assert all(n <= int(used) for n in json.loads(threads))
 
 
+@pytest.mark.parametrize(("given", "scanned"), [(None, False), ("", True)])
+def test_awb_looks_for_no_pydantic_plugins_unless_told_to(given: str | None, scanned: bool) -> None:
+    """`awb` sets PYDANTIC_DISABLE_PLUGINS (unless set; empty keeps every plugin): the models it builds
+    then do not make pydantic read every installed package's entry points."""
+    probe = (
+        "import os\n"
+        "from awb.cli.main import main\n"
+        "try:\n"
+        "    main(['--version'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "import pydantic\n"
+        "from pydantic.plugin import _loader\n"
+        "class Probe(pydantic.BaseModel):\n"
+        "    x: int\n"
+        "print(repr(os.environ['PYDANTIC_DISABLE_PLUGINS']), _loader._plugins is not None)\n"
+    )
+    env = clean_env()
+    env.pop("PYDANTIC_DISABLE_PLUGINS", None)
+    if given is not None:
+        env["PYDANTIC_DISABLE_PLUGINS"] = given
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60, check=True
+    )
+    setting, looked = done.stdout.strip().splitlines()[-1].split(" ")
+    assert setting == repr("__all__" if given is None else given)
+    assert looked == str(scanned)
+
+
 async def test_listing_and_text_search_load_neither_the_sandbox_nor_schema_validation(tmp_path: Path) -> None:
     # `awb inventory list` and `search` read the store: no runtime, JSON Schema or MCP SDK is imported,
     # and a text-mode search no embedding model, nor numpy: a small inventory's BM25 postings are dicts
