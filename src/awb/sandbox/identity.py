@@ -29,6 +29,31 @@ from awb.errors import Unavailable
 
 log = logging.getLogger("awb.sandbox")
 
+
+async def launch_worker_script(
+    python: str, script: Path, worker_ids: tuple[int, int] | None, *, keep_stderr: bool
+) -> asyncio.subprocess.Process:
+    """One of the sandbox's own scripts (the JavaScript worker, the wasm compile process) in a process of
+    its own: isolated interpreter, empty environment, `/` for its folder, its own session (so a kill of
+    its group reaches what it starts), pipes for its frames. With `worker_ids` it leaves root for them at
+    once; without (one started ahead, while the server or `awb doctor` still loads its config) it waits
+    for them as its first frame, its interpreter and imports loaded meanwhile."""
+    ids = [str(worker_ids[0]), str(worker_ids[1])] if worker_ids is not None else []
+    return await asyncio.create_subprocess_exec(
+        python,
+        "-I",
+        "-B",
+        str(script),
+        *ids,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE if keep_stderr else asyncio.subprocess.DEVNULL,
+        env={},
+        cwd="/",
+        start_new_session=True,
+    )
+
+
 #: Where `auto` starts looking, and how far: above systemd's container range (524288-1879048191) and
 #: below its foreign range (2147352576 up) and 2^31, which some tools mishandle as negative.
 AUTO_FIRST = 2_000_000_000

@@ -11,7 +11,6 @@ import contextlib
 import importlib.util
 import logging
 import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -23,7 +22,7 @@ from awb.install_hint import install_hint
 from awb.sandbox.base import Execution, ExecutionSlots, HostFunctions, Limits
 from awb.sandbox.cpython import lockdown
 from awb.sandbox.host import CheckingHost, end_if_exhausted
-from awb.sandbox.identity import WorkerIdentity
+from awb.sandbox.identity import WorkerIdentity, launch_worker_script
 from awb.sandbox.resident import ResidentPeak, WorkerFloors
 from awb.sandbox.wire import (
     BadFrame,
@@ -65,20 +64,7 @@ def quickjs_missing() -> str | None:
 async def launch_worker(python: str, worker_ids: tuple[int, int] | None = None) -> asyncio.subprocess.Process:
     """A worker process that leaves root for `worker_ids`; without them (a worker started ahead, while the
     server still loads its config) it waits for them as its first frame, its interpreter started meanwhile."""
-    ids = [str(worker_ids[0]), str(worker_ids[1])] if worker_ids is not None else []
-    return await asyncio.create_subprocess_exec(
-        python,
-        "-I",
-        "-B",
-        str(WORKER_PATH),
-        *ids,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env={},
-        cwd="/",
-        start_new_session=True,
-    )
+    return await launch_worker_script(python, WORKER_PATH, worker_ids, keep_stderr=False)
 
 
 @dataclass

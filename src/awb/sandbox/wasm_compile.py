@@ -15,12 +15,12 @@ import contextlib
 import json
 import logging
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
 from awb.errors import ExecutionError, MemoryExceeded, ToolRuntimeError, ToolTimeout, Unavailable
 from awb.sandbox.base import Limits, clean_text
+from awb.sandbox.identity import launch_worker_script
 
 log = logging.getLogger("awb.sandbox.wasm")
 
@@ -38,21 +38,9 @@ _OK, _FAILED = 0, 1
 
 async def launch_compiler(python: str, worker_ids: tuple[int, int] | None = None) -> asyncio.subprocess.Process:
     """A compile process that leaves root for `worker_ids`; without them (one started ahead, while `awb doctor`
-    still loads its config) it waits for them as its first frame, its interpreter and wasmtime loaded meanwhile."""
-    ids = [str(worker_ids[0]), str(worker_ids[1])] if worker_ids is not None else []
-    return await asyncio.create_subprocess_exec(
-        python,
-        "-I",
-        "-B",
-        str(COMPILER_PATH),
-        *ids,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={},
-        cwd="/",
-        start_new_session=True,
-    )
+    still loads its config) it waits for them as its first frame, its interpreter and wasmtime loaded meanwhile.
+    Its stderr is kept: what a compile process that died said is its failure's reason."""
+    return await launch_worker_script(python, COMPILER_PATH, worker_ids, keep_stderr=True)
 
 
 class Compilers:
