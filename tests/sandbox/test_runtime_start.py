@@ -155,3 +155,40 @@ async def test_a_close_that_arrives_while_the_runtime_starts_leaves_nothing_runn
     assert identity.ids is None
     assert _children() <= children
     assert _runtime_threads() == []
+
+
+async def test_a_javascript_worker_launched_across_a_close_runs_nothing_and_the_call_is_refused(
+    host_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call that found no idle worker launches one with the runtime's ids; a close while that launch is
+    under way gives the ids back, so the worker, started with them, must run nothing: another server may
+    claim them at once."""
+    real = javascript.launch_worker
+    launched: list[asyncio.subprocess.Process] = []
+    in_launch = asyncio.Event()
+    gate = asyncio.Event()
+
+    async def slow_launch(*args: Any, **kwargs: Any) -> asyncio.subprocess.Process:
+        process = await real(*args, **kwargs)
+        launched.append(process)
+        in_launch.set()
+        await gate.wait()  # the close comes while the launch is under way
+        return process
+
+    runtime = JavaScriptRuntime(pool_size=0, identity=CountingIdentity())
+    limits = Limits(timeout_ms=10_000, memory_mb=LIMITS.memory_mb)
+    try:
+        with anyio.fail_after(30):
+            await runtime.start()
+            monkeypatch.setattr(javascript, "launch_worker", slow_launch)
+            call = asyncio.ensure_future(runtime.execute("function run(p) { return p; }", {}, limits, host_factory()))
+            await in_launch.wait()
+            await runtime.close()
+            gate.set()
+            outcome = (await asyncio.gather(call, return_exceptions=True))[0]
+            assert isinstance(outcome, Unavailable), outcome
+            assert "closed" in outcome.message
+            assert launched and await launched[0].wait() is not None  # ended, not left to run a tool
+    finally:
+        gate.set()
+        await runtime.close()

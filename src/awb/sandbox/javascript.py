@@ -190,6 +190,11 @@ class JavaScriptRuntime:
         uid, gid = self._worker_ids
         launched, self._launched = self._launched, None
         worker = _JsWorker(launched or await launch_worker(self._python, (uid, gid)))
+        if self._worker_ids != (uid, gid):
+            # Closed while it launched: the ids it took were given back, and another server may hold them
+            # now, so it runs nothing.
+            await asyncio.shield(worker.kill())
+            raise Unavailable("the javascript runtime was closed during the call", runtime=self.name)
         try:
             if launched is not None:  # started before the ids were claimed: they are its first frame
                 await worker.send({"uid": uid, "gid": gid})
