@@ -13,7 +13,6 @@ any process lands in the inventory. A reader follows that journal from a cursor:
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 import threading
@@ -28,6 +27,7 @@ from pydantic import BaseModel, Field
 
 from awb.events import Event, EventBus
 from awb.inventory.sqlite import BUSY_TIMEOUT_MS, SQLiteStore
+from awb.wakeup import Wakeup
 
 #: How often a reader of a SQLite journal looks for news: the bound on a toast's delay there.
 POLL_SECONDS = 0.25
@@ -58,41 +58,6 @@ class EventFeed(Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-class Wakeup:
-    """Wakes coroutines (on any event loop) waiting for news, from whichever thread brings it."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._waiting: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
-        #: How many times news came: a reader remembers the count its last answer was complete at.
-        self.count = 0
-
-    def ring(self) -> None:
-        with self._lock:
-            self.count += 1
-            waiting = list(self._waiting)
-        for loop, event in waiting:
-            try:
-                loop.call_soon_threadsafe(event.set)
-            except RuntimeError:  # that loop has closed: its waiter is gone with it
-                pass
-
-    async def wait(self, ready: Callable[[], bool], timeout: float) -> None:
-        """Return when `ready()` holds (checked under the lock `ring` takes, so news cannot slip in
-        between the check and the wait), when news comes, or after `timeout`."""
-        entry = (asyncio.get_running_loop(), asyncio.Event())
-        with self._lock:
-            if ready():
-                return
-            self._waiting.append(entry)
-        try:
-            with anyio.move_on_after(timeout):
-                await entry[1].wait()
-        finally:
-            with self._lock:
-                self._waiting.remove(entry)
 
 
 def _event(row: tuple[int, str, str, str | None, str]) -> FeedEvent:

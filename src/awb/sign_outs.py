@@ -32,6 +32,7 @@ import anyio
 
 from awb.inventory.lane import StoreLane
 from awb.panel_access import pass_expiry, pass_id
+from awb.wakeup import Wakeup
 
 log = logging.getLogger("awb.sign_outs")
 
@@ -227,29 +228,25 @@ class SignOuts:
                 tasks.cancel_scope.cancel()
 
     async def _follow(self) -> None:
-        loop = asyncio.get_running_loop()
-        news = asyncio.Event()
-
-        def ring() -> None:  # on the store's listening thread
-            try:
-                loop.call_soon_threadsafe(news.set)
-            except RuntimeError:  # the loop has closed
-                pass
-
+        news = Wakeup()  # rung on the store's listening thread
         subscribe: Callable[[Callable[[], None]], Callable[[], None]] | None
         subscribe = getattr(self._store, "subscribe_sign_outs", None)
         unsubscribe = None
         if subscribe is not None:
             try:
-                unsubscribe = await anyio.to_thread.run_sync(subscribe, ring, abandon_on_cancel=True)
+                unsubscribe = await anyio.to_thread.run_sync(subscribe, news.ring, abandon_on_cancel=True)
             except Exception as error:  # the server serves on; it looks for sign-outs as often as on SQLite
                 log.warning("not woken by other servers' sign-outs (read every %g s instead): %s", POLL_SECONDS, error)
         every = NOTIFIED_SECONDS if unsubscribe is not None else POLL_SECONDS
         try:
+            seen = news.count  # `following` has just read the store whole
+
+            def rung() -> bool:
+                return news.count != seen
+
             while True:
-                with anyio.move_on_after(every):
-                    await news.wait()
-                news.clear()
+                await news.wait(rung, every)
+                seen = news.count  # news rung while the refresh reads wakes the next wait at once
                 await self.refresh()
         finally:
             if unsubscribe is not None:
