@@ -6,6 +6,7 @@ JavaScript worker's and the wasm compile process's ids, claimed meanwhile, as th
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -37,36 +38,29 @@ class ProbeProcesses:
 
 
 async def launch_probe_processes() -> ProbeProcesses:
-    # The wasm compile process first: its interpreter and wasmtime take the longest to get ready.
-    wasm = await _launched_wasm()
-    return ProbeProcesses(_launched_zygote(), await _launched_javascript(), wasm)
-
-
-async def _launched_javascript() -> asyncio.subprocess.Process | None:
-    """A JavaScript worker for the probe, started ahead of its ids; None without the runtime's package."""
-    import sys
-
-    from awb.sandbox.javascript import launch_worker, quickjs_missing
-
-    if quickjs_missing() is not None:
-        return None
-    try:
-        return await launch_worker(sys.executable)
-    except OSError:  # the probe starts one itself, and says why it cannot
-        return None
-
-
-async def _launched_wasm() -> asyncio.subprocess.Process | None:
-    """A wasm compile process for the probe, started ahead of its ids; None without wasmtime."""
-    import sys
-
     from awb.sandbox.wasm import wasmtime_missing
     from awb.sandbox.wasm_compile import launch_compiler
 
-    if wasmtime_missing() is not None:
+    # The wasm compile process first (its interpreter and wasmtime take the longest to get ready), before
+    # even the JavaScript runtime's module is imported.
+    wasm = await _launched_ahead(wasmtime_missing(), launch_compiler)
+    from awb.sandbox.javascript import launch_worker, quickjs_missing
+
+    javascript = await _launched_ahead(quickjs_missing(), launch_worker)
+    return ProbeProcesses(_launched_zygote(), javascript, wasm)
+
+
+async def _launched_ahead(
+    missing: str | None, launch: Callable[[str], Awaitable[asyncio.subprocess.Process]]
+) -> asyncio.subprocess.Process | None:
+    """A JavaScript worker or wasm compile process for the probe, started ahead of its ids (`launch`); None
+    when its runtime's package is `missing`."""
+    import sys
+
+    if missing is not None:
         return None
     try:
-        return await launch_compiler(sys.executable)
+        return await launch(sys.executable)
     except OSError:  # the probe starts one itself, and says why it cannot
         return None
 
