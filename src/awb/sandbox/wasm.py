@@ -35,7 +35,6 @@ import contextvars
 import functools
 import hashlib
 import importlib.util
-import json
 import logging
 import threading
 import time
@@ -46,8 +45,6 @@ from typing import Any
 
 from awb.errors import (
     AwbError,
-    ExecutionError,
-    OutputExceeded,
     ToolRuntimeError,
     ToolTimeout,
     Unavailable,
@@ -57,16 +54,8 @@ from awb.sandbox.base import Execution, ExecutionSlots, HostFunctions, Limits, e
 from awb.sandbox.identity import WorkerIdentity
 from awb.sandbox.wasm_compile import Compilers
 from awb.sandbox.wasm_engine import engine_config
-from awb.sandbox.wasm_host import (
-    WasmCall,
-    current_call,
-    make_linker,
-    out_of_memory,
-    read_memory,
-    trap_error,
-    wasmtime_error,
-    write_memory,
-)
+from awb.sandbox.wasm_host import WasmCall, current_call, make_linker
+from awb.sandbox.wasm_run import peak_memory, run_module
 from awb.text import first_line
 
 log = logging.getLogger("awb.sandbox.wasm")
@@ -77,19 +66,12 @@ MODULE_CACHE_SIZE = 64
 MAX_MODULE_CHARS = 8 * 1024 * 1024
 #: Modules whose compilation ran past the time limit, refused without compiling again.
 SLOW_MODULES_REMEMBERED = 256
-#: Table entries cost host memory that the store's memory limit does not count; modules use a few thousand.
-MAX_TABLE_ELEMENTS = 100_000
 
 
 def wasmtime_missing() -> str | None:
     if importlib.util.find_spec("wasmtime") is None:
         return f"the wasm runtime needs the `wasmtime` package: {install_hint('wasm')}"
     return None
-
-
-#: Where `execute` collects the run's peak memory; the worker thread sees it through the copied context.
-#: Linear memory never shrinks, so its size when the run ends is the run's peak.
-_peak_memory: contextvars.ContextVar[list[int]] = contextvars.ContextVar("awb_wasm_peak_memory")
 
 
 class WasmRuntime:
@@ -246,11 +228,11 @@ class WasmRuntime:
     async def execute(self, code: str, params: dict[str, Any], limits: Limits, host: HostFunctions) -> Execution:
         started = time.perf_counter()
         peak: list[int] = []
-        token = _peak_memory.set(peak)
+        token = peak_memory.set(peak)
         try:
             value, logs = await self._run(code, params, limits, host, check=False)
         finally:
-            _peak_memory.reset(token)
+            peak_memory.reset(token)
         encoded = encode_result(value, limits.max_output_bytes)
         return Execution(
             value=value,
@@ -349,95 +331,8 @@ class WasmRuntime:
         # runs, even past an abandoned wait_for. The engine and linker are the call's own: a close
         # while the run waited for its thread leaves the runtime none.
         with self._ticking(engine):
-            return self._instantiate_and_run(engine, linker, module, params, limits, call, check)
-
-    def _instantiate_and_run(
-        self,
-        engine: Any,
-        linker: Any,
-        module: Any,
-        params: dict[str, Any],
-        limits: Limits,
-        call: WasmCall,
-        check: bool,
-    ) -> tuple[Any, list[str]]:
-        import wasmtime
-
-        # The store holds the module's linear memory (up to the limit, in this process). It is closed
-        # when the call ends, whatever the ending: a failed call's exception refers to the frame that
-        # ran it and the frame to the store, so leaving it to reference counting kept it until the
-        # cycle collector ran (a client repeating a failing call held gigabytes).
-        store = wasmtime.Store(engine)
-        try:
-            store.set_limits(
-                memory_size=limits.memory_mb * 1024 * 1024,
-                table_elements=MAX_TABLE_ELEMENTS,
-                instances=1,
-                tables=4,
-                memories=1,
-            )
-            store.set_epoch_deadline(max(1, int(limits.timeout_ms / 1000 / TICK_S)))
-            return self._run_in(store, linker, module, params, limits, call, check)
-        finally:
-            store.close()
-
-    def _run_in(
-        self,
-        store: Any,
-        linker: Any,
-        module: Any,
-        params: dict[str, Any],
-        limits: Limits,
-        call: WasmCall,
-        check: bool,
-    ) -> tuple[Any, list[str]]:
-        import wasmtime
-
-        memory: Any = None
-        error: ExecutionError
-        try:
-            instance = linker.instantiate(store, module)
-            exports = instance.exports(store)
-            memory, alloc, run = exports.get("memory"), exports.get("alloc"), exports.get("run")
-            if (
-                not isinstance(memory, wasmtime.Memory)
-                or not isinstance(alloc, wasmtime.Func)
-                or not isinstance(run, wasmtime.Func)
-            ):
-                raise ToolRuntimeError(
-                    "the module must export `memory`, `alloc(len: i32) -> i32` and `run(ptr: i32, len: i32) -> i64`"
-                    " (params: UTF-8 JSON at [ptr, ptr+len); returns (result_ptr << 32) | result_len of UTF-8 JSON)"
-                )
-            if check:
-                return None, []
-            data = json.dumps(params, ensure_ascii=False).encode("utf-8")
-            ptr = int(alloc(store, len(data)))
-            write_memory(memory, store, ptr, data)
-            packed = int(run(store, ptr, len(data))) & 0xFFFFFFFFFFFFFFFF
-            _peak_memory.get([]).append(int(memory.data_len(store)))
-            out_ptr, out_len = packed >> 32, packed & 0xFFFFFFFF
-            if out_len > limits.max_output_bytes:
-                raise OutputExceeded(
-                    f"tool output is {out_len} bytes, over the {limits.max_output_bytes}-byte cap",
-                    size=out_len,
-                    limit=limits.max_output_bytes,
-                )
-            text = read_memory(memory, store, out_ptr, out_len).decode("utf-8", "replace")
-            try:
-                value = json.loads(text) if text.strip() else None
-            except json.JSONDecodeError as exc:
-                raise ToolRuntimeError(f"the module's result is not JSON: {exc}") from None
-            return value, call.logs
-        except wasmtime.Trap as exc:
-            error = call.error or trap_error(exc, limits)
-        except wasmtime.WasmtimeError as exc:
-            error = call.error or wasmtime_error(exc, limits)
-        except ExecutionError as exc:
-            error = exc
-        except Exception as exc:
-            error = call.error or ToolRuntimeError(f"the module failed: {first_line(exc)}")
-        memory = memory if isinstance(memory, wasmtime.Memory) else None
-        raise out_of_memory(error, memory, store, limits) from None
+            deadline = max(1, int(limits.timeout_ms / 1000 / TICK_S))  # epochs: the ticker's ticks
+            return run_module(engine, linker, module, params, limits, call, check, deadline=deadline)
 
 
 def _load(engine: Any, artifact: bytes) -> Any:
