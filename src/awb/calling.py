@@ -12,10 +12,10 @@ import os
 import time
 from typing import Any, Literal
 
-import anyio
 from pydantic import BaseModel, Field, PrivateAttr
 
 from awb import crafting
+from awb.call_recorder import CallRecorder
 from awb.clock import Clock
 from awb.config import Config
 from awb.equip import Armory
@@ -50,9 +50,6 @@ COMPILED_SCHEMAS = 4096
 #: Result text (characters) from which a call's result keeps the JSON its runtime encoded, for the faces
 #: to send as it is: a smaller one is encoded again in less time than handing it on takes.
 KEPT_JSON_FROM = 4096
-#: Turns of the event loop a group of call records may stay open while each brings it more calls
-#: (`CallRecorder`).
-GATHER_TURNS = 4
 #: The error code on the record of a call cancelled while its tool ran (no one hears an error: the
 #: request that made it is never answered).
 CANCELLED = "cancelled"
@@ -81,115 +78,6 @@ class CallResult(BaseModel):
         return encoded[1] if encoded is not None and encoded[0] is self.result else None
 
 
-class CallRecorder:
-    """Records calls in groups: the calls whose runs end in the same few turns of an event loop are
-    recorded together, in one write transaction (`Store.record_calls`).
-
-    A transaction costs far more than the rows in it: on SQLite its COMMIT alone (writing each page it
-    touched to the WAL) took ~37 us of a ~100 us one-call record, and every statement lets the GIL go
-    and takes it back on the event loop. Under concurrent calls the runs end a turn or two apart, so a
-    group stays open while each turn brings it more calls, up to `GATHER_TURNS` turns (measured in
-    process, 8 calls at once: groups of mostly 1-4 calls when written at the end of the first turn, of
-    7-8 this way; the record's event-loop CPU 69 -> 47 us a call). A call alone waits for nothing more
-    than the callbacks already due, as before, and a turn that brings nothing new closes a group. Each call still
-    gets its own counters, or the error that kept its own record from being written. A call cancelled
-    while it waits still has its record written, and so does one cancelled while its tool ran
-    (`record_abandoned`): it joins the next group without waiting for it.
-    """
-
-    def __init__(self, store: Store, policy: MemoryPolicy, lane: StoreLane | None = None) -> None:
-        self._store, self._policy = store, policy
-        #: A remote store's group is written on the lane's threads, within its deadline (awb.inventory.lane).
-        self._lane = lane if lane is not None and lane.remote else None
-        #: Per event loop (a workbench may serve more than one, each on its own thread).
-        self._due: dict[asyncio.AbstractEventLoop, list[tuple[CallRecord, asyncio.Future[ToolCounters]]]] = {}
-        #: Group writes under way on a lane (kept here: the loop holds its tasks only weakly), and the loops
-        #: with one under way: there the next group gathers until it ends, so calls that end meanwhile share
-        #: one transaction, as they do while a local store's write holds the loop.
-        self._writing: set[asyncio.Task[None]] = set()
-        self._writing_on: set[asyncio.AbstractEventLoop] = set()
-
-    async def record(self, call: CallRecord) -> ToolCounters:
-        recorded = self._join(call)
-        if self._lane is None or self._lane.answer_within is None:
-            return await recorded
-        # Its group may wait for the write before it: each call's wait is bounded on its own. Its record is
-        # written all the same (with its group), counted by no one.
-        with anyio.move_on_after(self._lane.answer_within):
-            return await recorded
-        raise self._lane.unanswered_error(self._lane.answer_within)
-
-    def record_abandoned(self, call: CallRecord) -> None:
-        """Record the call of a task being cancelled, which must not wait (under a cancelled anyio scope
-        every wait is cancelled again): written with the next group, its counters read by no one."""
-        # A waiter already done is one `_write` skips, as it skips a waiter cancelled mid-wait.
-        self._join(call).cancel()
-
-    def _join(self, call: CallRecord) -> asyncio.Future[ToolCounters]:
-        loop = asyncio.get_running_loop()
-        recorded: asyncio.Future[ToolCounters] = loop.create_future()
-        due = self._due.get(loop)
-        if due is None:
-            due = self._due[loop] = []
-            if loop not in self._writing_on:  # else the write under way starts this group's when it ends
-                loop.call_soon(self._gather, loop, GATHER_TURNS, 1)
-        due.append((call, recorded))
-        return recorded
-
-    def _gather(self, loop: asyncio.AbstractEventLoop, turns: int, seen: int) -> None:
-        """Write the loop's group, unless the last turn brought it more calls (`seen`: how many it had) and
-        it may wait `turns` more turns."""
-        joined = len(self._due[loop])
-        if joined > seen and turns > 1:
-            loop.call_soon(self._gather, loop, turns - 1, joined)
-            return
-        self._write(loop)
-
-    def _write(self, loop: asyncio.AbstractEventLoop) -> None:
-        due = self._due.pop(loop)
-        if self._lane is not None:
-            self._writing_on.add(loop)
-            task = loop.create_task(self._write_off_loop(self._lane, loop, due))
-            self._writing.add(task)
-            task.add_done_callback(self._writing.discard)
-            return
-        try:
-            results = self._store.record_calls([call for call, _ in due], level_after=self._policy.level_after_success)
-        except Exception as exc:  # a store that broke its contract: every waiting call hears why
-            results = [exc] * len(due)
-        self._settle(due, results)
-
-    async def _write_off_loop(
-        self,
-        lane: StoreLane,
-        loop: asyncio.AbstractEventLoop,
-        due: list[tuple[CallRecord, asyncio.Future[ToolCounters]]],
-    ) -> None:
-        try:
-            results = await lane.call(
-                self._store.record_calls, [call for call, _ in due], level_after=self._policy.level_after_success
-            )
-        except Exception as exc:  # the database did not answer in time, or the store broke its contract
-            results = [exc] * len(due)
-        finally:
-            self._writing_on.discard(loop)
-            if loop in self._due:  # the calls that ended meanwhile: their group now
-                self._write(loop)
-        self._settle(due, results)
-
-    @staticmethod
-    def _settle(
-        due: list[tuple[CallRecord, asyncio.Future[ToolCounters]]], results: list[ToolCounters | Exception]
-    ) -> None:
-        for (_, recorded), result in zip(due, results, strict=True):
-            if recorded.done():  # its call was cancelled: the record stands, nobody waits for it
-                continue
-            if isinstance(result, Exception):
-                recorded.set_exception(result)
-            else:
-                recorded.set_result(result)
-
-
 class Caller:
     """The call path of one workbench, over the workbench's own store, runtimes and policy."""
 
@@ -213,6 +101,10 @@ class Caller:
         self._protected = protected_paths(config)
         self._lane = lane or StoreLane(store)
         self._recorder = CallRecorder(store, policy, self._lane)
+
+    async def flush_records(self) -> None:
+        """Write the call records that still wait for their group (`CallRecorder.flush`)."""
+        await self._recorder.flush()
 
     def schema(self, tool: Tool, which: Literal["input", "output"] = "input") -> ToolSchema:
         """The compiled schema of a tool version; versions are immutable, so compile once per version
@@ -265,7 +157,8 @@ class Caller:
         started = time.perf_counter()
         error: AwbError | None = None
         execution: Execution | None = None
-        with self._slots.take():
+        # `running`: a group of other calls' records may wait for this one (awb.call_recorder).
+        with self._slots.take(), self._recorder.running():
             try:
                 execution = await runtime.execute(tool.code, params, limits, host)
                 self._check_result(tool, execution)

@@ -129,6 +129,7 @@ class Workbench:
 
     async def close(self) -> None:
         self._started = False
+        await self.caller.flush_records()
         await self.upkeep.settled()
         for runtime in self.runtimes.values():
             await runtime.close()

@@ -15,7 +15,7 @@ import anyio.to_thread
 import pytest
 from test_store_contract import NOW, make_tool
 
-from awb.calling import GATHER_TURNS, CallRecorder
+from awb.call_recorder import GATHER_TURNS, CallRecorder
 from awb.config import Config
 from awb.inventory.lane import StoreLane
 from awb.inventory.memory import MemoryPolicy
@@ -207,6 +207,67 @@ async def test_a_call_cancelled_while_its_record_waits_is_still_recorded() -> No
         while not store.groups:
             await asyncio.sleep(0)
     assert store.groups == [["call_left"]]
+
+
+async def _recorded_while_another_runs(recorder: CallRecorder, call_id: str) -> asyncio.Future[ToolCounters]:
+    """`call_id`'s record, joined (and its group gathered) while another call still runs."""
+    recording = asyncio.ensure_future(recorder.record(call(0, call_id=call_id)))
+    for _ in range(GATHER_TURNS + 2):  # the group's gathering turns pass
+        await asyncio.sleep(0)
+    return recording
+
+
+async def test_a_group_waits_for_a_call_still_running_and_is_written_when_it_joins() -> None:
+    store = _Store()
+    recorder = CallRecorder(store, MemoryPolicy(Config().memory))  # type: ignore[arg-type]
+    tool_ends = asyncio.Event()
+
+    async def second() -> ToolCounters:  # as `Caller.call` does: the record joins as the run ends
+        with recorder.running():
+            await tool_ends.wait()
+        return await recorder.record(call(0, call_id="call_second"))
+
+    with anyio.fail_after(5):
+        running = asyncio.ensure_future(second())
+        first = await _recorded_while_another_runs(recorder, "call_first")
+        assert store.groups == []  # held for the running call, not written alone
+        tool_ends.set()
+        results = await asyncio.gather(first, running)
+    assert store.groups == [["call_first", "call_second"]]
+    assert [r.usage_count for r in results] == [1, 2]
+
+
+async def test_a_group_waits_for_a_running_call_only_up_to_its_window() -> None:
+    store = _Store()
+    recorder = CallRecorder(store, MemoryPolicy(Config().memory))  # type: ignore[arg-type]
+    with recorder.running():  # a call that goes on running past the window
+        recording = await _recorded_while_another_runs(recorder, "call_first")
+        with anyio.fail_after(5):
+            assert (await recording).usage_count == 1
+        assert store.groups == [["call_first"]]
+
+
+async def test_a_call_alone_is_written_without_waiting_for_the_window() -> None:
+    store = _Store()
+    recorder = CallRecorder(store, MemoryPolicy(Config().memory))  # type: ignore[arg-type]
+    with recorder.running():
+        pass  # a call that ran and left before the next one's record: nothing is running now
+    recording = asyncio.ensure_future(recorder.record(call(0, call_id="call_alone")))
+    for _ in range(GATHER_TURNS + 2):  # turns of the loop only: far less than the window
+        await asyncio.sleep(0)
+        if recording.done():
+            break
+    assert recording.done() and store.groups == [["call_alone"]]
+
+
+async def test_flush_writes_a_group_held_for_running_calls_at_once() -> None:
+    store = _Store()
+    recorder = CallRecorder(store, MemoryPolicy(Config().memory))  # type: ignore[arg-type]
+    with recorder.running():
+        recording = await _recorded_while_another_runs(recorder, "call_held")
+        await recorder.flush()  # a workbench closing: its loop may stop before the window ends
+        assert store.groups == [["call_held"]]
+        assert (await recording).usage_count == 1
 
 
 def test_a_group_counts_each_tool_once_and_each_call_reads_what_it_would_alone(tmp_path: Path) -> None:
