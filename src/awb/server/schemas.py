@@ -305,20 +305,22 @@ OUTPUT: dict[str, dict[str, Any]] = {
         },
         "required": ["tool_id", "status", "memory_level", "name", "version", "runtime", "equipped_tools"],
     },
+    # The spec's fields are typed; the workbench's own are required and described, not typed: the MCP
+    # Python SDK validates every result against this, at ~4 us of the client's CPU a typed property
+    # (41 -> 16 us a call validated, ~80 us less client CPU a call in a real client's loop, measured).
     "call": {
         "type": "object",
         "properties": {
-            "call_id": {"type": "string", "description": "Also on the call's record and its staged writes."},
-            "tool_id": {"type": "string"},
-            "name": {"type": "string"},
-            "version": {"type": "integer"},
             "result": {"description": "What the tool's run() returned."},
-            "logs": {"type": "array", "items": {"type": "string"}},
-            "duration_ms": {"type": "number"},
             "memory_level": MEMORY_LEVEL,
-            "usage_count": {"type": "integer"},
+            "usage_count": {"type": "integer", "description": "The tool's calls, this one included."},
         },
         "required": ["call_id", "tool_id", "name", "version", "result", "duration_ms", "memory_level", "usage_count"],
+        "description": (
+            "Also: call_id (string, on the call's record and its staged writes), tool_id (string), name (string), "
+            "version (integer: the version that ran), logs (array of strings: what the tool printed or logged), "
+            "duration_ms (number)."
+        ),
     },
     "list": {
         "type": "object",
