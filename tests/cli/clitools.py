@@ -40,7 +40,7 @@ def run_awb(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subproc
 
 
 def run_program(
-    argv: list[str], cwd: Path, *, env: dict[str, str] | None = None, **popen: Any
+    argv: list[str], cwd: Path, *, env: dict[str, str] | None = None, timeout: float = 60, **popen: Any
 ) -> subprocess.CompletedProcess[str]:
     """`argv` in `cwd` with no stdin and its output captured, as `run_awb` runs `awb` (`popen`: more of
     `subprocess.run`'s options)."""
@@ -50,7 +50,7 @@ def run_program(
         cwd=cwd,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=timeout,
         check=False,
         stdin=subprocess.DEVNULL,
         **popen,
