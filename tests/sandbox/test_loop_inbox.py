@@ -4,26 +4,33 @@ answers that arrive together wake the loop once."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import os
 import threading
+import weakref
 from typing import Any
 
 import pytest
 
+from awb.sandbox import gil_io
 from awb.sandbox.loop_inbox import LoopInbox, inbox_of
 
 
-def test_posts_made_before_the_loop_runs_them_wake_it_once_and_all_run_in_order() -> None:
-    async def main() -> tuple[list[int], int]:
+def test_posts_made_before_the_loop_runs_them_wake_it_once_and_all_run_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    wakes = 0
+    real = gil_io.write
+
+    def counted(fd: int, data: bytes) -> int:
+        nonlocal wakes
+        wakes += 1
+        return real(fd, data)
+
+    monkeypatch.setattr(gil_io, "write", counted)
+
+    async def main() -> list[int]:
         loop = asyncio.get_running_loop()
-        wakes = 0
-        real = loop.call_soon_threadsafe
-
-        def counted(callback: Any, *args: Any) -> Any:
-            nonlocal wakes
-            wakes += 1
-            return real(callback, *args)
-
-        loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
         inbox = LoopInbox(loop)
         seen: list[int] = []
         done = loop.create_future()
@@ -37,9 +44,9 @@ def test_posts_made_before_the_loop_runs_them_wake_it_once_and_all_run_in_order(
         thread.start()
         thread.join(10)
         await asyncio.wait_for(done, 10)
-        return seen, wakes
+        return seen
 
-    seen, wakes = asyncio.run(main())
+    seen = asyncio.run(main())
     assert seen == list(range(50))
     assert wakes == 1
 
@@ -109,3 +116,23 @@ def test_posting_to_a_closed_loop_does_not_raise() -> None:
     assert ran == []
     with pytest.raises(RuntimeError):
         loop.call_soon_threadsafe(ran.append, 3)  # what the inbox absorbs
+
+
+def test_a_loop_done_with_is_freed_and_its_inbox_pipe_closed() -> None:
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        inbox = inbox_of(loop)
+        done = loop.create_future()
+        threading.Thread(target=inbox.post, args=(done.set_result, None)).start()
+        await asyncio.wait_for(done, 10)
+        return inbox._wake_read
+
+    loop = asyncio.new_event_loop()
+    wake_read = loop.run_until_complete(main())
+    loop.close()
+    gone = weakref.ref(loop)
+    del loop
+    gc.collect()
+    assert gone() is None  # an inbox does not keep its loop alive (a server's tests make thousands)
+    with pytest.raises(OSError):
+        os.fstat(wake_read)  # nor its pipe open

@@ -244,3 +244,37 @@ async def test_a_traceback_names_no_function_it_does_not_know() -> None:
         await runtime.close()
     trace = failed.value.details["traceback"]
     assert trace == ["line 1: def run():", "TypeError: run() takes 0 positional arguments but 1 was given"], trace
+
+
+async def test_a_worker_is_settled_in_once_however_many_checks_it_serves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker's first feed (`_settled_in`) happens once: checks, which are not measured, used to feed
+    it again on every checkout, a round trip to the worker each."""
+    settles: list[int | None] = []
+    checkout = monty_module._checkout
+
+    class Counted:
+        def __init__(self, session: Any) -> None:
+            self._session = session
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._session, name)
+
+        def __exit__(self, *args: Any) -> None:
+            self._session.__exit__(*args)
+
+        def feed_run(self, code: str, **kwargs: Any) -> Any:
+            if code == "None":
+                settles.append(self._session.worker_pid)
+            return self._session.feed_run(code, **kwargs)
+
+    monkeypatch.setattr(monty_module, "_checkout", lambda pool, limits: Counted(checkout(pool, limits)))
+    runtime = MontyRuntime(pool_size=1, max_processes=1)
+    try:
+        with anyio.fail_after(30):
+            for _ in range(5):
+                await runtime.check(CODE, LIMITS)
+    finally:
+        with anyio.fail_after(10):
+            await runtime.close()
+    assert settles
+    assert len(settles) == len(set(settles))  # each worker once

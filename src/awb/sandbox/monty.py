@@ -126,6 +126,7 @@ class MontyRuntime:
         pid = session.worker_pid
         if pid is not None and not self._floors.seen(pid):
             session.feed_run("None")
+            self._floors.settled(pid)  # a check (not measured) must not settle the same worker again
 
     def _measured(self, resident: ResidentPeak | None) -> int | None:
         """The run's peak memory; a worker that kept much more than it started with is retired."""

@@ -190,12 +190,22 @@ class WorkerFloors:
 
     def __init__(self, remembered: int = 64) -> None:
         self._floors: dict[int, int] = {}
+        self._settled: dict[int, None] = {}
         self._remembered = remembered
         # Monty's runs end on threads of their own, side by side.
         self._lock = threading.Lock()
 
     def seen(self, pid: int) -> bool:
-        return pid in self._floors
+        """Whether the worker has been fed before (settled in, or measured)."""
+        return pid in self._settled or pid in self._floors
+
+    def settled(self, pid: int) -> None:
+        """The worker has had its first feed; remembered apart from the floors, which only measured
+        runs set (a check is not measured, and would otherwise settle its worker in again each time)."""
+        with self._lock:
+            self._settled[pid] = None
+            while len(self._settled) > self._remembered:
+                del self._settled[next(iter(self._settled))]
 
     def bloated(self, resident: ResidentPeak) -> bool:
         """Whether the worker now holds more than `RETIRE_GROWTH_BYTES` over its floor: memory its
