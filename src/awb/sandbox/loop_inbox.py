@@ -41,7 +41,10 @@ class LoopInbox:
         self._loop = weakref.ref(loop)
         self._lock = threading.Lock()
         self._posted: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
-        self._wake_read, self._wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        # os.pipe: not inherited by child processes; os.pipe2 is Linux's only.
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_read, False)
+        os.set_blocking(self._wake_write, False)
         self._pipe = weakref.finalize(self, _close, self._wake_read, self._wake_write)
         try:
             loop.add_reader(self._wake_read, self._run_posted)
