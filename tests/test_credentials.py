@@ -113,8 +113,9 @@ def test_every_kind_of_credential_is_masked_anywhere_in_a_long_text() -> None:
 )
 def test_texts_that_make_a_pattern_search_to_their_end_from_many_places_are_masked_in_linear_time(text: str) -> None:
     """Searching from every position took time quadratic in these texts' length: 6 s for 100 KB of the
-    second, hours for these 4 MB. The bound is generous for a loaded 2-core machine (each takes < 1 s)."""
+    second, hours for these 4 MB. The bound only has to tell linear from quadratic: each takes < 1 s,
+    1.5 s with 8 busy loops on a 2-core machine, and the quadratic search hours."""
     started = time.perf_counter()
     masked = mask_credentials(text, "[R]")
-    assert time.perf_counter() - started < 5
+    assert time.perf_counter() - started < 30
     assert masked == text

@@ -41,7 +41,7 @@ def test_a_pool_whose_every_connection_is_lent_says_busy_within_its_wait_not_tha
     assert raised.value.code == "busy"
     assert "pool is exhausted" in raised.value.message
     assert "all 1 connections" in raised.value.message
-    assert WAIT - 0.1 <= waited < WAIT + 1
+    assert WAIT - 0.1 <= waited < WAIT + 5  # the pool wait, with room for a loaded machine
     # Not taken for down: the next request gets the connection given back, without a probe.
     assert store.schema_version() >= 1
     assert store._pool._down is None
@@ -70,7 +70,7 @@ def test_a_statement_blocked_behind_another_sessions_lock_ends_unavailable_withi
         waited = time.monotonic() - started
         assert raised.value.code == "unavailable"
         assert "did not finish a statement in time" in raised.value.message
-        assert waited < 1.0 + 1
+        assert waited < 1.0 + 7  # the statement timeout (1 s), not the lock's 15 s
     finally:
         release.cancel()
         locker.close()
