@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from awb.sandbox import gil_io
 from awb.sandbox import resident as resident_module
 from awb.sandbox.resident import RETIRE_GROWTH_BYTES, ResidentPeak, WorkerFloors, _marks
 
@@ -49,9 +50,9 @@ def allocate(process: subprocess.Popen[str], mb: int) -> None:
 def io_calls(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """The procfs reads and writes through libc holding the GIL (where there is a libc), or through `os`."""
     if request.param == "os":
-        monkeypatch.setattr(resident_module, "_LIBC", None)
+        monkeypatch.setattr(gil_io, "_LIBC", None)
     else:
-        assert resident_module._LIBC is not None  # Linux has a C library to call
+        assert gil_io._LIBC is not None  # Linux has a C library to call
     return str(request.param)
 
 
@@ -179,11 +180,11 @@ def test_procfs_io_reads_what_os_reads_and_fails_as_os_does(io_calls: str) -> No
     statm = os.open(f"/proc/{os.getpid()}/statm", os.O_RDONLY)
     try:
         # The first field (program size) does not move between two reads.
-        assert resident_module._pread(statm, 256).split()[0] == os.pread(statm, 256, 0).split()[0]
+        assert gil_io.pread(statm, 256).split()[0] == os.pread(statm, 256, 0).split()[0]
     finally:
         os.close(statm)
     with pytest.raises(OSError) as raised:
-        resident_module._pread(statm, 256)  # closed
+        gil_io.pread(statm, 256)  # closed
     assert raised.value.errno == errno.EBADF
     with pytest.raises(OSError):
-        resident_module._pwrite(statm, b"5")
+        gil_io.pwrite(statm, b"5")

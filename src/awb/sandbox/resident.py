@@ -17,21 +17,21 @@ memory a run can reuse unseen stays under that bound.
 Both are reads and writes of procfs files (no disk), done while the worker is idle (on the event loop,
 or on the thread that runs a Monty call), as it is before a job is sent and after its result came back.
 The files of recent workers stay open (`_OpenFiles`): a run costs three system calls, about 12
-microseconds, most of it generating `/proc/<pid>/status`. They are made holding the GIL (`_pread`,
-`_pwrite`): `os.pread` lets the GIL go around its system call, and on a busy server another thread
+microseconds, most of it generating `/proc/<pid>/status`. They are made holding the GIL (`awb.sandbox.gil_io`'s
+`pread` and `pwrite`): `os.pread` lets the GIL go around its system call, and on a busy server another thread
 takes it, so each of these few-microsecond calls would cost the calling thread a wait and a wake-up
 to get it back (measured on Monty calls at 8 at once: ~7 of ~33 context switches a call).
 """
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+
+from awb.sandbox import gil_io
 
 log = logging.getLogger("awb.sandbox.resident")
 
@@ -60,8 +60,8 @@ class ResidentPeak:
             return None
         try:
             files = _FILES.of(pid)
-            _pwrite(files.clear_refs, _RESET_HIGH_WATER_MARK)
-            baseline = int(_pread(files.statm, 256).split()[1]) * _PAGE
+            gil_io.pwrite(files.clear_refs, _RESET_HIGH_WATER_MARK)
+            baseline = int(gil_io.pread(files.statm, 256).split()[1]) * _PAGE
         except (OSError, ValueError, IndexError) as exc:
             _FILES.forget(pid)
             log.debug("cannot measure the memory of worker %s: %s", pid, exc)
@@ -72,7 +72,7 @@ class ResidentPeak:
         """Bytes the run added to the worker's resident size at its highest; None if unreadable.
         Also notes the worker's resident size now (`resident_after`)."""
         try:
-            marks = _marks(_pread(_FILES.of(self.pid).status, _STATUS_BYTES))
+            marks = _marks(gil_io.pread(_FILES.of(self.pid).status, _STATUS_BYTES))
         except OSError:
             _FILES.forget(self.pid)
             return None
@@ -126,48 +126,6 @@ class _OpenFiles:
             files = self._files.pop(pid, None)
         if files is not None:
             files.close()
-
-
-def _libc_calls() -> tuple[Any, Any] | None:
-    """libc's pread and pwrite called through `ctypes.PyDLL`, which keeps the GIL; None where there is
-    no such C library (the `os` functions are used then)."""
-    try:
-        libc = ctypes.PyDLL(None, use_errno=True)
-        pread, pwrite = libc.pread, libc.pwrite
-    except (OSError, AttributeError):
-        return None
-    for call in (pread, pwrite):
-        call.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_long]
-        call.restype = ctypes.c_ssize_t
-    return pread, pwrite
-
-
-_LIBC = _libc_calls()
-
-
-def _pread(fd: int, size: int) -> bytes:
-    """Up to `size` bytes from offset 0 of `fd` (procfs answers afresh), without letting the GIL go."""
-    if _LIBC is None:
-        return os.pread(fd, size, 0)
-    buffer = ctypes.create_string_buffer(size)
-    got = _checked(_LIBC[0](fd, buffer, size, 0))  # before `buffer.raw` is read
-    return buffer.raw[:got]
-
-
-def _pwrite(fd: int, data: bytes) -> None:
-    """Write `data` at offset 0 of `fd`, without letting the GIL go."""
-    if _LIBC is None:
-        os.pwrite(fd, data, 0)
-        return
-    _checked(_LIBC[1](fd, data, len(data), 0))
-
-
-def _checked(result: int) -> int:
-    """A libc call's result, or the `OSError` its errno names (what the `os` functions raise)."""
-    if result < 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, os.strerror(errno))
-    return result
 
 
 def _open_files(pid: int) -> _Files:
