@@ -290,3 +290,14 @@ async def run_while_ticking(run: Callable[[], Awaitable[Any]]) -> tuple[Any, Loo
                 result = await run()
     share.held = gap()
     return result, share
+
+
+def embeddings_installed() -> bool:
+    """Whether the embed extra's local model can be loaded here (tests that need it skip otherwise)."""
+    from awb.search.embeddings import EmbedderUnavailable, local_model_files
+
+    try:
+        local_model_files()
+    except EmbedderUnavailable:
+        return False
+    return True

@@ -12,7 +12,7 @@ from awb.blueprints.knowledge import MAX_FILE_BYTES, KnowledgeBase, KnowledgeLib
 from awb.blueprints.passages import passages_of
 from awb.config import SearchConfig
 from awb.errors import InvalidParams, Unavailable
-from awb.search.embeddings import EmbedderUnavailable, local_model_files
+from support import embeddings_installed
 
 HANDBOOK = """# Handbook
 
@@ -151,15 +151,7 @@ async def test_the_tool_handler_answers_errors_as_failed_outcomes(tmp_path: Path
         library.close()
 
 
-def _embeddings_installed() -> bool:
-    try:
-        local_model_files()
-    except EmbedderUnavailable:
-        return False
-    return True
-
-
-@pytest.mark.skipif(not _embeddings_installed(), reason="the embed extra is not installed")
+@pytest.mark.skipif(not embeddings_installed(), reason="the embed extra is not installed")
 def test_hybrid_search_finds_a_passage_by_meaning_when_embeddings_are_installed(tmp_path: Path) -> None:
     (tmp_path / "money.md").write_text(
         "# Reimbursements\n\nWe pay back customers two weeks after they send goods back."

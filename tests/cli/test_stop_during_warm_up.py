@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from awb.search.embeddings import EmbedderUnavailable, local_model_files
 from clitools import AWB, run_awb, run_program
+from support import embeddings_installed
 
 #: Installed in the server's process as its `sitecustomize`: an import of `HOLD_IMPORT`'s module in a
 #: thread other than the main one (the warm-up's threads) says so on one pipe, then waits before the
@@ -114,14 +114,6 @@ print(json.dumps({"exited_before_release": exited_before_release, "code": code, 
 """
 
 
-def _embeddings_installed() -> bool:
-    try:
-        local_model_files()
-    except EmbedderUnavailable:
-        return False
-    return True
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a subreaper is Linux's")
 @pytest.mark.parametrize(
     ("line", "module"),
@@ -131,7 +123,7 @@ def _embeddings_installed() -> bool:
         pytest.param(  # stopped while the embedding model loads (a thread the interpreter would join)
             "",
             "onnxruntime",
-            marks=pytest.mark.skipif(not _embeddings_installed(), reason="the embed extra is not installed"),
+            marks=pytest.mark.skipif(not embeddings_installed(), reason="the embed extra is not installed"),
         ),
     ],
     ids=["before ready", "while the REST API is imported", "while the embedding model loads"],
