@@ -41,6 +41,8 @@ WORKER_PATH = Path(__file__).with_name("javascript_worker.py")
 START_TIMEOUT_S = 15.0
 #: How long a worker whose pipe closed mid-call is given to be reaped, for its exit status.
 DEATH_WAIT_S = 1.0
+#: How long a killed worker is given to be reaped (its pipes closed) before the call goes on without it.
+KILL_WAIT_S = 5.0
 REQUIRED_LAYERS = (
     "rlimits",
     "no_new_privs",
@@ -89,7 +91,7 @@ class _JsWorker:
         with contextlib.suppress(ProcessLookupError):
             self.process.kill()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._reaped(), 5)
+            await asyncio.wait_for(self._reaped(), KILL_WAIT_S)
 
     async def _reaped(self) -> None:
         # asyncio's wait() returns once every pipe of the process has closed, and a frame left unread
