@@ -32,7 +32,7 @@ import anyio
 
 from awb.inventory.lane import StoreLane
 from awb.panel_access import pass_expiry, pass_id
-from awb.wakeup import Wakeup
+from awb.wakeup import Wakeup, call_soon_on
 
 log = logging.getLogger("awb.sign_outs")
 
@@ -87,11 +87,7 @@ class StreamSignIn:
         with self._lock:
             self._over = True
             waits = list(self._waits)
-        for loop, scope in waits:
-            try:
-                loop.call_soon_threadsafe(scope.cancel)
-            except RuntimeError:  # that loop has closed: its wait is gone with it
-                pass
+        call_soon_on((loop, scope.cancel) for loop, scope in waits)
 
     @contextmanager
     def bounded(self) -> Iterator[None]:

@@ -6,9 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import anyio
+
+
+def call_soon_on(calls: Iterable[tuple[asyncio.AbstractEventLoop, Callable[[], object]]]) -> None:
+    """Run each callback on its own event loop soon, from whichever thread this is; a loop that has
+    closed is passed over (its waiter is gone with it)."""
+    for loop, callback in calls:
+        try:
+            loop.call_soon_threadsafe(callback)
+        except RuntimeError:  # that loop has closed
+            pass
 
 
 class Wakeup:
@@ -24,11 +34,7 @@ class Wakeup:
         with self._lock:
             self.count += 1
             waiting = list(self._waiting)
-        for loop, event in waiting:
-            try:
-                loop.call_soon_threadsafe(event.set)
-            except RuntimeError:  # that loop has closed: its waiter is gone with it
-                pass
+        call_soon_on((loop, event.set) for loop, event in waiting)
 
     async def wait(self, ready: Callable[[], bool], timeout: float) -> None:
         """Return when `ready()` holds (checked under the lock `ring` takes, so news cannot slip in
@@ -46,4 +52,4 @@ class Wakeup:
                 self._waiting.remove(entry)
 
 
-__all__ = ["Wakeup"]
+__all__ = ["Wakeup", "call_soon_on"]
