@@ -15,6 +15,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -301,3 +302,21 @@ def embeddings_installed() -> bool:
     except EmbedderUnavailable:
         return False
     return True
+
+
+@contextmanager
+def loopback_http(
+    handler: type[BaseHTTPRequestHandler], *, daemon_threads: bool = False, poll_interval: float = 0.5
+) -> Iterator[ThreadingHTTPServer]:
+    """`handler` served on a free loopback port from a thread of its own for the length of the block;
+    shut down and closed after it. Fake providers, schema hosts and attacker sites in the tests."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = daemon_threads
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": poll_interval}, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import http.server
 import json
 import os
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from awb.server.mcp import McpFace
 from awb.validation import MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH, ToolSchema
 from awb.workbench import Workbench
 from journey import call
-from support import add_tool
+from support import add_tool, loopback_http
 
 pytestmark = pytest.mark.anyio
 
@@ -50,15 +49,8 @@ def schema_host() -> Iterator[tuple[str, list[str]]]:
     """A loopback HTTP server that serves a schema and records every request it gets."""
     hits: list[str] = []
     handler = type("Handler", (Recorder,), {"hits": hits})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with loopback_http(handler) as server:
         yield f"http://127.0.0.1:{server.server_address[1]}", hits
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
 
 
 @pytest.fixture

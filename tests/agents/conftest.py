@@ -7,12 +7,13 @@ scripts the replies, statuses, headers and stalls it wants.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
+
+from support import loopback_http
 
 from .agent_fixtures import FakeProvider, Reply
 
@@ -56,15 +57,9 @@ def fake_provider() -> Iterator[FakeProvider]:
         def log_message(self, format: str, *args: Any) -> None:
             """Keep test output quiet."""
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    provider.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield provider
-    finally:
-        provider.release.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with loopback_http(Handler, daemon_threads=True, poll_interval=0.05) as server:
+        provider.url = f"http://127.0.0.1:{server.server_address[1]}"
+        try:
+            yield provider
+        finally:
+            provider.release.set()

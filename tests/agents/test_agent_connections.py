@@ -11,7 +11,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import anyio
@@ -22,6 +22,7 @@ from awb.agents import run_agent
 from awb.agents.errors import ModelError
 from awb.agents.models.base import Prompt
 from awb.agents.models.openai import OpenAIModel
+from support import loopback_http
 
 from .agent_fixtures import Reader, files_server, openai_calls
 
@@ -98,17 +99,9 @@ def keepalive_provider() -> Iterator[KeepAliveProvider]:
         def log_message(self, format: str, *args: Any) -> None:
             """Keep test output quiet."""
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    provider.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
+    with loopback_http(Handler, daemon_threads=True, poll_interval=0.05) as server:
+        provider.url = f"http://127.0.0.1:{server.server_address[1]}"
         yield provider
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
 
 
 def model(provider: KeepAliveProvider) -> OpenAIModel:

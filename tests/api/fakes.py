@@ -8,10 +8,12 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import uvicorn
+
+from support import loopback_http
 
 Reply = tuple[int, Any]
 Responder = Callable[[dict[str, Any]], Reply]
@@ -84,18 +86,12 @@ def serving(fake: FakeServer) -> Iterator[FakeServer]:
         def log_message(self, format: str, *args: Any) -> None:
             """Keep test output quiet."""
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    fake.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield fake
-    finally:
-        fake.release.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with loopback_http(Handler, daemon_threads=True) as server:
+        fake.url = f"http://127.0.0.1:{server.server_address[1]}"
+        try:
+            yield fake
+        finally:
+            fake.release.set()
 
 
 class _Server(uvicorn.Server):

@@ -11,7 +11,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import anyio
@@ -25,6 +25,7 @@ from awb.blueprints.compile import RuntimeOptions, compile_blueprint
 from awb.blueprints.errors import BlueprintInvalid
 from awb.blueprints.journal import RunJournal
 from awb.blueprints.schema import Blueprint, validate_blueprint
+from support import loopback_http
 
 pytestmark = pytest.mark.anyio
 
@@ -202,16 +203,8 @@ def redirecting(location: str) -> Iterator[str]:
         def log_message(self, format: str, *args: Any) -> None:
             """Keep test output quiet."""
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with loopback_http(Handler, daemon_threads=True) as server:
         yield f"http://{PUBLIC_NAME}:{server.server_address[1]}/mcp"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 @pytest.mark.parametrize("target", ["awb", "agno"])

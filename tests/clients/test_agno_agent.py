@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+
+from support import loopback_http
 
 pytest.importorskip("agno.tools.mcp", reason="the clients extra is not installed: pip install -e '.[clients]'")
 from agno.agent import Agent
@@ -71,16 +72,9 @@ def fake_chat() -> Iterator[FakeChat]:
         def log_message(self, format: str, *args: Any) -> None:
             """Quiet."""
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    chat.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with loopback_http(Handler) as server:
+        chat.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
         yield chat
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
 
 
 async def runs(chat: FakeChat, tmp_path: Path, refresh_connection: bool) -> tuple[list[set[str]], set[str]]:

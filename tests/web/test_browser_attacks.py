@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import quote, urlsplit
@@ -22,7 +21,7 @@ from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
 from journey import call
-from support import add_tool, awb_env, awb_http
+from support import add_tool, awb_env, awb_http, loopback_http
 
 playwright_api = pytest.importorskip("playwright.async_api")
 
@@ -185,15 +184,8 @@ class Attacker(BaseHTTPRequestHandler):
 @contextmanager
 def attacker_site(pages: dict[str, str]) -> Iterator[tuple[str, list[str]]]:
     handler = type("Site", (Attacker,), {"pages": pages, "cookies": []})
-    site = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=site.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with loopback_http(handler) as site:
         yield f"http://127.0.0.1:{site.server_address[1]}", handler.cookies
-    finally:
-        site.shutdown()
-        site.server_close()
-        thread.join(timeout=5)
 
 
 async def test_another_loopback_port_cannot_frame_post_or_learn_the_token(tmp_path: Path) -> None:
