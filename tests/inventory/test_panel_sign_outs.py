@@ -15,24 +15,13 @@ import pytest
 from test_name_case import insert_row, named
 
 import pg_support
-from awb.config import Config
 from awb.inventory import postgres_migrations
-from awb.inventory.open import open_store
 from awb.inventory.panel_sign_outs import FLOOR
 from awb.inventory.postgres import PostgresStore
 from awb.inventory.sqlite import MIGRATIONS, SCHEMA_VERSION, SQLiteStore
 from awb.inventory.sqlite_schema import statements
 
 NOW = 1_900_000_000
-
-
-@pytest.fixture
-def store(store_config: Config) -> Iterator[Any]:
-    opened = open_store(store_config)
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 def test_expired_sign_outs_go_and_those_past_the_bound_fold_into_a_floor(store: Any) -> None:
